@@ -1,0 +1,78 @@
+"""Trials: one configuration, its status and its measurements.
+
+A trial is one configuration. It may hold several samples (repeats, re-measurements); its value is
+their median. Failure is a status with a reason, never a sentinel number.
+
+Example:
+    >>> from perftune.space import Config
+    >>> t = Trial(id=0, config=Config({"x": 1}))
+    >>> t.status is Status.PENDING
+    True
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perftune.space import Config
+
+__all__ = ["Status", "Trial"]
+
+
+class Status(enum.Enum):
+    """How a trial ended (or that it has not ended yet)."""
+
+    PENDING = "pending"
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+@dataclass
+class Trial:
+    """One configuration proposed in a run, with its outcome.
+
+    Attributes:
+        id: Ticket number in the run, 0-based, in issue order.
+        config: The configuration measured.
+        status: How the trial ended.
+        value: Objective in the user's units (median of ``samples``); None unless OK.
+        loss: ``value`` when minimising, ``-value`` when maximising; None unless OK.
+            Search techniques read ``loss`` only.
+        metrics: Every metric reported by the objective.
+        samples: Repeated measurements of the objective.
+        reason: Why the trial failed, timed out or was cancelled.
+        technique: Who proposed it (``"default"``, ``"seed"``, a technique name).
+        worker: Which worker measured it.
+        started_at: Start of the measurement (``time.time()``).
+        finished_at: End of the measurement (``time.time()``).
+    """
+
+    id: int
+    config: Config
+    status: Status = Status.PENDING
+    value: float | None = None
+    loss: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    samples: list[float] = field(default_factory=list)
+    reason: str | None = None
+    technique: str | None = None
+    worker: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the trial was measured successfully."""
+        return self.status is Status.OK
+
+    @property
+    def duration_s(self) -> float | None:
+        """Wall time of the measurement in seconds, when known."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
