@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from perftune.space import Config
 
-__all__ = ["Status", "Trial"]
+__all__ = ["Status", "Trial", "TrialTimeout"]
 
 
 class Status(enum.Enum):
@@ -76,3 +76,12 @@ class Trial:
         if self.started_at is None or self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+
+class TrialTimeout(Exception):
+    """Raised by an objective to record its trial as TIMEOUT rather than FAILED.
+
+    Example:
+        >>> def objective(config):
+        ...     raise TrialTimeout("ran past 2.0 s")
+    """

@@ -1,0 +1,32 @@
+# perftune: `make demo` and `make test` work on a fresh machine with Python 3.11.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all lint bench-overhead clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# Tune the bundled C example (gcc): block size, unrolling and loop order of a matrix multiply.
+demo: $(STAMP)
+	$(BIN)/python -m perftune.demo
+
+# The whole suite except GPU tests. PostgreSQL tests start a throwaway server when its binaries exist.
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not gpu" -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/pip install -q ruff mypy
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy src/perftune/space src/perftune/search src/perftune/drive src/perftune/store
+
+bench-overhead: $(STAMP)
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache demo.db

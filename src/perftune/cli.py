@@ -1,0 +1,322 @@
+"""The ``perftune`` command line.
+
+Argument parsing lives here only. Every user mistake surfaces as one line on stderr and exit code 2;
+nothing already measured is lost.
+
+Example:
+    $ perftune run examples/python_metric/task.toml --budget 50
+    $ perftune runs
+    $ perftune best latest
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from perftune.errors import PerftuneError
+
+__all__ = ["main"]
+
+JSON_SCHEMA_VERSION = 1
+
+
+class _Cli(click.Group):
+    """A click group that turns perftune's user errors into one clear line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PerftuneError as error:
+            click.echo(f"perftune: error: {error}", err=True)
+            sys.exit(2)
+
+
+def _emit_json(payload: dict[str, Any]) -> None:
+    click.echo(json.dumps({"schema": JSON_SCHEMA_VERSION, **payload}, indent=2, default=str))
+
+
+def _budget_option(f: Any) -> Any:
+    return click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
+                        help="Trials (200) or wall time (90s, 10m, 1h); give twice for both, the first reached ends the run.")(f)
+
+
+def _common_options(f: Any) -> Any:
+    f = _budget_option(f)
+    f = click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")(f)
+    f = click.option("--seed", type=int, default=None, help="Seed: makes the run reproducible.")(f)
+    return click.option("--store", "store", default=None, metavar="URL",
+                        help="Results store (overrides the global --store).")(f)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="perftune")
+@click.option("--store", envvar="PERFTUNE_STORE", default=None, metavar="URL",
+              help="Results store: a SQLite path or an SQLAlchemy URL (default: ./perftune.db, or $PERFTUNE_STORE).")
+@click.option("--seed", type=int, default=None, help="Seed for every run started by this command.")
+@click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")
+@_budget_option
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, seed: int | None, workers: int | None,
+        budget: tuple[str, ...]) -> None:
+    """perftune: autotune programs, compilers and kernels.
+
+    \b
+    Start here:
+      perftune run examples/python_metric/task.toml --budget 40
+      perftune runs                 # what is in the store
+      perftune show latest          # one run: best, history, failures
+      perftune best latest          # the best configuration as JSON
+    """
+    ctx.ensure_object(dict)
+    ctx.obj.update(store=store, seed=seed, workers=workers, budget=budget)
+
+
+def _opt(ctx: click.Context, key: str, value: Any) -> Any:
+    """A subcommand's option, else the global one."""
+    if value is None or value == ():
+        return ctx.obj.get(key)
+    return value
+
+
+def _open(ctx: click.Context, store: str | None = None) -> Any:
+    from perftune.store import open_store
+
+    return open_store(_opt(ctx, "store", store))
+
+
+def _trial_json(trial: Any) -> dict[str, Any] | None:
+    if trial is None:
+        return None
+    return {
+        "id": trial.id, "status": trial.status.value, "value": trial.value, "config": json.loads(trial.config.to_json()),
+        "metrics": trial.metrics, "samples": trial.samples, "reason": trial.reason, "technique": trial.technique,
+        "worker": trial.worker, "started_at": trial.started_at, "finished_at": trial.finished_at,
+    }
+
+
+def _print_result(result: Any, *, as_json: bool) -> None:
+    from rich.console import Console
+
+    improvement = result.improvement
+    if as_json:
+        _emit_json({
+            "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
+            "counts": result.counts(), "best": _trial_json(result.best), "default": _trial_json(result.default),
+            "improvement_over_default": improvement,
+        })
+        return
+    console = Console()
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
+    console.print(f"run [bold]{result.run_name}[/] (id {result.run_id}): {len(result.trials)} trials ({counts}); "
+                  f"stopped: {result.stop_reason or 'budget'}")
+    if result.best is None:
+        console.print("[red]no successful trial[/]")
+        return
+    if result.default is not None and result.default.ok:
+        console.print(f"default configuration: {result.default.value:.6g}")
+    console.print(f"best: [bold green]{result.best.value:.6g}[/] (trial {result.best.id}, by {result.best.technique})")
+    console.print(f"best configuration: {result.best.config.to_json()}")
+    if improvement is not None:
+        console.print(f"improvement over the default configuration: [bold]{improvement:.3f}x[/]")
+
+
+@cli.command("run")
+@click.argument("task", type=click.Path(dir_okay=False))
+@_common_options
+@click.option("--name", default=None, help="Name of the run (unique in the store; generated if absent).")
+@click.option("--warm-start", "warm_start", default=None, metavar="RUN",
+              help="Seed this run with the best configurations of an older run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
+            budget: tuple[str, ...], name: str | None, warm_start: str | None, as_json: bool) -> None:
+    """Tune the program described by the task file TASK (TOML)."""
+    from perftune.drive import Budget, Tuner, parse_budget
+    from perftune.targets.command import load_task
+
+    spec = load_task(task)
+    limit = parse_budget(_opt(ctx, "budget", budget)) if _opt(ctx, "budget", budget) else spec.budget
+    if limit is None:
+        limit = Budget(evals=50)
+    seed = _opt(ctx, "seed", seed) if _opt(ctx, "seed", seed) is not None else spec.seed
+    n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
+    st = _open(ctx, store)
+    seeds = list(spec.seeds)
+    if warm_start:
+        seeds += _warm_start_seeds(st, warm_start, spec.space)
+    tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
+                  name=name or spec.name, settings={"task": str(task)})
+    observe = getattr(spec, "observe", None)
+    try:
+        result = tuner.run(spec.objective, Budget.coerce(limit), workers=n_workers,
+                           progress=not as_json and sys.stderr.isatty(), timeout_s=getattr(spec, "timeout_s", None))
+    except KeyboardInterrupt:
+        click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
+        sys.exit(130)
+    del observe
+    _print_result(result, as_json=as_json)
+
+
+def _warm_start_seeds(st: Any, run: str, space: Any, n_best: int = 5) -> list[Any]:
+    info = st.get_run(run)
+    ok = sorted((t for t in st.trials(info.id) if t.loss is not None), key=lambda t: t.loss)
+    seeds = []
+    for trial in ok:
+        if space.is_valid(trial.config):
+            seeds.append(dict(trial.config))
+        if len(seeds) >= n_best:
+            break
+    return seeds
+
+
+@cli.command("resume")
+@click.argument("run")
+@_common_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
+               budget: tuple[str, ...], as_json: bool) -> None:
+    """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
+    from perftune.drive import Budget, Tuner, parse_budget
+    from perftune.targets.command import load_task
+
+    st = _open(ctx, store)
+    info = st.get_run(run)
+    task = (info.settings or {}).get("task")
+    if not task:
+        raise PerftuneError(f"resume: run {info.name!r} was not started from a task file; resume it with Tuner.resume() in Python")
+    spec = load_task(task)
+    tuner = Tuner.resume(info.id, st, space=spec.space)
+    items = list(_opt(ctx, "budget", budget) or ())
+    extra = [b for b in items if b.startswith("+")]
+    plain = [b for b in items if not b.startswith("+")]
+    limit = parse_budget(plain) if plain else None
+    if extra:
+        more = parse_budget([b[1:] for b in extra])
+        evals = None if more.evals is None else tuner.n_trials + more.evals
+        limit = Budget(evals=evals, seconds=more.seconds).merged(limit)
+    if limit is None:
+        stored = (info.settings or {}).get("budget") or {}
+        limit = Budget(**{k: v for k, v in stored.items() if v is not None}) if stored else Budget(evals=50)
+    n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
+    try:
+        result = tuner.run(spec.objective, limit, workers=n_workers, progress=not as_json and sys.stderr.isatty(),
+                           timeout_s=getattr(spec, "timeout_s", None))
+    except KeyboardInterrupt:
+        click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
+        sys.exit(130)
+    _print_result(result, as_json=as_json)
+
+
+@cli.command("runs")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
+    """List the runs in the store."""
+    st = _open(ctx, store)
+    rows = []
+    for info in st.list_runs():
+        best = st.best(info.id)
+        rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
+                     "created_at": info.created_at, "trials": st.count(info.id),
+                     "best": None if best is None else best.value})
+    if as_json:
+        _emit_json({"runs": rows})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "name", "status", "goal", "trials", "best", "created")
+    for r in rows:
+        table.add_row(str(r["id"]), r["name"], str(r["status"]), str(r["goal"]), str(r["trials"]),
+                      "-" if r["best"] is None else f"{r['best']:.6g}", str(r["created_at"])[:19])
+    Console().print(table)
+
+
+@cli.command("show")
+@click.argument("run")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> None:
+    """Show one run (name, id or 'latest'): best, baseline, failures, history."""
+    st = _open(ctx, store)
+    info = st.get_run(run)
+    trials = st.trials(info.id)
+    best = st.best(info.id)
+    default = next((t for t in trials if t.technique == "default"), None)
+    counts: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for t in trials:
+        counts[t.status.value] = counts.get(t.status.value, 0) + 1
+        if t.reason and t.status.value != "ok":
+            key = t.reason.splitlines()[0][:120]
+            reasons[key] = reasons.get(key, 0) + 1
+    if as_json:
+        _emit_json({"run": {"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
+                            "metric": info.metric, "created_at": str(info.created_at), "settings": info.settings,
+                            "environment": getattr(info, "environment", None)},
+                    "counts": counts, "failures": reasons, "best": _trial_json(best), "default": _trial_json(default),
+                    "trials": [_trial_json(t) for t in trials]})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"run [bold]{info.name}[/] (id {info.id}), {info.status}, goal {info.goal}, {len(trials)} trials")
+    console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    if default is not None and default.ok:
+        console.print(f"default configuration: {default.value:.6g}")
+    if best is not None:
+        console.print(f"best: [bold green]{best.value:.6g}[/] (trial {best.id}) {best.config.to_json()}")
+    if reasons:
+        table = Table("failure reason", "trials")
+        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
+            table.add_row(reason, str(n))
+        console.print(table)
+    table = Table("trial", "status", "value", "technique", "config", title="last 15 trials")
+    for t in trials[-15:]:
+        table.add_row(str(t.id), t.status.value, "-" if t.value is None else f"{t.value:.6g}", str(t.technique),
+                      t.config.to_json()[:80])
+    console.print(table)
+
+
+@cli.command("best")
+@click.argument("run")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.pass_context
+def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
+    """Print the best configuration of RUN as JSON."""
+    st = _open(ctx, store)
+    info = st.get_run(run)
+    best = st.best(info.id)
+    if best is None:
+        raise PerftuneError(f"run {info.name!r} has no successful trial")
+    click.echo(best.config.to_json())
+
+
+@cli.command("export")
+@click.argument("run")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.pass_context
+def export_cmd(ctx: click.Context, run: str, fmt: str, output: str, store: str | None) -> None:
+    """Export the trials of RUN as CSV or JSON."""
+    st = _open(ctx, store)
+    info = st.get_run(run)
+    st.export(info.id, fmt, output)
+    click.echo(f"wrote {output}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``perftune`` command."""
+    cli.main(args=argv, prog_name="perftune")
+
+
+# ---- commands added by other parts go below this line (one block each) ----

@@ -1,0 +1,31 @@
+"""The driver: the ask/tell Tuner, ``tune()``, budgets and executors.
+
+Example:
+    >>> import perftune
+    >>> from perftune.space import Int, Space
+    >>> result = perftune.tune(lambda c: abs(c["n"] - 7), Space({"n": Int(0, 20)}), budget=25, seed=3)
+    >>> result.best.config["n"]
+    7
+"""
+
+from __future__ import annotations
+
+from perftune.drive._budget import Budget, parse_budget
+from perftune.drive._evaluate import Outcome, evaluate, interpret
+from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
+
+__all__ = [
+    "DEFAULT_LAG",
+    "Budget",
+    "Executor",
+    "InlineExecutor",
+    "Outcome",
+    "ProcessExecutor",
+    "Result",
+    "Tuner",
+    "evaluate",
+    "interpret",
+    "parse_budget",
+    "tune",
+]

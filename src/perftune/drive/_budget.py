@@ -1,0 +1,100 @@
+"""Budgets: how long a run may go on."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from perftune.errors import BudgetError
+
+__all__ = ["Budget", "parse_budget"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
+_UNIT_S = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of a run; the first one reached ends it.
+
+    Args:
+        evals: Number of trials (measured configurations, failures included).
+        seconds: Wall-clock limit; evaluations in flight at the limit are cancelled and not counted.
+        patience: Stop after this many trials without a new best.
+        target: Stop as soon as a value at least this good is reached (in the user's units and goal).
+
+    Example:
+        >>> Budget(evals=200, seconds=600).evals
+        200
+    """
+
+    evals: int | None = None
+    seconds: float | None = None
+    patience: int | None = None
+    target: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.evals is not None and (not isinstance(self.evals, int) or self.evals <= 0):
+            raise BudgetError(f"budget: evals must be a positive integer, got {self.evals!r}")
+        if self.seconds is not None and not (self.seconds > 0 and math.isfinite(self.seconds)):
+            raise BudgetError(f"budget: seconds must be positive, got {self.seconds!r}")
+        if self.patience is not None and self.patience <= 0:
+            raise BudgetError(f"budget: patience must be a positive integer, got {self.patience!r}")
+        if self.evals is None and self.seconds is None and self.patience is None and self.target is None:
+            raise BudgetError("budget: give at least one of evals, seconds, patience or target")
+
+    @classmethod
+    def coerce(cls, budget: Budget | int | str | None) -> Budget | None:
+        """Turn ``200``, ``"90s"`` or a Budget into a Budget (None stays None)."""
+        if budget is None or isinstance(budget, Budget):
+            return budget
+        if isinstance(budget, bool):
+            raise BudgetError(f"budget: expected a number of evaluations, got {budget!r}")
+        if isinstance(budget, int):
+            return cls(evals=budget)
+        if isinstance(budget, str):
+            return parse_budget([budget])
+        raise BudgetError(f"budget: expected an int, a string like '10m', or perftune.Budget; got {budget!r}")
+
+    def merged(self, other: Budget | None) -> Budget:
+        """The tighter of two budgets, limit by limit."""
+        if other is None:
+            return self
+
+        def tighter(a: float | None, b: float | None) -> float | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        return Budget(
+            evals=tighter(self.evals, other.evals),  # type: ignore[arg-type]
+            seconds=tighter(self.seconds, other.seconds),
+            patience=tighter(self.patience, other.patience),  # type: ignore[arg-type]
+            target=self.target if self.target is not None else other.target,
+        )
+
+
+def parse_budget(items: list[str] | tuple[str, ...]) -> Budget:
+    """Parse CLI budgets: ``"200"`` is evaluations, ``"90s"``, ``"10m"``, ``"1h"`` wall time.
+
+    Example:
+        >>> parse_budget(["200", "10m"])
+        Budget(evals=200, seconds=600.0, patience=None, target=None)
+    """
+    evals: int | None = None
+    seconds: float | None = None
+    for item in items:
+        text = str(item).strip()
+        if text.isdigit():
+            n = int(text)
+            if n <= 0:
+                raise BudgetError(f"--budget {text}: must be at least 1 evaluation")
+            evals = n if evals is None else min(evals, n)
+            continue
+        match = _DURATION.match(text)
+        if not match:
+            raise BudgetError(f"--budget {text!r}: expected a number of evaluations (200) or a duration (90s, 10m, 1h)")
+        s = float(match.group(1)) * _UNIT_S[match.group(2)]
+        if s <= 0:
+            raise BudgetError(f"--budget {text}: a duration must be positive")
+        seconds = s if seconds is None else min(seconds, s)
+    return Budget(evals=evals, seconds=seconds)

@@ -1,0 +1,218 @@
+"""Executors: where evaluations run.
+
+An executor takes (ticket, config) submissions and yields (ticket, Outcome) as they complete. The
+driver owns the loop; executors only run things. ``InlineExecutor`` evaluates in the driver's own
+process; ``ProcessExecutor`` keeps N forked worker processes, each fed one configuration at a time over
+a pipe, so that a worker that crashes or hangs costs only its own trial and is replaced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from typing import Any, Protocol
+
+from perftune.drive._evaluate import Outcome, evaluate
+from perftune.trial import Status
+
+__all__ = ["Executor", "InlineExecutor", "ProcessExecutor"]
+
+
+class Executor(Protocol):
+    """Runs evaluations; the driver submits tickets and collects outcomes."""
+
+    capacity: int
+
+    def submit(self, ticket: int, config: Any) -> None: ...
+    def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]: ...
+    def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]: ...
+    def close(self) -> None: ...
+
+
+class InlineExecutor:
+    """Evaluates in the calling process, one at a time (the cheapest for fast objectives)."""
+
+    capacity = 1
+
+    def __init__(self, objective: Callable[[Any], Any], metric: str | None) -> None:
+        self._objective = objective
+        self._metric = metric
+        self._done: list[tuple[int, Outcome]] = []
+
+    @property
+    def n_busy(self) -> int:
+        return len(self._done)
+
+    def submit(self, ticket: int, config: Any) -> None:
+        self._done.append((ticket, evaluate(self._objective, config, self._metric)))
+
+    def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
+        done, self._done = self._done, []
+        return done
+
+    def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+_objective_in_worker: Callable[[Any], Any] | None = None
+
+
+def _worker_main(conn: Connection, objective: Callable[[Any], Any], metric: str | None) -> None:
+    # Forked: the objective is inherited, not pickled, so closures and lambdas work.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        ticket, config = message
+        outcome = evaluate(objective, config, metric)
+        try:
+            conn.send((ticket, outcome))
+        except (BrokenPipeError, OSError):
+            return
+
+
+class _Worker:
+    def __init__(self, ctx: Any, objective: Callable[[Any], Any], metric: str | None, index: int) -> None:
+        parent, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, objective, metric),
+                                   name=f"perftune-worker-{index}", daemon=True)
+        self.process.start()
+        child.close()
+        self.conn: Connection = parent
+        self.ticket: int | None = None
+        self.started_at = 0.0
+        self.index = index
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            try:
+                os.kill(self.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            except ProcessLookupError:
+                pass
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+class ProcessExecutor:
+    """A pool of forked worker processes with per-evaluation timeouts and crash recovery.
+
+    Args:
+        objective: Called as ``objective(config)`` in a worker.
+        metric: Name of the metric to optimise when the objective returns a mapping.
+        workers: Number of evaluations in flight.
+        timeout_s: Kill an evaluation (and its worker) after this many seconds; the trial is TIMEOUT.
+    """
+
+    def __init__(self, objective: Callable[[Any], Any], metric: str | None, workers: int,
+                 timeout_s: float | None = None) -> None:
+        self._ctx = mp.get_context("fork")
+        self._objective = objective
+        self._metric = metric
+        self._timeout_s = timeout_s
+        self.capacity = workers
+        self._workers = [_Worker(self._ctx, objective, metric, i) for i in range(workers)]
+
+    @property
+    def n_busy(self) -> int:
+        return sum(w.ticket is not None for w in self._workers)
+
+    def submit(self, ticket: int, config: Any) -> None:
+        for worker in self._workers:
+            if worker.ticket is None:
+                worker.ticket = ticket
+                worker.started_at = time.time()
+                worker.conn.send((ticket, config))
+                return
+        raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        self._workers[worker.index] = _Worker(self._ctx, self._objective, self._metric, worker.index)
+
+    def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
+        busy = [w for w in self._workers if w.ticket is not None]
+        if not busy:
+            return []
+        wait_s = timeout_s
+        if self._timeout_s is not None:
+            soonest = min(w.started_at for w in busy) + self._timeout_s - time.time()
+            wait_s = max(0.0, soonest) if wait_s is None else max(0.0, min(wait_s, soonest))
+        handles: dict[Any, _Worker] = {}
+        for w in busy:
+            handles[w.conn] = w
+            handles[w.process.sentinel] = w
+        ready = wait(list(handles), timeout=wait_s)
+        results: list[tuple[int, Outcome]] = []
+        seen: set[int] = set()
+        for handle in ready:
+            worker = handles[handle]
+            if id(worker) in seen or worker.ticket is None:
+                continue
+            seen.add(id(worker))
+            ticket = worker.ticket
+            try:
+                if worker.conn.poll():
+                    got_ticket, outcome = worker.conn.recv()
+                    worker.ticket = None
+                    results.append((got_ticket, outcome))
+                    continue
+            except (EOFError, OSError):
+                pass
+            # The worker died while evaluating: that configuration killed it.
+            worker.process.join(timeout=1)
+            code = worker.process.exitcode
+            if code is not None and code < 0:
+                try:
+                    how = f"signal {signal.Signals(-code).name}"
+                except ValueError:
+                    how = f"signal {-code}"
+            else:
+                how = f"exit code {code}"
+            results.append((ticket, Outcome(Status.FAILED, reason=f"worker process died ({how})",
+                                            started_at=worker.started_at, finished_at=time.time())))
+            worker.ticket = None
+            self._replace(worker)
+        if self._timeout_s is not None:
+            now = time.time()
+            for worker in self._workers:
+                if worker.ticket is not None and now - worker.started_at >= self._timeout_s:
+                    results.append((worker.ticket, Outcome(
+                        Status.TIMEOUT, reason=f"ran past the {self._timeout_s:g} s timeout",
+                        started_at=worker.started_at, finished_at=now)))
+                    worker.ticket = None
+                    self._replace(worker)
+        return results
+
+    def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]:
+        now = time.time()
+        cancelled = []
+        for worker in self._workers:
+            if worker.ticket is not None:
+                cancelled.append((worker.ticket, Outcome(Status.CANCELLED, reason=reason,
+                                                         started_at=worker.started_at, finished_at=now)))
+                worker.ticket = None
+                self._replace(worker)
+        return cancelled
+
+    def close(self) -> None:
+        for worker in self._workers:
+            if worker.ticket is None and worker.process.is_alive():
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+        deadline = time.time() + 2
+        for worker in self._workers:
+            worker.process.join(timeout=max(0.0, deadline - time.time()))
+            worker.kill()

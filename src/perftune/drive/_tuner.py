@@ -1,0 +1,781 @@
+"""The Tuner: the ask/tell loop, the budget, de-duplication, tickets, checkpoints and resume.
+
+The driver owns the loop and the budget (DESIGN.md, rule 1). Techniques only propose and learn.
+
+Tickets and determinism: every trial gets a ticket (its ``id``) in issue order. With a seed, results
+are applied to the search in ticket order with a fixed lag ``L``: the proposal for ticket ``k`` depends
+only on the results of tickets ``< k - L``. The proposals are then the same whatever the number of
+workers and however long each evaluation takes (given the same measurements), at the cost of the
+search learning each result ``L`` tickets late. Up to ``L + 1`` evaluations can be in flight without
+waiting. Wall-clock limits (``Budget.seconds``) and timeouts depend on the clock and are outside
+that promise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perftune.drive._budget import Budget
+from perftune.drive._evaluate import Outcome, interpret
+from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.errors import PerftuneError, SpaceError
+from perftune.trial import Status, Trial
+
+__all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
+
+DEFAULT_LAG = 8
+"""Lag of deterministic (seeded) runs: enough for 9 evaluations in flight without waiting."""
+
+_STATE_VERSION = 1
+_MAX_ASK_ATTEMPTS = 16
+_MAX_RANDOM_ATTEMPTS = 64
+
+
+@dataclass
+class Result:
+    """The outcome of a tuning run.
+
+    Attributes:
+        best: The best successful trial, or None when every trial failed.
+        trials: Every finished trial, in ticket order.
+        default: The trial of the default configuration (the baseline), when it was measured.
+        run_id: Numeric id of the run in the store (None without a store).
+        run_name: Name of the run in the store.
+        stop_reason: Why the run ended ("budget", "time", "patience", "target", "space exhausted", ...).
+    """
+
+    best: Trial | None
+    trials: list[Trial]
+    default: Trial | None = None
+    run_id: int | None = None
+    run_name: str | None = None
+    stop_reason: str = ""
+    goal: str = "min"
+
+    @property
+    def improvement(self) -> float | None:
+        """How many times better the best is than the default configuration (>1 is better)."""
+        if self.best is None or self.default is None or not self.default.ok:
+            return None
+        b, d = self.best.value, self.default.value
+        assert b is not None and d is not None
+        if self.goal == "min":
+            return d / b if b > 0 and d > 0 else None
+        return b / d if b > 0 and d > 0 else None
+
+    def counts(self) -> dict[str, int]:
+        """Number of trials by status."""
+        out: dict[str, int] = {}
+        for t in self.trials:
+            out[t.status.value] = out.get(t.status.value, 0) + 1
+        return out
+
+
+@dataclass
+class _Ticket:
+    config: Any
+    technique: str
+
+
+@dataclass
+class _State:
+    """Everything needed to continue a run; pickled into the store as a checkpoint."""
+
+    version: int
+    fingerprint: str
+    goal: str
+    metric: str | None
+    technique_name: str
+    seed: int | None
+    lag: int
+    technique: Any
+    rng: dict[str, Any]
+    next_id: int
+    applied_upto: int
+    queue: list[tuple[Any, str]]
+    pending: dict[int, _Ticket]
+    n_since_best: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_space(obj: Any) -> bool:
+    return hasattr(obj, "is_valid") and hasattr(obj, "sample") and hasattr(obj, "params")
+
+
+class Tuner:
+    """Ask/tell tuner over a search space.
+
+    Args:
+        space: The :class:`perftune.space.Space` to search.
+        goal: ``"min"`` or ``"max"``.
+        seed: Makes the run reproducible; with a seed, results reach the search in ticket order with
+            a fixed ``lag``, so the run is the same for any number of workers.
+        store: None (keep results in memory only), a :class:`perftune.store.Store`, or a store URL.
+        technique: Name of a registered technique; ``"bandit"`` (the default ensemble).
+        seeds: Configurations (mappings) to try early, right after the default configuration.
+        metric: When the objective returns a mapping of metrics, the one to optimise.
+        name: Name of the run in the store (generated when None).
+        budget: A number of trials or a :class:`Budget`; ``ask()`` returns None once it is spent.
+        lag: Lag of seeded runs (default :data:`DEFAULT_LAG`); 0 gives strictly sequential learning.
+        include_default: Measure the default configuration first, as the baseline.
+        checkpoint_every: Write a checkpoint every this many trials (with a store).
+        checkpoint_interval_s: ... and at least this often in seconds.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> tuner = Tuner(Space({"x": Int(0, 10)}), seed=1, budget=5)
+        >>> while (trial := tuner.ask()) is not None:
+        ...     _ = tuner.tell(trial, (trial.config["x"] - 4) ** 2)
+        >>> len(tuner.trials)
+        5
+    """
+
+    def __init__(
+        self,
+        space: Any,
+        *,
+        goal: str = "min",
+        seed: int | None = None,
+        store: Any = None,
+        technique: str = "bandit",
+        seeds: Iterable[Mapping[str, Any]] = (),
+        metric: str | None = None,
+        name: str | None = None,
+        budget: Budget | int | str | None = None,
+        lag: int | None = None,
+        include_default: bool = True,
+        checkpoint_every: int = 50,
+        checkpoint_interval_s: float = 30.0,
+        settings: Mapping[str, Any] | None = None,
+        _resume_state: _State | None = None,
+        _resume_run: Any = None,
+    ) -> None:
+        if not _is_space(space):
+            raise SpaceError(f"Tuner: expected a perftune.space.Space, got {type(space).__name__}")
+        if goal not in ("min", "max"):
+            raise PerftuneError(f"goal must be 'min' or 'max', got {goal!r}")
+        if lag is not None and (not isinstance(lag, int) or lag < 0):
+            raise PerftuneError(f"lag must be a non-negative integer, got {lag!r}")
+        from perftune import search
+
+        self.space = space
+        self.goal = goal
+        self.metric = metric
+        self.seed = seed
+        self.budget = Budget.coerce(budget)
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self._store = self._open_store(store)
+        self._run: Any = None
+        self._trials: dict[int, Trial] = {}  # finished trials by ticket
+        self._by_config: dict[Any, int] = {}  # config -> ticket of its (first) trial
+        self._best: Trial | None = None
+        self._default_id: int | None = None
+        self._n_counted = 0  # finished trials that count against the budget (cancelled ones don't)
+        self._status_counts: dict[str, int] = {}
+        self._last_checkpoint_t = time.monotonic()
+        self._last_checkpoint_n = 0
+        self._stop_reason = ""
+        self._resume_pending: set[int] = set()
+        self._stored_after: dict[int, Trial] = {}
+        self._reissue: list[int] = []
+        self.deciding_s = 0.0  # time spent in technique.ask/tell
+
+        if _resume_state is not None:
+            st = _resume_state
+            self._technique_name = st.technique_name
+            self._technique = st.technique
+            self._rng = np.random.default_rng()
+            self._rng.bit_generator.state = st.rng
+            self.lag = st.lag
+            self._next_id = st.next_id
+            self._applied_upto = st.applied_upto
+            self._queue: deque[tuple[Any, str]] = deque(st.queue)
+            self._pending: dict[int, _Ticket] = dict(st.pending)
+            self._n_since_best = st.n_since_best
+            self._default_id = st.extras.get("default_id")
+            self._run = _resume_run
+            return
+
+        self._technique_name = technique
+        self.lag = (DEFAULT_LAG if lag is None else lag) if seed is not None else 0
+        technique_seed = seed if seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        self._rng = np.random.default_rng(technique_seed + 7919)
+        self._technique = search.create(technique, space, seed=technique_seed)
+        if seed is not None and hasattr(self._technique, "set_deterministic"):
+            # Cost-aware scheduling reads clocks; a seeded run must not depend on them.
+            self._technique.set_deterministic(True)
+        self._next_id = 0
+        self._applied_upto = 0
+        self._queue = deque()
+        self._pending = {}
+        self._n_since_best = 0
+
+        if include_default:
+            default = space.default()
+            if space.is_valid(default):
+                self._queue.append((default, "default"))
+            else:
+                self.default_problem = space.why_invalid(default)
+        for i, raw in enumerate(seeds):
+            config = self._as_config(raw, f"seeds[{i}]")
+            if all(config != c for c, _ in self._queue):
+                self._queue.append((config, "seed"))
+
+        if self._store is not None:
+            run_settings = {
+                "goal": goal, "seed": seed, "technique": technique, "lag": self.lag, "metric": metric,
+                "budget": None if self.budget is None else self.budget.__dict__, **(settings or {}),
+            }
+            self._run = self._store.create_run(name, space, run_settings, goal, metric)
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _open_store(store: Any) -> Any:
+        if store is None or not isinstance(store, str):
+            return store
+        from perftune.store import open_store
+
+        return open_store(store)
+
+    def _as_config(self, raw: Mapping[str, Any], where: str) -> Any:
+        from perftune.space import Config
+
+        if not isinstance(raw, Mapping):
+            raise PerftuneError(f"{where}: expected a mapping of parameter values, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(self.space.params))
+        if unknown:
+            raise PerftuneError(f"{where}: unknown parameter(s) {', '.join(unknown)}")
+        config = raw if isinstance(raw, Config) else Config(dict(raw))
+        if not self.space.is_valid(config):
+            raise PerftuneError(f"{where}: invalid configuration: {self.space.why_invalid(config)}")
+        return config
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self._run is None else self._run.id
+
+    @property
+    def run_name(self) -> str | None:
+        return None if self._run is None else self._run.name
+
+    @property
+    def technique(self) -> Any:
+        """The search technique (for inspection: credits, deciding times)."""
+        return self._technique
+
+    @property
+    def trials(self) -> list[Trial]:
+        """Finished trials in ticket order."""
+        return [self._trials[i] for i in sorted(self._trials)]
+
+    @property
+    def best(self) -> Trial | None:
+        """The best successful trial so far."""
+        return self._best
+
+    @property
+    def default_trial(self) -> Trial | None:
+        return None if self._default_id is None else self._trials.get(self._default_id)
+
+    @property
+    def n_trials(self) -> int:
+        """Trials that count against the budget: finished ones, cancelled excluded, plus those in flight."""
+        return self._n_counted + len(self._pending)
+
+    @property
+    def n_in_flight(self) -> int:
+        return len(self._pending)
+
+    # ------------------------------------------------------------------ stopping
+
+    def _budget_reason(self, budget: Budget | None, started: float | None = None) -> str | None:
+        if budget is None:
+            return None
+        if budget.evals is not None and self.n_trials >= budget.evals:
+            return "budget"
+        if budget.patience is not None and self._n_since_best >= budget.patience:
+            return "patience"
+        if budget.target is not None and self._best is not None and self._best.value is not None:
+            reached = self._best.value <= budget.target if self.goal == "min" else self._best.value >= budget.target
+            if reached:
+                return "target"
+        return None
+
+    # ------------------------------------------------------------------ ask
+
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.deciding_s += time.perf_counter() - t0
+
+    def _ready(self) -> bool:
+        """Whether the next ticket may be issued now (deterministic runs wait for old results)."""
+        if self.seed is None:
+            return True
+        need = self._next_id - self.lag
+        return all(i in self._trials for i in range(self._applied_upto, need))
+
+    def _apply_ready(self) -> None:
+        """Tell the technique, in ticket order, every result the next ticket may depend on."""
+        if self.seed is None:
+            return  # results were told as they arrived
+        need = self._next_id - self.lag
+        batch = []
+        while self._applied_upto < need:
+            trial = self._trials[self._applied_upto]
+            if trial.status is not Status.CANCELLED:
+                batch.append(trial)
+            self._applied_upto += 1
+        if batch:
+            self._timed(self._technique.tell, batch)
+
+    def _known(self, config: Any) -> bool:
+        return config in self._by_config
+
+    def _propose(self) -> tuple[Any, str] | None:
+        while self._queue:
+            config, origin = self._queue.popleft()
+            if not self._known(config):
+                return config, origin
+        proposer = getattr(self._technique, "proposer_of", None)
+        for _ in range(_MAX_ASK_ATTEMPTS):
+            proposals = self._timed(self._technique.ask, 1)
+            if not proposals:
+                break
+            config = proposals[0]
+            if not self.space.is_valid(config):
+                continue  # never measured, never counted
+            ticket = self._by_config.get(config)
+            if ticket is None:
+                origin = proposer(config) if proposer is not None else None
+                return config, origin or self._technique_name
+            # A repeat: answer from the cache (when its result may already be known to the search).
+            known = self._trials.get(ticket)
+            if known is not None and (self.seed is None or ticket < self._applied_upto):
+                self._timed(self._technique.tell, [known])
+        for _ in range(_MAX_RANDOM_ATTEMPTS):
+            try:
+                (config,) = self.space.sample(self._rng, 1)
+            except SpaceError:
+                return None
+            if not self._known(config):
+                return config, "random"
+        return None
+
+    def ask(self) -> Trial | None:
+        """Issue the next trial, or None when the budget is spent or the space is exhausted.
+
+        Raises:
+            PerftuneError: in a seeded run, when the result of an older ticket is needed first.
+        """
+        reason = self._budget_reason(self.budget)
+        if reason is not None:
+            self._stop_reason = reason
+            return None
+        if not self._ready():
+            waiting = [i for i in range(self._applied_upto, self._next_id - self.lag) if i not in self._trials]
+            raise PerftuneError(
+                f"ask(): this seeded run applies results in ticket order (lag {self.lag}); "
+                f"tell the result of trial {waiting[0]} first")
+        return self._issue()
+
+    def _issue(self) -> Trial | None:
+        self._apply_ready()
+        proposal = self._propose()
+        if proposal is None:
+            self._stop_reason = "space exhausted"
+            return None
+        config, origin = proposal
+        ticket = self._next_id
+        self._next_id += 1
+        self._by_config[config] = ticket
+        self._pending[ticket] = _Ticket(config, origin)
+        if origin == "default" and self._default_id is None:
+            self._default_id = ticket
+        return Trial(id=ticket, config=config, technique=origin)
+
+    # ------------------------------------------------------------------ tell
+
+    def tell(
+        self,
+        trial: Trial | int,
+        value: float | Mapping[str, Any] | None = None,
+        *,
+        error: str | None = None,
+        status: Status | None = None,
+        metrics: Mapping[str, float] | None = None,
+        samples: Sequence[float] | None = None,
+    ) -> Trial:
+        """Report the outcome of a trial issued by :meth:`ask`.
+
+        ``tell(trial, 1.23)`` reports success; ``tell(trial, error="reason")`` or
+        ``tell(trial, status=Status.TIMEOUT)`` a failure; ``tell(trial, {"time": 1.2, "size": 300})``
+        a mapping of metrics (``metric=`` of the tuner names the optimised one).
+        """
+        ticket = trial if isinstance(trial, int) else trial.id
+        if ticket not in self._pending:
+            raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner, or was already told")
+        now = time.time()
+        if error is not None or (status is not None and status is not Status.OK):
+            st = status if status is not None and status is not Status.OK else Status.FAILED
+            outcome = Outcome(st, reason=error or st.value, started_at=now, finished_at=now)
+        else:
+            raw: Any = value
+            if raw is None and metrics is not None:
+                raw = dict(metrics)
+            elif isinstance(raw, int | float) and metrics:
+                raw = {**metrics, "__value__": raw}
+            if raw is None:
+                raise PerftuneError("tell(): give a value, metrics=, error= or status=")
+            try:
+                if isinstance(raw, Mapping) and "__value__" in raw:
+                    v = float(raw["__value__"])
+                    ms = {k: float(x) for k, x in raw.items() if k != "__value__"}
+                else:
+                    v, ms, _ = interpret(raw, self.metric)
+            except ValueError as exc:
+                raise PerftuneError(f"tell(): {exc}") from None
+            outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
+                              started_at=now, finished_at=now)
+        return self._record(ticket, outcome)
+
+    def _record(self, ticket: int, outcome: Outcome) -> Trial:
+        issued = self._pending.pop(ticket)
+        trial = Trial(id=ticket, config=issued.config, technique=issued.technique, status=outcome.status,
+                      reason=outcome.reason, metrics=dict(outcome.metrics), samples=list(outcome.samples),
+                      worker=outcome.worker, started_at=outcome.started_at, finished_at=outcome.finished_at)
+        if outcome.status is Status.OK:
+            assert outcome.value is not None
+            trial.value = outcome.value
+            trial.loss = outcome.value if self.goal == "min" else -outcome.value
+            if not trial.samples:
+                trial.samples = [outcome.value]
+        if self._store is not None and self._run is not None:
+            self._store.add_trial(self._run.id, trial)
+        self._absorb(trial)
+        if self.seed is None and trial.status is not Status.CANCELLED:
+            self._timed(self._technique.tell, [trial])
+        return trial
+
+    def _absorb(self, trial: Trial) -> None:
+        """Account for a finished trial: results, best, patience and counts."""
+        self._trials[trial.id] = trial
+        self._status_counts[trial.status.value] = self._status_counts.get(trial.status.value, 0) + 1
+        if trial.status is Status.CANCELLED:
+            # Cancelled evaluations are not counted; their configuration may be proposed again later.
+            if self._by_config.get(trial.config) == trial.id:
+                del self._by_config[trial.config]
+            return
+        self._by_config.setdefault(trial.config, trial.id)
+        self._n_counted += 1
+        if trial.loss is not None and (self._best is None or trial.loss < self._best.loss):  # type: ignore[operator]
+            self._best = trial
+            self._n_since_best = 0
+        else:
+            self._n_since_best += 1
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _state(self) -> _State:
+        return _State(
+            version=_STATE_VERSION,
+            fingerprint=self.space.fingerprint(),
+            goal=self.goal, metric=self.metric, technique_name=self._technique_name, seed=self.seed,
+            lag=self.lag, technique=self._technique, rng=self._rng.bit_generator.state,
+            next_id=self._next_id, applied_upto=self._applied_upto, queue=list(self._queue),
+            pending=dict(self._pending), n_since_best=self._n_since_best,
+            extras={"default_id": self._default_id},
+        )
+
+    def checkpoint(self) -> None:
+        """Write the whole driver state to the store atomically (no-op without a store)."""
+        if self._store is None or self._run is None:
+            return
+        blob = pickle.dumps(self._state(), protocol=pickle.HIGHEST_PROTOCOL)
+        self._store.save_checkpoint(self._run.id, len(self._trials), blob)
+        self._last_checkpoint_t = time.monotonic()
+        self._last_checkpoint_n = len(self._trials)
+
+    def _maybe_checkpoint(self) -> None:
+        if self._store is None:
+            return
+        if (len(self._trials) - self._last_checkpoint_n >= self.checkpoint_every
+                or time.monotonic() - self._last_checkpoint_t >= self.checkpoint_interval_s):
+            self.checkpoint()
+
+    @classmethod
+    def resume(cls, run: str | int, store: Any = None, *, space: Any = None) -> Tuner:
+        """Continue a stored run from its last checkpoint.
+
+        Trials that finished after the checkpoint are taken from the store (never measured twice);
+        evaluations that were in flight when the run stopped are issued again under their tickets.
+
+        Args:
+            run: Run name, numeric id or ``"latest"``.
+            store: Store or URL (default: ``$PERFTUNE_STORE`` or ``./perftune.db``).
+            space: Optional space to check against the stored one (must be the same).
+        """
+        from perftune.space import Space
+        from perftune.store import open_store
+
+        st_store = store if store is not None and not isinstance(store, str) else open_store(store)
+        info = st_store.get_run(run)
+        stored_space = Space.from_dict(info.space)
+        if space is not None and space.fingerprint() != stored_space.fingerprint():
+            raise PerftuneError(f"resume: run {info.name!r} was made with a different space")
+        loaded = st_store.load_checkpoint(info.id)
+        if loaded is None:
+            raise PerftuneError(f"resume: run {info.name!r} has no checkpoint to resume from")
+        _, blob = loaded
+        state: _State = pickle.loads(blob)
+        if state.version != _STATE_VERSION:
+            raise PerftuneError(f"resume: checkpoint of run {info.name!r} has format v{state.version}, expected v{_STATE_VERSION}")
+        tuner = cls(space if space is not None else stored_space, goal=state.goal, seed=state.seed,
+                    store=st_store, technique=state.technique_name, metric=state.metric,
+                    _resume_state=state, _resume_run=info)
+        tuner._resume_pending = set(state.pending)
+        tuner._replay_store(st_store.trials(info.id))
+        return tuner
+
+    def _replay_store(self, stored: list[Trial]) -> None:
+        """Bring the resumed state in line with what the store holds."""
+        checkpoint_next = self._next_id
+        self._stored_after: dict[int, Trial] = {}
+        for trial in sorted(stored, key=lambda t: t.id):
+            if self.seed is not None and trial.id >= checkpoint_next:
+                # Issued and finished after the checkpoint: a seeded run re-derives the same proposal for
+                # this ticket and then takes the stored result instead of measuring it again.
+                self._stored_after[trial.id] = trial
+                continue
+            self._pending.pop(trial.id, None)  # finished after the checkpoint: keep it, don't re-measure
+            self._absorb(trial)
+            if self.seed is None and (trial.id >= checkpoint_next or trial.id in self._resume_pending):
+                self._technique.tell([trial])
+        if self.seed is None and stored:
+            self._next_id = max(self._next_id, max(t.id for t in stored) + 1)
+        # Tickets in flight at the checkpoint that never finished are issued again, first.
+        self._reissue = sorted(self._pending)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _take_reissue(self) -> Trial | None:
+        while self._reissue:
+            ticket = self._reissue.pop(0)
+            pending = self._pending.get(ticket)
+            if pending is not None:
+                return Trial(id=ticket, config=pending.config, technique=pending.technique)
+        return None
+
+    def _next_trial(self, budget: Budget | None) -> Trial | None:
+        again = self._take_reissue()
+        if again is not None:
+            return again
+        reason = self._budget_reason(budget)
+        if reason is not None:
+            self._stop_reason = reason
+            return None
+        stored_after = self._stored_after
+        while True:
+            trial = self._issue()
+            if trial is None or trial.id not in stored_after:
+                return trial
+            # Seeded resume: this ticket already finished before the crash; take its stored result.
+            stored = stored_after.pop(trial.id)
+            self._pending.pop(trial.id, None)
+            if stored.config != trial.config:
+                raise PerftuneError(f"resume: ticket {trial.id} re-derived a different configuration; "
+                                    "the search is not deterministic")
+            self._absorb(stored)
+            reason = self._budget_reason(budget)
+            if reason is not None:
+                self._stop_reason = reason
+                return None
+            if not self._ready():
+                return None
+
+    def run(
+        self,
+        objective: Callable[[Any], Any],
+        budget: Budget | int | str | None = None,
+        *,
+        workers: int = 1,
+        timeout_s: float | None = None,
+        executor: Executor | None = None,
+        progress: bool = False,
+    ) -> Result:
+        """Tune until the budget is spent; evaluations run on ``workers`` local processes.
+
+        Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
+        KeyboardInterrupt propagates; the run can be resumed.
+        """
+        limit = Budget.coerce(budget)
+        limit = self.budget if limit is None else limit.merged(self.budget)
+        if limit is None:
+            raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
+        if not isinstance(workers, int) or workers < 1:
+            raise PerftuneError(f"workers must be a positive integer, got {workers!r}")
+        if executor is None:
+            if workers == 1 and timeout_s is None:
+                executor = InlineExecutor(objective, self.metric)
+            else:
+                executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
+        deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
+        bar = _Progress(self, limit) if progress else None
+        self._stop_reason = ""
+        in_flight: set[int] = set()
+        try:
+            while True:
+                exhausted = False
+                while len(in_flight) < executor.capacity:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break
+                    if not self._ready():
+                        break
+                    trial = self._next_trial(limit)
+                    if trial is None:
+                        exhausted = True
+                        break
+                    in_flight.add(trial.id)
+                    executor.submit(trial.id, trial.config)
+                if not in_flight:
+                    if not exhausted and not self._stop_reason and not (deadline and time.monotonic() >= deadline):
+                        continue
+                    break
+                wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+                for ticket, outcome in executor.collect(wait_s):
+                    in_flight.discard(ticket)
+                    self._record(ticket, outcome)
+                if deadline is not None and time.monotonic() >= deadline:
+                    for ticket, outcome in executor.cancel_all("time budget reached"):
+                        in_flight.discard(ticket)
+                        self._record(ticket, outcome)
+                    self._stop_reason = "time"
+                    break
+                if bar is not None:
+                    bar.update()
+                self._maybe_checkpoint()
+        except KeyboardInterrupt:
+            # In-flight tickets stay pending in the checkpoint, so that a resume issues them again.
+            executor.cancel_all("interrupted")
+            self._stop_reason = "interrupted"
+            self._finish(executor, bar, "interrupted")
+            raise
+        except BaseException:
+            self._finish(executor, bar, "crashed")
+            raise
+        self._finish(executor, bar, "finished")
+        return self.result()
+
+    def _finish(self, executor: Executor, bar: _Progress | None, status: str) -> None:
+        with contextlib.suppress(Exception):
+            executor.close()
+        if bar is not None:
+            bar.close()
+        if self._store is not None and self._run is not None:
+            self.checkpoint()
+            self._store.finish_run(self._run.id, status)
+
+    def result(self) -> Result:
+        """The run's result so far."""
+        return Result(best=self._best, trials=self.trials, default=self.default_trial, run_id=self.run_id,
+                      run_name=self.run_name, stop_reason=self._stop_reason, goal=self.goal)
+
+    def close(self) -> None:
+        """Write a final checkpoint (with a store)."""
+        self.checkpoint()
+
+
+class _Progress:
+    """A rich progress bar; refreshed by hand so that no thread runs while workers fork."""
+
+    def __init__(self, tuner: Tuner, budget: Budget) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._tuner = tuner
+        self._t0 = time.monotonic()
+        self._progress = Progress(TextColumn("[bold]tuning"), BarColumn(), TextColumn("{task.description}"),
+                                  TimeElapsedColumn(), auto_refresh=False, transient=False)
+        total = budget.evals if budget.evals is not None else None
+        self._task = self._progress.add_task("", total=total)
+        self._progress.start()
+        self._last = 0.0
+
+    def update(self) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1:
+            return
+        self._last = now
+        t = self._tuner
+        counts: dict[str, int] = {}
+        for trial in t._trials.values():
+            counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+        n = len(t._trials)
+        best = "-" if t.best is None else f"{t.best.value:.6g}"
+        failed = counts.get("failed", 0) + counts.get("timeout", 0)
+        rate = n / max(now - self._t0, 1e-9)
+        self._progress.update(self._task, completed=n,
+                              description=f"{n} trials  best {best}  failures {failed}  {rate:.1f}/s")
+        self._progress.refresh()
+
+    def close(self) -> None:
+        self._last = 0.0
+        self.update()
+        self._progress.stop()
+
+
+def tune(
+    objective: Callable[[Any], Any],
+    space: Any,
+    *,
+    budget: Budget | int | str,
+    seed: int | None = None,
+    store: Any = None,
+    workers: int = 1,
+    goal: str = "min",
+    metric: str | None = None,
+    seeds: Iterable[Mapping[str, Any]] = (),
+    technique: str = "bandit",
+    name: str | None = None,
+    timeout_s: float | None = None,
+    lag: int | None = None,
+    progress: bool = False,
+) -> Result:
+    """Tune ``objective`` over ``space`` and return the result.
+
+    Args:
+        objective: ``objective(config) -> float`` (or a mapping of metrics); raising marks the trial FAILED.
+        space: The search space.
+        budget: Number of trials, a duration string ("90s", "10m") or a :class:`Budget`.
+        seed: Makes the run reproducible (see :class:`Tuner` for what that costs).
+        store: None (memory only), a store or a store URL such as ``"perftune.db"``.
+        workers: Evaluations in flight, each in its own local process.
+        goal: ``"min"`` or ``"max"``.
+        metric: The metric to optimise when the objective returns a mapping.
+        seeds: Configurations to try early.
+        technique: Search technique (default: the AUC-bandit ensemble).
+        name: Run name in the store.
+        timeout_s: Kill an evaluation after this long (it runs in a worker process); TIMEOUT.
+        lag: Lag of seeded runs.
+        progress: Show a progress bar.
+
+    Example:
+        >>> from perftune.space import Float, Space
+        >>> r = tune(lambda c: (c["x"] - 0.3) ** 2, Space({"x": Float(0, 1)}), budget=40, seed=0)
+        >>> r.best.value < 0.01
+        True
+    """
+    tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds, metric=metric,
+                  name=name, lag=lag)
+    return tuner.run(objective, budget, workers=workers, timeout_s=timeout_s, progress=progress)
