@@ -1,0 +1,927 @@
+"""The results store: runs, trials, samples and checkpoints in SQLite or PostgreSQL.
+
+Writes of trials are the hot path (one per finished trial): their INSERTs are compiled once from
+SQLAlchemy Core when the store opens and then run on a DBAPI connection held by the store, one
+short transaction per trial. Everything else goes through SQLAlchemy Core on pooled connections.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import enum
+import hashlib
+import io
+import json
+import math
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import URL, Connection, Engine
+
+from perftune.errors import StoreError
+from perftune.store import _schema as schema
+from perftune.store._environment import capture_environment
+from perftune.store._names import generate_run_name
+from perftune.store._url import create_engine_for, describe, resolve_url
+from perftune.trial import Status, Trial
+
+if TYPE_CHECKING:
+    import pandas
+
+    from perftune.space import Space
+
+__all__ = ["EXPORT_SCHEMA", "HistoryPoint", "RunInfo", "Store", "open_store"]
+
+T = TypeVar("T")
+
+#: Version of the layout of ``export(..., "json")`` output.
+EXPORT_SCHEMA = 1
+
+# How long a writer keeps retrying while other processes hold the SQLite write lock.
+LOCK_WAIT_S = 120.0
+_RESERVED_NAMES = frozenset({"latest"})
+_MAX_NAME_LEN = 200
+_NAME_ATTEMPTS = 50
+
+_TRIAL_KEYS = (
+    "run_id",
+    "trial_id",
+    "config",
+    "config_hash",
+    "status",
+    "reason",
+    "value",
+    "loss",
+    "metrics",
+    "technique",
+    "worker",
+    "started_at",
+    "finished_at",
+)
+_SAMPLE_KEYS = ("run_id", "trial_id", "idx", "value")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """One tuning run as recorded in the store.
+
+    Attributes:
+        id: Numeric id, unique in the store.
+        name: Unique name (given or generated, like ``brisk-heron-042``).
+        created_at: ``time.time()`` when the run was created.
+        status: ``"running"`` until :meth:`Store.finish_run` sets another status.
+        goal: ``"min"`` or ``"max"``.
+        metric: The metric optimised when the objective reports several, else None.
+        space: The search space as ``Space.to_dict()``, or None.
+        space_fingerprint: ``Space.fingerprint()``, to check that a resume uses the same space.
+        settings: Run settings (budget, technique, seed, ...) as JSON-compatible values.
+        environment: Machine, OS, Python, compilers and git commit where the run was created.
+        finished_at: When :meth:`Store.finish_run` was called, else None.
+
+    Example:
+        >>> store = open_store("sqlite://")
+        >>> run = store.create_run("demo", None, {"budget": 10}, "min", None)
+        >>> (run.id, run.name, run.status)
+        (1, 'demo', 'running')
+    """
+
+    id: int
+    name: str
+    created_at: float
+    status: str
+    goal: str
+    metric: str | None
+    space: dict[str, Any] | None
+    space_fingerprint: str | None
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    finished_at: float | None = None
+
+    def load_space(self) -> Space:
+        """Rebuild the run's :class:`~perftune.space.Space` (``Space.from_dict``).
+
+        Raises:
+            StoreError: the run was created without a space.
+        """
+        from perftune.space import Space
+
+        if self.space is None:
+            raise StoreError(f"run {self.name!r} was recorded without a search space")
+        return Space.from_dict(self.space)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as JSON-compatible values."""
+        return dataclasses.asdict(self)
+
+
+class HistoryPoint(NamedTuple):
+    """One trial in a run's history, with the best value reached so far (in the user's units)."""
+
+    trial_id: int
+    status: str
+    value: float | None
+    best_value: float | None
+
+
+def _json_default(obj: Any) -> Any:
+    # Settings hold dataclasses (budgets, technique settings), enums and numpy scalars.
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=repr)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    item = getattr(obj, "item", None)  # numpy scalars
+    if callable(item):
+        return item()
+    tolist = getattr(obj, "tolist", None)  # numpy arrays
+    if callable(tolist):
+        return tolist()
+    return str(obj)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_json_default, sort_keys=True, separators=(",", ":"))
+
+
+def _float_or_none(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+def _is_locked(exc: BaseException) -> bool:
+    orig = getattr(exc, "orig", exc)
+    if not isinstance(orig, sqlite3.OperationalError):
+        return False
+    text = str(orig).lower()
+    return "locked" in text or "busy" in text
+
+
+def config_hash(config_json: str) -> str:
+    """The hash stored with each trial: sha256 of the configuration's canonical JSON."""
+    return hashlib.sha256(config_json.encode()).hexdigest()
+
+
+class Store:
+    """A results store; create it with :func:`open_store`.
+
+    Runs hold trials (append-only, at most one row per ticket), the samples of each trial, and the
+    latest checkpoint of the driver. Safe to share between threads; each process opens its own.
+
+    Example:
+        >>> store = open_store("sqlite://")  # in memory; a path or URL in real use
+        >>> run = store.create_run(None, None, {}, "min", None)
+        >>> store.count(run.id)
+        0
+        >>> store.close()
+    """
+
+    def __init__(self, engine: Engine, url: URL, *, schema_version: int = schema.SCHEMA_VERSION) -> None:
+        self._engine = engine
+        self._url = url
+        self.location = describe(url)
+        self._sqlite = url.get_backend_name() == "sqlite"
+        self._lock = threading.RLock()
+        self._spaces: dict[int, Space | None] = {}
+        self._closed = False
+        self._raw: Any = None
+        try:
+            self._migrate(schema_version)
+            if schema_version == schema.SCHEMA_VERSION:
+                self._prepare_hot_path()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def url(self) -> str:
+        """The store's URL, without password."""
+        return self._url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return "sqlite" if self._sqlite else "postgresql"
+
+    def _error(self, exc: BaseException, what: str) -> StoreError:
+        return StoreError(f"store {self.location}: {what}: {_one_line(exc)}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"store {self.location} is closed")
+
+    def _backoff(self, deadline: float, delay: float, exc: BaseException, what: str) -> float:
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"store {self.location}: {what}: still locked by another process after {LOCK_WAIT_S:.0f} s"
+            ) from None
+        # Jitter keeps several waiting writers from waking in lock step.
+        time.sleep(delay * (0.5 + random.random()))
+        return min(delay * 2, 0.5)
+
+    def _run(self, fn: Callable[[Connection], T], what: str, *, write: bool) -> T:
+        """Run ``fn`` in one transaction; retry while SQLite is locked by another writer."""
+        self._check_open()
+        deadline = time.monotonic() + LOCK_WAIT_S
+        delay = 0.005
+        while True:
+            with self._lock:
+                try:
+                    with self._engine.connect() as conn:
+                        if write and self._sqlite:
+                            conn.exec_driver_sql("BEGIN IMMEDIATE")
+                        result = fn(conn)
+                        if write:
+                            conn.commit()
+                        return result
+                except sa.exc.DBAPIError as exc:
+                    if not (self._sqlite and _is_locked(exc)):
+                        raise self._error(exc, what) from None
+                    locked = exc
+            delay = self._backoff(deadline, delay, locked, what)
+
+    # ------------------------------------------------------------------ schema
+
+    def _read_version(self, conn: Connection) -> int:
+        names = set(sa.inspect(conn).get_table_names())
+        if "meta" not in names:
+            if names:
+                listed = ", ".join(sorted(names)[:5])
+                raise StoreError(f"store {self.location}: not a perftune store (it holds tables {listed})")
+            return 0
+        value = conn.execute(
+            sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+        ).scalar_one_or_none()
+        if value is None or not str(value).isdigit():
+            raise StoreError(f"store {self.location}: not a perftune store (no schema version)")
+        return int(value)
+
+    def _check_version(self, version: int) -> None:
+        if version > schema.SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.location}: store schema v{version} is newer than this perftune "
+                f"(v{schema.SCHEMA_VERSION}); upgrade perftune"
+            )
+
+    def _upgrade(self, conn: Connection, target: int) -> None:
+        if not self._sqlite:
+            # Several drivers may open a fresh database at once: one migrates, the others wait.
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(7410526)"))
+        version = self._read_version(conn)
+        self._check_version(version)
+        for migration in schema.migrations:
+            if version < migration.version <= target:
+                migration.apply(conn)
+                values = {"key": "schema_version", "value": str(migration.version)}
+                if version == 0:
+                    conn.execute(sa.insert(schema.meta).values(values))
+                    conn.execute(sa.insert(schema.meta).values(key="created_by", value=_perftune_version()))
+                else:
+                    conn.execute(
+                        sa.update(schema.meta)
+                        .where(schema.meta.c.key == "schema_version")
+                        .values(value=values["value"])
+                    )
+                version = migration.version
+
+    def _migrate(self, target: int) -> None:
+        version = self._run(self._read_version, "cannot open", write=False)
+        self._check_version(version)
+        if version < target:
+            self._run(lambda conn: self._upgrade(conn, target), "cannot upgrade the schema", write=True)
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the store."""
+        return self._run(self._read_version, "cannot read the schema version", write=False)
+
+    # ------------------------------------------------------------------ hot path
+
+    def _prepare_hot_path(self) -> None:
+        dialect = self._engine.dialect
+        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
+        trial_stmt = (
+            insert(schema.trials)
+            .values({k: sa.bindparam(k) for k in _TRIAL_KEYS})
+            .on_conflict_do_nothing(index_elements=["run_id", "trial_id"])
+        )
+        sample_stmt = sa.insert(schema.samples).values({k: sa.bindparam(k) for k in _SAMPLE_KEYS})
+        trial_sql = trial_stmt.compile(dialect=dialect)
+        sample_sql = sample_stmt.compile(dialect=dialect)
+        self._trial_sql = str(trial_sql)
+        self._sample_sql = str(sample_sql)
+        self._positional = bool(trial_sql.positional)
+        if self._positional:
+            # The tuples built in add_trial follow _TRIAL_KEYS / _SAMPLE_KEYS.
+            assert tuple(trial_sql.positiontup or ()) == _TRIAL_KEYS
+            assert tuple(sample_sql.positiontup or ()) == _SAMPLE_KEYS
+        try:
+            self._raw = self._engine.raw_connection()
+        except sa.exc.DBAPIError as exc:
+            raise self._error(exc, "cannot connect") from None
+        self._dbapi = self._raw.dbapi_connection
+        self._cursor = self._dbapi.cursor()
+
+    def add_trial(self, run_id: int, trial: Trial) -> bool:
+        """Record a finished trial and its samples in one transaction (the driver's hot path).
+
+        Trials are append-only and never duplicated: when the run already holds a trial with this
+        ticket (``trial.id``), nothing is written and False is returned (the first write wins).
+
+        Args:
+            run_id: The run, from :meth:`create_run`.
+            trial: A finished trial (any status but PENDING).
+
+        Returns:
+            True when the trial was stored, False when its ticket was already there.
+
+        Raises:
+            StoreError: the run does not exist or the database cannot be written.
+        """
+        if trial.status is Status.PENDING:
+            raise ValueError(f"trial {trial.id} is still pending: only finished trials are stored")
+        config_json = trial.config.to_json()
+        row = (
+            run_id,
+            trial.id,
+            config_json,
+            hashlib.sha256(config_json.encode()).hexdigest(),
+            trial.status.value,
+            trial.reason,
+            _float_or_none(trial.value),
+            _float_or_none(trial.loss),
+            _dumps(trial.metrics) if trial.metrics else None,
+            trial.technique,
+            trial.worker,
+            _float_or_none(trial.started_at),
+            _float_or_none(trial.finished_at),
+        )
+        samples = [(run_id, trial.id, i, float(v)) for i, v in enumerate(trial.samples)]
+        if not self._positional:
+            row = dict(zip(_TRIAL_KEYS, row, strict=True))  # type: ignore[assignment]
+            samples = [dict(zip(_SAMPLE_KEYS, s, strict=True)) for s in samples]  # type: ignore[misc]
+        with self._lock:
+            self._check_open()
+            if self._sqlite:
+                return self._add_trial_sqlite(run_id, trial.id, row, samples)
+            return self._add_trial_dbapi(run_id, trial.id, row, samples)
+
+    def _add_trial_sqlite(self, run_id: int, trial_id: int, row: Any, samples: list[Any]) -> bool:
+        cursor, conn = self._cursor, self._dbapi
+        deadline = time.monotonic() + LOCK_WAIT_S
+        delay = 0.005
+        while True:
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                cursor.execute(self._trial_sql, row)
+                inserted = cursor.rowcount == 1
+                if inserted and samples:
+                    cursor.executemany(self._sample_sql, samples)
+                conn.commit()
+                return bool(inserted)
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.rollback()
+                if not _is_locked(exc):
+                    raise self._error(exc, f"cannot record trial {trial_id}") from None
+                delay = self._backoff(deadline, delay, exc, f"cannot record trial {trial_id}")
+            except sqlite3.IntegrityError:
+                conn.rollback()
+                raise StoreError(f"store {self.location}: no run with id {run_id}") from None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    def _add_trial_dbapi(self, run_id: int, trial_id: int, row: Any, samples: list[Any]) -> bool:
+        import psycopg2
+
+        cursor, conn = self._cursor, self._dbapi
+        try:
+            cursor.execute(self._trial_sql, row)
+            inserted = cursor.rowcount == 1
+            if inserted and samples:
+                cursor.executemany(self._sample_sql, samples)
+            conn.commit()
+            return bool(inserted)
+        except psycopg2.IntegrityError:
+            conn.rollback()
+            raise StoreError(f"store {self.location}: no run with id {run_id}") from None
+        except psycopg2.Error as exc:
+            if not conn.closed:
+                conn.rollback()
+            raise self._error(exc, f"cannot record trial {trial_id}") from None
+        except BaseException:
+            if not conn.closed:
+                conn.rollback()
+            raise
+
+    # ------------------------------------------------------------------ runs
+
+    def create_run(
+        self,
+        name: str | None,
+        space: Space | None,
+        settings: Mapping[str, Any] | None = None,
+        goal: str = "min",
+        metric: str | None = None,
+        *,
+        environment: Mapping[str, Any] | None = None,
+    ) -> RunInfo:
+        """Create a run; its environment (machine, compilers, git commit of the cwd) is recorded.
+
+        Args:
+            name: A unique name, or None for a generated one (``adjective-noun-NNN``).
+            space: The search space (stored as ``to_dict()`` with its fingerprint).
+            settings: Run settings, stored as JSON (dataclasses and enums are converted).
+            goal: ``"min"`` or ``"max"``.
+            metric: The metric optimised, when the objective reports several.
+            environment: Entries added to (or replacing) the captured environment, e.g. the git
+                commit of the tuned program when it lives elsewhere.
+
+        Raises:
+            StoreError: the name is taken or not allowed, or the goal is unknown.
+        """
+        if goal not in ("min", "max"):
+            raise StoreError(f"goal must be 'min' or 'max', not {goal!r}")
+        if name is not None:
+            _check_name(name)
+        env = capture_environment()
+        if environment:
+            env.update(environment)
+        values: dict[str, Any] = {
+            "created_at": time.time(),
+            "status": "running",
+            "goal": goal,
+            "metric": metric,
+            "space": _dumps(space.to_dict()) if space is not None else None,
+            "space_fingerprint": space.fingerprint() if space is not None else None,
+            "settings": _dumps(dict(settings or {})),
+            "environment": _dumps(env),
+        }
+        for _ in range(_NAME_ATTEMPTS):
+            values["name"] = name if name is not None else generate_run_name()
+            try:
+                run_id = self._run(
+                    lambda conn: self._insert_run(conn, values), "cannot create a run", write=True
+                )
+            except _NameTaken:
+                if name is not None:
+                    raise StoreError(f"store {self.location}: a run named {name!r} already exists") from None
+                continue
+            self._spaces[run_id] = space
+            return self.get_run(run_id)
+        raise StoreError(f"store {self.location}: could not generate an unused run name")
+
+    def _insert_run(self, conn: Connection, values: dict[str, Any]) -> int:
+        taken = conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.name == values["name"])).first()
+        if taken is not None:
+            raise _NameTaken
+        try:
+            result = conn.execute(sa.insert(schema.runs).values(values).returning(schema.runs.c.id))
+        except sa.exc.IntegrityError:
+            raise _NameTaken from None  # a concurrent writer took it (PostgreSQL)
+        return int(result.scalar_one())
+
+    def _row_to_run(self, row: sa.Row[Any]) -> RunInfo:
+        m = row._mapping
+        return RunInfo(
+            id=m["id"],
+            name=m["name"],
+            created_at=m["created_at"],
+            status=m["status"],
+            goal=m["goal"],
+            metric=m["metric"],
+            space=json.loads(m["space"]) if m["space"] else None,
+            space_fingerprint=m["space_fingerprint"],
+            settings=json.loads(m["settings"]) if m["settings"] else {},
+            environment=json.loads(m["environment"]) if m["environment"] else {},
+            finished_at=m["finished_at"],
+        )
+
+    def get_run(self, ref: str | int) -> RunInfo:
+        """Find a run by numeric id, name, or ``"latest"`` (the most recently created).
+
+        Raises:
+            StoreError: no such run.
+        """
+        runs = schema.runs
+        query = sa.select(runs)
+        if isinstance(ref, bool):
+            raise TypeError("run reference must be a name, an id or 'latest'")
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
+            query = query.where(runs.c.id == int(ref))
+        elif ref == "latest":
+            query = query.order_by(runs.c.id.desc()).limit(1)
+        else:
+            query = query.where(runs.c.name == ref)
+        row = self._run(lambda conn: conn.execute(query).first(), "cannot read runs", write=False)
+        if row is None:
+            what = "no runs yet" if ref == "latest" else f"no run {ref!r}"
+            raise StoreError(f"store {self.location}: {what} (perftune runs lists the runs)")
+        return self._row_to_run(row)
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        rows = self._run(
+            lambda conn: conn.execute(sa.select(schema.runs).order_by(schema.runs.c.id)).all(),
+            "cannot read runs",
+            write=False,
+        )
+        return [self._row_to_run(r) for r in rows]
+
+    def finish_run(self, run_id: int, status: str = "finished") -> None:
+        """Mark a run as ended (``"finished"``, ``"interrupted"``, ``"failed"``, ...).
+
+        Raises:
+            StoreError: no such run.
+        """
+        if not status or len(status) > 32:
+            raise ValueError(f"bad run status {status!r}")
+
+        def update(conn: Connection) -> int:
+            result = conn.execute(
+                sa.update(schema.runs)
+                .where(schema.runs.c.id == run_id)
+                .values(status=status, finished_at=time.time())
+            )
+            return int(result.rowcount)
+
+        if self._run(update, "cannot update the run", write=True) == 0:
+            raise StoreError(f"store {self.location}: no run with id {run_id}")
+
+    def _require_run(self, conn: Connection, run_id: int) -> None:
+        if conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.id == run_id)).first() is None:
+            raise StoreError(f"store {self.location}: no run with id {run_id}")
+
+    def _space(self, run_id: int) -> Space | None:
+        if run_id not in self._spaces:
+            run = self.get_run(run_id)
+            self._spaces[run_id] = run.load_space() if run.space is not None else None
+        return self._spaces[run_id]
+
+    # ------------------------------------------------------------------ trials
+
+    def _trial_from_row(self, m: Mapping[str, Any], samples: list[float], space: Space | None) -> Trial:
+        from perftune.space import Config
+
+        return Trial(
+            id=m["trial_id"],
+            config=Config.from_json(m["config"], space=space),
+            status=Status(m["status"]),
+            value=m["value"],
+            loss=m["loss"],
+            metrics=json.loads(m["metrics"]) if m["metrics"] else {},
+            samples=samples,
+            reason=m["reason"],
+            technique=m["technique"],
+            worker=m["worker"],
+            started_at=m["started_at"],
+            finished_at=m["finished_at"],
+        )
+
+    def trials(self, run_id: int) -> list[Trial]:
+        """Every stored trial of a run in ticket order, with configurations decoded by the run's space.
+
+        Raises:
+            StoreError: no such run.
+        """
+        space = self._space(run_id)
+        t, s = schema.trials, schema.samples
+
+        def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any]]:
+            rows = conn.execute(sa.select(t).where(t.c.run_id == run_id).order_by(t.c.trial_id)).all()
+            srows = conn.execute(
+                sa.select(s.c.trial_id, s.c.value).where(s.c.run_id == run_id).order_by(s.c.trial_id, s.c.idx)
+            ).all()
+            return rows, srows
+
+        rows, srows = self._run(read, "cannot read trials", write=False)
+        by_trial: dict[int, list[float]] = {}
+        for trial_id, value in srows:
+            by_trial.setdefault(trial_id, []).append(value)
+        return [self._trial_from_row(r._mapping, by_trial.get(r.trial_id, []), space) for r in rows]
+
+    def best(self, run_id: int) -> Trial | None:
+        """The successful trial with the lowest loss (earliest on ties), or None when there is none.
+
+        Raises:
+            StoreError: no such run.
+        """
+        t, s = schema.trials, schema.samples
+
+        def read(conn: Connection) -> tuple[Any, list[float]]:
+            row = conn.execute(
+                sa.select(t)
+                .where(t.c.run_id == run_id, t.c.status == Status.OK.value, t.c.loss.is_not(None))
+                .order_by(t.c.loss, t.c.trial_id)
+                .limit(1)
+            ).first()
+            if row is None:
+                self._require_run(conn, run_id)
+                return None, []
+            values = conn.execute(
+                sa.select(s.c.value)
+                .where(s.c.run_id == run_id, s.c.trial_id == row.trial_id)
+                .order_by(s.c.idx)
+            ).scalars()
+            return row, list(values)
+
+        row, samples = self._run(read, "cannot read trials", write=False)
+        if row is None:
+            return None
+        return self._trial_from_row(row._mapping, samples, self._space(run_id))
+
+    def count(self, run_id: int, status: Status | str | None = None) -> int:
+        """Number of stored trials of a run (of one status when given).
+
+        Raises:
+            StoreError: no such run.
+        """
+        t = schema.trials
+        query = sa.select(sa.func.count()).select_from(t).where(t.c.run_id == run_id)
+        if status is not None:
+            query = query.where(t.c.status == Status(status).value)
+
+        def read(conn: Connection) -> int:
+            n = int(conn.execute(query).scalar_one())
+            if n == 0:
+                self._require_run(conn, run_id)
+            return n
+
+        return self._run(read, "cannot count trials", write=False)
+
+    def stored_ids(self, run_id: int) -> set[int]:
+        """Tickets of the trials stored for a run (what a resume must not measure again)."""
+        t = schema.trials
+        ids = self._run(
+            lambda conn: conn.execute(sa.select(t.c.trial_id).where(t.c.run_id == run_id)).scalars().all(),
+            "cannot read trials",
+            write=False,
+        )
+        return set(ids)
+
+    def history(self, run_id: int) -> list[HistoryPoint]:
+        """Each trial's status and value in ticket order, with the best value so far (cheap: no configs).
+
+        Raises:
+            StoreError: no such run.
+        """
+        self.get_run(run_id)  # StoreError for an unknown run
+        t = schema.trials
+        rows = self._run(
+            lambda conn: conn.execute(
+                sa.select(t.c.trial_id, t.c.status, t.c.value, t.c.loss)
+                .where(t.c.run_id == run_id)
+                .order_by(t.c.trial_id)
+            ).all(),
+            "cannot read trials",
+            write=False,
+        )
+        points: list[HistoryPoint] = []
+        best_loss = math.inf
+        best_value: float | None = None
+        for trial_id, status, value, loss in rows:
+            if status == Status.OK.value and loss is not None and loss < best_loss:
+                best_loss, best_value = loss, value
+            points.append(HistoryPoint(trial_id, status, value, best_value))
+        return points
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self, run_id: int, n_trials: int, blob: bytes) -> None:
+        """Replace the run's checkpoint in one transaction: readers see the old one or the new one.
+
+        Raises:
+            StoreError: no such run, or the database cannot be written.
+        """
+        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
+        values = {"run_id": run_id, "n_trials": int(n_trials), "created_at": time.time(), "blob": bytes(blob)}
+        stmt = insert(schema.checkpoints).values(values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={k: stmt.excluded[k] for k in ("n_trials", "created_at", "blob")},
+        )
+
+        def write(conn: Connection) -> None:
+            self._require_run(conn, run_id)
+            conn.execute(stmt)
+
+        self._run(write, "cannot save the checkpoint", write=True)
+
+    def load_checkpoint(self, run_id: int) -> tuple[int, bytes] | None:
+        """The run's latest checkpoint as ``(n_trials, blob)``, or None when it has none.
+
+        Raises:
+            StoreError: no such run.
+        """
+        c = schema.checkpoints
+
+        def read(conn: Connection) -> Any:
+            row = conn.execute(sa.select(c.c.n_trials, c.c.blob).where(c.c.run_id == run_id)).first()
+            if row is None:
+                self._require_run(conn, run_id)
+            return row
+
+        row = self._run(read, "cannot read the checkpoint", write=False)
+        return None if row is None else (int(row.n_trials), bytes(row.blob))
+
+    # ------------------------------------------------------------------ export
+
+    def _export_rows(self, run_id: int) -> tuple[RunInfo, list[dict[str, Any]]]:
+        run = self.get_run(run_id)
+        t, s = schema.trials, schema.samples
+
+        def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any]]:
+            rows = conn.execute(sa.select(t).where(t.c.run_id == run_id).order_by(t.c.trial_id)).all()
+            srows = conn.execute(
+                sa.select(s.c.trial_id, s.c.value).where(s.c.run_id == run_id).order_by(s.c.trial_id, s.c.idx)
+            ).all()
+            return rows, srows
+
+        rows, srows = self._run(read, "cannot read trials", write=False)
+        by_trial: dict[int, list[float]] = {}
+        for trial_id, value in srows:
+            by_trial.setdefault(trial_id, []).append(value)
+        out = []
+        for r in rows:
+            m = r._mapping
+            started, finished = m["started_at"], m["finished_at"]
+            out.append(
+                {
+                    "trial": m["trial_id"],
+                    "status": m["status"],
+                    "value": m["value"],
+                    "loss": m["loss"],
+                    "reason": m["reason"],
+                    "technique": m["technique"],
+                    "worker": m["worker"],
+                    "started_at": started,
+                    "finished_at": finished,
+                    "duration_s": None if started is None or finished is None else finished - started,
+                    "config": json.loads(m["config"]),
+                    "config_hash": m["config_hash"],
+                    "metrics": json.loads(m["metrics"]) if m["metrics"] else {},
+                    "samples": by_trial.get(m["trial_id"], []),
+                }
+            )
+        return run, out
+
+    @staticmethod
+    def _flatten(run: RunInfo, rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+        names: list[str] = list((run.space or {}).get("params", {}).keys()) if run.space else []
+        metric_names: list[str] = []
+        for row in rows:
+            for k in row["config"]:
+                if k not in names:
+                    names.append(k)
+            for k in row["metrics"]:
+                if k not in metric_names:
+                    metric_names.append(k)
+        base = ["trial", "status", "value", "loss", "reason", "technique", "worker",
+                "started_at", "finished_at", "duration_s", "n_samples", "samples"]  # fmt: skip
+        columns = base + [f"config.{n}" for n in names] + [f"metric.{n}" for n in metric_names]
+        flat = []
+        for row in rows:
+            d = {k: row[k] for k in base if k in row}
+            d["n_samples"] = len(row["samples"])
+            d["samples"] = json.dumps(row["samples"]) if row["samples"] else None
+            for n in names:
+                v = row["config"].get(n)
+                d[f"config.{n}"] = json.dumps(v) if isinstance(v, list | dict) else v
+            for n in metric_names:
+                d[f"metric.{n}"] = row["metrics"].get(n)
+            flat.append(d)
+        return columns, flat
+
+    def export(self, run_id: int, fmt: str, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write a run's trials as CSV (one row per trial, a column per parameter and metric) or JSON.
+
+        The JSON holds ``{"schema": EXPORT_SCHEMA, "run": {...}, "trials": [...]}`` with the samples
+        of every trial. ``path`` may be an open text file (e.g. ``sys.stdout``).
+
+        Raises:
+            StoreError: no such run, or an unknown format.
+        """
+        if fmt not in ("csv", "json"):
+            raise StoreError(f"unknown export format {fmt!r}: use 'csv' or 'json'")
+        run, rows = self._export_rows(run_id)
+        buf = io.StringIO()
+        if fmt == "json":
+            json.dump({"schema": EXPORT_SCHEMA, "run": run.to_dict(), "trials": rows}, buf, indent=1)
+            buf.write("\n")
+        else:
+            columns, flat = self._flatten(run, rows)
+            writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(flat)
+        if isinstance(path, str | os.PathLike):
+            try:
+                Path(path).write_text(buf.getvalue())
+            except OSError as exc:
+                raise StoreError(f"cannot write {os.fspath(path)!r}: {exc.strerror}") from None
+        else:
+            path.write(buf.getvalue())
+
+    def to_dataframe(self, run_id: int) -> pandas.DataFrame:
+        """The run's trials as a pandas DataFrame, with the same columns as the CSV export.
+
+        Raises:
+            StoreError: pandas is not installed, or no such run.
+        """
+        try:
+            import pandas
+        except ImportError:
+            raise StoreError("to_dataframe needs pandas: pip install pandas") from None
+        run, rows = self._export_rows(run_id)
+        columns, flat = self._flatten(run, rows)
+        return pandas.DataFrame(flat, columns=columns)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Release the database connections; calling it again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._raw is not None:
+                try:
+                    self._cursor.close()
+                    self._raw.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection must not mask the cause
+                    pass
+            self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+
+class _NameTaken(Exception):
+    pass
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise StoreError("run name must be a non-empty string")
+    if name != name.strip() or any(ch in name for ch in "\n\r\t"):
+        raise StoreError(f"run name {name!r} must not start or end with spaces or hold control characters")
+    if name in _RESERVED_NAMES or name.isdigit():
+        raise StoreError(f"run name {name!r} is reserved (numbers are run ids, 'latest' is the newest run)")
+    if len(name) > _MAX_NAME_LEN:
+        raise StoreError(f"run name is longer than {_MAX_NAME_LEN} characters")
+
+
+def _perftune_version() -> str:
+    from perftune import __version__
+
+    return __version__
+
+
+def open_store(
+    url: str | os.PathLike[str] | None = None, *, must_exist: bool = False, _schema_version: int | None = None
+) -> Store:
+    """Open (and create or upgrade) a results store.
+
+    Args:
+        url: ``sqlite:///PATH``, a bare path (a SQLite file), ``sqlite://`` (in memory) or
+            ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``. None means ``$PERFTUNE_STORE``,
+            else ``sqlite:///perftune.db`` in the current folder.
+        must_exist: Refuse to create a new SQLite file (for commands that only read).
+
+    Raises:
+        StoreError: malformed URL, unsupported backend, unreachable database, not a perftune store,
+            or a schema newer than this perftune knows. Nothing is written in these cases.
+
+    Example:
+        >>> with open_store("sqlite://") as store:
+        ...     store.list_runs()
+        []
+    """
+    resolved = resolve_url(url)
+    engine = create_engine_for(resolved, must_exist=must_exist)
+    target = schema.SCHEMA_VERSION if _schema_version is None else _schema_version
+    return Store(engine, resolved, schema_version=target)
