@@ -1,0 +1,420 @@
+"""Tune a program's compiler flags end to end: check, seed, search, confirm, reduce, report.
+
+1. Check the input before tuning: the compiler exists, the sources compile at -O2, the run succeeds at
+   -O2 (its output becomes the reference), and every user seed names known options.
+2. Search with :class:`perftune.Tuner` (the default configuration is plain ``-O3``, the baseline; -O2
+   and the user's seeds come next). Builds run in parallel on ``workers`` threads; timed runs one at a
+   time.
+3. Confirm: re-measure the winner and -O3 interleaved and compute the speedup with a confidence
+   interval; a winner that is not faster than -O3 is replaced by -O3, so the result is never worse.
+4. Reduce the winner to a minimal flag set (groups of options whose removal does not slow the program
+   beyond the noise are dropped; identical binaries cost nothing), then measure each remaining option's
+   contribution.
+
+Example:
+    >>> result = tune_flags(["prog.c"], ["1000"], budget="60s")  # doctest: +SKIP
+    >>> print(result.command_line)  # doctest: +SKIP
+    gcc -O3 -march=native -funroll-loops prog.c -o prog -lm
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from perftune.errors import BudgetError, PerftuneError
+from perftune.targets.flags._discover import CompilerInfo, discover
+from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
+from perftune.targets.flags._runner import speedup_ci
+from perftune.targets.flags._space import build_space, config_from_flags, render
+
+__all__ = ["FlagsResult", "parse_flag_budget", "reduce_flags", "tune_flags"]
+
+# Removing options may cost at most this fraction of run time (the tie threshold).
+TIE = 0.01
+
+
+@dataclass
+class FlagsResult:
+    """The outcome of :func:`tune_flags`.
+
+    Attributes:
+        flags: The minimal winning option set (what to put on the command line).
+        winner_flags: The options of the best configuration found by the search.
+        command_line: The full compiler command line with ``flags``.
+        speedup: Speedup of ``flags`` over plain -O3 (ratio of median run times).
+        ci: Confidence interval (95%) of ``speedup``.
+        baseline_s: Median run time at -O3.
+        tuned_s: Median run time with ``flags``.
+        contributions: Each remaining option and the slowdown (fraction) when it alone is removed.
+        n_trials: Trials measured by the search.
+        failures: Trials that failed, by status (``compile-error``, ``wrong-output``, ...).
+        history: ``(elapsed seconds, best speedup over -O3 so far)`` after each trial.
+        run_id: The run in the store, when a store was given.
+        fell_back: True when the search's winner was not faster than -O3 and -O3 was kept.
+    """
+
+    flags: list[str]
+    winner_flags: list[str]
+    command_line: str
+    speedup: float
+    ci: tuple[float, float]
+    baseline_s: float
+    tuned_s: float
+    contributions: dict[str, float] = field(default_factory=dict)
+    n_trials: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    history: list[tuple[float, float]] = field(default_factory=list)
+    run_id: int | None = None
+    fell_back: bool = False
+    compiler: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able summary (what ``perftune flags --json`` prints)."""
+        return {
+            "flags": self.flags,
+            "command_line": self.command_line,
+            "speedup_over_O3": round(self.speedup, 4),
+            "speedup_ci95": [round(self.ci[0], 4), round(self.ci[1], 4)],
+            "baseline_O3_s": round(self.baseline_s, 6),
+            "tuned_s": round(self.tuned_s, 6),
+            "winner_flags": self.winner_flags,
+            "contributions": {k: round(v, 4) for k, v in self.contributions.items()},
+            "n_trials": self.n_trials,
+            "failures": self.failures,
+            "fell_back_to_O3": self.fell_back,
+            "compiler": self.compiler,
+            "run_id": self.run_id,
+        }
+
+
+def parse_flag_budget(budget: str | int | float | None) -> tuple[int | None, float | None]:
+    """``"90s"``/``"10m"``/``"1h"`` -> seconds; a bare number -> trials. Returns ``(n_trials, seconds)``."""
+    if budget is None:
+        return None, 300.0
+    if isinstance(budget, int | float):
+        if budget <= 0:
+            raise BudgetError(f"budget must be positive, got {budget}")
+        return int(budget), None
+    text = str(budget).strip().lower()
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    try:
+        if text and text[-1] in units:
+            seconds = float(text[:-1]) * units[text[-1]]
+            if seconds <= 0:
+                raise BudgetError(f"budget must be positive, got {budget!r}")
+            return None, seconds
+        n = int(text)
+    except ValueError:
+        raise BudgetError(f"cannot parse budget {budget!r}: use a number of trials, or 90s, 10m, 1h") from None
+    if n <= 0:
+        raise BudgetError(f"budget must be positive, got {budget!r}")
+    return n, None
+
+
+def _split_seed(seed: str | Sequence[str]) -> list[str]:
+    return shlex.split(seed) if isinstance(seed, str) else list(seed)
+
+
+def tune_flags(
+    sources: Sequence[str],
+    run_args: Sequence[str] | str = (),
+    *,
+    compiler: str = "gcc",
+    budget: str | int | float | None = "5m",
+    workers: int = 1,
+    seeds: Sequence[str | Sequence[str]] = (),
+    rel_tol: float = 0.0,
+    abs_tol: float = 0.0,
+    link_args: Sequence[str] = ("-lm",),
+    compile_args: Sequence[str] = (),
+    cwd: str = ".",
+    store: Any = None,
+    seed: int | None = None,
+    technique: str = "bandit",
+    reduce: bool = True,
+    confirm_runs: int = 10,
+    run_timeout_s: float = 60.0,
+    include_params: bool = True,
+    workdir: str | None = None,
+    info: CompilerInfo | None = None,
+    on_trial: Callable[[int, float | None], None] | None = None,
+) -> FlagsResult:
+    """Tune the compiler options of a C/C++ program for speed.
+
+    Args:
+        sources: Source files.
+        run_args: Arguments of the program (a list, or a string split like a shell would).
+        compiler: The compiler (name on PATH or path).
+        budget: Trials (``200``) or wall time of the search (``"90s"``, ``"5m"``).
+        workers: Candidates built in parallel.
+        seeds: Option sets to try early (``"-O2 -funroll-loops"``); unknown options are an error.
+        rel_tol: Relative tolerance for numbers in the output (floating-point programs).
+        abs_tol: Absolute tolerance for numbers in the output.
+        link_args: Options after the sources.
+        compile_args: Untuned options before the tuned ones (``-I``, ``-D``).
+        cwd: Directory the program runs in.
+        store: A perftune store (or URL) to record the trials in.
+        seed: Seed of the search.
+        technique: Search technique (registered name).
+        reduce: Reduce the winner to a minimal flag set.
+        confirm_runs: Interleaved runs of winner and -O3 for the final comparison.
+        run_timeout_s: Upper limit of one run.
+        include_params: Tune ``--param``s as well.
+        workdir: Scratch area (a temporary directory when None).
+        info: Pre-discovered compiler information (default: :func:`discover`).
+        on_trial: Called after each trial with ``(n_trials, best speedup over -O3 or None)``.
+
+    Raises:
+        PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
+            naming an unknown option, a bad budget: one line, before tuning starts.
+    """
+    import perftune
+    from perftune.trial import Status
+
+    n_trials, seconds = parse_flag_budget(budget)
+    if workers < 1:
+        raise PerftuneError(f"workers must be at least 1, got {workers}")
+    if isinstance(run_args, str):
+        run_args = shlex.split(run_args)
+    if not sources:
+        raise PerftuneError("no source files given")
+    for src in sources:
+        path = os.path.join(cwd, src)
+        if not os.path.isfile(path):
+            raise PerftuneError(f"source file {src!r} not found")
+    info = info or discover(compiler)
+    space = build_space(info, include_params=include_params)
+    seed_configs = [config_from_flags(_split_seed(s), info, space) for s in seeds]
+    o2 = config_from_flags(["-O2"], info, space)
+
+    program = Program(
+        sources=tuple(sources), run_args=tuple(run_args), link_args=tuple(link_args),
+        compile_args=tuple(compile_args), rel_tol=rel_tol, abs_tol=abs_tol, cwd=cwd, run_timeout_s=run_timeout_s,
+    )
+    evaluator = Evaluator(program, info, workdir=workdir)
+    try:
+        evaluator.set_reference(["-O2"])
+        tuner = perftune.Tuner(
+            space, seed=seed, store=store, technique=technique, seeds=[o2, *seed_configs],
+            name=None, settings={"target": "flags", "sources": list(sources), "run": list(run_args),
+                                 "compiler": info.version_line},
+        )
+        started = time.monotonic()
+        deadline = None if seconds is None else started + seconds
+        history: list[tuple[float, float]] = []
+        failures: dict[str, int] = {}
+        baseline: list[float | None] = [None]
+        best: list[tuple[float, Any] | None] = [None]
+        n_done = 0
+
+        def evaluate(config: Any) -> Measurement:
+            return evaluator.measure(render(config, info))
+
+        pending: dict[Future[Measurement], Any] = {}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            while True:
+                out_of_budget = (deadline is not None and time.monotonic() >= deadline) or (
+                    n_trials is not None and n_done + len(pending) >= n_trials
+                )
+                while not out_of_budget and len(pending) < workers:
+                    try:
+                        trial = tuner.ask()
+                    except PerftuneError:
+                        break  # a seeded run waits for an older result first
+                    if trial is None:
+                        out_of_budget = True
+                        break
+                    pending[pool.submit(evaluate, trial.config)] = trial
+                    if n_trials is not None and n_done + len(pending) >= n_trials:
+                        break
+                if not pending:
+                    break
+                timeout = None if deadline is None else max(0.1, deadline - time.monotonic())
+                done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
+                if not done and deadline is not None and time.monotonic() >= deadline:
+                    # Out of time: let the candidates in flight finish (a build and a few runs), record them.
+                    done, _ = wait(list(pending))
+                for fut in done:
+                    trial = pending.pop(fut)
+                    m = fut.result()
+                    if m.ok:
+                        assert m.value is not None
+                        tuner.tell(trial, m.value, samples=m.samples,
+                                   metrics={"cached": float(m.cached)})
+                        if trial.technique == "default":
+                            baseline[0] = m.value
+                            evaluator.baseline_s = m.value
+                        if best[0] is None or m.value < best[0][0]:
+                            best[0] = (m.value, trial.config)
+                    else:
+                        status = Status.TIMEOUT if m.status == "timeout" else Status.FAILED
+                        tuner.tell(trial, error=f"{m.status}: {m.reason}", status=status)
+                        failures[m.status] = failures.get(m.status, 0) + 1
+                    n_done += 1
+                    base = baseline[0]
+                    speed = base / best[0][0] if base is not None and best[0] is not None else None
+                    if speed is not None:
+                        history.append((time.monotonic() - started, speed))
+                    if on_trial is not None:
+                        on_trial(n_done, speed)
+        with_close = getattr(tuner, "close", None)
+        if with_close is not None and store is not None:
+            with_close()
+
+        winner_config = best[0][1] if best[0] is not None else space.default()
+        winner = render(winner_config, info)
+        result = _confirm_and_reduce(evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs)
+        result.n_trials = n_done
+        result.failures = failures
+        result.history = history
+        result.run_id = getattr(tuner, "run_id", None)
+        return result
+    finally:
+        evaluator.close()
+
+
+def _interleaved(evaluator: Evaluator, a: Sequence[str], b: Sequence[str], n_runs: int) -> tuple[list[float], list[float]]:
+    """Time two option sets in alternation (drift in machine load hits both alike)."""
+    ta: list[float] = []
+    tb: list[float] = []
+    scratch_a, scratch_b = evaluator._scratch(), evaluator._scratch()
+    try:
+        bin_a, fail_a = evaluator.build(list(a), scratch_a)
+        bin_b, fail_b = evaluator.build(list(b), scratch_b)
+        if fail_a is not None or fail_b is not None:
+            raise RuntimeError(f"confirmation build failed: {(fail_a or fail_b).reason}")  # type: ignore[union-attr]
+        assert bin_a is not None and bin_b is not None
+        with evaluator._time_lock:
+            for _ in range(n_runs):
+                for binary, sink in ((bin_a, ta), (bin_b, tb)):
+                    s, why, _ = evaluator.run_once(binary)
+                    if why is not None or s is None:
+                        raise RuntimeError(f"confirmation run failed: {why}")
+                    sink.append(s)
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch_a, ignore_errors=True)
+        shutil.rmtree(scratch_b, ignore_errors=True)
+    return ta, tb
+
+
+def _confirm_and_reduce(
+    evaluator: Evaluator, info: CompilerInfo, winner: list[str], *, reduce: bool, confirm_runs: int
+) -> FlagsResult:
+    baseline = ["-O3"]
+    fell_back = False
+    final = list(winner)
+    if final != baseline:
+        base_s, win_s = _interleaved(evaluator, baseline, final, confirm_runs)
+        speed, lo, hi = speedup_ci(base_s, win_s)
+        if speed <= 1.0:
+            final, fell_back = list(baseline), True
+    contributions: dict[str, float] = {}
+    if reduce and final != baseline:
+        final, contributions = reduce_flags(evaluator, final)
+    base_s, fin_s = _interleaved(evaluator, baseline, final, confirm_runs)
+    speed, lo, hi = speedup_ci(base_s, fin_s)
+    if final != baseline and speed < 1.0:
+        # The reduced set lost its edge under re-measurement: never end worse than -O3.
+        final, fell_back, contributions = list(baseline), True, {}
+        speed, lo, hi = speedup_ci(base_s, base_s)
+        fin_s = base_s
+    import statistics
+
+    cmd = evaluator.compile_command(final)
+    return FlagsResult(
+        flags=final,
+        winner_flags=list(winner),
+        command_line=shlex.join([os.path.basename(cmd[0]) if cmd[0] == info.path else cmd[0], *cmd[1:]]),
+        speedup=speed,
+        ci=(lo, hi),
+        baseline_s=statistics.median(base_s),
+        tuned_s=statistics.median(fin_s),
+        contributions=contributions,
+        fell_back=fell_back,
+        compiler=info.version_line,
+    )
+
+
+def _same_or_faster(evaluator: Evaluator, reference: Measurement, options: list[str], runs: int) -> tuple[bool, Measurement]:
+    m = evaluator.measure(options, n_runs=runs, same_as=reference.binary_hash)
+    if not m.ok:
+        return False, m
+    if m.binary_hash == reference.binary_hash:
+        return True, reference
+    assert m.value is not None and reference.value is not None
+    return m.value <= reference.value * (1.0 + TIE), m
+
+
+def reduce_flags(evaluator: Evaluator, options: Sequence[str], *, runs: int = 5) -> tuple[list[str], dict[str, float]]:
+    """Drop options whose removal does not slow the program beyond the tie threshold.
+
+    The ``-O`` level is kept as the first option (removing it means -O3). Groups of options are tried
+    first (halving, as in delta debugging), so that a winner with many irrelevant options is reduced
+    with few builds; an option that changes the output when removed is kept.
+
+    Returns:
+        ``(minimal options, {option: slowdown fraction when it alone is removed})``.
+    """
+    level = options[0] if options and options[0].startswith("-O") else "-O3"
+    rest = [o for o in options if o is not level] if options and options[0] is level else list(options)
+    current = [level, *rest]
+    ref = evaluator.measure(current, n_runs=runs)
+    if not ref.ok:
+        return list(options), {}
+
+    def candidate(keep: Sequence[str], lvl: str) -> list[str]:
+        return [lvl, *keep]
+
+    # The level first: is -O3 as good?
+    if level != "-O3":
+        ok, m = _same_or_faster(evaluator, ref, candidate(rest, "-O3"), runs)
+        if ok and m.value is not None and ref.value is not None and m.value <= ref.value * (1.0 + TIE):
+            level, ref = "-O3", m
+        elif ok and m.value is None:
+            level = "-O3"
+
+    kept = list(rest)
+    # Every reduced set is compared with the winner's own time (not the previous step's), so that
+    # ties within the threshold cannot add up to a real slowdown.
+    winner_value = ref.value
+
+    def shrink(group: list[str]) -> None:
+        nonlocal kept, ref
+        if not group:
+            return
+        trial_keep = [o for o in kept if o not in group]
+        ok, m = _same_or_faster(evaluator, ref, candidate(trial_keep, level), runs)
+        if ok and m.value is not None and winner_value is not None and m.value > winner_value * (1.0 + TIE):
+            ok = False
+        if ok:
+            kept, ref = trial_keep, m
+            return
+        if len(group) == 1:
+            return
+        mid = len(group) // 2
+        shrink(group[:mid])
+        shrink(group[mid:])
+
+    shrink(list(rest))
+    final = candidate(kept, level)
+    contributions: dict[str, float] = {}
+    final_m = evaluator.measure(final, n_runs=runs)
+    for opt in final:
+        if opt == "-O3":
+            continue
+        without = [o for o in final if o != opt] if not opt.startswith("-O") else ["-O3", *kept]
+        m = evaluator.measure(without, n_runs=runs)
+        if m.ok and final_m.ok and m.value is not None and final_m.value is not None:
+            contributions[opt] = m.value / final_m.value - 1.0
+        else:
+            contributions[opt] = float("nan")  # the output changes without it: it is required
+    return final, contributions
