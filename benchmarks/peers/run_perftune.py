@@ -1,0 +1,110 @@
+"""perftune through its ask/tell Tuner (run with the project's own virtual environment).
+
+Tools: ``perftune`` (the default technique, the AUC-bandit ensemble), ``perftune:<technique>`` (one
+registered technique alone), and ``perftune-exp:<module>:<Class>`` (an experimental technique class
+from a module in benchmarks/, registered for the run). The run is sequential (``lag=0``), like every
+peer's; the default configuration is measured first, as perftune always does, and counts.
+
+The benchmark-hub spaces are built by ``perftune.targets.replay.load`` (the product path); the other
+problems are mapped from the shared descriptions in ``_problems.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _problems import BudgetSpent, Ledger, Problem, TableProblem
+from _runner import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ for experimental techniques
+
+
+def build_space(problem: Problem) -> Any:
+    from perftune.space import Bool, Choice, Float, Int, Ordinal, Permutation, Space
+
+    if isinstance(problem, TableProblem):
+        from perftune.targets import replay
+
+        return replay.load(problem.t1_path, problem.t4_path).space
+    params: dict[str, Any] = {}
+    for p in problem.params:
+        if p.kind == "int":
+            params[p.name] = Int(int(p.lo), int(p.hi))
+        elif p.kind == "float":
+            params[p.name] = Float(p.lo, p.hi)
+        elif p.kind == "ordinal":
+            params[p.name] = Ordinal(list(p.values))
+        elif p.kind == "choice":
+            params[p.name] = Choice(list(p.values))
+        elif p.kind == "bool":
+            params[p.name] = Bool()
+        elif p.kind == "perm":
+            params[p.name] = Permutation(list(p.values))
+    return Space(params, list(problem.constraints))
+
+
+_SPACES: dict[str, Any] = {}
+
+
+def technique_name(tool: str) -> str:
+    if tool == "perftune":
+        return "bandit"
+    if tool.startswith("perftune:"):
+        return tool.split(":", 1)[1]
+    if tool.startswith("perftune-exp:"):
+        _, module, cls_name = tool.split(":")
+        from perftune import search
+
+        cls = getattr(importlib.import_module(module), cls_name)
+        if cls.name not in search.names():
+            search.register(cls)
+        return str(cls.name)
+    raise ValueError(tool)
+
+
+def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> dict[str, Any]:
+    import perftune
+
+    if problem.name not in _SPACES:
+        _SPACES[problem.name] = build_space(problem)
+    space = _SPACES[problem.name]
+    tuner = perftune.Tuner(space, seed=seed, technique=technique_name(tool), lag=0)
+    ask_s: list[float] = []
+    try:
+        while not ledger.done:
+            t0 = time.perf_counter()
+            trial = tuner.ask()
+            ask_s.append(time.perf_counter() - t0)
+            if trial is None:
+                ledger.stalled = True
+                break
+            status, value = ledger.evaluate(dict(trial.config))
+            t0 = time.perf_counter()
+            if status == "ok":
+                tuner.tell(trial, value)
+            else:
+                tuner.tell(trial, error=status)
+            ask_s[-1] += time.perf_counter() - t0
+    except BudgetSpent:
+        pass
+    tail = ask_s[-20:]
+    extra: dict[str, Any] = {"decide_ms_last20": 1000 * sum(tail) / max(len(tail), 1)}
+    credits = getattr(tuner.technique, "credits", None)
+    if callable(credits):
+        extra["credits"] = {k: round(float(v), 4) for k, v in credits().items()}
+    counts = getattr(tuner.technique, "counts", None)
+    if isinstance(counts, dict):
+        extra["counts"] = dict(counts)
+    extra["origins"] = {}
+    for t in tuner.trials:
+        extra["origins"][t.technique or "?"] = extra["origins"].get(t.technique or "?", 0) + 1
+    return extra
+
+
+if __name__ == "__main__":
+    tools = sys.argv[sys.argv.index("--tool") + 1 :][:1] if "--tool" in sys.argv else []
+    main(run_one, [t for t in tools if t.startswith("perftune")] or ["perftune"])

@@ -1,0 +1,434 @@
+"""Search-quality benchmark: perftune side by side with Kernel Tuner, Optuna, OpenTuner and random search.
+
+Every tool runs as a subprocess in its own virtual environment (under ``.peers/``, git-ignored,
+created by ``--setup``); perftune and uniform random search run in the project's environment.
+The problems and the counting rules live in ``benchmarks/peers/_problems.py`` and are the same for
+every tool: the budget is the number of measured configurations (failures count); proposals that
+violate declared constraints and repeats of measured configurations don't count.
+
+Problems: the six benchmark-hub development spaces (replayed T1/T4 data in ``data/benchmark_hub``),
+OpenTuner's 2-D Rosenbrock on [-1000, 1000]^2 (300 evaluations, scored by its best value), two
+generated symmetric TSP instances, and a synthetic mixed-type function with constraints, a
+permutation and hidden failures.
+
+Output (``benchmarks/results/``): ``quality.md`` (tables: median over the seeds of best/optimum per
+problem and budget, the rank of each tool, geometric means over the development spaces, deciding
+time per proposal), ``quality.json`` (the same numbers), ``quality_<problem>.png`` (convergence
+plots) and ``quality_raw/`` (every run's measured values, in order).
+
+Usage::
+
+    .venv/bin/python benchmarks/quality.py --setup            # create the peers' environments once
+    .venv/bin/python benchmarks/quality.py                    # run everything (20 seeds), then report
+    .venv/bin/python benchmarks/quality.py --tools perftune   # rerun perftune only, reuse the peers' runs
+    .venv/bin/python benchmarks/quality.py --report-only      # rebuild the tables and plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import gzip
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEERS_DIR = HERE / "peers"
+VENVS = ROOT / ".peers"
+RESULTS = HERE / "results"
+RAW = RESULTS / "quality_raw"
+sys.path.insert(0, str(PEERS_DIR))
+
+from _problems import BUDGETS, all_problem_specs, make_problem  # noqa: E402
+
+KT_STRATEGIES = [
+    "genetic_algorithm", "simulated_annealing", "diff_evo", "pso", "mls", "greedy_ils",
+    "dual_annealing", "bayes_opt", "firefly_algorithm", "basinhopping",
+]
+PEER_ENVS = {"optuna": "requirements-optuna.txt", "opentuner": "requirements-opentuner.txt",
+             "kerneltuner": "requirements-kerneltuner.txt"}
+
+
+def tool_command(tool: str) -> tuple[list[str], bool]:
+    """(command prefix, table-spaces-only) for a tool."""
+    py_main = sys.executable
+    if tool == "random":
+        return [py_main, str(PEERS_DIR / "run_random.py")], False
+    if tool.startswith("perftune"):
+        return [py_main, str(PEERS_DIR / "run_perftune.py")], False
+    if tool.startswith("optuna"):
+        return [str(VENVS / "optuna" / "bin" / "python"), str(PEERS_DIR / "run_optuna.py")], False
+    if tool == "opentuner":
+        return [str(VENVS / "opentuner" / "bin" / "python"), str(PEERS_DIR / "run_opentuner.py")], False
+    if tool.startswith("kt-"):
+        return [str(VENVS / "kerneltuner" / "bin" / "python"), str(PEERS_DIR / "run_kerneltuner.py")], True
+    raise SystemExit(f"unknown tool {tool!r}")
+
+
+DEFAULT_TOOLS = ["perftune", "random", "optuna-tpe", "optuna-cmaes", "opentuner"] + [
+    f"kt-{s}" for s in KT_STRATEGIES
+]
+
+
+def setup() -> None:
+    """Create one virtual environment per peer under .peers/ and install its pinned requirements."""
+    VENVS.mkdir(exist_ok=True)
+    for name, req in PEER_ENVS.items():
+        env_dir = VENVS / name
+        if not (env_dir / "bin" / "python").exists():
+            print(f"creating {env_dir}", flush=True)
+            venv.create(env_dir, with_pip=True)
+        print(f"installing {req} into {env_dir}", flush=True)
+        subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", "-r", str(PEERS_DIR / req)], check=True)
+
+
+def problem_key(spec: dict[str, Any]) -> str:
+    return make_problem_cached(spec).name
+
+
+_PROBLEMS: dict[str, Any] = {}
+
+
+def make_problem_cached(spec: dict[str, Any]) -> Any:
+    k = json.dumps(spec, sort_keys=True)
+    if k not in _PROBLEMS:
+        _PROBLEMS[k] = make_problem(spec)
+    return _PROBLEMS[k]
+
+
+def run_job(spec: dict[str, Any], tool: str, seeds: str, budget: int) -> tuple[str, str, float, str]:
+    cmd, _ = tool_command(tool)
+    name = problem_key(spec)
+    out_dir = RAW / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f"{tool.replace(':', '_')}.jsonl.part"
+    tmp.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(PEERS_DIR), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    proc = subprocess.run(
+        ["nice", "-n", "5", *cmd, "--spec", json.dumps(spec), "--tool", tool, "--seeds", seeds,
+         "--budget", str(budget), "--out", str(tmp)],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 or not tmp.exists():
+        return name, tool, wall, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    lines = [json.loads(line) for line in tmp.read_text().splitlines() if line.strip()]
+    for rec in lines:
+        rec["values"] = [None if v is None else float(f"{v:.7g}") for v in rec["values"]]
+    with gzip.open(out_dir / f"{tool.replace(':', '_')}.jsonl.gz", "wt") as f:
+        for rec in lines:
+            f.write(json.dumps(rec) + "\n")
+    tmp.unlink()
+    errors = [r["error"] for r in lines if r.get("error")]
+    return name, tool, wall, (f"{len(errors)} runs failed: {errors[0]}" if errors else "")
+
+
+def tool_of(path: Path) -> str:
+    with gzip.open(path, "rt") as f:
+        return str(json.loads(f.readline())["tool"])
+
+
+def load_raw(name: str, tool: str) -> list[dict[str, Any]]:
+    path = RAW / name / f"{tool.replace(':', '_')}.jsonl.gz"
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def best_curve(values: list[float | None], n: int) -> list[float | None]:
+    out: list[float | None] = []
+    best: float | None = None
+    for i in range(n):
+        if i < len(values) and values[i] is not None:
+            v = values[i]
+            best = v if best is None or v < best else best
+        out.append(best)
+    return out
+
+
+def median_score(problem: Any, runs: list[dict[str, Any]], budget: int) -> float:
+    scores = []
+    for r in runs:
+        vals = [v for v in r["values"][:budget] if v is not None]
+        scores.append(problem.score(min(vals) if vals else None))
+    return statistics.median(scores) if scores else math.nan
+
+
+def geomean(xs: list[float]) -> float:
+    if not xs or any(not math.isfinite(x) or x <= 0 for x in xs):
+        return math.nan
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def tool_label(tool: str) -> str:
+    return tool
+
+
+def analyse(specs: list[dict[str, Any]], tools: list[str]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"problems": {}, "tools": tools}
+    for spec in specs:
+        problem = make_problem_cached(spec)
+        budgets = [b for b in (*BUDGETS, problem.default_budget_max) if b <= problem.default_budget_max]
+        budgets = sorted(set(budgets))
+        entry: dict[str, Any] = {"optimum": problem.optimum, "budgets": budgets, "median": {}, "rank": {},
+                                 "deciding": {}, "curves": {}, "n_seeds": {}, "score_by_value":
+                                 problem.score_by_value}
+        for tool in tools:
+            runs = load_raw(problem.name, tool)
+            if not runs:
+                continue
+            entry["n_seeds"][tool] = len(runs)
+            entry["median"][tool] = {str(b): median_score(problem, runs, b) for b in budgets}
+            n_asked = sum(r["n_asked"] for r in runs)
+            n_meas = sum(len(r["values"]) for r in runs)
+            dec = sum(r["deciding_s"] for r in runs)
+            entry["deciding"][tool] = {
+                "ms_per_proposal": 1000 * dec / max(n_asked, 1),
+                "ms_per_measurement": 1000 * dec / max(n_meas, 1),
+                "proposals_per_measurement": n_asked / max(n_meas, 1),
+                "n_stalled": sum(1 for r in runs if r.get("stalled")),
+                "n_errors": sum(1 for r in runs if r.get("error")),
+            }
+            tails = [r["decide_ms_last20"] for r in runs if "decide_ms_last20" in r]
+            if tails:
+                entry["deciding"][tool]["ms_per_proposal_last20"] = statistics.median(tails)
+            n = problem.default_budget_max
+            curves = [best_curve(r["values"], n) for r in runs]
+            med = []
+            for i in range(n):
+                col = [problem.score(c[i]) for c in curves]
+                med.append(statistics.median(col))
+            entry["curves"][tool] = med
+        for b in budgets:
+            scored = sorted((entry["median"][t][str(b)], t) for t in entry["median"])
+            ranks: dict[str, int] = {}
+            for t in entry["median"]:
+                v = entry["median"][t][str(b)]
+                ranks[t] = 1 + sum(1 for w, _ in scored if w < v)
+            entry["rank"][str(b)] = ranks
+        summary["problems"][problem.name] = entry
+    return summary
+
+
+def dev_names() -> list[str]:
+    return [make_problem_cached(s).name for s in all_problem_specs() if s["kind"] == "table"]
+
+
+def verdicts(summary: dict[str, Any], ours: str = "perftune") -> dict[str, Any]:
+    """The issue's targets, computed from the summary."""
+    probs = summary["problems"]
+    devs = [n for n in dev_names() if n in probs]
+    out: dict[str, Any] = {"geomean": {}, "first_or_tied": [], "worse_than_best_peer_by_2pct": []}
+    tools = sorted({t for n in devs for t in probs[n]["median"]})
+    for t in tools:
+        out["geomean"][t] = {
+            str(b): geomean([probs[n]["median"][t][str(b)] for n in devs if t in probs[n]["median"]])
+            if all(t in probs[n]["median"] for n in devs) else math.nan
+            for b in BUDGETS
+        }
+    kt = [t for t in tools if t.startswith("kt-")]
+    if kt:
+        out["geomean"]["Kernel Tuner (best strategy per budget)"] = {
+            str(b): min(out["geomean"][t][str(b)] for t in kt) for b in BUDGETS
+        }
+    n_pairs = n_good = 0
+    for name, entry in probs.items():
+        if ours not in entry["median"]:
+            continue
+        for b in entry["budgets"]:
+            if b not in BUDGETS:
+                continue
+            mine = entry["median"][ours][str(b)]
+            others = [entry["median"][t][str(b)] for t in entry["median"] if not t.startswith("perftune")]
+            if not others:
+                continue
+            best_other = min(others)
+            n_pairs += 1
+            if entry["score_by_value"]:
+                good = mine <= best_other * 1.01 or mine - best_other <= 1e-9
+            else:
+                good = mine <= best_other * 1.01
+            n_good += good
+            out["first_or_tied"].append({"problem": name, "budget": b, "ours": mine, "best_peer": best_other,
+                                         "ok": bool(good)})
+            if name in devs and mine > best_other * 1.02:
+                out["worse_than_best_peer_by_2pct"].append({"problem": name, "budget": b, "ours": mine,
+                                                           "best_peer": best_other})
+    out["first_or_tied_fraction"] = n_good / n_pairs if n_pairs else math.nan
+    out["n_pairs"] = n_pairs
+    dev_pairs = [p for p in out["first_or_tied"] if p["problem"] in devs]
+    out["first_or_tied_fraction_dev"] = (sum(p["ok"] for p in dev_pairs) / len(dev_pairs)) if dev_pairs else math.nan
+    return out
+
+
+def fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3f}"
+
+
+def write_report(summary: dict[str, Any], v: dict[str, Any], command: str, started: str) -> None:
+    probs = summary["problems"]
+    lines = ["# Search quality: perftune vs Kernel Tuner, Optuna, OpenTuner, random", ""]
+    lines += [f"- Command: `{command}`",
+              f"- Date: {started} (UTC)",
+              f"- Machine: {platform.node() or 'VM'}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}),"
+              f" Python {platform.python_version()}; shared with other jobs while it ran, so the deciding"
+              " times below may be inflated (quality numbers are not affected).",
+              f"- Seeds per (problem, tool): {max((max(e['n_seeds'].values()) for e in probs.values() if e['n_seeds']), default=0)};"
+              " table cells are the median over the seeds of best-found / optimum (Rosenbrock: best value).",
+              "- Counting (every tool): budget = measured configurations, failures included; constraint"
+              " violations and repeats are answered but not counted. Deciding time = tool wall time minus"
+              " replayed measurement time, per proposal (constraint violations and repeats included).",
+              "- Kernel Tuner runs its own loop in simulation mode; its `results` are counted afterwards"
+              " with the same rules; its deciding time includes its search-space construction.",
+              ""]
+    lines += ["## Targets (development spaces)", ""]
+    g = v["geomean"]
+    lines += ["| tool | " + " | ".join(f"geomean @{b}" for b in BUDGETS) + " |",
+              "|---|" + "---|" * len(BUDGETS)]
+    order = sorted(g, key=lambda t: g[t].get("50", math.inf) if not math.isnan(g[t].get("50", math.nan)) else 9e9)
+    for t in order:
+        lines.append(f"| {t} | " + " | ".join(fmt(g[t][str(b)]) for b in BUDGETS) + " |")
+    lines.append("")
+    ours = g.get("perftune")
+    if ours:
+        lines.append(f"- perftune geomean at 50: {fmt(ours['50'])} (target ≤ 1.08); at 100: {fmt(ours['100'])}"
+                     " (target ≤ 1.035).")
+    lines.append(f"- perftune first or tied (within 1%) on {v['first_or_tied_fraction_dev']:.0%} of the"
+                 f" development (space, budget) pairs and on {v['first_or_tied_fraction']:.0%} of all"
+                 f" {v['n_pairs']} pairs (target ≥ 80%).")
+    if v["worse_than_best_peer_by_2pct"]:
+        worst = ", ".join(f"{w['problem']}@{w['budget']}: {fmt(w['ours'])} vs {fmt(w['best_peer'])}"
+                          for w in v["worse_than_best_peer_by_2pct"])
+        lines.append(f"- More than 2% worse than the best peer: {worst}.")
+    else:
+        lines.append("- No development space more than 2% worse than the best peer at any budget.")
+    rb = probs.get("rosenbrock2d")
+    if rb and "perftune" in rb["median"]:
+        lines.append(f"- Rosenbrock 2-D, median best after 300 evaluations: perftune {fmt(rb['median']['perftune']['300'])}"
+                     f" (target < 1.0); OpenTuner {fmt(rb['median'].get('opentuner', {}).get('300', math.nan))}.")
+    lines.append("")
+    for name, entry in probs.items():
+        budgets = entry["budgets"]
+        lines += [f"## {name}", "",
+                  f"optimum {fmt(entry['optimum'])}" + (" (scored by best value)" if entry["score_by_value"] else ""),
+                  "", "| tool | " + " | ".join(f"@{b}" for b in budgets) + " | rank " + " / ".join(
+                      str(b) for b in budgets) + " | ms/proposal | proposals/measured |",
+                  "|---|" + "---|" * (len(budgets) + 3)]
+        tools = sorted(entry["median"], key=lambda t: entry["median"][t][str(budgets[-1])])
+        for t in tools:
+            m = entry["median"][t]
+            ranks = " / ".join(str(entry["rank"][str(b)][t]) for b in budgets)
+            d = entry["deciding"][t]
+            lines.append(f"| {t} | " + " | ".join(fmt(m[str(b)]) for b in budgets) +
+                         f" | {ranks} | {d['ms_per_proposal']:.2f} | {d['proposals_per_measurement']:.2f} |")
+        lines += ["", f"![convergence](quality_{name}.png)", ""]
+    lines += ["## Deciding time of perftune at 200 trials", "",
+              "| problem | ms per proposal (mean over the run) | ms per proposal (last 20 of 200, median over seeds) |",
+              "|---|---|---|"]
+    for name, entry in probs.items():
+        d = entry["deciding"].get("perftune")
+        if d:
+            lines.append(f"| {name} | {d['ms_per_proposal']:.2f} | {d.get('ms_per_proposal_last20', math.nan):.2f} |")
+    lines.append("")
+    (RESULTS / "quality.md").write_text("\n".join(lines) + "\n")
+
+
+def plot(summary: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for name, entry in summary["problems"].items():
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        for tool, curve in sorted(entry["curves"].items()):
+            xs = list(range(1, len(curve) + 1))
+            ys = [c if c is not None and math.isfinite(c) else math.nan for c in curve]
+            if entry["score_by_value"]:
+                ys = [y + 1e-6 for y in ys]
+            style: dict[str, Any] = {"lw": 1.0, "alpha": 0.8}
+            if tool == "perftune":
+                style = {"lw": 2.6, "color": "black", "zorder": 10}
+            elif tool.startswith("kt-"):
+                style = {"lw": 0.8, "alpha": 0.6, "ls": "--"}
+            ax.plot(xs, ys, label=tool, **style)
+        ax.set_yscale("log")
+        ax.set_xlabel("measured configurations")
+        ax.set_ylabel("median best value" if entry["score_by_value"] else "median best / optimum")
+        ax.set_title(f"{name}: median over seeds")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2, loc="upper right")
+        fig.tight_layout()
+        fig.savefig(RESULTS / f"quality_{name}.png", dpi=90)
+        plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--setup", action="store_true", help="create the peers' virtual environments and exit")
+    ap.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help="comma-separated tools to (re)run")
+    ap.add_argument("--problems", default="", help="comma-separated problem names (default: all)")
+    ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--jobs", type=int, default=2, help="tool runs in parallel (default 2)")
+    ap.add_argument("--report-only", action="store_true", help="only rebuild tables and plots from quality_raw/")
+    ap.add_argument("--report-tools", default="", help="tools in the tables (default: every tool with raw runs)")
+    args = ap.parse_args()
+    if args.setup:
+        setup()
+        return
+    RESULTS.mkdir(exist_ok=True)
+    specs = all_problem_specs()
+    if args.problems:
+        wanted = set(args.problems.split(","))
+        specs = [s for s in specs if make_problem_cached(s).name in wanted]
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    if not args.report_only:
+        jobs = []
+        for spec in specs:
+            problem = make_problem_cached(spec)
+            for tool in args.tools.split(","):
+                _, table_only = tool_command(tool)
+                if table_only and spec["kind"] != "table":
+                    continue
+                jobs.append((spec, tool, args.seeds, problem.default_budget_max))
+        # Long jobs first so that the pool ends together.
+        jobs.sort(key=lambda j: (j[1] in ("opentuner",) or j[1].startswith("perftune"), j[3]), reverse=True)
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for name, tool, wall, err in pool.map(lambda j: run_job(*j), jobs):
+                print(f"{name:22s} {tool:26s} {wall:7.1f} s {err}", flush=True)
+    all_tools = sorted({tool_of(p) for p in RAW.glob("*/*.jsonl.gz")})
+    tools = args.report_tools.split(",") if args.report_tools else all_tools
+    summary = analyse(all_problem_specs(), tools)
+    v = verdicts(summary)
+    command = "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    write_report(summary, v, command, started)
+    slim = {k: {n: {kk: vv for kk, vv in e.items() if kk != "curves"} for n, e in summary["problems"].items()}
+            if k == "problems" else val for k, val in summary.items()}
+    (RESULTS / "quality.json").write_text(json.dumps({"summary": slim, "verdicts": v}, indent=1, default=str))
+    plot(summary)
+    print((RESULTS / "quality.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

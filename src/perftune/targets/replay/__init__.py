@@ -1,0 +1,47 @@
+"""Replay recorded tuning data: benchmark-hub T1 spaces and T4 results as perftune problems.
+
+A T1 file describes the tuning parameters and their ``Conditions``; those become a
+:class:`perftune.space.Space` with constraints. A T4 file holds the measured results of (usually all)
+configurations; the replay objective looks a configuration up instead of running it. A configuration
+that satisfies the constraints but failed, or is missing from the T4 results, is a failed measurement
+(a hidden constraint): the objective raises :class:`ReplayFailure` with the reason.
+
+Any perftune run can be written back as a T4 file with :func:`export_t4` / :func:`export_run_t4`, so
+that it can be compared with the autotuning-methodology tools and Kernel Tuner caches.
+
+Example:
+    >>> import perftune
+    >>> from perftune.targets import replay
+    >>> problem = replay.load("data/benchmark_hub/convolution_milo.T1.json",
+    ...                       "data/benchmark_hub/convolution_milo.A4000.T4.json.gz")  # doctest: +SKIP
+    >>> result = perftune.tune(problem.objective, problem.space, budget=50, seed=1)  # doctest: +SKIP
+    >>> result.best.value / problem.optimum  # doctest: +SKIP
+    1.0
+    >>> replay.export_t4(result.trials, "run.T4.json.gz", space=problem.space)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from perftune.targets.replay._export import export_run_t4, export_t4, t4_document
+from perftune.targets.replay._load import (
+    ReplayFailure,
+    ReplayObjective,
+    ReplayProblem,
+    dev_problem_files,
+    load,
+    read_json,
+    space_from_t1,
+)
+
+__all__ = [
+    "ReplayFailure",
+    "ReplayObjective",
+    "ReplayProblem",
+    "dev_problem_files",
+    "export_run_t4",
+    "export_t4",
+    "load",
+    "read_json",
+    "space_from_t1",
+    "t4_document",
+]
