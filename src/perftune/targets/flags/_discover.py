@@ -451,9 +451,7 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
         accepted |= set(_probe_group(cc, enums, workdir, rejected))
         kept_flags = []
         for f in flags:
-            if f.kind == "bool" and f.flag in accepted and "-fno-" + f.flag[2:] in accepted:
-                kept_flags.append(f)
-            elif f.kind == "enum" and f"{f.flag}={f.values[0]}" in accepted:
+            if f.kind == "bool" and f.flag in accepted and "-fno-" + f.flag[2:] in accepted or f.kind == "enum" and f"{f.flag}={f.values[0]}" in accepted:
                 kept_flags.append(f)
         # A param is probed at both ends of its range (a range gcc prints but then refuses is dropped).
         kept_params = []

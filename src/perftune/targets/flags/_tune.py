@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,16 +190,15 @@ def tune_flags(
         if not os.path.isfile(path):
             raise PerftuneError(f"source file {src!r} not found")
     info = info or discover(compiler)
-    space = build_space(info, include_params=include_params)
-    seed_configs = [config_from_flags(_split_seed(s), info, space) for s in seeds]
-    o2 = config_from_flags(["-O2"], info, space)
-
     program = Program(
         sources=tuple(sources), run_args=tuple(run_args), link_args=tuple(link_args),
         compile_args=tuple(compile_args), rel_tol=rel_tol, abs_tol=abs_tol, cwd=cwd, run_timeout_s=run_timeout_s,
     )
     evaluator = Evaluator(program, info, workdir=workdir)
     try:
+        space = build_space(info, include_params=include_params)
+        seed_configs = [config_from_flags(_split_seed(s), info, space) for s in seeds]
+        o2 = config_from_flags(["-O2"], info, space)
         evaluator.set_reference(["-O2"])
         tuner = perftune.Tuner(
             space, seed=seed, store=store, technique=technique, seeds=[o2, *seed_configs],
