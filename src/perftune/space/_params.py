@@ -1,0 +1,838 @@
+"""Scalar parameter types and the abstract :class:`Param` interface.
+
+Example:
+    >>> import numpy as np
+    >>> p = Pow2(16, 1024, default=64)
+    >>> p.neighbors(64)
+    [32, 128]
+    >>> p.decode(p.encode(256))
+    256
+    >>> p.sample(np.random.default_rng(0)) in p.values()
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from perftune.errors import SpaceError
+from perftune.space._expression import Expression
+
+__all__ = [
+    "Bool",
+    "Choice",
+    "Float",
+    "Int",
+    "LogFloat",
+    "LogInt",
+    "Ordinal",
+    "Param",
+    "Pow2",
+    "parameter_from_dict",
+]
+
+MAX_VALUES = 10_000
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _normalize(value: Any) -> Any:
+    # Local copy of Config's normalization to avoid an import cycle.
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(_normalize(v) for v in value)
+    return value
+
+
+def _unit(x: Any) -> float:
+    """A float in [0, 1] from anything numeric (NaN -> 0.5)."""
+    x = float(x)
+    if x != x:
+        return 0.5
+    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+
+
+def _bucket_encode(index: int, n: int) -> float:
+    return (index + 0.5) / n
+
+
+def _bucket_decode(x: Any, n: int) -> int:
+    i = int(_unit(x) * n)
+    return n - 1 if i >= n else i
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int or (isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_))
+
+
+def _is_real(v: Any) -> bool:
+    return (type(v) is float or type(v) is int or isinstance(v, int | float | np.integer | np.floating)) and not (
+        isinstance(v, bool | np.bool_)
+    )
+
+
+def _as_int(v: Any, what: str, owner: str) -> int:
+    if _is_int(v):
+        return int(v)
+    if isinstance(v, float | np.floating) and float(v).is_integer():
+        return int(v)
+    raise SpaceError(f"{owner}: {what} must be an integer, got {v!r}")
+
+
+def _as_float(v: Any, what: str, owner: str) -> float:
+    if not _is_real(v) or not math.isfinite(float(v)):
+        raise SpaceError(f"{owner}: {what} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _key(v: Any) -> tuple[int, Any]:
+    """Identity of an option: True and 1 are different options, 1 and 1.0 are the same."""
+    t = type(v)
+    if t is bool:
+        return (0, v)
+    if t is int or t is float:
+        return (1, v)
+    if t is str:
+        return (2, v)
+    return (3, v)
+
+
+def _as_expression(when: Any, owner: str) -> Expression | None:
+    if when is None:
+        return None
+    if isinstance(when, Expression):
+        return when
+    if isinstance(when, str):
+        return Expression(when)
+    raise SpaceError(f"{owner}: when= must be an expression string, got {type(when).__name__}")
+
+
+class Param(ABC):
+    """Abstract base of every parameter type.
+
+    Subclasses define the domain and its operators: sampling, mutation, a deterministic
+    neighbourhood, crossover, an encoding on the unit cube, and JSON conversion.
+
+    Attributes:
+        name: Set by :class:`~perftune.space.Space` from the dict key ("" before).
+        default: The user's default value, or None (then :meth:`natural_default` is used).
+        when: Condition that makes the parameter active, or None (always active).
+        n_dims: Size of the unit-cube encoding.
+
+    Example:
+        >>> Int(1, 8, default=4).default_value()
+        4
+    """
+
+    type_name: ClassVar[str] = ""
+    n_dims: int = 1
+
+    name: str
+    default: Any | None
+    when: Expression | None
+
+    def __init__(self, *, default: Any = None, when: str | Expression | None = None) -> None:
+        self.name = ""
+        self.when = _as_expression(when, self.label())
+        self.default = None
+        if default is not None:
+            value = self.coerce_default(default)
+            if not self.contains(value):
+                raise self.error(f"default {default!r} is outside the domain {self.domain_text()}")
+            self.default = value
+
+    # -- naming and errors -------------------------------------------------------------------
+    def label(self) -> str:
+        """How error messages name this parameter."""
+        return f"parameter {self.name!r}" if self.name else self._signature()
+
+    def error(self, message: str) -> SpaceError:
+        return SpaceError(f"{self.label()}: {message}")
+
+    def _signature(self) -> str:
+        return f"{type(self).__name__}({', '.join(repr(a) for a in self._args())})"
+
+    def _args(self) -> Sequence[Any]:
+        return ()
+
+    def domain_text(self) -> str:
+        return self._signature()
+
+    def __repr__(self) -> str:
+        extra = []
+        if self.default is not None:
+            extra.append(f"default={self.default!r}")
+        if self.when is not None:
+            extra.append(f"when={self.when.text!r}")
+        args = [repr(a) for a in self._args()] + extra
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Param):
+            return NotImplemented
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+    # -- values --------------------------------------------------------------------------------
+    def coerce_default(self, value: Any) -> Any:
+        """Turn a user-given default (maybe from JSON/TOML) into a value of this type."""
+        return self.from_json_value(value)
+
+    @abstractmethod
+    def natural_default(self) -> Any:
+        """The default when the user gave none."""
+
+    def default_value(self) -> Any:
+        """The user's default if given, else the natural default."""
+        return self.natural_default() if self.default is None else self.default
+
+    @abstractmethod
+    def contains(self, value: Any) -> bool:
+        """True when ``value`` is a legal value of this parameter."""
+
+    def nearest(self, value: Any) -> Any:
+        """A legal value close to ``value`` (the default when nothing sensible is close)."""
+        return value if self.contains(value) else self.default_value()
+
+    @abstractmethod
+    def cardinality(self) -> int | None:
+        """Number of distinct values, None if infinite."""
+
+    def iter_values(self) -> Iterator[Any]:
+        """Every value of a finite domain, in order (may be very many)."""
+        raise SpaceError(f"{self.label()}: has infinitely many values")
+
+    def values(self) -> list[Any] | None:
+        """All values if finite and at most 10,000 of them, else None."""
+        n = self.cardinality()
+        if n is None or n > MAX_VALUES:
+            return None
+        return list(self.iter_values())
+
+    # -- operators -----------------------------------------------------------------------------
+    @abstractmethod
+    def sample(self, rng: np.random.Generator) -> Any:
+        """A random value."""
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> Any:
+        """A random value near ``value``; ``scale`` is roughly a fraction of the range."""
+        for _ in range(8):
+            v = self.sample(rng)
+            if v != value:
+                return v
+        return value
+
+    def neighbors(self, value: Any) -> list[Any]:
+        """A deterministic, small neighbourhood of ``value`` (not including it)."""
+        return []
+
+    def crossover(self, a: Any, b: Any, rng: np.random.Generator) -> Any:
+        """Combine two values; by default, pick one of them at random."""
+        return a if rng.random() < 0.5 else b
+
+    @abstractmethod
+    def encode(self, value: Any) -> np.ndarray:
+        """Position of ``value`` in ``[0, 1] ** n_dims``."""
+
+    @abstractmethod
+    def decode(self, vec: Sequence[float] | np.ndarray) -> Any:
+        """A legal value for any vector (clipped into the unit cube)."""
+
+    # -- serialization -------------------------------------------------------------------------
+    def to_json_value(self, value: Any) -> Any:
+        """A JSON-compatible form of ``value``."""
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    def from_json_value(self, j: Any) -> Any:
+        """Inverse of :meth:`to_json_value`."""
+        return _normalize(j)
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data description; :func:`parameter_from_dict` inverts it.
+
+        Example:
+            >>> Pow2(16, 256, default=64).to_dict()
+            {'type': 'pow2', 'lo': 16, 'hi': 256, 'default': 64}
+        """
+        d: dict[str, Any] = {"type": self.type_name, **self._fields()}
+        if self.default is not None:
+            d["default"] = self.to_json_value(self.default)
+        if self.when is not None:
+            d["when"] = self.when.text
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric parameters
+# ---------------------------------------------------------------------------------------------
+
+
+class Int(Param):
+    """An integer in ``[lo, hi]`` (inclusive), uniform.
+
+    Example:
+        >>> Int(1, 5).neighbors(5)
+        [4]
+    """
+
+    type_name = "int"
+
+    def __init__(self, lo: int, hi: int, *, default: Any = None, when: str | Expression | None = None) -> None:
+        owner = f"{type(self).__name__}({lo!r}, {hi!r})"
+        self.lo = _as_int(lo, "lo", owner)
+        self.hi = _as_int(hi, "hi", owner)
+        if self.lo > self.hi:
+            raise SpaceError(f"{owner}: empty range (lo > hi)")
+        self._validate()
+        self._n = self.hi - self.lo + 1
+        super().__init__(default=default, when=when)
+
+    def _validate(self) -> None:
+        pass
+
+    def _args(self) -> Sequence[Any]:
+        return (self.lo, self.hi)
+
+    def domain_text(self) -> str:
+        return f"[{self.lo}, {self.hi}]"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi}
+
+    def natural_default(self) -> int:
+        return self.lo
+
+    def contains(self, value: Any) -> bool:
+        return (type(value) is int or _is_int(value)) and self.lo <= value <= self.hi
+
+    def nearest(self, value: Any) -> Any:
+        if self.contains(value):
+            return value
+        if _is_real(value) and math.isfinite(float(value)):
+            return min(max(round(float(value)), self.lo), self.hi)
+        return self.default_value()
+
+    def cardinality(self) -> int:
+        return self._n
+
+    def iter_values(self) -> Iterator[int]:
+        return iter(range(self.lo, self.hi + 1))
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return self.lo + int(rng.integers(self._n))
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> int:
+        if self._n == 1:
+            return self.lo
+        step = int(round(rng.normal(0.0, max(scale * self._n, 0.5))))
+        if step == 0:
+            step = 1 if rng.random() < 0.5 else -1
+        v = value + step
+        if v < self.lo or v > self.hi:
+            v = value - step
+        return min(max(v, self.lo), self.hi)
+
+    def neighbors(self, value: Any) -> list[Any]:
+        return [v for v in (value - 1, value + 1) if self.lo <= v <= self.hi]
+
+    def encode(self, value: Any) -> np.ndarray:
+        return np.array([_bucket_encode(value - self.lo, self._n)])
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> int:
+        return self.lo + _bucket_decode(vec[0], self._n)
+
+
+class LogInt(Int):
+    """An integer in ``[lo, hi]`` with ``lo >= 1``, sampled log-uniformly.
+
+    Example:
+        >>> p = LogInt(1, 1000)
+        >>> p.decode(p.encode(37))
+        37
+    """
+
+    type_name = "logint"
+
+    def _validate(self) -> None:
+        if self.lo < 1:
+            raise SpaceError(f"{self._signature()}: lo must be >= 1 for a log scale")
+        self._log_lo = math.log(self.lo)
+        self._log_span = math.log(self.hi + 1) - self._log_lo
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return self.decode((rng.random(),))
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> int:
+        if self._n == 1:
+            return self.lo
+        x = math.log(value + 0.5) + rng.normal(0.0, scale * self._log_span)
+        v = int(math.floor(math.exp(min(x, 700.0))))
+        v = min(max(v, self.lo), self.hi)
+        if v == value:
+            v = value + 1 if (rng.random() < 0.5 and value < self.hi) or value == self.lo else value - 1
+        return v
+
+    def neighbors(self, value: Any) -> list[Any]:
+        out = []
+        for v in (value // 2, value - 1, value + 1, value * 2):
+            if self.lo <= v <= self.hi and v != value and v not in out:
+                out.append(v)
+        return out
+
+    def encode(self, value: Any) -> np.ndarray:
+        if self._n == 1:
+            return np.array([0.5])
+        mid = 0.5 * (math.log(value) + math.log(value + 1))
+        return np.array([(mid - self._log_lo) / self._log_span])
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> int:
+        x = _unit(vec[0])
+        v = int(math.floor(math.exp(self._log_lo + x * self._log_span)))
+        return min(max(v, self.lo), self.hi)
+
+
+class Pow2(Int):
+    """A power of two in ``[lo, hi]``; ``lo`` and ``hi`` must be powers of two.
+
+    Neighbours are ``value * 2`` and ``value / 2`` (the multiplicative moves that block sizes want).
+
+    Example:
+        >>> Pow2(1, 8).values()
+        [1, 2, 4, 8]
+    """
+
+    type_name = "pow2"
+
+    def _validate(self) -> None:
+        for what, v in (("lo", self.lo), ("hi", self.hi)):
+            if v < 1 or v & (v - 1):
+                raise SpaceError(f"{self._signature()}: {what}={v} is not a power of two")
+        self._e_lo = self.lo.bit_length() - 1
+        self._e_n = self.hi.bit_length() - self.lo.bit_length() + 1
+
+    def domain_text(self) -> str:
+        return f"powers of two in [{self.lo}, {self.hi}]"
+
+    def contains(self, value: Any) -> bool:
+        return _is_int(value) and self.lo <= value <= self.hi and not (value & (value - 1))
+
+    def nearest(self, value: Any) -> Any:
+        if self.contains(value):
+            return value
+        if _is_real(value) and math.isfinite(float(value)) and value > 0:
+            e = round(math.log2(float(value)))
+            e = min(max(e, self._e_lo), self._e_lo + self._e_n - 1)
+            return 1 << e
+        return self.default_value()
+
+    def cardinality(self) -> int:
+        return self._e_n
+
+    def iter_values(self) -> Iterator[int]:
+        return (1 << (self._e_lo + i) for i in range(self._e_n))
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return 1 << (self._e_lo + int(rng.integers(self._e_n)))
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> int:
+        if self._e_n == 1:
+            return self.lo
+        e = value.bit_length() - 1 - self._e_lo
+        step = int(round(rng.normal(0.0, max(scale * self._e_n, 0.5))))
+        if step == 0:
+            step = 1 if rng.random() < 0.5 else -1
+        e2 = e + step
+        if not 0 <= e2 < self._e_n:
+            e2 = e - step
+        e2 = min(max(e2, 0), self._e_n - 1)
+        return 1 << (self._e_lo + e2)
+
+    def neighbors(self, value: Any) -> list[Any]:
+        return [v for v in (value // 2, value * 2) if self.lo <= v <= self.hi]
+
+    def encode(self, value: Any) -> np.ndarray:
+        return np.array([_bucket_encode(value.bit_length() - 1 - self._e_lo, self._e_n)])
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> int:
+        return 1 << (self._e_lo + _bucket_decode(vec[0], self._e_n))
+
+
+class Float(Param):
+    """A real number in ``[lo, hi]``, uniform.
+
+    Example:
+        >>> Float(0.0, 1.0).decode([0.25])
+        0.25
+    """
+
+    type_name = "float"
+
+    def __init__(
+        self, lo: float, hi: float, *, default: Any = None, when: str | Expression | None = None
+    ) -> None:
+        owner = f"{type(self).__name__}({lo!r}, {hi!r})"
+        self.lo = _as_float(lo, "lo", owner)
+        self.hi = _as_float(hi, "hi", owner)
+        if self.lo > self.hi:
+            raise SpaceError(f"{owner}: empty range (lo > hi)")
+        self._validate()
+        super().__init__(default=default, when=when)
+
+    def _validate(self) -> None:
+        self._span = self.hi - self.lo
+
+    def _args(self) -> Sequence[Any]:
+        return (self.lo, self.hi)
+
+    def domain_text(self) -> str:
+        return f"[{self.lo}, {self.hi}]"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi}
+
+    def coerce_default(self, value: Any) -> Any:
+        return float(value) if _is_real(value) else value
+
+    def natural_default(self) -> float:
+        return self.lo
+
+    def contains(self, value: Any) -> bool:
+        return _is_real(value) and self.lo <= value <= self.hi
+
+    def nearest(self, value: Any) -> Any:
+        if self.contains(value):
+            return value
+        if _is_real(value) and not math.isnan(float(value)):
+            return min(max(float(value), self.lo), self.hi)
+        return self.default_value()
+
+    def cardinality(self) -> int | None:
+        return 1 if self.lo == self.hi else None
+
+    def iter_values(self) -> Iterator[float]:
+        if self.lo == self.hi:
+            return iter([self.lo])
+        return super().iter_values()
+
+    def _from_unit(self, x: float) -> float:
+        return min(max(self.lo + x * self._span, self.lo), self.hi)
+
+    def _to_unit(self, value: float) -> float:
+        return 0.5 if self._span == 0 else (value - self.lo) / self._span
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self._from_unit(rng.random())
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> float:
+        if self._span == 0:
+            return self.lo
+        x = self._to_unit(value) + rng.normal(0.0, scale)
+        # Reflect at the bounds so that mass does not pile up on them.
+        x = abs(x) % 2.0
+        if x > 1.0:
+            x = 2.0 - x
+        return self._from_unit(x)
+
+    def neighbors(self, value: Any) -> list[Any]:
+        if self._span == 0:
+            return []
+        x = self._to_unit(value)
+        out = []
+        for dx in (-0.05, 0.05):
+            v = self._from_unit(min(max(x + dx, 0.0), 1.0))
+            if v != value and v not in out:
+                out.append(v)
+        return out
+
+    def encode(self, value: Any) -> np.ndarray:
+        return np.array([self._to_unit(value)])
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> float:
+        return self._from_unit(_unit(vec[0]))
+
+
+class LogFloat(Float):
+    """A positive real number in ``[lo, hi]``, log-uniform.
+
+    Example:
+        >>> round(LogFloat(1e-4, 1.0).decode([0.5]), 6)
+        0.01
+    """
+
+    type_name = "logfloat"
+
+    def _validate(self) -> None:
+        if self.lo <= 0:
+            raise SpaceError(f"{self._signature()}: lo must be > 0 for a log scale")
+        self._log_lo = math.log(self.lo)
+        self._span = math.log(self.hi) - self._log_lo
+
+    def _from_unit(self, x: float) -> float:
+        return min(max(math.exp(self._log_lo + x * self._span), self.lo), self.hi)
+
+    def _to_unit(self, value: float) -> float:
+        return 0.5 if self._span == 0 else (math.log(value) - self._log_lo) / self._span
+
+
+# ---------------------------------------------------------------------------------------------
+# Categorical parameters
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_options(options: Any, owner: str) -> tuple[Any, ...]:
+    if isinstance(options, str | bytes) or not isinstance(options, Iterable):
+        raise SpaceError(f"{owner}: options must be a list, got {type(options).__name__}")
+    opts = tuple(_normalize(o) for o in options)
+    if not opts:
+        raise SpaceError(f"{owner}: empty list of options")
+    seen: set[tuple[int, Any]] = set()
+    for o in opts:
+        if not isinstance(o, str | int | float | bool):
+            raise SpaceError(f"{owner}: option {o!r} must be a str, int, float or bool")
+        k = _key(o)
+        if k in seen:
+            raise SpaceError(f"{owner}: duplicate option {o!r}")
+        seen.add(k)
+    return opts
+
+
+class Choice(Param):
+    """One of a list of options (str, int, float or bool), unordered.
+
+    Example:
+        >>> Choice(["quick", "merge", "heap"]).neighbors("merge")
+        ['quick', 'heap']
+    """
+
+    type_name = "choice"
+
+    def __init__(
+        self, options: Sequence[Any], *, default: Any = None, when: str | Expression | None = None
+    ) -> None:
+        self.options = _check_options(options, f"{type(self).__name__}({options!r})")
+        self._index = {_key(o): i for i, o in enumerate(self.options)}
+        self._n = len(self.options)
+        super().__init__(default=default, when=when)
+
+    def _args(self) -> Sequence[Any]:
+        return (list(self.options),)
+
+    def domain_text(self) -> str:
+        return repr(list(self.options))
+
+    def _fields(self) -> dict[str, Any]:
+        return {"options": list(self.options)}
+
+    def index(self, value: Any) -> int:
+        """Position of ``value`` among the options (ValueError if absent)."""
+        try:
+            return self._index[_key(value)]
+        except (KeyError, TypeError):
+            raise ValueError(f"{value!r} is not an option of {self.label()}") from None
+
+    def natural_default(self) -> Any:
+        return self.options[0]
+
+    def contains(self, value: Any) -> bool:
+        try:
+            return _key(value) in self._index
+        except TypeError:
+            return False
+
+    def cardinality(self) -> int:
+        return self._n
+
+    def iter_values(self) -> Iterator[Any]:
+        return iter(self.options)
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        return self.options[int(rng.integers(self._n))]
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> Any:
+        if self._n == 1:
+            return self.options[0]
+        i = self.index(value) if self.contains(value) else 0
+        j = int(rng.integers(self._n - 1))
+        return self.options[j + 1 if j >= i else j]
+
+    def neighbors(self, value: Any) -> list[Any]:
+        i = self.index(value)
+        return [o for j, o in enumerate(self.options) if j != i]
+
+    def encode(self, value: Any) -> np.ndarray:
+        return np.array([_bucket_encode(self.index(value), self._n)])
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> Any:
+        return self.options[_bucket_decode(vec[0], self._n)]
+
+
+class Ordinal(Choice):
+    """One of a list of values, ordered as given (neighbours are the adjacent values).
+
+    Example:
+        >>> Ordinal(["O0", "O1", "O2", "O3"]).neighbors("O1")
+        ['O0', 'O2']
+    """
+
+    type_name = "ordinal"
+
+    def __init__(
+        self, values: Sequence[Any], *, default: Any = None, when: str | Expression | None = None
+    ) -> None:
+        super().__init__(values, default=default, when=when)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"values": list(self.options)}
+
+    def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> Any:
+        if self._n == 1:
+            return self.options[0]
+        i = self.index(value) if self.contains(value) else 0
+        step = int(round(rng.normal(0.0, max(scale * self._n, 0.5))))
+        if step == 0:
+            step = 1 if rng.random() < 0.5 else -1
+        j = i + step
+        if not 0 <= j < self._n:
+            j = i - step
+        return self.options[min(max(j, 0), self._n - 1)]
+
+    def neighbors(self, value: Any) -> list[Any]:
+        i = self.index(value)
+        return [self.options[j] for j in (i - 1, i + 1) if 0 <= j < self._n]
+
+
+class Bool(Choice):
+    """``False`` or ``True``.
+
+    Example:
+        >>> Bool(default=True).neighbors(True)
+        [False]
+    """
+
+    type_name = "bool"
+
+    def __init__(self, *, default: Any = None, when: str | Expression | None = None) -> None:
+        super().__init__((False, True), default=default, when=when)
+
+    def _args(self) -> Sequence[Any]:
+        return ()
+
+    def domain_text(self) -> str:
+        return "{False, True}"
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+    def coerce_default(self, value: Any) -> Any:
+        return bool(value) if isinstance(value, bool | np.bool_) else value
+
+    def contains(self, value: Any) -> bool:
+        return type(value) is bool
+
+    def nearest(self, value: Any) -> Any:
+        if type(value) is bool:
+            return value
+        if isinstance(value, np.bool_) or (_is_int(value) and value in (0, 1)):
+            return bool(value)
+        return self.default_value()
+
+
+# ---------------------------------------------------------------------------------------------
+# Construction from plain data
+# ---------------------------------------------------------------------------------------------
+
+_ALIASES = {"min": "lo", "max": "hi"}
+
+
+def _registry() -> dict[str, type[Param]]:
+    from perftune.space._permutation import Permutation, Schedule
+    from perftune.space._selector import Selector
+
+    classes: list[type[Param]] = [
+        Int, Float, LogInt, LogFloat, Pow2, Choice, Ordinal, Bool, Permutation, Schedule, Selector
+    ]
+    return {c.type_name: c for c in classes}
+
+
+_POSITIONAL: dict[str, tuple[str, ...]] = {
+    "int": ("lo", "hi"),
+    "float": ("lo", "hi"),
+    "logint": ("lo", "hi"),
+    "logfloat": ("lo", "hi"),
+    "pow2": ("lo", "hi"),
+    "choice": ("options",),
+    "ordinal": ("values",),
+    "bool": (),
+    "permutation": ("items",),
+    "schedule": ("items",),
+    "selector": ("choices",),
+}
+_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "permutation": ("crossover",),
+    "schedule": ("after", "crossover"),
+    "selector": ("max_levels", "size_range"),
+}
+
+
+def parameter_from_dict(d: dict[str, Any], name: str | None = None) -> Param:
+    """Build a parameter from its :meth:`Param.to_dict` form.
+
+    ``min``/``max`` are accepted as aliases of ``lo``/``hi``. With ``name``, error messages name the
+    parameter.
+
+    Raises:
+        SpaceError: Unknown type, missing or unknown key, or an invalid definition.
+
+    Example:
+        >>> parameter_from_dict({"type": "int", "min": 1, "max": 8})
+        Int(1, 8)
+    """
+    where = f"parameter {name!r}" if name else "parameter"
+    if not isinstance(d, dict):
+        raise SpaceError(f"{where}: expected a table/object, got {type(d).__name__}")
+    registry = _registry()
+    type_name = d.get("type")
+    if type_name is None:
+        raise SpaceError(f"{where}: missing 'type' (one of {', '.join(registry)})")
+    cls = registry.get(str(type_name).lower())
+    if cls is None:
+        raise SpaceError(f"{where}: unknown parameter type {type_name!r} (one of {', '.join(registry)})")
+    tname = cls.type_name
+    positional = _POSITIONAL[tname]
+    allowed = set(positional) | set(_KEYWORDS.get(tname, ())) | {"type", "default", "when"}
+    fields: dict[str, Any] = {}
+    for k, v in d.items():
+        k2 = _ALIASES.get(k, k) if "lo" in positional else k
+        if k2 not in allowed:
+            raise SpaceError(f"{where}: unknown key {k!r} for type {tname!r} (allowed: {', '.join(sorted(allowed - {'type'}))})")
+        if k2 in fields:
+            raise SpaceError(f"{where}: {k2!r} given twice")
+        fields[k2] = v
+    missing = [k for k in positional if k not in fields]
+    if missing:
+        raise SpaceError(f"{where}: type {tname!r} needs {', '.join(repr(m) for m in missing)}")
+    args = [fields.pop(k) for k in positional]
+    fields.pop("type")
+    try:
+        param = cls(*args, **fields)
+    except SpaceError as e:
+        if name:
+            msg = str(e)
+            raise SpaceError(f"{where}: {msg.split(': ', 1)[1] if ': ' in msg else msg}") from None
+        raise
+    return param

@@ -1,0 +1,772 @@
+"""Space: named parameters, ``when=`` activity, constraints, and valid-configuration operators.
+
+Example:
+    >>> import numpy as np
+    >>> from perftune.space import Bool, Int, Pow2, Space
+    >>> space = Space(
+    ...     {"block_x": Pow2(1, 1024), "block_y": Pow2(1, 1024), "unroll": Bool(), "factor": Int(2, 8, when="unroll")},
+    ...     constraints=["32 <= block_x * block_y <= 1024"],
+    ... )
+    >>> configs = space.sample(np.random.default_rng(0), n=100)
+    >>> all(space.is_valid(c) for c in configs)
+    True
+    >>> space.is_valid({"block_x": 64, "block_y": 64, "unroll": False})
+    False
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from perftune.errors import ExpressionError, SpaceError, UnsatisfiableError
+from perftune.space._config import Config
+from perftune.space._expression import Expression
+from perftune.space._params import Param, parameter_from_dict
+
+__all__ = ["Space"]
+
+# A finite space whose Cartesian product is at most this large is enumerated once (lazily) when it
+# has constraints, and sampled uniformly from its valid configurations.
+ENUMERATE_LIMIT = 50_000
+# Counting valid configurations by enumeration is done up to this Cartesian product.
+COUNT_LIMIT = 1_000_000
+# Candidates tried per sampling/repair before giving up.
+SAMPLE_BUDGET = 20_000
+REPAIR_BUDGET = 2_000
+# A parameter with at most this many values is tried exhaustively (in random order) when sampling.
+EXHAUSTIVE_VALUES = 64
+RANDOM_CANDIDATES = 24
+
+_ABSENT = object()
+_END = object()
+
+ConstraintFn = Callable[[Mapping[str, Any]], Any]
+
+
+def _suggest(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _CallableConstraint:
+    """Adapts a user callable ``f(config) -> bool`` to the internal ``f(dict)`` form; picklable."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Config], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, data: dict[str, Any]) -> Any:
+        return self.fn(Config._trusted(data))
+
+
+class _Constraint:
+    """One constraint: its text (or callable), the names it reads (None: unknown), its evaluator."""
+
+    __slots__ = ("fn", "label", "names", "source")
+
+    def __init__(self, source: str | Callable[[Config], Any], known: Sequence[str]) -> None:
+        self.source = source
+        if isinstance(source, str | Expression):
+            expr = Expression(source) if isinstance(source, str) else source
+            for name in sorted(expr.names):
+                if name not in known:
+                    raise ExpressionError(
+                        f"constraint {expr.text!r}: unknown parameter {name!r}{_suggest(name, known)}"
+                    )
+            self.names: frozenset[str] | None = expr.names
+            self.fn: ConstraintFn = expr._fn
+            self.label = repr(expr.text)
+            self.source = expr.text
+        elif callable(source):
+            self.names = None
+            self.fn = _CallableConstraint(source)
+            self.label = getattr(source, "__qualname__", None) or repr(source)
+        else:
+            raise SpaceError(
+                f"constraint {source!r}: must be an expression string or a callable, not {type(source).__name__}"
+            )
+
+
+class Space:
+    """A search space: named parameters, optional ``when=`` conditions and constraints.
+
+    :meth:`is_valid` is *the* validity check: exactly the active parameters are present, each value
+    is in its parameter's domain, and every constraint holds (a constraint that reads an inactive
+    parameter counts as satisfied). Sampling, repair, mutation, neighbours and crossover return valid
+    configurations only.
+
+    Args:
+        params: Parameter name -> parameter. The parameters are copied; ``space.params`` holds the
+            copies, with ``name`` set.
+        constraints: Expression strings over parameter names (Python syntax, see
+            :class:`~perftune.space.Expression`) or callables ``f(config) -> bool``.
+
+    Raises:
+        SpaceError: A bad parameter, a ``when=`` or constraint naming an unknown parameter, or a
+            cycle among ``when=`` conditions.
+
+    Example:
+        >>> from perftune.space import Choice, Int, Space
+        >>> s = Space({"algo": Choice(["quick", "merge"]), "cutoff": Int(4, 64, when="algo == 'merge'")})
+        >>> s.default()
+        Config({'algo': 'quick'})
+        >>> s.why_invalid({"algo": "quick", "cutoff": 8})
+        "parameter 'cutoff' is present but inactive (when: algo == 'merge')"
+    """
+
+    def __init__(
+        self,
+        params: Mapping[str, Param],
+        constraints: Sequence[str | Expression | Callable[[Config], Any]] = (),
+    ) -> None:
+        if not isinstance(params, Mapping):
+            raise SpaceError(f"Space: params must be a dict name -> parameter, got {type(params).__name__}")
+        own: dict[str, Param] = {}
+        for name, p in params.items():
+            if not isinstance(name, str) or not name:
+                raise SpaceError(f"Space: parameter names must be non-empty strings, got {name!r}")
+            if not isinstance(p, Param):
+                raise SpaceError(
+                    f"parameter {name!r}: expected a parameter such as Int(...) or Choice([...]), got {p!r}"
+                )
+            q = copy.copy(p)
+            q.name = name
+            own[name] = q
+        if isinstance(constraints, str | Expression) or callable(constraints):
+            constraints = [constraints]  # type: ignore[list-item]
+        self.params: dict[str, Param] = own
+        self.names: list[str] = list(own)
+        self._constraint_sources: list[Any] = list(constraints)
+        self._build()
+
+    # -- derived state (rebuilt after unpickling: closures do not pickle) ---------------------------
+    def _build(self) -> None:
+        params = self.params
+        names = self.names
+        for name, p in params.items():
+            if p.when is not None:
+                for dep in sorted(p.when.names):
+                    if dep == name:
+                        raise ExpressionError(f"parameter {name!r}: when={p.when.text!r} refers to itself")
+                    if dep not in params:
+                        raise ExpressionError(
+                            f"parameter {name!r}: when={p.when.text!r} names unknown parameter {dep!r}"
+                            f"{_suggest(dep, names)}"
+                        )
+        self._constraints = [_Constraint(c, names) for c in self._constraint_sources]
+        self._has_when = any(p.when is not None for p in params.values())
+
+        # Activity order: a parameter comes after every parameter its `when` reads (stable).
+        order: list[str] = []
+        placed: set[str] = set()
+        pending = list(names)
+        while pending:
+            progress = False
+            for name in list(pending):
+                w = params[name].when
+                if w is None or w.names <= placed:
+                    order.append(name)
+                    placed.add(name)
+                    pending.remove(name)
+                    progress = True
+            if not progress:
+                raise SpaceError(f"Space: the when= conditions of {pending!r} depend on each other in a cycle")
+        self._activity_order = order
+        self._activity = [(n, params[n], params[n].when._fn if params[n].when else None) for n in order]
+        self._contains = [(n, params[n].contains) for n in names]
+        self._checks = [c.fn for c in self._constraints]
+
+        # Encoding layout.
+        self.slices: dict[str, slice] = {}
+        start = 0
+        for name in names:
+            d = params[name].n_dims
+            self.slices[name] = slice(start, start + d)
+            start += d
+        self.n_dims: int = start
+        self._default_enc = {n: np.asarray(params[n].encode(params[n].default_value()), float) for n in names}
+
+        cards = [params[n].cardinality() for n in names]
+        self._finite = all(c is not None for c in cards)
+        self._product: int | None = math.prod(c for c in cards if c is not None) if self._finite else None
+        self._plan = self._make_plan()
+        self._enumerated: list[Config] | None = None
+        self._count: int | None = None
+        self._small_values: dict[str, list[Any] | None] = {
+            n: (params[n].values() if (params[n].cardinality() or 1 << 62) <= EXHAUSTIVE_VALUES else None)
+            for n in names
+        }
+
+    def _make_plan(self) -> list[tuple[str, Param, ConstraintFn | None, list[ConstraintFn]]]:
+        """Order the parameters so that each constraint is checked as soon as its names are assigned."""
+        params = self.params
+        remaining = list(self.names)
+        assigned: set[str] = set()
+        expr_cons = [c for c in self._constraints if c.names is not None]
+        mentions = {n: sum(1 for c in expr_cons if n in (c.names or ())) for n in self.names}
+        order: list[str] = []
+        while remaining:
+            ready = [
+                n for n in remaining if params[n].when is None or params[n].when.names <= assigned  # type: ignore[union-attr]
+            ]
+
+            def score(n: str) -> tuple[int, int, int, int]:
+                completes = sum(
+                    1 for c in expr_cons if n in (c.names or ()) and (c.names or frozenset()) - assigned <= {n}
+                )
+                card = params[n].cardinality()
+                return (-completes, card if card is not None else 1 << 62, -mentions[n], self.names.index(n))
+
+            best = min(ready, key=score)
+            order.append(best)
+            assigned.add(best)
+            remaining.remove(best)
+        plan = []
+        done: set[str] = set()
+        for i, name in enumerate(order):
+            done.add(name)
+            checks = [
+                c.fn
+                for c in self._constraints
+                if (c.names is not None and name in c.names and c.names <= done)
+                or (c.names is None and i == len(order) - 1)
+            ]
+            w = params[name].when
+            plan.append((name, params[name], w._fn if w is not None else None, checks))
+        if not order:
+            # No parameters: callable constraints are checked on the empty configuration.
+            pass
+        return plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"params": self.params, "names": self.names, "constraints": self._constraint_sources}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.params = state["params"]
+        self.names = state["names"]
+        self._constraint_sources = state["constraints"]
+        self._build()
+
+    def __repr__(self) -> str:
+        cons = f", constraints={[c.source if isinstance(c.source, str) else c.label for c in self._constraints]!r}"
+        return f"Space({self.params!r}{cons if self._constraints else ''})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Space):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def constraints(self) -> list[str | Callable[[Config], Any]]:
+        """The constraints as given (expression texts or callables)."""
+        return [c.source for c in self._constraints]
+
+    # -- validity --------------------------------------------------------------------------------
+    def _data(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if type(config) is Config:
+            return config._data
+        return Config(config)._data
+
+    def _check_constraints(self, data: dict[str, Any]) -> bool:
+        for fn in self._checks:
+            try:
+                if not fn(data):
+                    return False
+            except KeyError:
+                continue  # reads an inactive parameter: satisfied
+            except Exception:
+                return False
+        return True
+
+    def _active(self, fn: ConstraintFn, data: dict[str, Any]) -> bool:
+        try:
+            return bool(fn(data))
+        except Exception:  # reads an inactive parameter, or cannot be computed: inactive
+            return False
+
+    def is_valid(self, config: Mapping[str, Any]) -> bool:
+        """True when ``config`` is a valid configuration of this space (THE validity check)."""
+        data = config._data if type(config) is Config else self._data(config)  # type: ignore[attr-defined]
+        if not self._has_when:
+            if len(data) != len(self._contains):
+                return False
+            for name, contains in self._contains:
+                if name not in data or not contains(data[name]):
+                    return False
+        else:
+            n_present = 0
+            for name, p, when in self._activity:
+                present = name in data
+                if when is not None:
+                    try:
+                        active = bool(when(data))
+                    except Exception:
+                        active = False
+                    if active != present:
+                        return False
+                elif not present:
+                    return False
+                if present:
+                    n_present += 1
+                    if not p.contains(data[name]):
+                        return False
+            if n_present != len(data):
+                return False
+        for fn in self._checks:
+            try:
+                if not fn(data):
+                    return False
+            except KeyError:
+                continue
+            except Exception:
+                return False
+        return True
+
+    def why_invalid(self, config: Mapping[str, Any]) -> str | None:
+        """Why ``config`` is not valid, in words; None when it is valid."""
+        data = self._data(config)
+        for name in data:
+            if name not in self.params:
+                return f"unknown parameter {name!r}{_suggest(name, self.names)}"
+        for name, p, when in self._activity:
+            present = name in data
+            active = True if when is None else self._active(when, data)
+            if active and not present:
+                return f"parameter {name!r} is missing"
+            if present and not active:
+                return f"parameter {name!r} is present but inactive (when: {p.when.text})"  # type: ignore[union-attr]
+            if present and not p.contains(data[name]):
+                return f"parameter {name!r}: {data[name]!r} is outside the domain {p.domain_text()}"
+        for c in self._constraints:
+            try:
+                ok = c.fn(data)
+            except KeyError:
+                continue
+            except Exception as e:
+                return f"constraint {c.label} cannot be evaluated: {type(e).__name__}: {e}"
+            if not ok:
+                return f"constraint {c.label} is violated"
+        return None
+
+    # -- construction helpers ------------------------------------------------------------------------
+    def _ordered(self, values: dict[str, Any]) -> Config:
+        return Config._trusted({n: values[n] for n in self.names if n in values})
+
+    def default(self) -> Config:
+        """The default configuration: each active parameter at its default (may be invalid)."""
+        out: dict[str, Any] = {}
+        for name, p, when in self._activity:
+            if when is None or self._active(when, out):
+                out[name] = p.default_value()
+        return self._ordered(out)
+
+    def _complete(self, data: Mapping[str, Any], rng: np.random.Generator | None) -> dict[str, Any]:
+        """Fix activity: drop inactive parameters, give newly active or illegal ones a legal value."""
+        out: dict[str, Any] = {}
+        for name, p, when in self._activity:
+            if when is not None and not self._active(when, out):
+                continue
+            v = data.get(name, _ABSENT)
+            if v is _ABSENT:
+                out[name] = p.default_value() if rng is None else p.sample(rng)
+            elif p.contains(v):
+                out[name] = v
+            else:
+                out[name] = p.nearest(v)
+        return out
+
+    # -- sampling ----------------------------------------------------------------------------------
+    def _candidates(self, name: str, p: Param, rng: np.random.Generator | None, prefer: Any) -> Iterator[Any]:
+        small = self._small_values[name]
+        if prefer is not _ABSENT and p.contains(prefer):
+            yield prefer
+        if small is not None:
+            if rng is None:
+                yield from small
+            else:
+                for i in rng.permutation(len(small)):
+                    v = small[i]
+                    if v is not prefer:
+                        yield v
+        elif rng is None:
+            yield from p.iter_values()
+        else:
+            for _ in range(RANDOM_CANDIDATES):
+                yield p.sample(rng)
+
+    def _search(
+        self,
+        rng: np.random.Generator | None,
+        prefer: Mapping[str, Any] | None = None,
+        budget: int | None = SAMPLE_BUDGET,
+    ) -> Iterator[dict[str, Any]]:
+        """Depth-first assignment in plan order with constraint checks as early as possible.
+
+        With ``rng`` the candidate values are random (exhaustive for small domains); without, every
+        value in order (enumeration). ``prefer`` gives values tried first. Yields complete valid
+        assignments; stops after ``budget`` candidate checks.
+        """
+        plan = self._plan
+        n = len(plan)
+        prefer = prefer or {}
+        if n == 0:
+            if self._check_constraints({}):
+                yield {}
+            return
+        values: dict[str, Any] = {}
+        iters: list[Iterator[Any] | None] = [None] * n
+        i = 0
+        evals = 0
+        while i >= 0:
+            if i == n:
+                yield dict(values)
+                i -= 1
+                continue
+            name, p, when, checks = plan[i]
+            it = iters[i]
+            if it is None:
+                if when is not None and not self._active(when, values):
+                    it = iter((_ABSENT,))
+                else:
+                    it = self._candidates(name, p, rng, prefer.get(name, _ABSENT))
+                iters[i] = it
+            v = next(it, _END)
+            if v is _END:
+                iters[i] = None
+                values.pop(name, None)
+                i -= 1
+                continue
+            if v is _ABSENT:
+                values.pop(name, None)
+            else:
+                values[name] = v
+            evals += 1
+            if budget is not None and evals > budget:
+                return
+            ok = True
+            for fn in checks:
+                try:
+                    if not fn(values):
+                        ok = False
+                        break
+                except KeyError:
+                    continue
+                except Exception:
+                    ok = False
+                    break
+            if ok:
+                i += 1
+
+    def _enumeration(self) -> list[Config] | None:
+        """All valid configurations, for finite spaces small enough (computed once)."""
+        if self._enumerated is None:
+            if not self._finite or self._product is None or self._product > ENUMERATE_LIMIT:
+                return None
+            self._enumerated = [self._ordered(v) for v in self._search(None, budget=None)]
+        return self._enumerated
+
+    def _sample_direct(self, rng: np.random.Generator) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, p, when in self._activity:
+            if when is None or self._active(when, out):
+                out[name] = p.sample(rng)
+        return out
+
+    def sample(self, rng: np.random.Generator | int | None = None, n: int = 1) -> list[Config]:
+        """``n`` random valid configurations.
+
+        Without constraints, each active parameter is sampled directly. A small finite space with
+        constraints is enumerated once and sampled uniformly from its valid configurations; a larger
+        one is sampled constructively (parameters assigned in an order that checks each constraint as
+        soon as its names are known, with backtracking).
+
+        Raises:
+            UnsatisfiableError: No valid configuration was found within a bounded effort.
+        """
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        out: list[Config] = []
+        if not self._checks:
+            for _ in range(n):
+                out.append(self._ordered(self._sample_direct(rng)))
+            return out
+        valid = self._enumeration()
+        if valid is not None:
+            if not valid:
+                raise UnsatisfiableError(
+                    f"no valid configuration exists among all {self._product} combinations: "
+                    "constraints may be unsatisfiable"
+                )
+            idx = rng.integers(len(valid), size=n)
+            return [valid[int(i)] for i in idx]
+        for _ in range(n):
+            out.append(self._sample_one(rng))
+        return out
+
+    def _sample_one(self, rng: np.random.Generator) -> Config:
+        # A couple of plain draws first: cheap and unbiased when most of the space is valid.
+        for _ in range(2):
+            data = self._sample_direct(rng)
+            if self._check_constraints(data):
+                return self._ordered(data)
+        for _ in range(3):
+            found = next(self._search(rng, budget=SAMPLE_BUDGET // 3), None)
+            if found is not None:
+                return self._ordered(found)
+        raise UnsatisfiableError(
+            f"no valid configuration found after {SAMPLE_BUDGET} tries: constraints may be unsatisfiable"
+        )
+
+    # -- repair and operators -------------------------------------------------------------------------
+    def repair(self, config: Mapping[str, Any], rng: np.random.Generator | int | None = None) -> Config | None:
+        """A valid configuration close to ``config``, or None if none was found with bounded effort.
+
+        Values are first made legal (clipped, activity fixed); then parameters of violated
+        constraints are resampled; finally a depth-first search keeps as many values as it can.
+        """
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        data = self._complete(self._data(config) if isinstance(config, Config) else dict(config), rng)
+        if self._check_constraints(data):
+            return self._ordered(data)
+        # Local repair: resample one parameter named by a violated constraint.
+        for _ in range(12):
+            names: list[str] = []
+            for c in self._constraints:
+                try:
+                    ok = c.fn(data)
+                except KeyError:
+                    continue
+                except Exception:
+                    ok = False
+                if not ok:
+                    names.extend(n for n in (c.names if c.names is not None else data) if n in data)
+            if not names:
+                break
+            trial = dict(data)
+            name = names[int(rng.integers(len(names)))]
+            trial[name] = self.params[name].sample(rng)
+            trial = self._complete(trial, rng)
+            if self._check_constraints(trial):
+                return self._ordered(trial)
+        found = next(self._search(rng, prefer=data, budget=REPAIR_BUDGET), None)
+        if found is not None:
+            return self._ordered(found)
+        valid = self._enumeration()
+        if valid:
+            return self._nearest_enumerated(data, valid, rng)
+        return None
+
+    def _nearest_enumerated(self, data: dict[str, Any], valid: list[Config], rng: np.random.Generator) -> Config:
+        best: list[Config] = []
+        best_d = None
+        for c in valid:
+            d = sum(1 for n in self.names if c.get(n, _ABSENT) != data.get(n, _ABSENT))
+            if best_d is None or d < best_d:
+                best, best_d = [c], d
+            elif d == best_d:
+                best.append(c)
+        return best[int(rng.integers(len(best)))]
+
+    def mutate(
+        self,
+        config: Mapping[str, Any],
+        rng: np.random.Generator | int | None = None,
+        rate: float | None = None,
+        scale: float = 0.1,
+    ) -> Config:
+        """A valid configuration near ``config``: each active parameter mutates with probability ``rate``.
+
+        ``rate`` defaults to one over the number of active parameters (at least one always mutates);
+        ``scale`` is the step size as a fraction of each parameter's range.
+        """
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        base = self._data(config) if isinstance(config, Config) else Config(config)._data
+        active = [n for n in self.names if n in base]
+        if not active:
+            return self._ordered(dict(base)) if self.is_valid(base) else self.sample(rng)[0]
+        p_rate = rate if rate is not None else 1.0 / len(active)
+        trial: dict[str, Any] = dict(base)
+        for _ in range(8):
+            trial = dict(base)
+            chosen = [n for n in active if rng.random() < p_rate] or [active[int(rng.integers(len(active)))]]
+            for name in chosen:
+                trial[name] = self.params[name].mutate(base[name], rng, scale)
+            if self._has_when:
+                trial = self._complete(trial, rng)
+            if trial != base and self.is_valid(Config._trusted(trial)):
+                return self._ordered(trial)
+        fixed = self.repair(trial, rng)
+        if fixed is not None and fixed._data != base:
+            return fixed
+        return self.sample(rng)[0]
+
+    def neighbors(self, config: Mapping[str, Any]) -> list[Config]:
+        """Valid configurations that differ from ``config`` in one parameter's neighbourhood move."""
+        base = self._data(config)
+        out: list[Config] = []
+        seen: set[Config] = set()
+        for name in self.names:
+            if name not in base:
+                continue
+            for v in self.params[name].neighbors(base[name]):
+                trial = dict(base)
+                trial[name] = v
+                if self._has_when:
+                    trial = self._complete(trial, None)
+                c = self._ordered(trial)
+                if c not in seen and c._data != base and self.is_valid(c):
+                    seen.add(c)
+                    out.append(c)
+        return out
+
+    def crossover(
+        self, a: Mapping[str, Any], b: Mapping[str, Any], rng: np.random.Generator | int | None = None
+    ) -> Config:
+        """A valid child of ``a`` and ``b``: each parameter's own crossover, activity fixed, repaired."""
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        da, db = self._data(a), self._data(b)
+        child: dict[str, Any] = {}
+        for _ in range(4):
+            child = {}
+            for name in self.names:
+                ina, inb = name in da, name in db
+                if ina and inb:
+                    child[name] = self.params[name].crossover(da[name], db[name], rng)
+                elif ina or inb:
+                    child[name] = da[name] if ina else db[name]
+            if self._has_when:
+                child = self._complete(child, rng)
+            if self.is_valid(Config._trusted(child)):
+                return self._ordered(child)
+        fixed = self.repair(child, rng)
+        if fixed is not None:
+            return fixed
+        pick = da if rng.random() < 0.5 else db
+        return self._ordered(dict(pick)) if self.is_valid(pick) else self.sample(rng)[0]
+
+    # -- encoding ------------------------------------------------------------------------------------
+    def encode(self, config: Mapping[str, Any]) -> np.ndarray:
+        """Position in ``[0, 1] ** n_dims``; inactive parameters encode as their default."""
+        data = self._data(config)
+        parts = []
+        for name in self.names:
+            v = data.get(name, _ABSENT)
+            parts.append(self._default_enc[name] if v is _ABSENT else self.params[name].encode(v))
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def decode(self, vec: Sequence[float] | np.ndarray) -> Config:
+        """A configuration of legal values with activity fixed (constraints may fail: use repair)."""
+        vec = np.asarray(vec, dtype=float)
+        if vec.shape != (self.n_dims,):
+            raise ValueError(f"expected a vector of {self.n_dims} numbers, got shape {vec.shape}")
+        out: dict[str, Any] = {}
+        for name, p, when in self._activity:
+            if when is None or self._active(when, out):
+                out[name] = p.decode(vec[self.slices[name]])
+        return self._ordered(out)
+
+    # -- enumeration ---------------------------------------------------------------------------------
+    def enumerate(self, limit: int | None = None) -> Iterator[Config]:
+        """Every valid configuration of a finite space (at most ``limit`` of them).
+
+        Raises:
+            SpaceError: A parameter has infinitely many values.
+        """
+        for name in self.names:
+            if self.params[name].cardinality() is None:
+                raise SpaceError(f"parameter {name!r} has infinitely many values: the space cannot be enumerated")
+        if limit is not None and limit <= 0:
+            return
+        count = 0
+        source: Any = self._enumerated if self._enumerated is not None else (
+            self._ordered(v) for v in self._search(None, budget=None)
+        )
+        for c in source:
+            yield c
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    def cardinality(self) -> int | None:
+        """Number of valid configurations; None if the space is infinite.
+
+        Exact without constraints and ``when=`` conditions, and whenever the Cartesian product is at
+        most 1,000,000 (counted by enumeration, once). Beyond that, the product of the parameters'
+        cardinalities, an upper bound.
+        """
+        if not self._finite:
+            return None
+        assert self._product is not None
+        if not self._checks and not self._has_when:
+            return self._product
+        if self._count is None:
+            if self._enumerated is not None:
+                self._count = len(self._enumerated)
+            elif self._product <= COUNT_LIMIT:
+                self._count = sum(1 for _ in self._search(None, budget=None))
+            else:
+                self._count = self._product
+        return self._count
+
+    # -- serialization ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: ``{"params": {name: param.to_dict()}, "constraints": [...]}``.
+
+        Callable constraints cannot be serialized; they appear as ``{"callable": "module.qualname"}``
+        and :meth:`from_dict` refuses them.
+        """
+        cons: list[Any] = []
+        for c in self._constraints:
+            if isinstance(c.source, str):
+                cons.append(c.source)
+            else:
+                fn = c.source
+                cons.append({"callable": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"})
+        return {"params": {n: p.to_dict() for n, p in self.params.items()}, "constraints": cons}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Space:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            SpaceError: A bad parameter or constraint, or a constraint that was a Python callable.
+        """
+        if not isinstance(d, Mapping) or "params" not in d:
+            raise SpaceError("space: expected an object with 'params' (and optionally 'constraints')")
+        raw_params = d["params"]
+        if not isinstance(raw_params, Mapping):
+            raise SpaceError("space: 'params' must be an object name -> parameter")
+        params = {name: parameter_from_dict(pd, name=name) for name, pd in raw_params.items()}
+        constraints: list[str] = []
+        for i, c in enumerate(d.get("constraints", ()) or ()):
+            if isinstance(c, str):
+                constraints.append(c)
+            elif isinstance(c, Mapping) and "callable" in c:
+                raise SpaceError(
+                    f"constraint #{i + 1} was the Python callable {c['callable']}: callables cannot be "
+                    "rebuilt from a dict; pass it to Space(...) in Python or write it as an expression"
+                )
+            elif isinstance(c, Mapping) and isinstance(c.get("expression", c.get("Expression")), str):
+                constraints.append(c.get("expression", c.get("Expression")))
+            else:
+                raise SpaceError(f"constraint #{i + 1}: expected an expression string, got {c!r}")
+        return cls(params, constraints)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical JSON of :meth:`to_dict` (same space, same fingerprint)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
