@@ -56,17 +56,6 @@ def make_sort(name, calls):
     return site
 
 
-@pytest.fixture(autouse=True)
-def _no_file(tmp_path, monkeypatch):
-    """Every test starts with an empty, known tuned-choices file (no warnings)."""
-    path = tmp_path / "empty.json"
-    ChoicesFile().write(path)
-    monkeypatch.setenv("PERFTUNE_CHOICES", str(path))
-    use_choices(strict=True)
-    yield
-    use_choices(ChoicesFile())
-
-
 def test_recursive_dispatch_switches_on_small_subproblems():
     calls = []
     sort = make_sort("t-sort-rec", calls)

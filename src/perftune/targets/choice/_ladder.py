@@ -1,0 +1,261 @@
+"""INCREA: tune on a ladder of input sizes, small first, seeding each size with the survivors of the last.
+
+Measuring at the full input size is expensive; most bad configurations are already bad at a small
+size. The ladder explores broadly at the smallest size (where a measurement is cheap, so noise is
+resolved there by re-measuring close competitors), then carries a shrinking set of survivors up the
+ladder. Each rung above the first also grows the population a little: mutants of the current leaders
+are tried first at the rung below (cheaply) and promoted only if they beat the survivors there.
+
+Example:
+    >>> from perftune.space import Int, Space
+    >>> space = Space({"x": Int(0, 100)})
+    >>> result = increa(lambda c, n: (c["x"] - 40) ** 2 + n, space, sizes=[1, 10, 100], seed=1)
+    >>> abs(result.best["x"] - 40) <= 5
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perftune.targets.choice._file import ChoiceError
+
+__all__ = ["LadderResult", "LadderSettings", "Rung", "increa"]
+
+
+@dataclass(frozen=True)
+class LadderSettings:
+    """How the ladder spends its measurements.
+
+    Attributes:
+        population: Candidates explored at the smallest size (seeds included).
+        generations: Rounds of mutation and selection at the smallest size.
+        keep: Fraction of the candidates that survive from one rung to the next (the population shrinks).
+        min_keep: Never carry fewer than this many survivors.
+        grow: New candidates (mutants of the leaders) tried at each rung above the first.
+        resolve: Extra samples given to close competitors at the smallest size, to beat noise cheaply.
+        final_samples: Samples per candidate at the largest size.
+    """
+
+    population: int = 24
+    generations: int = 4
+    keep: float = 0.35
+    min_keep: int = 3
+    grow: int = 4
+    resolve: int = 3
+    final_samples: int = 3
+
+    def __post_init__(self) -> None:
+        if self.population < 2 or self.generations < 0 or not 0 < self.keep <= 1 or self.min_keep < 1:
+            raise ChoiceError(f"LadderSettings: bad values {self}")
+
+
+@dataclass
+class Rung:
+    """What happened at one size of the ladder."""
+
+    size: Any
+    n_measurements: int = 0
+    cost_s: float = 0.0
+    n_candidates: int = 0
+    best_value: float | None = None
+
+
+@dataclass
+class LadderResult:
+    """Outcome of :func:`increa`.
+
+    Attributes:
+        best: The best configuration at the largest size.
+        value: Its median value there.
+        rungs: One report per size.
+        cost_s: Total measurement cost (wall seconds of the objective, or the ``cost`` model).
+        n_measurements: Objective calls, all sizes included.
+        failures: ``(config, size, reason)`` of every call that raised.
+        survivors: Final candidates with their median values, best first.
+    """
+
+    best: Any
+    value: float
+    rungs: list[Rung]
+    cost_s: float
+    n_measurements: int
+    failures: list[tuple[Any, Any, str]] = field(default_factory=list)
+    survivors: list[tuple[Any, float]] = field(default_factory=list)
+
+
+class _Samples:
+    """Measurements of configurations at sizes; medians on demand."""
+
+    def __init__(self, objective: Callable[[Any, Any], float], cost: Callable[[Any, Any, float], float] | None,
+                 sign: float) -> None:
+        self.objective = objective
+        self.cost = cost
+        self.sign = sign
+        self.data: dict[tuple[Any, Any], list[float]] = {}
+        self.failed: dict[tuple[Any, Any], str] = {}
+        self.failures: list[tuple[Any, Any, str]] = []
+
+    def measure(self, config: Any, size: Any, rung: Rung) -> None:
+        key = (config, size)
+        if key in self.failed:
+            return
+        t0 = time.perf_counter()
+        try:
+            value = float(self.objective(config, size))
+            ok = math.isfinite(value)
+            reason = None if ok else f"objective returned {value!r}"
+        except Exception as e:  # the user's objective failing is an outcome, not a crash
+            value, ok, reason = math.nan, False, f"{type(e).__name__}: {e}"
+        elapsed = time.perf_counter() - t0
+        rung.cost_s += self.cost(config, size, value) if self.cost is not None and ok else elapsed
+        rung.n_measurements += 1
+        if not ok:
+            self.failed[key] = reason or "failed"
+            self.failures.append((config, size, self.failed[key]))
+            return
+        self.data.setdefault(key, []).append(self.sign * value)
+
+    def loss(self, config: Any, size: Any) -> float:
+        s = self.data.get((config, size))
+        return float(np.median(s)) if s else math.inf
+
+    def n(self, config: Any, size: Any) -> int:
+        return len(self.data.get((config, size), ()))
+
+    def ranked(self, configs: Iterable[Any], size: Any) -> list[Any]:
+        ok = [c for c in dict.fromkeys(configs) if (c, size) in self.data]
+        return sorted(ok, key=lambda c: self.loss(c, size))
+
+
+def increa(
+    objective: Callable[[Any, Any], float],
+    space: Any,
+    sizes: Sequence[Any],
+    *,
+    settings: LadderSettings | None = None,
+    seed: int | None = None,
+    seeds: Sequence[Any] = (),
+    goal: str = "min",
+    cost: Callable[[Any, Any, float], float] | None = None,
+    propose: Callable[[Any, Any, Any, np.random.Generator], list[Any]] | None = None,
+) -> LadderResult:
+    """Tune ``objective(config, size)`` on a ladder of sizes, smallest first.
+
+    Args:
+        objective: Measures one configuration at one input size; returns the value (e.g. seconds).
+            Raising marks that (config, size) failed; the ladder goes on without it.
+        space: A :class:`perftune.space.Space`.
+        sizes: Increasing input sizes; the result is for the last one.
+        settings: Population, survival and noise-resolution settings.
+        seed: Seed of the random generator.
+        seeds: Configurations to start from (e.g. the current tuned choices).
+        goal: ``"min"`` or ``"max"``.
+        cost: Optional cost model ``cost(config, size, value) -> seconds`` used for accounting
+            instead of the measured wall time (for simulated objectives).
+        propose: Optional hook ``propose(config, smaller_size, size, rng) -> configs`` giving
+            domain-specific extensions of a survivor when moving up (e.g. a new top selector level).
+
+    Returns:
+        A :class:`LadderResult`.
+    """
+    st = settings or LadderSettings()
+    if len(sizes) == 0:
+        raise ChoiceError("increa: sizes is empty; give at least one input size")
+    if goal not in ("min", "max"):
+        raise ChoiceError(f"increa: goal must be 'min' or 'max', got {goal!r}")
+    rng = np.random.default_rng(seed)
+    rec = _Samples(objective, cost, 1.0 if goal == "min" else -1.0)
+    rungs = [Rung(size=s) for s in sizes]
+
+    # ---- the smallest size: broad exploration, then noise resolution ------------------------------
+    s0, r0 = sizes[0], rungs[0]
+    pop: list[Any] = []
+    for c in list(seeds) + [space.default()]:
+        if space.is_valid(c) and c not in pop:
+            pop.append(c)
+    if len(pop) < st.population:
+        pop.extend(c for c in space.sample(rng, n=st.population - len(pop)) if c not in pop)
+    for c in pop:
+        rec.measure(c, s0, r0)
+    n_parents = max(2, st.population // 2)
+    for _ in range(st.generations):
+        parents = rec.ranked(pop, s0)[:n_parents]
+        if not parents:
+            break
+        children: list[Any] = []
+        for i in range(st.population - len(parents)):
+            a = parents[min(int(rng.exponential(len(parents) / 3)), len(parents) - 1)]
+            if i % 3 == 2 and len(parents) > 1:
+                b = parents[int(rng.integers(len(parents)))]
+                child = space.crossover(a, b, rng)
+            else:
+                child = space.mutate(a, rng)
+            if child not in parents and child not in children:
+                children.append(child)
+        for c in children:
+            if rec.n(c, s0) == 0:
+                rec.measure(c, s0, r0)
+        pop = parents + children
+    n_keep = max(st.min_keep, math.ceil(st.population * st.keep))
+    contenders = rec.ranked(pop, s0)[: 2 * n_keep]
+    for _ in range(st.resolve):
+        for c in contenders:
+            rec.measure(c, s0, r0)
+    survivors = rec.ranked(contenders, s0)[:n_keep]
+    r0.n_candidates = len(rec.ranked(pop, s0))
+    r0.best_value = rec.sign * rec.loss(survivors[0], s0) if survivors else None
+
+    # ---- each larger size: grow a little one rung down, promote, shrink -------------------------
+    for k in range(1, len(sizes)):
+        if not survivors:
+            break
+        below, size, rung = sizes[k - 1], sizes[k], rungs[k]
+        last = k == len(sizes) - 1
+        new: list[Any] = []
+        for i in range(st.grow):
+            child = space.mutate(survivors[i % min(len(survivors), 2)], rng)
+            if child not in survivors and child not in new:
+                new.append(child)
+        if propose is not None:
+            for c in survivors[:2]:
+                for child in propose(c, below, size, rng):
+                    if space.is_valid(child) and child not in survivors and child not in new:
+                        new.append(child)
+        for c in new:
+            if rec.n(c, below) == 0:
+                rec.measure(c, below, rungs[k - 1])
+        n_keep = max(st.min_keep, math.ceil(len(survivors) * st.keep)) if last else max(st.min_keep, len(survivors))
+        promoted = rec.ranked(survivors + new, below)[: max(st.min_keep, len(survivors))]
+        if last:
+            promoted = promoted[: max(st.min_keep, n_keep)]
+        n_samples = st.final_samples if last else 1
+        for c in promoted:
+            for _ in range(n_samples):
+                rec.measure(c, size, rung)
+        survivors = rec.ranked(promoted, size)
+        if not last:
+            survivors = survivors[: max(st.min_keep, math.ceil(len(survivors) * max(st.keep, 0.6)))]
+        rung.n_candidates = len(promoted)
+        rung.best_value = rec.sign * rec.loss(survivors[0], size) if survivors else None
+
+    top = sizes[-1]
+    final = [c for c in survivors if (c, top) in rec.data]
+    if not final:
+        reasons = "; ".join(sorted({r for _, _, r in rec.failures})[:3]) or "no candidate reached the largest size"
+        raise ChoiceError(f"increa: no configuration could be measured at size {top!r}: {reasons}")
+    return LadderResult(
+        best=final[0],
+        value=rec.sign * rec.loss(final[0], top),
+        rungs=rungs,
+        cost_s=sum(r.cost_s for r in rungs),
+        n_measurements=sum(r.n_measurements for r in rungs),
+        failures=rec.failures,
+        survivors=[(c, rec.sign * rec.loss(c, top)) for c in final],
+    )
