@@ -1,6 +1,7 @@
 """What machine and software a run was measured on, recorded with every run.
 
-Each probe is cheap and cached per process: creating many runs costs one ``gcc --version``.
+The machine and compiler probes are cached per process (creating many runs costs one
+``gcc --version``); the git state is read each time, since it changes while a session goes on.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ def _compiler_version(name: str) -> str | None:
     return _first_line([name, "--version"])
 
 
-@functools.cache
 def _git_state(cwd: str) -> tuple[str, bool] | None:
     commit = _first_line(["git", "rev-parse", "HEAD"], cwd=cwd)
     if commit is None:

@@ -334,6 +334,77 @@ class StoreConformance:
         assert list(frame["trial"]) == [0, 1, 2]
         assert "config.x" in frame.columns
 
+    # ---------------------------------------------------------------- schema versions
+
+    @staticmethod
+    def _sql(url: str, *statements: str) -> list[Any]:
+        """Run raw SQL on the store's database, as an older or newer perftune would have."""
+        import sqlalchemy as sa
+
+        from perftune.store._url import resolve_url
+
+        engine = sa.create_engine(resolve_url(url))
+        try:
+            with engine.begin() as conn:
+                results = [conn.execute(sa.text(stmt)) for stmt in statements]
+                return [r.all() if r.returns_rows else None for r in results]
+        finally:
+            engine.dispose()
+
+    def test_upgrade_from_schema_v1(self, store_url: str, space: Space) -> None:
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        from perftune.store import SCHEMA_VERSION
+
+        with open_store(store_url, _schema_version=1) as old:
+            assert old.schema_version() == 1
+        self._sql(
+            store_url,
+            "INSERT INTO runs (name, created_at, status, goal, settings, environment) "
+            "VALUES ('old-run', 1.0, 'running', 'min', '{}', '{}')",
+            "INSERT INTO trials (run_id, trial_id, config, config_hash, status, value, loss) "
+            "SELECT id, 0, '{\"x\": 1}', 'h', 'ok', 2.0, 2.0 FROM runs WHERE name = 'old-run'",
+            "INSERT INTO samples (run_id, trial_id, idx, value) SELECT id, 0, 0, 2.0 FROM runs",
+        )
+        with open_store(store_url) as store:
+            assert store.schema_version() == SCHEMA_VERSION
+            run = store.get_run("old-run")
+            assert run.finished_at is None
+            best = store.best(run.id)
+            assert best is not None and (best.config["x"], best.value, best.samples) == (1, 2.0, [2.0])
+            assert store.load_checkpoint(run.id) is None
+            store.save_checkpoint(run.id, 1, b"new")
+            store.add_trial(run.id, make_trial(1, value=1.0))
+            store.finish_run(run.id, "finished")
+            assert store.count(run.id) == 2 and store.load_checkpoint(run.id) == (1, b"new")
+
+    def test_newer_schema_is_refused_untouched(self, store_url: str) -> None:
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        from perftune.store import SCHEMA_VERSION
+
+        with open_store(store_url) as store:
+            store.create_run("r", None, {}, "min", None)
+        newer = SCHEMA_VERSION + 7
+        self._sql(store_url, f"UPDATE meta SET value = '{newer}' WHERE key = 'schema_version'")
+        message = f"store schema v{newer} is newer than this perftune (v{SCHEMA_VERSION}); upgrade perftune"
+        with pytest.raises(StoreError, match=re.escape(message)) as info:
+            open_store(store_url)
+        assert "\n" not in str(info.value)
+        (rows,) = self._sql(store_url, "SELECT value FROM meta WHERE key = 'schema_version'")
+        assert rows == [(str(newer),)]
+
+    def test_foreign_database_is_refused_untouched(self, store_url: str) -> None:
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        self._sql(store_url, "CREATE TABLE inventory (item VARCHAR(20))")
+        with pytest.raises(StoreError, match="not a perftune store"):
+            open_store(store_url)
+        (rows,) = self._sql(store_url, "SELECT item FROM inventory")
+        assert rows == []
+        with pytest.raises(Exception):  # noqa: B017 - the table must not exist, whatever the driver says
+            self._sql(store_url, "SELECT * FROM meta")
+
     # ---------------------------------------------------------------- persistence and concurrency
 
     def test_reopen_sees_everything(self, store_url: str, space: Space) -> None:
