@@ -320,3 +320,58 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # ---- commands added by other parts go below this line (one block each) ----
+
+
+@cli.command("flags")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--run", "run_args", default="", metavar='"ARGS"',
+              help="The program's arguments, split as a shell would (run without a shell).")
+@click.option("--compiler", default="gcc", show_default=True, help="Compiler to tune (name on PATH or path).")
+@click.option("--seed-flags", "seed_flags", multiple=True, metavar='"OPTS"',
+              help='Option set to try early, e.g. "-O2 -funroll-loops" (repeatable).')
+@click.option("--rel-tol", type=float, default=0.0, show_default=True,
+              help="Relative tolerance for numbers in the output (floating-point programs; 0 = exact).")
+@click.option("--abs-tol", type=float, default=0.0, show_default=True, help="Absolute tolerance for numbers.")
+@click.option("--link", default="-lm", show_default=True, metavar='"OPTS"', help="Options after the sources.")
+@click.option("--no-params", is_flag=True, help="Do not tune --param values.")
+@click.option("--no-reduce", is_flag=True, help="Skip the reduction to a minimal flag set.")
+@click.option("--json", "as_json", is_flag=True, help="Print flags, command line and speedup (with CI) as JSON.")
+@_common_options
+@click.pass_context
+def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compiler: str,
+              seed_flags: tuple[str, ...], rel_tol: float, abs_tol: float, link: str, no_params: bool,
+              no_reduce: bool, as_json: bool, store: str | None, seed: int | None, workers: int | None,
+              budget: tuple[str, ...]) -> None:
+    """Tune gcc flags, params, -O level and -march for SOURCES (baseline: plain -O3).
+
+    \b
+    Example:
+      perftune flags prog.c --run "1000 input.txt" --budget 5m --workers 2
+    """
+    import shlex
+
+    from perftune.targets.flags import tune_flags
+
+    best_seen: list[float] = [0.0]
+
+    def progress(n_trials: int, speedup: float | None) -> None:
+        if not as_json and speedup is not None and speedup > best_seen[0] + 1e-9:
+            best_seen[0] = speedup
+            click.echo(f"trial {n_trials}: best so far {speedup:.3f}x over -O3", err=True)
+
+    result = tune_flags(
+        list(sources), run_args, compiler=compiler, budget=_opt(ctx, "budget", budget) or "5m",
+        workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol, abs_tol=abs_tol,
+        link_args=shlex.split(link), store=_open(ctx, store), seed=_opt(ctx, "seed", seed),
+        include_params=not no_params, reduce=not no_reduce, on_trial=progress,
+    )
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    lo, hi = result.ci
+    click.echo(f"{result.n_trials} trials; speedup over -O3: {result.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f})"
+               + ("; the search found nothing faster than -O3" if result.fell_back else ""))
+    for opt, share in sorted(result.contributions.items(), key=lambda kv: -abs(kv[1]) if kv[1] == kv[1] else 0):
+        what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
+        click.echo(f"  {opt}: {what}")
+    click.echo(result.command_line)
