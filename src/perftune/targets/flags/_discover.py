@@ -29,7 +29,7 @@ from perftune.errors import PerftuneError
 __all__ = ["CompilerInfo", "FlagInfo", "ParamInfo", "cache_dir", "discover", "resolve_compiler"]
 
 # Bumped whenever the parsing or probing below changes, so that stale caches are ignored.
-_CACHE_FORMAT = 3
+_CACHE_FORMAT = 4
 
 # Flags listed under --help=optimizers that are not speed knobs for an ordinary build: they need
 # profile data, instrument or harden the code, change the ABI or the code model, or only serve
@@ -58,10 +58,10 @@ _EXCLUDED_PARAM_RE = re.compile(
     r"sched-mem-true-dep-cost|sched-spec-prob-cutoff|sms-|selsched-|max-sched-extend|"
     r"max-pending-list-length|ira-max-conflict-table-size|lra-|max-lto-|modref-max-|"
     r"ipa-jump-function-lookups|max-fsm|tracer-min-branch|asan|ranger-|evrp-|threader-|"
-    r"vrp1-mode|vrp2-mode|dse-max-object-size|sink-frequency-threshold)"
+    r"vrp1-mode|vrp2-mode|dse-max-object-size|sink-frequency-threshold|ssp-|use-after-scope|max-isl-)"
 )
 
-_BOOL_FLAG_RE = re.compile(r"^\s+(-f[A-Za-z0-9][\w+-]*)\s+\[(enabled|disabled)\]\s*$")
+_BOOL_FLAG_RE = re.compile(r"^\s+(-f[A-Za-z0-9][\w+-]*)(?:\s+\[(enabled|disabled)\])?\s*$")
 _ENUM_FLAG_RE = re.compile(r"^\s+(-f[A-Za-z0-9][\w+-]*)=\[([\w|.-]+)\]\s+(\S*)\s*$")
 _INTRANGE_FLAG_RE = re.compile(r"^\s+(-f[A-Za-z0-9][\w+-]*)=<(-?\d+),(-?\d+)>\s+(\S*)\s*$")
 _PARAM_RE = re.compile(r"^\s+--param=([\w.-]+)=(?:<(-?\d+),(-?\d+)>)?\s+(\S*)\s*$")
@@ -240,7 +240,7 @@ def parse_optimizers(text: str) -> list[FlagInfo]:
             continue
         m = _BOOL_FLAG_RE.match(line)
         if m:
-            flag, state = m.group(1), m.group(2)
+            flag, state = m.group(1), m.group(2) or ""  # no state: a flag -O3 leaves unset
             kind, values = "bool", ()
         else:
             m = _ENUM_FLAG_RE.match(line)

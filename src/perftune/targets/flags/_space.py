@@ -200,7 +200,7 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
                 raise PerftuneError(f"seed: unknown optimisation level {opt!r} (known: -O{', -O'.join(LEVELS)})")
             config["O"] = level
         elif opt.startswith(("-march=", "-mtune=")):
-            key, value = opt[2:].split("=", 1)
+            key, value = opt[1:].split("=", 1)
             if key not in space.params or value not in space.params[key].options:
                 known = ", ".join(space.params[key].options[1:]) if key in space.params else "none"
                 raise PerftuneError(f"seed: -{key}={value} is not offered on this machine (known: {known})")

@@ -94,10 +94,29 @@ class FlagsResult:
         }
 
 
-def parse_flag_budget(budget: str | int | float | None) -> tuple[int | None, float | None]:
-    """``"90s"``/``"10m"``/``"1h"`` -> seconds; a bare number -> trials. Returns ``(n_trials, seconds)``."""
-    if budget is None:
+def parse_flag_budget(budget: str | int | float | Sequence[str | int | float] | None) -> tuple[int | None, float | None]:
+    """``"90s"``/``"10m"``/``"1h"`` -> seconds; a bare number -> trials. Returns ``(n_trials, seconds)``.
+
+    A sequence combines limits (``("200", "10m")``: the first reached ends the search); None means 5 minutes.
+
+    Example:
+        >>> parse_flag_budget("2m"), parse_flag_budget(50), parse_flag_budget(["40", "90s"])
+        ((None, 120.0), (50, None), (40, 90.0))
+    """
+    if budget is None or (isinstance(budget, list | tuple) and not budget):
         return None, 300.0
+    if isinstance(budget, list | tuple):
+        n_trials: int | None = None
+        seconds: float | None = None
+        for item in budget:
+            n, sec = parse_flag_budget(item)
+            if n is not None:
+                n_trials = n if n_trials is None else min(n_trials, n)
+            if sec is not None:
+                seconds = sec if seconds is None else min(seconds, sec)
+        return n_trials, seconds
+    if isinstance(budget, bool):
+        raise BudgetError(f"cannot parse budget {budget!r}")
     if isinstance(budget, int | float):
         if budget <= 0:
             raise BudgetError(f"budget must be positive, got {budget}")
@@ -127,7 +146,7 @@ def tune_flags(
     run_args: Sequence[str] | str = (),
     *,
     compiler: str = "gcc",
-    budget: str | int | float | None = "5m",
+    budget: str | int | float | Sequence[str | int | float] | None = "5m",
     workers: int = 1,
     seeds: Sequence[str | Sequence[str]] = (),
     rel_tol: float = 0.0,
@@ -269,7 +288,8 @@ def tune_flags(
 
         winner_config = best[0][1] if best[0] is not None else space.default()
         winner = render(winner_config, info)
-        result = _confirm_and_reduce(evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs)
+        result = _confirm_and_reduce(evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs,
+                                     compiler_name=compiler)
         result.n_trials = n_done
         result.failures = failures
         result.history = history
@@ -306,7 +326,8 @@ def _interleaved(evaluator: Evaluator, a: Sequence[str], b: Sequence[str], n_run
 
 
 def _confirm_and_reduce(
-    evaluator: Evaluator, info: CompilerInfo, winner: list[str], *, reduce: bool, confirm_runs: int
+    evaluator: Evaluator, info: CompilerInfo, winner: list[str], *, reduce: bool, confirm_runs: int,
+    compiler_name: str = "gcc",
 ) -> FlagsResult:
     baseline = ["-O3"]
     fell_back = False
@@ -324,15 +345,16 @@ def _confirm_and_reduce(
     if final != baseline and speed < 1.0:
         # The reduced set lost its edge under re-measurement: never end worse than -O3.
         final, fell_back, contributions = list(baseline), True, {}
-        speed, lo, hi = speedup_ci(base_s, base_s)
-        fin_s = base_s
+    if final == baseline:
+        speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
     import statistics
 
-    cmd = evaluator.compile_command(final)
+    p = evaluator.program
+    cmd = [compiler_name, *p.compile_args, *final, *p.sources, "-o", "prog", *p.link_args]
     return FlagsResult(
         flags=final,
         winner_flags=list(winner),
-        command_line=shlex.join([os.path.basename(cmd[0]) if cmd[0] == info.path else cmd[0], *cmd[1:]]),
+        command_line=shlex.join(cmd),
         speedup=speed,
         ci=(lo, hi),
         baseline_s=statistics.median(base_s),
