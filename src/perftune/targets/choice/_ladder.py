@@ -47,7 +47,7 @@ class LadderSettings:
     generations: int = 4
     keep: float = 0.35
     min_keep: int = 3
-    grow: int = 4
+    grow: int = 8
     resolve: int = 3
     final_samples: int = 3
 
@@ -145,6 +145,7 @@ def increa(
     goal: str = "min",
     cost: Callable[[Any, Any, float], float] | None = None,
     propose: Callable[[Any, Any, Any, np.random.Generator], list[Any]] | None = None,
+    technique: str | None = None,
 ) -> LadderResult:
     """Tune ``objective(config, size)`` on a ladder of sizes, smallest first.
 
@@ -161,6 +162,9 @@ def increa(
             instead of the measured wall time (for simulated objectives).
         propose: Optional hook ``propose(config, smaller_size, size, rng) -> configs`` giving
             domain-specific extensions of a survivor when moving up (e.g. a new top selector level).
+        technique: Explore the smallest size with this perftune search technique (e.g. ``"bandit"``,
+            through :class:`perftune.Tuner`) instead of the built-in mutation/selection rounds; it gets
+            the same number of measurements.
 
     Returns:
         A :class:`LadderResult`.
@@ -180,12 +184,16 @@ def increa(
     for c in list(seeds) + [space.default()]:
         if space.is_valid(c) and c not in pop:
             pop.append(c)
-    if len(pop) < st.population:
+    n_parents = max(2, st.population // 2)
+    if technique is not None:
+        pop = _explore_with_tuner(rec, space, s0, r0, pop, technique, seed, goal,
+                                  st.population + st.generations * (st.population - n_parents))
+    elif len(pop) < st.population:
         pop.extend(c for c in space.sample(rng, n=st.population - len(pop)) if c not in pop)
     for c in pop:
-        rec.measure(c, s0, r0)
-    n_parents = max(2, st.population // 2)
-    for _ in range(st.generations):
+        if rec.n(c, s0) == 0:
+            rec.measure(c, s0, r0)
+    for _ in range(0 if technique is not None else st.generations):
         parents = rec.ranked(pop, s0)[:n_parents]
         if not parents:
             break
@@ -203,6 +211,12 @@ def increa(
             if rec.n(c, s0) == 0:
                 rec.measure(c, s0, r0)
         pop = parents + children
+    ranked0 = rec.ranked(pop, s0)
+    if ranked0:  # a cheap local pass around the leader
+        for c in _some_neighbors(space, ranked0[0], 2 * st.grow, rng):
+            if rec.n(c, s0) == 0:
+                rec.measure(c, s0, r0)
+                pop.append(c)
     n_keep = max(st.min_keep, math.ceil(st.population * st.keep))
     contenders = rec.ranked(pop, s0)[: 2 * n_keep]
     for _ in range(st.resolve):
@@ -218,8 +232,10 @@ def increa(
             break
         below, size, rung = sizes[k - 1], sizes[k], rungs[k]
         last = k == len(sizes) - 1
-        new: list[Any] = []
-        for i in range(st.grow):
+        # Grow: the one-parameter neighbours of the leader (a local step that tracks an optimum that
+        # drifts with size), plus a few random mutants of the two leaders.
+        new = [c for c in _some_neighbors(space, survivors[0], st.grow, rng) if c not in survivors]
+        for i in range(max(1, st.grow // 2)):
             child = space.mutate(survivors[i % min(len(survivors), 2)], rng)
             if child not in survivors and child not in new:
                 new.append(child)
@@ -259,3 +275,30 @@ def increa(
         failures=rec.failures,
         survivors=[(c, rec.sign * rec.loss(c, top)) for c in final],
     )
+
+
+def _explore_with_tuner(rec: _Samples, space: Any, size: Any, rung: Rung, seeds: list[Any], technique: str,
+                        seed: int | None, goal: str, n: int) -> list[Any]:
+    from perftune.drive import Tuner
+
+    tuner = Tuner(space, goal=goal, seed=seed, technique=technique, seeds=[dict(c) for c in seeds], budget=n)
+    seen: list[Any] = []
+    while (trial := tuner.ask()) is not None:
+        rec.measure(trial.config, size, rung)
+        key = (trial.config, size)
+        if key in rec.failed:
+            tuner.tell(trial, error=rec.failed[key])
+        else:
+            tuner.tell(trial, rec.sign * rec.data[key][-1])
+            seen.append(trial.config)
+    return list(dict.fromkeys(seen))
+
+
+def _some_neighbors(space: Any, config: Any, limit: int, rng: np.random.Generator) -> list[Any]:
+    try:
+        near = list(space.neighbors(config))
+    except Exception:  # a space without a neighbourhood (or a huge one) just skips the local step
+        return []
+    if len(near) > limit:
+        near = [near[i] for i in rng.choice(len(near), size=limit, replace=False)]
+    return near
