@@ -1,0 +1,634 @@
+"""Running one step of an untrusted candidate (a build or a run) so that it cannot hurt the host.
+
+Every step runs in its own session and process group, in the candidate's scratch directory, under
+the protections of :mod:`perftune.measure._limits` (unprivileged user, cgroups, rlimits, namespaces)
+and a wall-clock timeout that kills the whole group. Whatever happens is returned as a
+:class:`StepResult` with a one-line ``reason``; nothing is raised for a misbehaving candidate.
+
+Example:
+    >>> from perftune.measure import Sandbox
+    >>> sandbox = Sandbox()
+    >>> with sandbox.scratch() as scratch:  # doctest: +SKIP
+    ...     result = sandbox.run(["sh", "-c", "echo hi"], scratch=scratch, timeout_s=5)
+    >>> result.ok, result.stdout  # doctest: +SKIP
+    (True, b'hi\\n')
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import hashlib
+import os
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from perftune.measure._limits import (
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    Capabilities,
+    Limits,
+    StepCgroup,
+    _libc,
+    _write_id_maps,
+    capabilities,
+    set_rlimits,
+)
+
+__all__ = ["Sandbox", "Scratch", "StepResult"]
+
+_MiB = 1024 * 1024
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+_SYS_MOUNT_SETATTR = 442
+_PR_SET_PDEATHSIG = 1
+_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+@dataclass
+class StepResult:
+    """What one step did.
+
+    Attributes:
+        status: ``"ok"`` (exit code 0), ``"failed"`` (non-zero exit, signal, could not start),
+            ``"timeout"`` (wall-clock limit) or ``"limit"`` (memory, processes, disk or file size).
+        reason: One line for humans; None when ok.
+        returncode: Exit code, or None when killed by a signal or never started.
+        signal: Name of the fatal signal (``"SIGSEGV"``), if any.
+        limit: Which limit was hit: ``"memory"``, ``"processes"``, ``"disk"``, ``"file size"``.
+        wall_s: Wall-clock time from start to exit of the step's main process.
+        cpu_s: User + system CPU time of the step and the children it waited for.
+        max_rss_kb: Peak resident memory (largest process).
+        stdout: Standard output (the first ``stdout_max_bytes``; see ``stdout_truncated``).
+        stdout_tail: The last 64 KiB of standard output.
+        stdout_sha256: Hash of the whole standard output, for exact comparisons.
+        stderr_tail: The last 4 KiB of standard error, decoded.
+        outside_writes: Files written outside the scratch directory (detected, then removed).
+    """
+
+    argv: list[str]
+    status: str
+    reason: str | None = None
+    returncode: int | None = None
+    signal: str | None = None
+    limit: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    max_rss_kb: int = 0
+    stdout: bytes = b""
+    stdout_tail: bytes = b""
+    stdout_truncated: bool = False
+    stdout_sha256: str = ""
+    stderr_tail: str = ""
+    outside_writes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def text(self) -> str:
+        """Standard output as text (head and tail joined when it was truncated)."""
+        if not self.stdout_truncated:
+            return self.stdout.decode(errors="replace")
+        return (self.stdout + b"\n...\n" + self.stdout_tail).decode(errors="replace")
+
+
+class Scratch:
+    """A candidate's private directory, shared by its build and run steps; removed on exit.
+
+    Example:
+        >>> with Sandbox().scratch() as scratch:  # doctest: +SKIP
+        ...     print(scratch.path)
+    """
+
+    def __init__(self, path: str, *, keep: bool = False) -> None:
+        self.path = path
+        self.keep = keep
+
+    def size_bytes(self, *, max_entries: int = 200_000) -> tuple[int, int]:
+        """(bytes used, number of entries), counting at most ``max_entries`` entries."""
+        total = 0
+        n = 0
+        stack = [self.path]
+        while stack and n < max_entries:
+            top = stack.pop()
+            try:
+                with os.scandir(top) as it:
+                    for entry in it:
+                        n += 1
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        total += st.st_blocks * 512
+                        if stat.S_ISDIR(st.st_mode):
+                            stack.append(entry.path)
+            except OSError:
+                continue
+        return total, n
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.keep:
+            self.remove()
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class Sandbox:
+    """Runs candidate steps with limits, isolation and a timeout.
+
+    Args:
+        limits: Resource limits per step.
+        isolate_network: Run steps in a network namespace without interfaces (when available).
+        isolate_files: Run steps with a read-only view of the file system except their scratch
+            directory (when mount namespaces are available); otherwise writes to world-writable
+            directories are detected after the step.
+        drop_user: When perftune runs as root, run steps as an unprivileged user (``nobody``, or a
+            ``perftune-sandbox`` account if one exists).
+        scratch_root: Where scratch directories are created (default: ``$PERFTUNE_SCRATCH`` or the
+            system temporary directory).
+        poll_interval_s: How often the disk use of a running step is checked.
+        cpu_affinity: Pin steps to these CPU cores (for steadier timings).
+
+    Example:
+        >>> sandbox = Sandbox(Limits(memory_mb=256, n_procs=32, disk_mb=64))
+    """
+
+    def __init__(self, limits: Limits | None = None, *, isolate_network: bool = True, isolate_files: bool = True,
+                 drop_user: bool = True, scratch_root: str | None = None, poll_interval_s: float = 0.05,
+                 cpu_affinity: Sequence[int] | None = None) -> None:
+        self.limits = limits or Limits()
+        self.isolate_network = isolate_network
+        self.isolate_files = isolate_files
+        self.drop_user = drop_user
+        self.scratch_root = scratch_root
+        self.poll_interval_s = poll_interval_s
+        self.cpu_affinity = tuple(cpu_affinity) if cpu_affinity else None
+
+    @property
+    def caps(self) -> Capabilities:
+        return capabilities()
+
+    def _user(self) -> tuple[int, int] | None:
+        caps = self.caps
+        if self.drop_user and caps.is_root and caps.sandbox_uid is not None and caps.sandbox_gid is not None:
+            return caps.sandbox_uid, caps.sandbox_gid
+        return None
+
+    def protections(self) -> dict[str, bool]:
+        """Which protections this sandbox applies on this machine."""
+        caps = self.caps
+        user = self._user()
+        return {
+            "user": user is not None or not caps.is_root,
+            "memory_cgroup": caps.memory_cgroup is not None,
+            "processes": caps.pids_cgroup is not None or user is not None or not caps.is_root,
+            "disk": True,
+            "files": self.isolate_files and caps.mount_namespace,
+            "network": self.isolate_network and caps.net_namespace,
+        }
+
+    def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
+        """Create a fresh scratch directory, owned by the user the steps run as."""
+        root = self.scratch_root or os.environ.get("PERFTUNE_SCRATCH") or os.path.join(
+            tempfile.gettempdir(), f"perftune-{os.geteuid()}")
+        os.makedirs(root, mode=0o711, exist_ok=True)
+        path = tempfile.mkdtemp(prefix=prefix, dir=root)
+        user = self._user()
+        if user is not None:
+            os.chown(path, user[0], user[1])
+            os.chmod(path, 0o700)
+            # The sandbox user must be able to reach the scratch directory.
+            mode = os.stat(root).st_mode
+            if not mode & stat.S_IXOTH:
+                os.chmod(root, mode | stat.S_IXOTH)
+        return Scratch(path, keep=keep)
+
+    def resolve(self, program: str, path: str | None = None) -> tuple[str | None, str]:
+        """Find ``program`` the way the step will exec it, as the user it runs as.
+
+        Returns:
+            ``(absolute path, "")``, or ``(None, one-line reason)`` when it is missing or the
+            sandbox user may not execute it.
+        """
+        path = os.environ.get("PATH", os.defpath) if path is None else path
+        user = self._user()
+        if os.sep in program:
+            candidates = [os.path.abspath(program)]
+        else:
+            candidates = [os.path.join(d or ".", program) for d in path.split(os.pathsep)]
+        blocked: str | None = None
+        for candidate in candidates:
+            if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+                continue
+            if user is None or _executable_by(candidate, *user):
+                return candidate, ""
+            blocked = blocked or candidate
+        if blocked:
+            return None, (f"{program}: found at {blocked}, but the sandbox user {self.caps.sandbox_user} "
+                          "may not execute it (install it system-wide, or give the full path of a copy it can run)")
+        return None, f"command not found: {program}"
+
+    # -- running a step -------------------------------------------------------------------------
+
+    def _preexec(self, scratch: str, cwd: str, cgroup_files: list[str], memory_by_cgroup: bool,
+                 pids_by_cgroup: bool) -> Callable[[], None]:
+        caps = self.caps
+        limits = self.limits
+        user = self._user()
+        mount_ns = self.isolate_files and caps.mount_namespace
+        net_ns = self.isolate_network and caps.net_namespace
+        via_user = not caps.is_root
+        uid, gid = os.geteuid(), os.getegid()
+        affinity = self.cpu_affinity
+        mount_setattr = _libc.syscall
+
+        def setattr_(path: bytes, flags: int, attr_set: int, attr_clr: int) -> None:
+            attr = _MountAttr(attr_set, attr_clr, 0, 0)
+            if mount_setattr(_SYS_MOUNT_SETATTR, _AT_FDCWD, path, flags, ctypes.byref(attr),
+                             ctypes.sizeof(attr)) != 0:
+                raise OSError(ctypes.get_errno(), f"mount_setattr {path!r}")
+
+        def mount(source: bytes | None, target: bytes, flags: int) -> None:
+            if _libc.mount(source, target, None, flags, None) != 0:
+                raise OSError(ctypes.get_errno(), f"mount {target!r}")
+
+        scratch_b = os.fsencode(scratch)
+
+        def preexec() -> None:  # runs in the child between fork and exec: no locks, no imports
+            pid = str(os.getpid())
+            for name in cgroup_files:
+                with open(name, "w") as f:
+                    f.write(pid)
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
+            flags = (CLONE_NEWNS if mount_ns else 0) | (CLONE_NEWNET if net_ns else 0)
+            if flags:
+                if via_user:
+                    if _libc.unshare(CLONE_NEWUSER | flags) != 0:
+                        raise OSError(ctypes.get_errno(), "unshare")
+                    _write_id_maps(uid, gid)
+                elif _libc.unshare(flags) != 0:
+                    raise OSError(ctypes.get_errno(), "unshare")
+            if mount_ns:
+                mount(None, b"/", _MS_REC | _MS_PRIVATE)
+                setattr_(b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY, 0)
+                mount(scratch_b, scratch_b, _MS_BIND | _MS_REC)
+                setattr_(scratch_b, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
+            if user is not None:
+                os.setgroups([])
+                os.setgid(user[1])
+                os.setuid(user[0])
+            if affinity:
+                os.sched_setaffinity(0, affinity)
+            os.chdir(cwd)  # after the bind mount, so that relative paths reach the writable scratch
+
+        return preexec
+
+    def run(self, argv: Sequence[str] | str, *, scratch: Scratch | str, cwd: str | None = None,
+            env: Mapping[str, str] | None = None, timeout_s: float | None = None, stdin_path: str | None = None,
+            shell: bool = False, stdout_max_bytes: int = 4 * _MiB) -> StepResult:
+        """Run one step and report what happened; never raises for a misbehaving candidate.
+
+        Args:
+            argv: The command as an argument vector (or a string with ``shell=True``).
+            scratch: The candidate's scratch directory.
+            cwd: Working directory (default: the scratch directory).
+            env: Extra environment variables (on top of the current environment; ``HOME`` and
+                ``TMPDIR`` point at the scratch directory).
+            timeout_s: Wall-clock limit; the whole process group is killed when it passes.
+            stdin_path: File fed to standard input (default: nothing).
+            shell: Run ``argv`` through ``/bin/sh -c`` (only when the task file says ``shell = true``).
+            stdout_max_bytes: Keep at most this much of standard output (the rest is hashed).
+        """
+        scratch_path = os.fspath(scratch)
+        if shell:
+            command = argv if isinstance(argv, str) else " ".join(argv)
+            args = ["/bin/sh", "-c", command]
+        else:
+            args = [argv] if isinstance(argv, str) else list(argv)
+        full_env = dict(os.environ)
+        full_env.update({"HOME": scratch_path, "TMPDIR": scratch_path})
+        if env:
+            full_env.update(env)
+        caps = self.caps
+        cgroup = StepCgroup(caps, self.limits) if (caps.memory_cgroup or caps.pids_cgroup) else None
+        memory_by_cgroup = bool(cgroup and cgroup.memory_dir)
+        if self.limits.sanitizer and not memory_by_cgroup:
+            extra = f"hard_rss_limit_mb={self.limits.memory_mb}:allocator_may_return_null=1"
+            for var in ("ASAN_OPTIONS", "TSAN_OPTIONS", "MSAN_OPTIONS"):
+                full_env[var] = (full_env[var] + ":" + extra) if full_env.get(var) else extra
+        try:
+            return self._run(args, scratch_path, cwd or scratch_path, full_env, timeout_s, stdin_path,
+                             stdout_max_bytes, cgroup, memory_by_cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+
+    def _run(self, args: list[str], scratch: str, cwd: str, env: dict[str, str], timeout_s: float | None,
+             stdin_path: str | None, stdout_max_bytes: int, cgroup: StepCgroup | None,
+             memory_by_cgroup: bool) -> StepResult:
+        user = self._user()
+        detect_outside = user is not None and not (self.isolate_files and self.caps.mount_namespace)
+        preexec = self._preexec(scratch, cwd, cgroup.join_files() if cgroup else [], memory_by_cgroup,
+                                bool(cgroup and cgroup.pids_dir))
+        found, problem = self.resolve(args[0], env.get("PATH", os.defpath))
+        if found is None:
+            return StepResult(args, "failed", reason=problem)
+        args = [found, *args[1:]]
+        stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL  # noqa: SIM115
+        started_wall = time.time()
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    start_new_session=True, preexec_fn=preexec, close_fds=True)
+        except FileNotFoundError:
+            return StepResult(args, "failed", reason=f"command not found: {args[0]}")
+        except PermissionError:
+            return StepResult(args, "failed", reason=f"permission denied executing {args[0]}")
+        except subprocess.SubprocessError as error:
+            return StepResult(args, "failed", reason=f"sandbox setup failed before exec ({error}); "
+                              "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it")
+        except OSError as error:
+            return StepResult(args, "failed", reason=f"could not start {args[0]}: {error.strerror or error}")
+        finally:
+            if stdin_path:
+                stdin.close()  # type: ignore[union-attr]
+        assert proc.stdout is not None and proc.stderr is not None
+        out_head = bytearray()
+        out_tail: collections.deque[bytes] = collections.deque()
+        out_tail_len = 0
+        n_out = 0
+        sha = hashlib.sha256()
+        err_tail: collections.deque[bytes] = collections.deque()
+        err_len = 0
+        timed_out = False
+        disk_hit = False
+        exit_t: float | None = None
+        status = 0
+        rusage = None
+        pidfd = os.pidfd_open(proc.pid)
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        sel.register(pidfd, selectors.EVENT_READ, "exit")
+        deadline = t0 + timeout_s if timeout_s else None
+        interval = self.poll_interval_s
+        next_poll = t0 + interval
+        disk_limit = self.limits.disk_mb * _MiB
+        try:
+            while True:
+                now = time.perf_counter()
+                wake = next_poll if deadline is None else min(next_poll, deadline)
+                for key, _ in sel.select(max(0.0, wake - now)):
+                    if key.data == "exit":
+                        if exit_t is None:
+                            exit_t = time.perf_counter()
+                        sel.unregister(pidfd)
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    if key.data == "out":
+                        n_out += len(chunk)
+                        sha.update(chunk)
+                        room = stdout_max_bytes - len(out_head)
+                        if room > 0:
+                            out_head += chunk[:room]
+                        out_tail.append(chunk)
+                        out_tail_len += len(chunk)
+                        while out_tail_len - len(out_tail[0]) >= 65536:
+                            out_tail_len -= len(out_tail.popleft())
+                    else:
+                        err_tail.append(chunk)
+                        err_len += len(chunk)
+                        while err_len - len(err_tail[0]) >= 4096:
+                            err_len -= len(err_tail.popleft())
+                if exit_t is not None:
+                    break
+                now = time.perf_counter()
+                if deadline is not None and now >= deadline:
+                    timed_out = True
+                    break
+                if now >= next_poll:
+                    used, n_entries = Scratch(scratch).size_bytes()
+                    if used > disk_limit or n_entries >= 200_000:
+                        disk_hit = True
+                        break
+                    interval = min(interval * 1.5, 1.0)  # long steps are polled less often
+                    next_poll = now + interval
+            if exit_t is None:
+                self._kill(proc.pid, cgroup)
+            _, status, rusage = os.wait4(proc.pid, 0)
+            if exit_t is None:
+                exit_t = time.perf_counter()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            # Daemons the step left behind must not outlive it.
+            self._kill(proc.pid, cgroup)
+            # Drain what is left in the pipes (bounded: the writers are dead).
+            drain_until = time.perf_counter() + 1.0
+            while sel.get_map() and time.perf_counter() < drain_until:
+                for key, _ in sel.select(0.1):
+                    if key.data == "exit":
+                        sel.unregister(key.fileobj)
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                    elif key.data == "out":
+                        n_out += len(chunk)
+                        sha.update(chunk)
+                        room = stdout_max_bytes - len(out_head)
+                        if room > 0:
+                            out_head += chunk[:room]
+                        out_tail.append(chunk)
+                        out_tail_len += len(chunk)
+                        while out_tail_len - len(out_tail[0]) >= 65536:
+                            out_tail_len -= len(out_tail.popleft())
+                    else:
+                        err_tail.append(chunk)
+                        err_len += len(chunk)
+                        while err_len - len(err_tail[0]) >= 4096:
+                            err_len -= len(err_tail.popleft())
+        finally:
+            sel.close()
+            os.close(pidfd)
+            proc.stdout.close()
+            proc.stderr.close()
+            if proc.returncode is None:
+                self._kill(proc.pid, cgroup)
+                try:
+                    os.waitpid(proc.pid, 0)
+                except ChildProcessError:
+                    pass
+                proc.returncode = -9
+        wall = exit_t - t0
+        stderr_text = b"".join(err_tail)[-4096:].decode(errors="replace")
+        result = StepResult(
+            args, "ok", wall_s=wall,
+            cpu_s=(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0,
+            max_rss_kb=int(rusage.ru_maxrss) if rusage else 0,
+            stdout=bytes(out_head), stdout_tail=b"".join(out_tail)[-65536:],
+            stdout_truncated=n_out > len(out_head), stdout_sha256=sha.hexdigest(), stderr_tail=stderr_text,
+        )
+        if os.WIFSIGNALED(status):
+            result.signal = _signal_name(os.WTERMSIG(status))
+        else:
+            result.returncode = os.WEXITSTATUS(status)
+        if not disk_hit:
+            used, n_entries = Scratch(scratch).size_bytes()
+            disk_hit = used > disk_limit or n_entries >= 200_000
+        if detect_outside and user is not None:
+            result.outside_writes = _outside_writes(user[0], started_wall)
+        self._classify(result, timed_out=timed_out, timeout_s=timeout_s, disk_hit=disk_hit, cgroup=cgroup,
+                       memory_by_cgroup=memory_by_cgroup)
+        return result
+
+    def _kill(self, pid: int, cgroup: StepCgroup | None) -> None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if cgroup is not None:
+            cgroup.kill_all()
+
+    def _classify(self, r: StepResult, *, timed_out: bool, timeout_s: float | None, disk_hit: bool,
+                  cgroup: StepCgroup | None, memory_by_cgroup: bool) -> None:
+        limits = self.limits
+        last = _last_line(r.stderr_tail)
+        tail = f"; stderr: {last}" if last else ""
+        pids_hit = bool(cgroup and cgroup.pids_limit_hit()) or (
+            not (cgroup and cgroup.pids_dir) and "resource temporarily unavailable" in r.stderr_tail.lower())
+        if disk_hit:
+            r.status, r.limit = "limit", "disk"
+            r.reason = f"disk limit hit: scratch directory grew past {limits.disk_mb} MB"
+        elif r.signal == "SIGXFSZ" or "file size limit exceeded" in r.stderr_tail.lower():
+            r.status, r.limit = "limit", "file size"
+            r.reason = f"file size limit hit: a file grew past {limits.file_size_mb} MB (SIGXFSZ)"
+        elif memory_by_cgroup and cgroup is not None and cgroup.memory_limit_hit():
+            r.status, r.limit = "limit", "memory"
+            r.reason = f"memory limit hit: {limits.memory_mb} MB (killed by the cgroup's OOM killer){tail}"
+        elif timed_out:
+            r.status = "timeout"
+            r.reason = f"timeout: still running after {timeout_s:g} s; process group killed"
+            if pids_hit:
+                r.limit = "processes"
+                r.reason += f" (process limit of {limits.n_procs} was hit)"
+        elif r.outside_writes:
+            r.status = "failed"
+            r.reason = "wrote outside its scratch directory: " + ", ".join(r.outside_writes[:3])
+        elif r.signal is not None:
+            r.status = "failed"
+            r.reason = f"killed by {r.signal}{tail}"
+            if pids_hit:
+                r.status, r.limit = "limit", "processes"
+                r.reason = f"process limit hit: {limits.n_procs} processes; killed by {r.signal}"
+            elif not memory_by_cgroup and _looks_out_of_memory(r.stderr_tail):
+                r.status, r.limit = "limit", "memory"
+                r.reason = f"memory limit hit: {limits.memory_mb} MB (address space); killed by {r.signal}{tail}"
+        elif r.returncode != 0:
+            r.status = "failed"
+            r.reason = f"exit code {r.returncode}{tail}"
+            if pids_hit:
+                r.status, r.limit = "limit", "processes"
+                r.reason = f"process limit hit: {limits.n_procs} processes; exit code {r.returncode}{tail}"
+            elif _looks_out_of_memory(r.stderr_tail):
+                r.status, r.limit = "limit", "memory"
+                r.reason = f"memory limit hit: {limits.memory_mb} MB; exit code {r.returncode}{tail}"
+
+
+def _executable_by(path: str, uid: int, gid: int) -> bool:
+    """Can ``uid``/``gid`` (no supplementary groups) reach and execute ``path``? Follows symlinks."""
+    real = os.path.realpath(path)
+
+    def allowed(st: os.stat_result, bit_other: int, bit_group: int, bit_user: int) -> bool:
+        if st.st_uid == uid:
+            return bool(st.st_mode & bit_user)
+        if st.st_gid == gid:
+            return bool(st.st_mode & bit_group)
+        return bool(st.st_mode & bit_other)
+
+    try:
+        parts = real.split(os.sep)
+        for i in range(1, len(parts)):
+            directory = os.sep.join(parts[:i]) or os.sep
+            if not allowed(os.stat(directory), stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR):
+                return False
+        st = os.stat(real)
+    except OSError:
+        return False
+    return allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR) and allowed(
+        st, stat.S_IROTH, stat.S_IRGRP, stat.S_IRUSR) or allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _looks_out_of_memory(stderr: str) -> bool:
+    low = stderr.lower()
+    return any(s in low for s in ("memoryerror", "out of memory", "cannot allocate memory", "std::bad_alloc",
+                                  "hard rss limit", "allocator is out of memory", "malloc failed"))
+
+
+def _outside_writes(uid: int, since: float) -> list[str]:
+    """Entries of world-writable directories created by the sandbox user during the step; removed."""
+    found: list[str] = []
+    for top in _WORLD_WRITABLE:
+        try:
+            with os.scandir(top) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if st.st_uid == uid and st.st_mtime >= since - 1.0:
+                        found.append(entry.path)
+                        if entry.is_dir(follow_symlinks=False):
+                            shutil.rmtree(entry.path, ignore_errors=True)
+                        else:
+                            try:
+                                os.unlink(entry.path)
+                            except OSError:
+                                pass
+        except OSError:
+            continue
+    return found
