@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# Tune the bundled C example (gcc): block size, unrolling and loop order of a matrix multiply.
+# Tune the bundled C example (gcc): block size, unrolling and loop order of a matrix multiply,
+# stored in the default SQLite store ./perftune.db.
 demo: $(STAMP)
-	$(BIN)/python -m perftune.demo
+	$(BIN)/perftune run examples/c_matmul/task.toml --budget 40 --seed 1 --name demo-$$(date +%Y%m%d-%H%M%S)
 
 # The whole suite except GPU tests. PostgreSQL tests start a throwaway server when its binaries exist.
 test: $(STAMP)

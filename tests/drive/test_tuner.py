@@ -1,0 +1,202 @@
+"""Behaviour of the Tuner: ask/tell, budgets, de-duplication, failures, workers, determinism, resume."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import perftune
+from perftune import Budget, Status, Tuner
+from perftune.errors import BudgetError, PerftuneError
+from perftune.space import Bool, Choice, Float, Int, Pow2, Space
+
+
+def quadratic(config):
+    return (config["x"] - 3) ** 2 + (config["y"] - 0.25) ** 2
+
+
+def small_space() -> Space:
+    return Space({"x": Int(-10, 10, default=0), "y": Float(0.0, 1.0, default=0.5)})
+
+
+def test_tune_returns_best_and_all_trials():
+    result = perftune.tune(quadratic, small_space(), budget=60, seed=1)
+    assert len(result.trials) == 60
+    assert result.best is not None
+    assert result.best.value == min(t.value for t in result.trials if t.ok)
+    assert result.best.value < 1.0
+    # The default configuration is measured first, as the baseline.
+    assert result.trials[0].technique == "default"
+    assert dict(result.trials[0].config) == {"x": 0, "y": 0.5}
+    assert result.default is result.trials[0]
+    assert result.improvement is not None and result.improvement > 1
+
+
+def test_ask_tell_loop_and_budget_counts_trials():
+    tuner = Tuner(small_space(), seed=2, budget=20)
+    n = 0
+    while (trial := tuner.ask()) is not None:
+        tuner.tell(trial, quadratic(trial.config))
+        n += 1
+    assert n == 20
+    assert len(tuner.trials) == 20
+    assert len({t.config for t in tuner.trials}) == 20  # no configuration measured twice
+
+
+def test_failures_are_statuses_with_reasons_and_count():
+    def objective(config):
+        if config["x"] < 0:
+            raise RuntimeError("negative x crashes the program")
+        return quadratic(config)
+
+    result = perftune.tune(objective, small_space(), budget=40, seed=3)
+    assert len(result.trials) == 40
+    failed = [t for t in result.trials if t.status is Status.FAILED]
+    assert failed, "the search should have tried some negative x"
+    assert all("negative x crashes" in t.reason for t in failed)
+    assert all(t.value is None and t.loss is None for t in failed)
+    assert result.best.config["x"] >= 0
+
+
+def test_tell_with_error_and_status():
+    tuner = Tuner(small_space(), seed=0)
+    a, b, c = tuner.ask(), tuner.ask(), tuner.ask()
+    tuner.tell(a, error="compiler crashed")
+    tuner.tell(b, status=Status.TIMEOUT)
+    tuner.tell(c, 2.0)
+    by_id = {t.id: t for t in tuner.trials}
+    assert by_id[a.id].status is Status.FAILED and by_id[a.id].reason == "compiler crashed"
+    assert by_id[b.id].status is Status.TIMEOUT
+    assert tuner.best.id == c.id
+    with pytest.raises(PerftuneError):
+        tuner.tell(a, 1.0)  # already told
+
+
+def test_metrics_mapping_with_metric_name_and_max_goal():
+    space = Space({"n": Int(1, 50, default=1)})
+    result = perftune.tune(lambda c: {"throughput": c["n"] * 2.0, "memory": 1.0}, space, budget=30, seed=4,
+                           goal="max", metric="throughput")
+    assert result.best.value == max(t.value for t in result.trials)
+    assert result.best.metrics == {"throughput": result.best.value, "memory": 1.0}
+
+
+def test_seeds_are_tried_right_after_the_default():
+    space = small_space()
+    result = perftune.tune(quadratic, space, budget=10, seed=5, seeds=[{"x": 3, "y": 0.25}])
+    assert result.trials[1].technique == "seed"
+    assert result.best.value == 0.0
+
+
+def test_invalid_seed_is_a_clear_error():
+    with pytest.raises(PerftuneError, match="seeds\\[0\\]"):
+        Tuner(small_space(), seeds=[{"x": 99, "y": 0.1}])
+
+
+def test_budget_of_zero_is_rejected():
+    with pytest.raises(BudgetError):
+        perftune.tune(quadratic, small_space(), budget=0)
+
+
+def test_small_space_is_exhausted_without_repeats():
+    space = Space({"a": Bool(), "b": Choice(["p", "q", "r"])})
+    result = perftune.tune(lambda c: len(c["b"]) + c["a"], space, budget=100, seed=0)
+    assert len(result.trials) == 6
+    assert result.stop_reason == "space exhausted"
+
+
+def test_constraints_are_honoured_before_measuring():
+    space = Space({"bx": Pow2(1, 64), "by": Pow2(1, 64)}, constraints=["8 <= bx * by <= 64"])
+    seen = []
+
+    def objective(config):
+        seen.append(dict(config))
+        return abs(config["bx"] - config["by"]) + config["bx"]
+
+    perftune.tune(objective, space, budget=20, seed=1)
+    assert seen and all(8 <= c["bx"] * c["by"] <= 64 for c in seen)
+
+
+def test_patience_and_target_stop_early():
+    result = perftune.tune(quadratic, small_space(), budget=Budget(evals=500, target=0.5), seed=1)
+    assert result.stop_reason == "target" and result.best.value <= 0.5 and len(result.trials) < 500
+    flat = perftune.tune(lambda c: 1.0, small_space(), budget=Budget(evals=500, patience=15), seed=1)
+    assert flat.stop_reason == "patience" and len(flat.trials) == 16
+
+
+def test_time_budget_cancels_in_flight_and_does_not_count_them():
+    def slow(config):
+        time.sleep(0.2)
+        return quadratic(config)
+
+    result = perftune.tune(slow, small_space(), budget=Budget(evals=1000, seconds=1.0), workers=2, seed=None)
+    assert result.stop_reason == "time"
+    cancelled = [t for t in result.trials if t.status is Status.CANCELLED]
+    ok = [t for t in result.trials if t.ok]
+    assert 2 <= len(ok) <= 12
+    assert all(t.reason == "time budget reached" for t in cancelled)
+
+
+def test_workers_evaluate_in_separate_processes():
+    def where(config):
+        return float(os.getpid() % 1000) + 0 * config["x"]
+
+    result = perftune.tune(where, small_space(), budget=12, workers=3)
+    pids = {t.worker for t in result.trials}
+    assert len(pids) >= 2 and os.getpid() not in {int(p.split(":")[1]) for p in pids}
+
+
+def test_crashing_and_hanging_objectives_cost_only_their_trial():
+    def objective(config):
+        if config["x"] == -10:
+            os.kill(os.getpid(), 9)
+        if config["x"] == 10:
+            time.sleep(60)
+        return quadratic(config)
+
+    seeds = [{"x": -10, "y": 0.1}, {"x": 10, "y": 0.1}]
+    result = perftune.tune(objective, small_space(), budget=15, workers=2, timeout_s=1.0, seeds=seeds, seed=1)
+    by_x = {t.config["x"]: t for t in result.trials if t.technique == "seed"}
+    assert by_x[-10].status is Status.FAILED and "SIGKILL" in by_x[-10].reason
+    assert by_x[10].status is Status.TIMEOUT
+    assert len(result.trials) == 15
+    assert sum(t.ok for t in result.trials) >= 10
+
+
+def _proposals(workers: int, seed: int = 11) -> list:
+    import random
+
+    def jittery(config):
+        time.sleep(random.random() * 0.01)
+        return quadratic(config)
+
+    result = perftune.tune(jittery, small_space(), budget=30, workers=workers, seed=seed)
+    return [(t.id, t.config) for t in result.trials]
+
+
+def test_seeded_runs_are_identical_for_any_worker_count():
+    reference = _proposals(1)
+    assert _proposals(3) == reference
+    assert _proposals(1, seed=12) != reference
+
+
+def test_resume_continues_from_checkpoint_without_remeasuring(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    calls = []
+
+    def objective(config):
+        calls.append(config)
+        return quadratic(config)
+
+    tuner = Tuner(small_space(), seed=7, store=url, name="r1", checkpoint_every=5)
+    tuner.run(objective, 20)
+    assert len(calls) == 20
+    resumed = Tuner.resume("r1", url)
+    result = resumed.run(objective, 35)
+    assert len(result.trials) == 35
+    assert len(calls) == 35  # the first 20 were not measured again
+    assert len({t.config for t in result.trials}) == 35
+    # A seeded resumed run equals an uninterrupted one.
+    straight = perftune.tune(quadratic, small_space(), budget=35, seed=7)
+    assert [t.config for t in straight.trials] == [t.config for t in result.trials]
