@@ -375,3 +375,19 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
         click.echo(f"  {opt}: {what}")
     click.echo(result.command_line)
+
+
+@cli.command("report")
+@click.argument("run")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="HTML file to write (default: report-RUN.html).")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.pass_context
+def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | None) -> None:
+    """Write an HTML report of RUN: convergence, technique credits, failures by reason, best configuration."""
+    from perftune.report import write_html
+
+    st = _open(ctx, store)
+    info = st.get_run(run)
+    path = write_html(st, info.id, output or f"report-{info.name}.html")
+    click.echo(f"wrote {path}")

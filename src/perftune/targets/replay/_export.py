@@ -6,6 +6,7 @@ import datetime
 import gzip
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from perftune.trial import Status, Trial
 __all__ = ["export_run_t4", "export_t4", "t4_document"]
 
 T4_SCHEMA_VERSION = "1.0.0"
+_EXC_PREFIX = re.compile(r"^\w+(Error|Failure|Exception|Warning): ")
 
 
 def _json_value(space: Any, name: str, value: Any) -> Any:
@@ -31,7 +33,8 @@ def _invalidity(trial: Trial) -> str:
         return "correct"
     if trial.status is Status.TIMEOUT:
         return "timeout"
-    reason = (trial.reason or "").lower()
+    # The driver prefixes the exception type ("ReplayFailure: compile (...)"); look past it.
+    reason = _EXC_PREFIX.sub("", (trial.reason or "").strip()).lower()
     # Keep the T4 category when a replayed failure is exported again ("compile (...)", "runtime (...)").
     for category in ("compile", "correctness", "constraints", "timeout", "runtime"):
         if reason.startswith(category):
@@ -154,7 +157,7 @@ def export_run_t4(
     """
     info = store.get_run(run)
     run_id = getattr(info, "id", info)
-    space = getattr(info, "space", None)
+    space = info.load_space() if getattr(info, "space", None) else None
     name = objective or getattr(info, "metric", None) or "time"
     meta = {"run": getattr(info, "name", None) or str(run_id)}
     return export_t4(store.trials(run_id), path, objective=name, space=space, metadata=meta)
