@@ -367,9 +367,7 @@ class _Compiler:
         name = node.func.id
         spec = _FUNCTIONS.get(name)
         if spec is None:
-            raise self.fail(
-                f"unknown function {name!r} (allowed: {', '.join(sorted(_FUNCTIONS))})"
-            )
+            raise self.fail(f"unknown function {name!r} (allowed: {', '.join(sorted(_FUNCTIONS))})")
         if node.keywords:
             raise self.fail(f"{name}() takes no keyword arguments")
         func, lo, hi = spec

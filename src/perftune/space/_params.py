@@ -74,9 +74,9 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_real(v: Any) -> bool:
-    return (type(v) is float or type(v) is int or isinstance(v, int | float | np.integer | np.floating)) and not (
-        isinstance(v, bool | np.bool_)
-    )
+    return (
+        type(v) is float or type(v) is int or isinstance(v, int | float | np.integer | np.floating)
+    ) and not (isinstance(v, bool | np.bool_))
 
 
 def _as_int(v: Any, what: str, owner: str) -> int:
@@ -292,7 +292,9 @@ class Int(Param):
 
     type_name = "int"
 
-    def __init__(self, lo: int, hi: int, *, default: Any = None, when: str | Expression | None = None) -> None:
+    def __init__(
+        self, lo: int, hi: int, *, default: Any = None, when: str | Expression | None = None
+    ) -> None:
         owner = f"{type(self).__name__}({lo!r}, {hi!r})"
         self.lo = _as_int(lo, "lo", owner)
         self.hi = _as_int(hi, "hi", owner)
@@ -764,7 +766,17 @@ def _registry() -> dict[str, type[Param]]:
     from perftune.space._selector import Selector
 
     classes: list[type[Param]] = [
-        Int, Float, LogInt, LogFloat, Pow2, Choice, Ordinal, Bool, Permutation, Schedule, Selector
+        Int,
+        Float,
+        LogInt,
+        LogFloat,
+        Pow2,
+        Choice,
+        Ordinal,
+        Bool,
+        Permutation,
+        Schedule,
+        Selector,
     ]
     return {c.type_name: c for c in classes}
 
@@ -819,7 +831,10 @@ def parameter_from_dict(d: dict[str, Any], name: str | None = None) -> Param:
     for k, v in d.items():
         k2 = _ALIASES.get(k, k) if "lo" in positional else k
         if k2 not in allowed:
-            raise SpaceError(f"{where}: unknown key {k!r} for type {tname!r} (allowed: {', '.join(sorted(allowed - {'type'}))})")
+            raise SpaceError(
+                f"{where}: unknown key {k!r} for type {tname!r} "
+                f"(allowed: {', '.join(sorted(allowed - {'type'}))})"
+            )
         if k2 in fields:
             raise SpaceError(f"{where}: {k2!r} given twice")
         fields[k2] = v

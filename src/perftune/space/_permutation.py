@@ -324,7 +324,9 @@ class Schedule(Permutation):
     def _setup(self) -> None:
         after = self._after_raw or {}
         owner = self._signature()
-        if isinstance(after, list | tuple) and all(isinstance(e, list | tuple) and len(e) == 2 for e in after):
+        if isinstance(after, list | tuple) and all(
+            isinstance(e, list | tuple) and len(e) == 2 for e in after
+        ):
             after = {_normalize(k): v for k, v in after}
         if not isinstance(after, Mapping):
             raise SpaceError(f"{owner}: after= must be a mapping item -> [items that come earlier]")
@@ -387,9 +389,7 @@ class Schedule(Permutation):
 
     def _fields(self) -> dict[str, Any]:
         d = super()._fields()
-        after = {
-            self.items[i]: [self.items[p] for p in sorted(ps)] for i, ps in enumerate(self._preds) if ps
-        }
+        after = {self.items[i]: [self.items[p] for p in sorted(ps)] for i, ps in enumerate(self._preds) if ps}
         if after:
             d["after"] = after
         return d

@@ -60,7 +60,8 @@ class Levels:
         object.__setattr__(self, "choices", choices)
         if len(choices) != len(cutoffs) + 1:
             raise SpaceError(
-                f"Levels: needs one more choice than cutoffs, got {len(cutoffs)} cutoffs and {len(choices)} choices"
+                "Levels: needs one more choice than cutoffs, "
+                f"got {len(cutoffs)} cutoffs and {len(choices)} choices"
             )
         for c in cutoffs:
             if type(c) is not int:
@@ -169,7 +170,11 @@ class Selector(Param):
         )
 
     def _fields(self) -> dict[str, Any]:
-        return {"choices": list(self.choices), "max_levels": self.max_levels, "size_range": list(self.size_range)}
+        return {
+            "choices": list(self.choices),
+            "max_levels": self.max_levels,
+            "size_range": list(self.size_range),
+        }
 
     def natural_default(self) -> Levels:
         return Levels((), (self.choices[0],))

@@ -4,7 +4,8 @@ Example:
     >>> import numpy as np
     >>> from perftune.space import Bool, Int, Pow2, Space
     >>> space = Space(
-    ...     {"block_x": Pow2(1, 1024), "block_y": Pow2(1, 1024), "unroll": Bool(), "factor": Int(2, 8, when="unroll")},
+    ...     {"block_x": Pow2(1, 1024), "block_y": Pow2(1, 1024),
+    ...      "unroll": Bool(), "factor": Int(2, 8, when="unroll")},
     ...     constraints=["32 <= block_x * block_y <= 1024"],
     ... )
     >>> configs = space.sample(np.random.default_rng(0), n=100)
@@ -19,6 +20,7 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,14 +43,28 @@ COUNT_LIMIT = 1_000_000
 # Candidates tried per sampling/repair before giving up.
 SAMPLE_BUDGET = 20_000
 REPAIR_BUDGET = 2_000
+# Restarts of the randomized depth-first search per sampled configuration (budget shared).
+SAMPLE_RESTARTS = 10
 # A parameter with at most this many values is tried exhaustively (in random order) when sampling.
-EXHAUSTIVE_VALUES = 64
+EXHAUSTIVE_VALUES = 256
 RANDOM_CANDIDATES = 24
+# Domains of finite parameters up to this size are pruned by the constraints (arc consistency),
+# one constraint at a time when the product of the domains it reads is at most PRUNE_LIMIT.
+DOMAIN_LIMIT = 4096
+PRUNE_LIMIT = 50_000
 
 _ABSENT = object()
 _END = object()
 
 ConstraintFn = Callable[[Mapping[str, Any]], Any]
+
+
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
 
 
 def _suggest(name: str, known: Sequence[str]) -> str:
@@ -92,7 +108,8 @@ class _Constraint:
             self.label = getattr(source, "__qualname__", None) or repr(source)
         else:
             raise SpaceError(
-                f"constraint {source!r}: must be an expression string or a callable, not {type(source).__name__}"
+                f"constraint {source!r}: must be an expression string or a callable, "
+                f"not {type(source).__name__}"
             )
 
 
@@ -179,7 +196,9 @@ class Space:
                     pending.remove(name)
                     progress = True
             if not progress:
-                raise SpaceError(f"Space: the when= conditions of {pending!r} depend on each other in a cycle")
+                raise SpaceError(
+                    f"Space: the when= conditions of {pending!r} depend on each other in a cycle"
+                )
         self._activity_order = order
         self._activity = [(n, params[n], params[n].when._fn if params[n].when else None) for n in order]
         self._contains = [(n, params[n].contains) for n in names]
@@ -201,10 +220,7 @@ class Space:
         self._plan = self._make_plan()
         self._enumerated: list[Config] | None = None
         self._count: int | None = None
-        self._small_values: dict[str, list[Any] | None] = {
-            n: (params[n].values() if (params[n].cardinality() or 1 << 62) <= EXHAUSTIVE_VALUES else None)
-            for n in names
-        }
+        self._pruned: dict[str, list[Any]] | None = None
 
     def _make_plan(self) -> list[tuple[str, Param, ConstraintFn | None, list[ConstraintFn]]]:
         """Order the parameters so that each constraint is checked as soon as its names are assigned."""
@@ -216,12 +232,16 @@ class Space:
         order: list[str] = []
         while remaining:
             ready = [
-                n for n in remaining if params[n].when is None or params[n].when.names <= assigned  # type: ignore[union-attr]
+                n
+                for n in remaining
+                if params[n].when is None or params[n].when.names <= assigned  # type: ignore[union-attr]
             ]
 
             def score(n: str) -> tuple[int, int, int, int]:
                 completes = sum(
-                    1 for c in expr_cons if n in (c.names or ()) and (c.names or frozenset()) - assigned <= {n}
+                    1
+                    for c in expr_cons
+                    if n in (c.names or ()) and (c.names or frozenset()) - assigned <= {n}
                 )
                 card = params[n].cardinality()
                 return (-completes, card if card is not None else 1 << 62, -mentions[n], self.names.index(n))
@@ -257,7 +277,8 @@ class Space:
         self._build()
 
     def __repr__(self) -> str:
-        cons = f", constraints={[c.source if isinstance(c.source, str) else c.label for c in self._constraints]!r}"
+        texts = [c.source if isinstance(c.source, str) else c.label for c in self._constraints]
+        cons = f", constraints={texts!r}"
         return f"Space({self.params!r}{cons if self._constraints else ''})"
 
     def __eq__(self, other: object) -> bool:
@@ -387,22 +408,87 @@ class Space:
         return out
 
     # -- sampling ----------------------------------------------------------------------------------
-    def _candidates(self, name: str, p: Param, rng: np.random.Generator | None, prefer: Any) -> Iterator[Any]:
-        small = self._small_values[name]
+    def _domains(self) -> dict[str, list[Any]]:
+        """Domains of finite parameters, pruned of values that no valid configuration can use.
+
+        Computed once: for each expression constraint over always-active finite parameters whose
+        domains multiply to at most PRUNE_LIMIT, every combination is evaluated and values without
+        a satisfying combination are dropped (generalized arc consistency), until nothing changes.
+        """
+        if self._pruned is not None:
+            return self._pruned
+        domains: dict[str, list[Any]] = {}
+        for name, p in self.params.items():
+            card = p.cardinality()
+            if card is not None and card <= DOMAIN_LIMIT:
+                domains[name] = list(p.iter_values())
+        prunable = {n for n in domains if self.params[n].when is None}
+        cons = [c for c in self._constraints if c.names is not None and c.names and c.names <= prunable]
+        changed = True
+        rounds = 0
+        while changed and rounds < 8:
+            changed = False
+            rounds += 1
+            for c in cons:
+                scope = sorted(c.names or ())
+                doms = [domains[n] for n in scope]
+                if math.prod(len(d) for d in doms) > PRUNE_LIMIT:
+                    continue
+                supported: list[set[int]] = [set() for _ in scope]
+                env: dict[str, Any] = {}
+                fn = c.fn
+                for combo in itertools.product(*(range(len(d)) for d in doms)):
+                    for n, d, k in zip(scope, doms, combo, strict=True):
+                        env[n] = d[k]
+                    try:
+                        ok = fn(env)
+                    except Exception:
+                        ok = False
+                    if ok:
+                        for j, k in enumerate(combo):
+                            supported[j].add(k)
+                for j, n in enumerate(scope):
+                    if len(supported[j]) < len(doms[j]):
+                        domains[n] = [doms[j][k] for k in sorted(supported[j])]
+                        changed = True
+                if any(not domains[n] for n in scope):
+                    changed = False
+                    break
+        self._pruned = domains
+        self._domain_sets = {n: set(map(_hashable, d)) for n, d in domains.items()}
+        return domains
+
+    def _candidates(
+        self, name: str, p: Param, rng: np.random.Generator | None, prefer: Any, domains: dict[str, list[Any]]
+    ) -> Iterator[Any]:
+        dom = domains.get(name)
         if prefer is not _ABSENT and p.contains(prefer):
             yield prefer
-        if small is not None:
-            if rng is None:
-                yield from small
+        if rng is None:
+            yield from (dom if dom is not None else p.iter_values())
+            return
+        if dom is not None:
+            if not dom:
+                return
+            # The first candidate follows the parameter's own distribution (log-uniform...).
+            first = p.sample(rng)
+            if _hashable(first) in self._domain_sets[name]:
+                yield first
+            if len(dom) <= EXHAUSTIVE_VALUES:
+                for i in rng.permutation(len(dom)):
+                    yield dom[i]
             else:
-                for i in rng.permutation(len(small)):
-                    v = small[i]
-                    if v is not prefer:
-                        yield v
-        elif rng is None:
-            yield from p.iter_values()
-        else:
+                for i in rng.integers(len(dom), size=RANDOM_CANDIDATES):
+                    yield dom[i]
+        elif p.n_dims == 1:
+            # Continuous: half plain samples, half drawn towards a bound, where budget-like
+            # constraints ("x + y <= 0.05") tend to be satisfied.
             for _ in range(RANDOM_CANDIDATES):
+                yield p.sample(rng)
+                u = rng.random() ** 4
+                yield p.decode((u if rng.random() < 0.5 else 1.0 - u,))
+        else:
+            for _ in range(2 * RANDOM_CANDIDATES):
                 yield p.sample(rng)
 
     def _search(
@@ -424,6 +510,7 @@ class Space:
             if self._check_constraints({}):
                 yield {}
             return
+        domains = self._domains()
         values: dict[str, Any] = {}
         iters: list[Iterator[Any] | None] = [None] * n
         i = 0
@@ -439,7 +526,7 @@ class Space:
                 if when is not None and not self._active(when, values):
                     it = iter((_ABSENT,))
                 else:
-                    it = self._candidates(name, p, rng, prefer.get(name, _ABSENT))
+                    it = self._candidates(name, p, rng, prefer.get(name, _ABSENT), domains)
                 iters[i] = it
             v = next(it, _END)
             if v is _END:
@@ -471,7 +558,13 @@ class Space:
     def _enumeration(self) -> list[Config] | None:
         """All valid configurations, for finite spaces small enough (computed once)."""
         if self._enumerated is None:
-            if not self._finite or self._product is None or self._product > ENUMERATE_LIMIT:
+            if not self._finite:
+                return None
+            domains = self._domains()
+            size = math.prod(
+                len(domains[n]) if n in domains else (self.params[n].cardinality() or 0) for n in self.names
+            )
+            if size > ENUMERATE_LIMIT:
                 return None
             self._enumerated = [self._ordered(v) for v in self._search(None, budget=None)]
         return self._enumerated
@@ -520,8 +613,8 @@ class Space:
             data = self._sample_direct(rng)
             if self._check_constraints(data):
                 return self._ordered(data)
-        for _ in range(3):
-            found = next(self._search(rng, budget=SAMPLE_BUDGET // 3), None)
+        for _ in range(SAMPLE_RESTARTS):
+            found = next(self._search(rng, budget=SAMPLE_BUDGET // SAMPLE_RESTARTS), None)
             if found is not None:
                 return self._ordered(found)
         raise UnsatisfiableError(
@@ -529,7 +622,9 @@ class Space:
         )
 
     # -- repair and operators -------------------------------------------------------------------------
-    def repair(self, config: Mapping[str, Any], rng: np.random.Generator | int | None = None) -> Config | None:
+    def repair(
+        self, config: Mapping[str, Any], rng: np.random.Generator | int | None = None
+    ) -> Config | None:
         """A valid configuration close to ``config``, or None if none was found with bounded effort.
 
         Values are first made legal (clipped, activity fixed); then parameters of violated
@@ -568,7 +663,9 @@ class Space:
             return self._nearest_enumerated(data, valid, rng)
         return None
 
-    def _nearest_enumerated(self, data: dict[str, Any], valid: list[Config], rng: np.random.Generator) -> Config:
+    def _nearest_enumerated(
+        self, data: dict[str, Any], valid: list[Config], rng: np.random.Generator
+    ) -> Config:
         best: list[Config] = []
         best_d = None
         for c in valid:
@@ -688,16 +785,18 @@ class Space:
         """
         for name in self.names:
             if self.params[name].cardinality() is None:
-                raise SpaceError(f"parameter {name!r} has infinitely many values: the space cannot be enumerated")
+                raise SpaceError(
+                    f"parameter {name!r} has infinitely many values: the space cannot be enumerated"
+                )
         if limit is not None and limit <= 0:
             return
-        count = 0
-        source: Any = self._enumerated if self._enumerated is not None else (
-            self._ordered(v) for v in self._search(None, budget=None)
+        source: Any = (
+            self._enumerated
+            if self._enumerated is not None
+            else (self._ordered(v) for v in self._search(None, budget=None))
         )
-        for c in source:
+        for count, c in enumerate(source, start=1):
             yield c
-            count += 1
             if limit is not None and count >= limit:
                 return
 
@@ -735,7 +834,9 @@ class Space:
                 cons.append(c.source)
             else:
                 fn = c.source
-                cons.append({"callable": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"})
+                cons.append(
+                    {"callable": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"}
+                )
         return {"params": {n: p.to_dict() for n, p in self.params.items()}, "constraints": cons}
 
     @classmethod
