@@ -1,0 +1,70 @@
+"""Search techniques in ask/tell style, the AUC-bandit ensemble and the technique registry.
+
+A technique proposes valid configurations (``ask``) and learns from finished trials (``tell``); the
+driver owns the loop. Techniques are created by name::
+
+    >>> from perftune.space import Int, Pow2, Space
+    >>> from perftune import search
+    >>> space = Space({"block": Pow2(16, 1024), "unroll": Int(1, 8)})
+    >>> tech = search.create("default", space, seed=0)    # the AUC bandit over the default portfolio
+    >>> configs = tech.ask(2)
+    >>> all(space.is_valid(c) for c in configs)
+    True
+
+Built-in names: ``random, greedy-uniform, greedy-normal, de, nelder-mead, pattern-search, pso, ga,
+annealing, coordinate-descent, model`` and ``bandit`` (alias ``default``). Plug-ins register through
+the ``perftune.techniques`` entry-point group or :func:`register`.
+"""
+
+from __future__ import annotations
+
+from perftune.search._annealing import AnnealingSettings, SimulatedAnnealing
+from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
+from perftune.search._base import BaseTechnique, NoSettings, Technique
+from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
+from perftune.search._de import DESettings, DifferentialEvolution
+from perftune.search._ga import GASettings, GeneticAlgorithm
+from perftune.search._greedy import GreedyNormal, GreedySettings, GreedyUniform
+from perftune.search._model import ModelBased, ModelSettings
+from perftune.search._pattern import PatternSearch, PatternSearchSettings
+from perftune.search._pso import ParticleSwarm, PSOSettings
+from perftune.search._random import RandomSearch
+from perftune.search._registry import ALIASES, ENTRY_POINT_GROUP, create, get, names, register
+from perftune.search._sequential import SequentialTechnique
+from perftune.search._simplex import NelderMead, NelderMeadSettings
+
+__all__ = [
+    "ALIASES",
+    "DEFAULT_PORTFOLIO",
+    "ENTRY_POINT_GROUP",
+    "AUCBandit",
+    "AnnealingSettings",
+    "BanditSettings",
+    "BaseTechnique",
+    "CoordinateDescent",
+    "CoordinateDescentSettings",
+    "DESettings",
+    "DifferentialEvolution",
+    "GASettings",
+    "GeneticAlgorithm",
+    "GreedyNormal",
+    "GreedySettings",
+    "GreedyUniform",
+    "ModelBased",
+    "ModelSettings",
+    "NelderMead",
+    "NelderMeadSettings",
+    "NoSettings",
+    "PSOSettings",
+    "ParticleSwarm",
+    "PatternSearch",
+    "PatternSearchSettings",
+    "RandomSearch",
+    "SequentialTechnique",
+    "SimulatedAnnealing",
+    "Technique",
+    "create",
+    "get",
+    "names",
+    "register",
+]

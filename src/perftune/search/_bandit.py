@@ -1,0 +1,386 @@
+"""The AUC-bandit meta-technique (OpenTuner's AUCBanditMetaTechnique), cost-aware.
+
+A portfolio of techniques shares one run. Each proposal comes from the technique with the highest score
+
+    score(t) = AUC(t) + C * sqrt(2 * log2(len(window)) / uses(t))
+
+over a sliding window of (technique, was_new_best) outcomes: AUC(t) is the area under the curve of t's
+recent outcomes, weighting recent new-best results more (``sum(pos_i * o_i) * 2 / (u * (u + 1))`` with
+positions 1..u oldest to newest), and the second term explores techniques used less. A technique earns
+credit when its proposal becomes a new global best. Ties are broken at random (seeded). Every technique
+is told every result, so population and model techniques learn from each other's finds.
+
+Cost awareness: the bandit times each technique's ``ask`` (deciding time per proposal, averaged over its
+last calls) and compares it with the measurement time of the trials (``finished_at - started_at``).
+A technique whose deciding time ``d`` exceeds ``cost_fraction * measurement + free_decide_s`` is used
+only with probability ``(cost_fraction * measurement + free_decide_s) / d``, so its expected deciding
+time per trial stays within that allowance: on a trivial objective the surrogate model proposes rarely,
+on a one-second objective it runs freely. This reads clocks; a seeded driver calls
+``set_deterministic(True)``, which turns the clock-based throttling off so that runs are reproducible.
+
+Proposals are de-duplicated against every configuration the bandit proposed or was told (bounded
+memory): a technique that repeats itself is asked again a few times, then the next one, and finally
+a random configuration is sampled.
+
+Example:
+    >>> from perftune.space import Int, Space
+    >>> bandit = AUCBandit(Space({"x": Int(0, 100)}), seed=0)
+    >>> len(bandit.ask(3))
+    3
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from perftune.search._base import BoundedDict, check_settings, loss_of
+from perftune.trial import Status
+
+if TYPE_CHECKING:
+    from perftune.space import Config, Space
+    from perftune.trial import Trial
+
+__all__ = ["DEFAULT_PORTFOLIO", "AUCBandit", "BanditSettings"]
+
+#: The default portfolio: a surrogate model for sample efficiency, population methods and greedy
+#: mutation for breadth, coordinate descent for the multiplicative structure of kernel parameters,
+#: Nelder-Mead for smooth continuous objectives, and uniform random as a safety net.
+DEFAULT_PORTFOLIO: tuple[str, ...] = (
+    "model",
+    "de",
+    "ga",
+    "greedy-normal",
+    "greedy-uniform",
+    "coordinate-descent",
+    "nelder-mead",
+    "random",
+)
+
+_RANDOM = "random"
+
+
+@dataclasses.dataclass(frozen=True)
+class BanditSettings:
+    """Settings of the AUC bandit.
+
+    Attributes:
+        techniques: Names of the techniques in the portfolio (no duplicates, not "bandit").
+        exploration: The exploration constant C of the score.
+        window: Length of the sliding window of outcomes.
+        cost_aware: Throttle techniques whose deciding time is large relative to the measurement time.
+        cost_fraction: Share of the measurement time a technique may spend deciding, per proposal,
+            before it is throttled.
+        free_decide_s: Deciding time per proposal that is never throttled (seconds).
+        max_retries: How many times a technique that proposed a duplicate is asked again.
+        technique_settings: Settings per technique name (a mapping, stored as sorted pairs).
+    """
+
+    techniques: tuple[str, ...] = DEFAULT_PORTFOLIO
+    exploration: float = 0.05
+    window: int = 500
+    cost_aware: bool = True
+    cost_fraction: float = 0.05
+    free_decide_s: float = 5e-5
+    max_retries: int = 3
+    technique_settings: Any = ()
+
+    def __post_init__(self) -> None:
+        techniques = tuple(self.techniques)
+        object.__setattr__(self, "techniques", techniques)
+        check_settings("BanditSettings.techniques", len(techniques) >= 1, "needs at least one technique")
+        check_settings(
+            "BanditSettings.techniques",
+            len(set(techniques)) == len(techniques),
+            f"duplicate names in {list(techniques)}",
+        )
+        check_settings(
+            "BanditSettings.techniques",
+            not {"bandit", "default"} & set(techniques),
+            "the bandit cannot contain itself",
+        )
+        check_settings(
+            "BanditSettings.exploration", self.exploration >= 0, f"must be >= 0, got {self.exploration}"
+        )
+        check_settings("BanditSettings.window", self.window >= 1, f"must be >= 1, got {self.window}")
+        check_settings(
+            "BanditSettings.cost_fraction", self.cost_fraction > 0, f"must be > 0, got {self.cost_fraction}"
+        )
+        check_settings(
+            "BanditSettings.free_decide_s", self.free_decide_s >= 0, f"must be >= 0, got {self.free_decide_s}"
+        )
+        check_settings(
+            "BanditSettings.max_retries", self.max_retries >= 1, f"must be >= 1, got {self.max_retries}"
+        )
+        ts = self.technique_settings
+        pairs = tuple(sorted(ts.items())) if isinstance(ts, Mapping) else tuple(ts)
+        for name, _ in pairs:
+            check_settings(
+                "BanditSettings.technique_settings",
+                name in techniques,
+                f"{name!r} is not in the portfolio {list(techniques)}",
+            )
+        object.__setattr__(self, "technique_settings", pairs)
+
+
+class _AUCWindow:
+    """Sliding window of (technique index, was_new_best) with O(1) AUC updates per technique."""
+
+    def __init__(self, n: int, size: int) -> None:
+        self.size = size
+        self.history: deque[tuple[int, int]] = deque()
+        self.uses = [0] * n
+        self.s0 = [0] * n  # sum of outcomes in the window
+        self.s1 = [0] * n  # sum of position * outcome (positions 1..uses, oldest first)
+        self._per: list[deque[int]] = [deque() for _ in range(n)]
+
+    def add(self, t: int, outcome: bool) -> None:
+        o = 1 if outcome else 0
+        self.history.append((t, o))
+        self.uses[t] += 1
+        self.s1[t] += self.uses[t] * o
+        self.s0[t] += o
+        self._per[t].append(o)
+        if len(self.history) > self.size:
+            old_t, _ = self.history.popleft()
+            first = self._per[old_t].popleft()
+            # Removing position 1 shifts every other position down by one.
+            self.s1[old_t] -= self.s0[old_t]
+            self.s0[old_t] -= first
+            self.uses[old_t] -= 1
+
+    def auc(self, t: int) -> float:
+        u = self.uses[t]
+        return self.s1[t] * 2.0 / (u * (u + 1.0)) if u else 0.0
+
+    def exploration(self, t: int) -> float:
+        u = self.uses[t]
+        if u == 0:
+            return math.inf
+        n = len(self.history)
+        return math.sqrt(2.0 * math.log2(n) / u) if n > 1 else 0.0
+
+
+class _CostMeter:
+    """Mean deciding time per proposal over the last few asks of one technique."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.times: deque[float] = deque(maxlen=size)
+        self.props: deque[int] = deque(maxlen=size)
+
+    def add(self, seconds: float, n_proposals: int) -> None:
+        self.times.append(seconds)
+        self.props.append(n_proposals)
+
+    def per_proposal(self) -> float | None:
+        if not self.times:
+            return None
+        return sum(self.times) / max(1, sum(self.props))
+
+
+class AUCBandit:
+    """AUC-bandit ensemble over a portfolio of techniques (the default technique, ``"default"``).
+
+    Args:
+        space: The search space.
+        seed: Seed (each sub-technique gets its own seed derived from it).
+        settings: :class:`BanditSettings`.
+
+    Attributes:
+        counts: Proposals made per technique (``"random"`` also counts the de-duplication fallback).
+        wins: Proposals per technique that became a new global best.
+        deciding_time_s: Seconds spent in each technique's ask and tell.
+        best_loss: Best loss told so far.
+
+    Example:
+        >>> from perftune.space import Float, Space
+        >>> bandit = AUCBandit(Space({"x": Float(-1, 1)}), seed=1,
+        ...                    settings=BanditSettings(techniques=("de", "random"), exploration=0.1))
+        >>> sorted(bandit.credits())
+        ['de', 'random']
+    """
+
+    name: ClassVar[str] = "bandit"
+    Settings: ClassVar[type] = BanditSettings
+
+    def __init__(
+        self, space: Space, *, seed: int | None = None, settings: BanditSettings | None = None
+    ) -> None:
+        from perftune.errors import PerftuneError
+        from perftune.search._registry import create
+
+        if settings is None:
+            settings = BanditSettings()
+        elif not isinstance(settings, BanditSettings):
+            raise PerftuneError(
+                f"technique 'bandit': settings must be BanditSettings, got {type(settings).__name__}"
+            )
+        self.space = space
+        self.settings = settings
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self._gate_rng = np.random.default_rng(np.random.SeedSequence([seed or 0, 0xC057]))
+        root = int(seed) if seed is not None else int(self.rng.integers(2**31 - 1))
+        overrides = dict(settings.technique_settings)
+        self.names: list[str] = list(settings.techniques)
+        self.techniques: list[Any] = []
+        for i, name in enumerate(self.names):
+            sub_seed = int(np.random.SeedSequence([root, i + 1]).generate_state(1)[0])
+            self.techniques.append(create(name, space, seed=sub_seed, settings=overrides.get(name)))
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._window = _AUCWindow(len(self.names), settings.window)
+        self._ask_cost = [_CostMeter() for _ in self.names]
+        self.counts: dict[str, int] = dict.fromkeys(self.names, 0)
+        self.wins: dict[str, int] = dict.fromkeys(self.names, 0)
+        self.deciding_time_s: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        self.n_fallback = 0
+        self.best_loss: float | None = None
+        self.best_config: Config | None = None
+        self.deterministic = False
+        self._measure_s: deque[float] = deque(maxlen=64)
+        self._measure_sum = 0.0
+        self._proposer: BoundedDict = BoundedDict(65_536)  # config -> technique index (in flight)
+        self._seen: BoundedDict = BoundedDict(262_144)  # configs proposed or told
+
+    # ------------------------------------------------------------------ introspection
+    def credits(self) -> dict[str, float]:
+        """The AUC credit (exploitation term) of every technique, in [0, 1]."""
+        return {name: self._window.auc(i) for i, name in enumerate(self.names)}
+
+    def scores(self) -> dict[str, float]:
+        """The full bandit score (credit + exploration) of every technique."""
+        return {name: self._score(i) for i, name in enumerate(self.names)}
+
+    def decide_s_per_proposal(self) -> dict[str, float | None]:
+        """Recent mean deciding time per proposal of every technique (None before its first ask)."""
+        return {name: self._ask_cost[i].per_proposal() for i, name in enumerate(self.names)}
+
+    def measurement_s(self) -> float | None:
+        """Mean measurement time of recent trials (None when no trial carried timestamps)."""
+        if not self._measure_s:
+            return None
+        return self._measure_sum / len(self._measure_s)
+
+    def proposer_of(self, config: Config) -> str | None:
+        """Which technique proposed ``config`` (while it is in flight), for labelling trials."""
+        i = self._proposer.get(config)
+        if i is None:
+            return None
+        return _RANDOM if i < 0 else self.names[i]
+
+    def set_deterministic(self, flag: bool = True) -> None:
+        """Turn clock-based throttling off (``True``) so that a seeded run is reproducible."""
+        self.deterministic = bool(flag)
+
+    @property
+    def n_errors(self) -> int:
+        """Internal errors caught by the sub-techniques (a bug if not 0)."""
+        return sum(int(getattr(t, "n_errors", 0)) for t in self.techniques)
+
+    # ------------------------------------------------------------------ choosing
+    def _score(self, i: int) -> float:
+        return self._window.auc(i) + self.settings.exploration * self._window.exploration(i)
+
+    def _order(self) -> list[int]:
+        n = len(self.names)
+        tiebreak = self.rng.permutation(n)
+        scores = [self._score(i) for i in range(n)]
+        return sorted(range(n), key=lambda i: (-scores[i], int(tiebreak[i])))
+
+    def _allowed(self, i: int) -> bool:
+        s = self.settings
+        if not s.cost_aware or self.deterministic:
+            return True
+        d = self._ask_cost[i].per_proposal()
+        m = self.measurement_s()
+        if d is None or m is None:
+            return True
+        allowance = s.cost_fraction * m + s.free_decide_s
+        if d <= allowance:
+            return True
+        return bool(self._gate_rng.random() < allowance / d)
+
+    def ask(self, n: int) -> list[Config]:
+        """Up to ``n`` new valid configurations, each from the technique with the best score."""
+        out: list[Config] = []
+        for _ in range(max(0, int(n))):
+            config = self._ask_one()
+            if config is None:
+                break
+            out.append(config)
+        return out
+
+    def _ask_one(self) -> Config | None:
+        seen = self._seen
+        for i in self._order():
+            if not self._allowed(i):
+                continue
+            technique = self.techniques[i]
+            for _ in range(self.settings.max_retries):
+                t0 = time.perf_counter()
+                proposals = technique.ask(1)
+                dt = time.perf_counter() - t0
+                self._ask_cost[i].add(dt, len(proposals))
+                self.deciding_time_s[self.names[i]] += dt
+                if not proposals:
+                    break
+                config = proposals[0]
+                if config not in seen:
+                    return self._issue(config, i)
+        # Every technique repeated itself (or had nothing): fall back to uniform random sampling.
+        for _ in range(16):
+            config = self.space.sample(self.rng, 1)[0]
+            if config not in seen:
+                self.n_fallback += 1
+                return self._issue(config, -1)
+        return None
+
+    def _issue(self, config: Config, i: int) -> Config:
+        self._seen[config] = True
+        self._proposer[config] = i
+        name = _RANDOM if i < 0 else self.names[i]
+        if name in self.counts:
+            self.counts[name] += 1
+        else:
+            self.counts[name] = 1
+        return config
+
+    # ------------------------------------------------------------------ learning
+    def tell(self, trials: Sequence[Trial]) -> None:
+        """Credit the proposers of new bests, record measurement times, tell every technique."""
+        trials = [t for t in trials if t.status is not Status.PENDING]
+        if not trials:
+            return
+        for trial in trials:
+            self._seen[trial.config] = True
+            i = self._proposer.pop(trial.config, None)
+            if trial.status is Status.CANCELLED:
+                continue
+            loss = loss_of(trial)
+            new_best = loss is not None and (self.best_loss is None or loss < self.best_loss)
+            if new_best:
+                self.best_loss = loss
+                self.best_config = trial.config
+            if i is not None and i >= 0:
+                self._window.add(i, new_best)
+                if new_best:
+                    self.wins[self.names[i]] += 1
+            duration = trial.duration_s
+            if duration is not None and duration >= 0:
+                if len(self._measure_s) == self._measure_s.maxlen:
+                    self._measure_sum -= self._measure_s[0]
+                self._measure_s.append(duration)
+                self._measure_sum += duration
+        for i, technique in enumerate(self.techniques):
+            t0 = time.perf_counter()
+            technique.tell(trials)
+            self.deciding_time_s[self.names[i]] += time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return f"AUCBandit(seed={self.seed}, techniques={self.names})"

@@ -1,0 +1,290 @@
+"""The technique protocol and the base class that the built-in techniques share.
+
+A technique proposes configurations (``ask``) and learns from finished trials (``tell``). It never runs
+anything, never touches the store and never raises to stop a run. The base class below gives every
+built-in technique the same guarantees:
+
+* every proposal is a *valid* configuration (``space.is_valid``), repaired or resampled if needed;
+* a technique does not propose a configuration it already knows the result of, nor one it proposed and
+  is still waiting for (bounded memory of both);
+* state is plain data (numpy generators, dicts, lists), so it pickles;
+* an internal error (a bug) never escapes ``ask``/``tell``: it is counted in ``n_errors``, remembered
+  in ``last_error``, and ``ask`` falls back to uniform random proposals. The conformance suite asserts
+  ``n_errors == 0``, so bugs stay visible in tests.
+
+Example:
+    >>> from perftune.space import Int, Space
+    >>> from perftune.search import create
+    >>> tech = create("random", Space({"x": Int(0, 9)}), seed=1)
+    >>> [c["x"] for c in tech.ask(3)]  # doctest: +SKIP
+    [4, 5, 1]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from perftune.errors import PerftuneError
+from perftune.trial import Status
+
+if TYPE_CHECKING:
+    from perftune.space import Config, Space
+    from perftune.trial import Trial
+
+__all__ = ["BaseTechnique", "BoundedDict", "NoSettings", "Technique", "loss_of"]
+
+
+@runtime_checkable
+class Technique(Protocol):
+    """What the driver needs from a search technique (see docs/CONTRACTS.md)."""
+
+    name: ClassVar[str]
+
+    def ask(self, n: int) -> list[Config]:
+        """Return 0..n valid proposals; ``[]`` means "nothing now"."""
+        ...
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        """Learn from finished trials (any proposer, any order, failures included)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+    """Settings of a technique that has none."""
+
+
+class BoundedDict(dict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entries beyond ``limit`` (insertion order).
+
+    Keeps the memory (and the pickled size) of "what have I seen" bounded, while lookups stay O(1).
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key in self:
+            super().__delitem__(key)
+        super().__setitem__(key, value)
+        if len(self) > self.limit:
+            del self[next(iter(self))]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_bounded, (self.limit, list(self.items())))
+
+
+def _rebuild_bounded(limit: int, items: list[tuple[Any, Any]]) -> BoundedDict:
+    d = BoundedDict(limit)
+    for k, v in items:
+        dict.__setitem__(d, k, v)
+    return d
+
+
+def loss_of(trial: Trial) -> float | None:
+    """The loss a technique should learn from, or None for a failure (NaN counts as a failure)."""
+    loss = trial.loss
+    if trial.status is not Status.OK or loss is None:
+        return None
+    loss = float(loss)
+    return None if math.isnan(loss) else loss
+
+
+def better(a: float | None, b: float | None) -> bool:
+    """True when loss ``a`` is strictly better than ``b`` (None is worse than anything)."""
+    if a is None:
+        return False
+    return b is None or a < b
+
+
+class BaseTechnique:
+    """Common machinery of the built-in techniques.
+
+    Subclasses set ``name`` and ``Settings`` and implement ``_propose`` (one new configuration, or None
+    for "nothing now") and optionally ``_learn`` (called for every finished trial, after the base
+    class has recorded it) and ``_on_known`` (called when ``_propose`` returned a configuration whose
+    result is already known: the technique may use that result at once).
+
+    Attributes:
+        space: The search space.
+        settings: The technique's frozen settings dataclass.
+        rng: The technique's random generator (seeded).
+        best_config: Best configuration told so far (any proposer), or None.
+        best_loss: Its loss, or None.
+        n_told: Number of finished trials told.
+        n_errors: Internal errors caught (a bug if not 0).
+        last_error: Text of the last internal error.
+    """
+
+    name: ClassVar[str] = ""
+    Settings: ClassVar[type] = NoSettings
+    #: How many times ``ask`` retries a proposal that is a duplicate before sampling at random.
+    max_attempts: ClassVar[int] = 6
+    #: Bounds of the result cache and of the pending set.
+    known_limit: ClassVar[int] = 4096
+
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
+        if settings is None:
+            settings = self.Settings()
+        elif not isinstance(settings, self.Settings):
+            raise PerftuneError(
+                f"technique {self.name!r}: settings must be {self.Settings.__name__}, "
+                f"got {type(settings).__name__}"
+            )
+        self.space = space
+        self.settings = settings
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.best_config: Config | None = None
+        self.best_loss: float | None = None
+        self.n_told = 0
+        self.n_asked = 0
+        self.n_errors = 0
+        self.last_error: str | None = None
+        self.improved = False
+        # config -> loss (None = failed) of told trials; config -> ask number of pending proposals.
+        self._known: BoundedDict = BoundedDict(self.known_limit)
+        self._pending: BoundedDict = BoundedDict(self.known_limit)
+
+    # ------------------------------------------------------------------ public protocol
+    def ask(self, n: int) -> list[Config]:
+        """Return up to ``n`` new, valid configurations (``[]`` means "nothing now").
+
+        Args:
+            n: How many proposals the driver wants.
+
+        Returns:
+            Between 0 and ``n`` distinct valid configurations not proposed before by this technique.
+        """
+        out: list[Config] = []
+        now: set[Config] = set()
+        for _ in range(max(0, int(n))):
+            config = self._ask_one(now)
+            if config is None:
+                break
+            now.add(config)
+            out.append(config)
+            self._pending[config] = self.n_asked
+            self.n_asked += 1
+        return out
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        """Learn from finished trials: any proposer, any order, failures included.
+
+        Args:
+            trials: Finished trials (status OK, FAILED, TIMEOUT or CANCELLED).
+        """
+        for trial in trials:
+            if trial.status is Status.PENDING:
+                continue
+            config = trial.config
+            loss = loss_of(trial)
+            self.improved = False
+            if trial.status is not Status.CANCELLED:
+                self._known[config] = loss
+                self.n_told += 1
+                if better(loss, self.best_loss):
+                    self.best_loss = loss
+                    self.best_config = config
+                    self.improved = True
+            try:
+                self._learn(trial, loss)
+            except Exception as exc:  # a bug must not stop the run; tests assert n_errors == 0
+                self._record_error(exc)
+            self._pending.pop(config, None)
+
+    # ------------------------------------------------------------------ for subclasses
+    def _propose(self) -> Config | None:
+        """One proposal (may be invalid or a duplicate: the base class handles both)."""
+        return self.space.sample(self.rng, 1)[0]
+
+    def _learn(self, trial: Trial, loss: float | None) -> None:
+        """React to one finished trial (``loss`` is None for failures and cancellations).
+
+        While it runs, ``self.improved`` says whether the trial just became the best, and
+        ``self.is_mine(trial.config)`` whether this technique proposed it.
+        """
+
+    def _on_known(self, config: Config, loss: float | None) -> None:
+        """``_propose`` returned ``config`` whose result is already known: use it at once."""
+
+    # ------------------------------------------------------------------ helpers
+    def _record_error(self, exc: Exception) -> None:
+        self.n_errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _ask_one(self, now: set[Config]) -> Config | None:
+        for _ in range(self.max_attempts):
+            try:
+                config = self._propose()
+            except PerftuneError:
+                raise
+            except Exception as exc:
+                self._record_error(exc)
+                break
+            if config is None:
+                return None
+            config = self.valid(config)
+            if config in now or config in self._pending:
+                continue
+            if config in self._known:
+                try:
+                    self._on_known(config, self._known[config])
+                except Exception as exc:
+                    self._record_error(exc)
+                continue
+            return config
+        return self._random_fresh(now)
+
+    def _random_fresh(self, now: set[Config], tries: int = 8) -> Config | None:
+        for _ in range(tries):
+            config = self.space.sample(self.rng, 1)[0]
+            if config not in now and config not in self._pending and config not in self._known:
+                return config
+        return None
+
+    def is_mine(self, config: Config) -> bool:
+        """True when this technique proposed ``config`` and has not been told its result before."""
+        return config in self._pending
+
+    def is_new(self, config: Config) -> bool:
+        """True when this technique neither knows a result for ``config`` nor waits for one."""
+        return config not in self._known and config not in self._pending
+
+    def valid(self, config: Config) -> Config:
+        """``config`` if valid, else a repaired or freshly sampled valid configuration."""
+        space = self.space
+        if space.is_valid(config):
+            return config
+        repaired = space.repair(config, self.rng)
+        if repaired is not None and space.is_valid(repaired):
+            return repaired
+        return space.sample(self.rng, 1)[0]
+
+    def from_vector(self, vec: np.ndarray) -> Config:
+        """Decode a point of the unit cube into a valid configuration."""
+        return self.valid(self.space.decode(np.clip(vec, 0.0, 1.0)))
+
+    def start_config(self) -> Config:
+        """A starting point: the best known, else the default if valid, else a random sample."""
+        if self.best_config is not None:
+            return self.best_config
+        default = self.space.default()
+        if self.space.is_valid(default):
+            return default
+        return self.space.sample(self.rng, 1)[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed}, settings={self.settings})"
+
+
+def check_settings(name: str, condition: bool, what: str) -> None:
+    """Raise a one-line PerftuneError when a settings value is out of range."""
+    if not condition:
+        raise PerftuneError(f"{name}: {what}")

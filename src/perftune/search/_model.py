@@ -1,0 +1,375 @@
+"""Model-based search: a tree-ensemble surrogate with an acquisition function optimised by local search.
+
+The surrogate (scikit-learn ExtraTrees by default, or a RandomForest) is fitted on a *bounded* training
+set: the ``window`` most recent results plus the ``n_best`` best ones. Failed and timed-out trials stay in
+the training set with a pessimistic imputed loss (worse than the worst success), so the model learns the
+regions that fail (hidden constraints) and steers away from them.
+
+Features: numbers and ordinals by their unit-cube encoding, unordered ``Choice`` one-hot, permutations by
+the normalised position of every item (plus "a before b" bits for short permutations), inactive parameters
+as ``-1``. The mean and the spread of the trees' predictions give expected improvement (``"ei"``) or a
+lower confidence bound (``"lcb"``).
+
+Proposals come from a pool built at each refit: random valid samples, neighbours and mutations of the best
+configurations, then a few steps of hill climbing on the acquisition from the most promising candidates.
+The model is refitted every ``k`` new results, with ``k`` growing with the number of results up to
+``refit_every_max``, so the cost per proposal stays bounded however long the run.
+
+Example:
+    >>> from perftune.space import Choice, Int, Space
+    >>> space = Space({"x": Int(0, 50), "algo": Choice(["a", "b", "c"])})
+    >>> tech = ModelBased(space, seed=0)
+    >>> len(tech.ask(2))
+    2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from perftune.search._base import BaseTechnique, check_settings
+from perftune.trial import Status
+
+if TYPE_CHECKING:
+    from perftune.space import Config
+    from perftune.trial import Trial
+
+__all__ = ["ModelBased", "ModelSettings"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings:
+    """Settings of the model-based technique.
+
+    Attributes:
+        estimator: ``"extra-trees"`` or ``"random-forest"``.
+        n_trees: Trees in the ensemble.
+        window: Most recent results in the training set.
+        n_best: Best results always kept in the training set.
+        min_points: Random proposals until this many results are known.
+        n_candidates: Random candidates scored at each refit.
+        n_local: Best candidates refined by hill climbing on the acquisition.
+        local_steps: Hill-climbing steps per refined candidate.
+        pool: Proposals kept from one refit for the next asks.
+        acquisition: ``"ei"`` (expected improvement) or ``"lcb"`` (lower confidence bound).
+        kappa: Weight of the spread in the LCB.
+        xi: Exploration margin of EI (fraction of the spread of the training losses).
+        refit_every_max: Largest number of new results between refits.
+        p_random: Probability of a purely random proposal (keeps the model honest).
+    """
+
+    estimator: str = "extra-trees"
+    n_trees: int = 16
+    window: int = 160
+    n_best: int = 32
+    min_points: int = 8
+    n_candidates: int = 200
+    n_local: int = 6
+    local_steps: int = 2
+    pool: int = 8
+    acquisition: str = "ei"
+    kappa: float = 1.0
+    xi: float = 0.01
+    refit_every_max: int = 8
+    p_random: float = 0.05
+
+    def __post_init__(self) -> None:
+        check_settings(
+            "ModelSettings.estimator",
+            self.estimator in ("extra-trees", "random-forest"),
+            f"must be 'extra-trees' or 'random-forest', got {self.estimator!r}",
+        )
+        check_settings(
+            "ModelSettings.acquisition",
+            self.acquisition in ("ei", "lcb"),
+            f"must be 'ei' or 'lcb', got {self.acquisition!r}",
+        )
+        for field in ("n_trees", "window", "min_points", "n_candidates", "pool", "refit_every_max"):
+            v = getattr(self, field)
+            check_settings(f"ModelSettings.{field}", v >= 1, f"must be >= 1, got {v}")
+        check_settings(
+            "ModelSettings.min_points", self.min_points >= 2, f"must be >= 2, got {self.min_points}"
+        )
+        check_settings(
+            "ModelSettings.p_random", 0 <= self.p_random <= 1, f"must be in [0, 1], got {self.p_random}"
+        )
+
+
+class _Features:
+    """Turns configurations into feature rows (cached per parameter value)."""
+
+    def __init__(self, space: Any) -> None:
+        from perftune.space import Bool, Choice, Ordinal, Permutation
+
+        self.specs: list[tuple[str, str, Any, int]] = []  # name, kind, param, width
+        width = 0
+        for name, param in space.params.items():
+            if isinstance(param, Permutation):
+                n = len(param.items)
+                w = n + (n * (n - 1) // 2 if n <= 10 else 0)
+                self.specs.append((name, "perm", param, w))
+            elif (
+                isinstance(param, Choice) and not isinstance(param, Ordinal | Bool) and len(param.options) > 2
+            ):
+                self.specs.append((name, "onehot", param, len(param.options)))
+            else:
+                self.specs.append((name, "enc", param, max(1, param.n_dims)))
+            width += self.specs[-1][3]
+        self.width = max(1, width)
+        self._cache: dict[tuple[str, Any], tuple[float, ...]] = {}
+
+    def _part(self, name: str, kind: str, param: Any, w: int, value: Any) -> tuple[float, ...]:
+        key = (name, value)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if kind == "onehot":
+            row = [0.0] * w
+            row[param.index(value)] = 1.0
+            part = tuple(row)
+        elif kind == "perm":
+            n = len(param.items)
+            pos = {x: i for i, x in enumerate(value)}
+            ranks = [pos[x] / max(1, n - 1) for x in param.items]
+            if n <= 10:
+                ranks += [
+                    1.0 if pos[param.items[a]] < pos[param.items[b]] else 0.0
+                    for a in range(n)
+                    for b in range(a + 1, n)
+                ]
+            part = tuple(ranks)
+        else:
+            part = tuple(float(v) for v in np.asarray(param.encode(value), dtype=float).ravel()[:w])
+            if len(part) < w:
+                part = part + (0.0,) * (w - len(part))
+        if len(self._cache) > 50_000:
+            self._cache.clear()
+        self._cache[key] = part
+        return part
+
+    def rows(self, configs: list[Config]) -> np.ndarray:
+        out = np.full((len(configs), self.width), -1.0)
+        for r, config in enumerate(configs):
+            row: list[float] = []
+            for name, kind, param, w in self.specs:
+                if name in config:
+                    row.extend(self._part(name, kind, param, w, config[name]))
+                else:
+                    row.extend((0.0 if kind == "onehot" else -1.0,) * w)
+            if row:
+                out[r] = row
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The cache is only a speed-up: leave it out of checkpoints.
+        return {"specs": self.specs, "width": self.width, "_cache": {}}
+
+
+def _tree_predict(tree: Any, x: np.ndarray) -> np.ndarray:
+    # The fitted Tree's own predict skips sklearn's per-call validation (about 10x faster on small
+    # batches); fall back to the estimator's predict if that internal API ever changes.
+    try:
+        out = tree.tree_.predict(x)
+        return np.asarray(out).reshape(x.shape[0], -1)[:, 0]
+    except Exception:
+        return np.asarray(tree.predict(x, check_input=False))
+
+
+class ModelBased(BaseTechnique):
+    """Surrogate-model search (ExtraTrees/RandomForest, EI or LCB, local search on the acquisition)."""
+
+    name: ClassVar[str] = "model"
+    Settings: ClassVar[type] = ModelSettings
+    settings: ModelSettings
+
+    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(space, seed=seed, settings=settings)
+        s = self.settings
+        self._features = _Features(space)
+        self._recent: deque[tuple[Config, float | None]] = deque(maxlen=s.window)
+        self._best: list[tuple[float, Config]] = []
+        self._n_results = 0
+        self._n_ok = 0
+        self._n_new = 0
+        self._model: Any = None
+        self._pool: list[Config] = []
+        self._pool_scores: list[float] = []
+        self.n_fits = 0
+        self._y_best = 0.0
+        self._y_spread = 1.0
+        self._log = False
+
+    # ------------------------------------------------------------------ learning
+    def _learn(self, trial: Trial, loss: float | None) -> None:
+        if trial.status is Status.CANCELLED:
+            return
+        config = trial.config
+        self._recent.append((config, loss))
+        self._n_results += 1
+        self._n_new += 1
+        if loss is None:
+            return
+        self._n_ok += 1
+        best = self._best
+        room = len(best) < self.settings.n_best or loss < best[-1][0]
+        if room and all(c != config for _, c in best):
+            best.append((loss, config))
+            best.sort(key=lambda e: e[0])
+            del best[self.settings.n_best :]
+
+    def _refit_interval(self) -> int:
+        return int(min(self.settings.refit_every_max, 1 + self._n_results // 32))
+
+    def _training_set(self) -> tuple[list[Config], np.ndarray] | None:
+        data: dict[Config, float | None] = {}
+        for config, loss in self._recent:
+            data[config] = loss
+        for loss, config in self._best:
+            data[config] = loss
+        ok = np.array([v for v in data.values() if v is not None], dtype=float)
+        if ok.size < 2:
+            return None
+        self._log = bool(ok.min() > 0 and ok.max() / ok.min() > 10.0)
+        y_ok = np.log(ok) if self._log else ok
+        lo, hi = float(y_ok.min()), float(y_ok.max())
+        spread = hi - lo if hi > lo else max(abs(hi), 1.0)
+        fail = hi + 0.25 * spread
+        configs = list(data)
+        y = np.array(
+            [fail if v is None else (math.log(v) if self._log else v) for v in data.values()], dtype=float
+        )
+        self._y_best = lo
+        self._y_spread = spread
+        return configs, y
+
+    def _fit(self) -> bool:
+        made = self._training_set()
+        if made is None:
+            return False
+        configs, y = made
+        import sklearn
+        from sklearn.tree import DecisionTreeRegressor
+
+        s = self.settings
+        x = self._features.rows(configs).astype(np.float32)
+        forest = s.estimator == "random-forest"
+        trees = []
+        # Trees are fitted one by one (not through the ensemble class) and without sklearn's parameter
+        # validation, which costs more than fitting a tree on a few hundred points.
+        with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+            for _ in range(s.n_trees):
+                tree = DecisionTreeRegressor(
+                    splitter="best" if forest else "random",
+                    max_features=1.0 if forest else 0.8,
+                    min_samples_leaf=1,
+                    random_state=int(self.rng.integers(2**31 - 1)),
+                )
+                if forest:
+                    idx = self.rng.integers(0, len(y), len(y))
+                    tree.fit(x[idx], y[idx], check_input=False)
+                else:
+                    tree.fit(x, y, check_input=False)
+                trees.append(tree)
+        model = trees
+        self._model = model
+        self._n_new = 0
+        self.n_fits += 1
+        return True
+
+    # ------------------------------------------------------------------ acquisition
+    def _acquisition(self, configs: list[Config]) -> np.ndarray:
+        x = self._features.rows(configs).astype(np.float32)
+        preds = np.stack([_tree_predict(t, x) for t in self._model])
+        mu = preds.mean(axis=0)
+        sigma = preds.std(axis=0)
+        s = self.settings
+        if s.acquisition == "lcb":
+            return -(mu - s.kappa * sigma)
+        from scipy.special import ndtr
+
+        imp = self._y_best - mu - s.xi * self._y_spread
+        safe = np.maximum(sigma, 1e-12)
+        z = imp / safe
+        ei = imp * ndtr(z) + safe * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        ei = np.where(sigma > 1e-12, ei, np.maximum(imp, 0.0))
+        # Tie-break flat EI (far from the incumbent) by the predicted mean.
+        return ei - 1e-9 * mu
+
+    def _fresh(self, configs: list[Config], into: dict[Config, None]) -> None:
+        for c in configs:
+            if c not in into and self.is_new(c):
+                into[c] = None
+
+    def _build_pool(self) -> None:
+        s = self.settings
+        rng = self.rng
+        space = self.space
+        cands: dict[Config, None] = {}
+        self._fresh(space.sample(rng, s.n_candidates), cands)
+        parents = [c for _, c in self._best[:4]]
+        for parent in parents:
+            self._fresh(space.neighbors(parent), cands)
+        if parents:
+            for j in range(16):
+                scale = (0.02, 0.05, 0.1, 0.3)[j % 4]
+                self._fresh([space.mutate(parents[0], rng, rate=0.3, scale=scale)], cands)
+        if not cands:
+            self._pool, self._pool_scores = [], []
+            return
+        configs = list(cands)
+        scores = self._acquisition(configs)
+        scored = dict(zip(configs, scores.tolist(), strict=True))
+        # Hill climbing on the acquisition from the most promising candidates, all starts in step.
+        current = sorted(scored, key=scored.__getitem__, reverse=True)[: s.n_local]
+        for _ in range(s.local_steps):
+            moves: dict[Config, list[Config]] = {}
+            new: dict[Config, None] = {}
+            for c in current:
+                nbrs: dict[Config, None] = {}
+                self._fresh(space.neighbors(c), nbrs)
+                moves[c] = list(nbrs)
+                for n in nbrs:
+                    if n not in scored:
+                        new[n] = None
+            if new:
+                fresh = list(new)
+                for c, v in zip(fresh, self._acquisition(fresh).tolist(), strict=True):
+                    scored[c] = v
+            nxt = []
+            for c in current:
+                step = max(moves[c], key=scored.__getitem__, default=None)
+                if step is not None and scored[step] > scored[c]:
+                    nxt.append(step)
+            if not nxt:
+                break
+            current = nxt
+        ranked = sorted(scored, key=scored.__getitem__, reverse=True)[: s.pool]
+        self._pool = ranked
+        self._pool_scores = [scored[c] for c in ranked]
+
+    # ------------------------------------------------------------------ proposing
+    def _propose(self) -> Config | None:
+        s = self.settings
+        if self._n_ok < s.min_points or self.rng.random() < s.p_random:
+            if self.n_asked == 0:
+                return self.start_config()
+            return self.space.sample(self.rng, 1)[0]
+        if self._model is None or self._n_new >= self._refit_interval():
+            if not self._fit():
+                return self.space.sample(self.rng, 1)[0]
+            self._build_pool()
+        while self._pool:
+            config = self._pool.pop(0)
+            self._pool_scores.pop(0)
+            if self.is_new(config):
+                return config
+        self._build_pool()
+        if self._pool:
+            self._pool_scores.pop(0)
+            return self._pool.pop(0)
+        return self.space.sample(self.rng, 1)[0]
