@@ -165,7 +165,10 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture
 def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
-    """URL of a new, empty database on the throwaway server, dropped after the test."""
+    """URL of a new, empty schema on the throwaway server (first on the search path), dropped after the test.
+
+    A schema is as isolated as a database for perftune and is created in milliseconds.
+    """
     import psycopg2
 
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -173,9 +176,9 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {name}")
-        yield postgres_url.rsplit("/", 1)[0] + "/" + name
+            cur.execute(f"CREATE SCHEMA {name}")
+        yield f"{postgres_url}?options=-csearch_path%3D{name}"
         with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            cur.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
     finally:
         conn.close()

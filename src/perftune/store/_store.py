@@ -327,11 +327,21 @@ class Store:
         sample_sql = sample_stmt.compile(dialect=dialect)
         self._trial_sql = str(trial_sql)
         self._sample_sql = str(sample_sql)
-        self._positional = bool(trial_sql.positional)
-        if self._positional:
-            # The tuples built in add_trial follow _TRIAL_KEYS / _SAMPLE_KEYS.
+        if self._sqlite:
+            # add_trial builds tuples in the order of _TRIAL_KEYS / _SAMPLE_KEYS for the qmark style.
             assert tuple(trial_sql.positiontup or ()) == _TRIAL_KEYS
             assert tuple(sample_sql.positiontup or ()) == _SAMPLE_KEYS
+        else:
+            # One round trip per trial instead of one per row: the trial INSERT (compiled above) and
+            # the samples, passed as an array, in one statement; the samples are written only when
+            # the trial row was new. The result is 1 when the trial was stored, 0 when it was there.
+            self._trial_sql = (
+                f"WITH new_trial AS ({self._trial_sql} RETURNING run_id, trial_id), "
+                "new_samples AS (INSERT INTO samples (run_id, trial_id, idx, value) "
+                "SELECT new_trial.run_id, new_trial.trial_id, s.idx - 1, s.value FROM new_trial, "
+                "unnest(%(sample_values)s::double precision[]) WITH ORDINALITY AS s(value, idx)) "
+                "SELECT count(*) FROM new_trial"
+            )
         try:
             self._raw = self._engine.raw_connection()
         except sa.exc.DBAPIError as exc:
@@ -374,14 +384,13 @@ class Store:
             _float_or_none(trial.finished_at),
         )
         samples = [(run_id, trial.id, i, float(v)) for i, v in enumerate(trial.samples)]
-        if not self._positional:
-            row = dict(zip(_TRIAL_KEYS, row, strict=True))  # type: ignore[assignment]
-            samples = [dict(zip(_SAMPLE_KEYS, s, strict=True)) for s in samples]  # type: ignore[misc]
         with self._lock:
             self._check_open()
             if self._sqlite:
                 return self._add_trial_sqlite(run_id, trial.id, row, samples)
-            return self._add_trial_dbapi(run_id, trial.id, row, samples)
+            params = dict(zip(_TRIAL_KEYS, row, strict=True))
+            params["sample_values"] = [s[3] for s in samples]
+            return self._add_trial_postgres(run_id, trial.id, params)
 
     def _add_trial_sqlite(self, run_id: int, trial_id: int, row: Any, samples: list[Any]) -> bool:
         cursor, conn = self._cursor, self._dbapi
@@ -410,15 +419,13 @@ class Store:
                     conn.rollback()
                 raise
 
-    def _add_trial_dbapi(self, run_id: int, trial_id: int, row: Any, samples: list[Any]) -> bool:
+    def _add_trial_postgres(self, run_id: int, trial_id: int, params: dict[str, Any]) -> bool:
         import psycopg2
 
         cursor, conn = self._cursor, self._dbapi
         try:
-            cursor.execute(self._trial_sql, row)
-            inserted = cursor.rowcount == 1
-            if inserted and samples:
-                cursor.executemany(self._sample_sql, samples)
+            cursor.execute(self._trial_sql, params)
+            inserted = cursor.fetchone()[0] == 1
             conn.commit()
             return bool(inserted)
         except psycopg2.IntegrityError:
