@@ -217,8 +217,11 @@ def accuracy(u: np.ndarray, problem: Problem) -> float:
 
 
 def tune(top_level: int = 7, budget_per_level: int = 40, n_train: int = 3, n_held_out: int = 5,
-         seed: int = 0, targets: tuple[float, ...] = TARGETS):
-    """Fill the levels x bins table for levels 2..top_level; returns the :class:`LevelTable`."""
+         seed: int = 0, targets: tuple[float, ...] = TARGETS, margin: float = 0.25):
+    """Fill the levels x bins table for levels 2..top_level; returns the :class:`LevelTable`.
+
+    ``margin`` (digits) is the safety margin a cell must keep above its target on the training inputs.
+    """
     from perftune.targets.choice import tune_levels
 
     rng = np.random.default_rng(seed)
@@ -228,6 +231,7 @@ def tune(top_level: int = 7, budget_per_level: int = 40, n_train: int = 3, n_hel
         program, space_for_level, levels=list(range(MIN_LEVEL, top_level + 1)), accuracy=accuracy,
         targets=targets, inputs_for_level=train.__getitem__, held_out_for_level=held.__getitem__,
         budget_per_level=budget_per_level, seed=seed, seeds_for_level=seeds_for_level, name="poisson",
+        margin=margin,
     )
 
 

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 from perftune.measure._limits import Capabilities, Limits, capabilities, doctor
+from perftune.measure._verify import FEATURES, BudgetedVerifier, RiskModel
 from perftune.measure._timing import (
     Decision,
     MeasureResult,

@@ -76,7 +76,8 @@ class StepResult:
         limit: Which limit was hit: ``"memory"``, ``"processes"``, ``"disk"``, ``"file size"``.
         wall_s: Wall-clock time from start to exit of the step's main process.
         cpu_s: User + system CPU time of the step and the children it waited for.
-        max_rss_kb: Peak resident memory (largest process).
+        max_rss_kb: Peak memory in KiB: the step's cgroup peak when a memory cgroup is available,
+            else ``ru_maxrss`` (which includes the supervisor's image at fork time).
         stdout: Standard output (the first ``stdout_max_bytes``; see ``stdout_truncated``).
         stdout_tail: The last 64 KiB of standard output.
         stdout_sha256: Hash of the whole standard output, for exact comparisons.
@@ -508,6 +509,11 @@ class Sandbox:
             stdout=bytes(out_head), stdout_tail=b"".join(out_tail)[-65536:],
             stdout_truncated=n_out > len(out_head), stdout_sha256=sha.hexdigest(), stderr_tail=stderr_text,
         )
+        peak = cgroup.peak_memory_bytes() if (cgroup is not None and memory_by_cgroup) else None
+        if peak is not None:
+            # ru_maxrss keeps the high-water mark of the forked supervisor's image from before exec;
+            # the step's cgroup only counts what the step itself allocated.
+            result.max_rss_kb = peak // 1024
         if os.WIFSIGNALED(status):
             result.signal = _signal_name(os.WTERMSIG(status))
         else:

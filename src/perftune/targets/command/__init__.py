@@ -1,0 +1,92 @@
+"""Tune any program from a TOML task file: ``perftune run task.toml``.
+
+A task file declares the space, an optional build step and a run step (argument-vector templates),
+the objective, the correctness check and how to measure. Every step of every candidate runs
+sandboxed (see :mod:`perftune.measure`) in the candidate's scratch directory.
+
+Schema (names are stable)::
+
+    name = "matmul"                     # run name (default: the file's directory)
+    inputs = ["data/input.txt"]         # {input} is the first; paths relative to the task file
+    env = { OMP_NUM_THREADS = "1" }     # for every step (values are templates)
+    cwd = "{scratch}"                   # working directory of the steps (default: the scratch dir)
+    constraints = ["block * unroll <= 1024"]
+
+    [space]                             # one entry per parameter: type + constructor arguments
+    block  = { type = "pow2", min = 16, max = 512, default = 64 }   # min/max = lo/hi
+    unroll = { type = "int", min = 1, max = 8 }
+    order  = { type = "choice", options = ["ijk", "ikj", "jik"] }
+    fast   = { type = "bool", on = "-ffast-math", off = "" }        # rendering of true / false
+    passes = { type = "permutation", items = ["a", "b", "c"], sep = "," }
+
+    [build]                             # optional
+    command = ["gcc", "-O2", "{fast}", "-DBLOCK={block}", "{task_dir}/mm.c", "-o", "{scratch}/mm"]
+    timeout_s = 120                     # also: env, cwd, shell = true (then command may be a string)
+
+    [run]
+    command = ["{scratch}/mm", "{input}"]
+    timeout_s = 30                      # upper bound; the adaptive limit is timeout_factor x best time
+    stdin = "{input}"                   # optional
+
+    [objective]
+    metric = "wall_time"   # wall_time | cpu_time | max_rss (KiB) | file_size | stdout_regex | stdout_json
+    pattern = 'GFLOPS: ([0-9.]+)'       # stdout_regex: the first group of the last match
+    key = "result.gflops"               # stdout_json: the last JSON line holding this (dotted) key
+    file = "{scratch}/out.bin"          # file_size
+    goal = "min"                        # min | max
+
+    [check]                             # compare with the default configuration's output
+    stdout = "exact"                    # exact | numeric | none
+    files = ["{scratch}/out.txt"]
+    rtol = 1e-6                         # numeric tolerance (implies numeric comparison)
+    atol = 0.0
+    ignore = "^time:"                   # lines matching this regex are not compared
+
+    [check.expensive]                   # risk-ranked, within budget; the potential winner always
+    budget = 0.1                        # fraction of candidates
+    build = ["gcc", "-fsanitize=address,undefined", "-DBLOCK={block}", "{task_dir}/mm.c", "-o", "{scratch}/mm"]
+    inputs = ["data/other.txt"]         # extra inputs, compared with the default's output on them
+    repeats = 2                         # extra runs that must print the same output
+
+    [timing]
+    min_runs = 3                        # sequential test vs the incumbent
+    max_runs = 30
+    warmup_runs = 1
+    tie = 0.01                          # "the same" within 1%
+    confidence = 0.95
+    repeats = 5                         # instead: exactly this many runs
+    timeout_factor = 3.0                # adaptive run limit = 3 x the incumbent's time ...
+    min_timeout_s = 1.0                 # ... but at least this
+    pin_cpus = [1]
+
+    [sandbox]
+    memory_mb = 2048                    # per step (sanitizer builds get 4x)
+    processes = 256
+    disk_mb = 1024                      # the scratch directory
+    network = false                     # true lets candidates reach the network
+    keep_scratch = false
+
+    [tuning]
+    budget = 100                        # or "10m", or { evals = 100, seconds = 600 }
+    seed = 1
+    workers = 1
+    seeds = [{ block = 64, unroll = 4, order = "ikj", fast = false }]
+
+Placeholders: ``{param}`` for every parameter (an inactive one renders empty), ``{scratch}``,
+``{input}``, ``{task_dir}``; ``{{``/``}}`` are literal braces. An argument that renders empty is
+dropped. There is no shell unless ``shell = true``.
+
+Example:
+    >>> from perftune.targets.command import load_task
+    >>> task = load_task("examples/python_metric/task.toml")  # doctest: +SKIP
+    >>> import perftune
+    >>> result = perftune.tune(task.objective, task.space, budget=20, goal=task.goal,
+    ...                        metric=task.metric)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from perftune.targets.command._objective import CandidateError, CommandObjective, TimingOptions
+from perftune.targets.command._task import Task, load_task
+
+__all__ = ["CandidateError", "CommandObjective", "Task", "TimingOptions", "load_task"]

@@ -1,0 +1,557 @@
+"""The objective of a task file: build, run (adaptively repeated), check, verify one configuration.
+
+State shared by the worker processes of one run lives in files of a per-task state directory,
+guarded by ``flock``: the incumbent's samples (for the sequential test and the adaptive timeout),
+the reference outputs of the default configuration, and the verifier's risk model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from perftune.errors import TaskError
+from perftune.measure import (
+    BudgetedVerifier,
+    Decision,
+    Limits,
+    Sandbox,
+    StepResult,
+    TimingSettings,
+    measure_adaptively,
+)
+from perftune.trial import TrialTimeout
+
+__all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)\b", re.IGNORECASE)
+
+
+class CandidateError(RuntimeError):
+    """A candidate failed (build, run, limit, wrong output, verification); ``str()`` is the reason."""
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """``[timing]``: repeats, sequential test, warm-up, adaptive timeout, core pinning."""
+
+    settings: TimingSettings
+    timeout_factor: float = 3.0
+    min_timeout_s: float = 1.0
+    pin_cpus: tuple[int, ...] | None = None
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], metric: str) -> TimingOptions:
+        kw: dict[str, Any] = {}
+        if metric == "file_size":  # deterministic: one run says it all
+            kw.update(min_runs=1, max_runs=1, first_runs=1, warmup_runs=0)
+        if "repeats" in table:
+            n = int(table["repeats"])
+            if n < 1:
+                raise ValueError(f"repeats must be at least 1, got {n}")
+            kw.update(min_runs=n, max_runs=n, first_runs=n)
+        for key in ("min_runs", "max_runs", "warmup_runs", "first_runs"):
+            if key in table:
+                value = table[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+                kw[key] = value
+        for key in ("tie", "confidence"):
+            if key in table:
+                kw[key] = float(table[key])
+        if "max_runs" in kw and "first_runs" not in kw:
+            kw["first_runs"] = kw["max_runs"]
+        if "min_runs" in kw and "max_runs" not in kw:
+            kw["max_runs"] = max(kw["min_runs"], TimingSettings().max_runs)
+        settings = TimingSettings(**kw)
+        pin = table.get("pin_cpus")
+        if pin is not None and (not isinstance(pin, list) or not all(isinstance(c, int) for c in pin)):
+            raise ValueError(f"pin_cpus must be an array of core numbers, got {pin!r}")
+        factor = float(table.get("timeout_factor", 3.0))
+        if factor < 1:
+            raise ValueError(f"timeout_factor must be at least 1, got {factor}")
+        return cls(settings, factor, float(table.get("min_timeout_s", 1.0)), tuple(pin) if pin else None)
+
+
+def _render_value(value: Any, extra: Mapping[str, str]) -> str:
+    if isinstance(value, bool):
+        if value:
+            return extra.get("on", "true")
+        return extra.get("off", "false")
+    if isinstance(value, tuple):
+        return extra.get("sep", ",").join(str(v) for v in value)
+    if hasattr(value, "to_json") and not isinstance(value, str | int | float):
+        return str(value.to_json())
+    return str(value)
+
+
+class CommandObjective:
+    """Measures one configuration of a task file. Picklable; see :class:`~perftune.targets.command.Task`.
+
+    Returns a mapping: ``{<metric>: median of samples, "samples": [...], "wall_time": s, "cpu_time": s,
+    "max_rss": KiB, "n_runs": runs incl. warm-up, "verified": 1.0 | 0.0}``.
+    """
+
+    def __init__(self, *, task_path: str, task_dir: str, space: Any, render: dict[str, dict[str, Any]],
+                 build: Any, run: Any, objective: Any, check: Any, timing: TimingOptions,
+                 inputs: tuple[str, ...], env: tuple[tuple[str, str], ...], cwd: str | None,
+                 sandbox_options: dict[str, Any], state_dir: str) -> None:
+        self.task_path = task_path
+        self.task_dir = task_dir
+        self.space = space
+        self.render = render
+        self.build = build
+        self.run = run
+        self.objective = objective
+        self.check = check
+        self.timing = timing
+        self.inputs = inputs
+        self.env = env
+        self.cwd = cwd
+        self.sandbox_options = sandbox_options
+        self.state_dir = state_dir
+        self.metric = objective.metric
+        self.goal = objective.goal
+
+    # -- sandbox -------------------------------------------------------------------------------
+    def sandbox(self, *, sanitizer: bool = False) -> Sandbox:
+        o = self.sandbox_options
+        memory = int(o.get("memory_mb", 2048))
+        limits = Limits(memory_mb=memory * (4 if sanitizer else 1), n_procs=int(o.get("processes", 256)),
+                        disk_mb=int(o.get("disk_mb", 1024)), sanitizer=sanitizer)
+        return Sandbox(limits, isolate_network=bool(o.get("network", True)) if "network" not in o
+                       else not bool(o["network"]), isolate_files=bool(o.get("isolate_files", True)),
+                       scratch_root=o.get("scratch_root"), cpu_affinity=self.timing.pin_cpus)
+
+    def check_executables(self) -> None:
+        """Raise TaskError naming the key when a step's program cannot be found or executed."""
+        sandbox = self.sandbox()
+        path = dict(self.env).get("PATH", os.environ.get("PATH", os.defpath))
+        for section, step in (("build", self.build), ("run", self.run)):
+            if step is None or step.shell:
+                continue
+            program = step.command[0]
+            if "{" in program:  # built by an earlier step, e.g. {scratch}/prog
+                continue
+            if os.sep in program and not os.path.isabs(program):
+                program = os.path.join(self.task_dir, program)
+            found, problem = sandbox.resolve(program, path)
+            if found is None:
+                raise TaskError(f"{self.task_path}: {section}.command[0]: {problem}")
+
+    # -- templates -----------------------------------------------------------------------------
+    def _context(self, config: Mapping[str, Any], scratch: str, input_path: str | None) -> dict[str, str]:
+        ctx = {name: "" for name in self.space.names}
+        for name, value in config.items():
+            ctx[name] = _render_value(value, self.render.get(name, {}))
+        ctx["scratch"] = scratch
+        ctx["task_dir"] = self.task_dir
+        ctx["input"] = input_path if input_path is not None else (self.inputs[0] if self.inputs else "")
+        return ctx
+
+    @staticmethod
+    def _fill(template: str, ctx: Mapping[str, str]) -> str:
+        return template.format_map(ctx)
+
+    def _argv(self, command: tuple[str, ...] | str, ctx: Mapping[str, str]) -> list[str] | str:
+        if isinstance(command, str):
+            return self._fill(command, ctx)
+        out = [self._fill(t, ctx) for t in command]
+        return [a for a in out if a != ""]  # an element that renders empty is dropped
+
+    def _step(self, sandbox: Sandbox, step: Any, ctx: Mapping[str, str], scratch: str, timeout_s: float
+              ) -> StepResult:
+        env = {k: self._fill(v, ctx) for k, v in self.env}
+        env.update({k: self._fill(v, ctx) for k, v in step.env})
+        cwd_t = step.cwd or self.cwd
+        cwd = self._fill(cwd_t, ctx) if cwd_t else scratch
+        if not os.path.isabs(cwd):
+            cwd = os.path.join(self.task_dir, cwd)
+        stdin = self._fill(step.stdin, ctx) if step.stdin else None
+        if stdin and not os.path.isabs(stdin):
+            stdin = os.path.join(self.task_dir, stdin)
+        argv = self._argv(step.command, ctx)
+        if isinstance(argv, list) and argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
+            argv[0] = os.path.join(self.task_dir, argv[0])
+        return sandbox.run(argv, scratch=scratch, cwd=cwd, env=env, timeout_s=timeout_s, stdin_path=stdin,
+                           shell=step.shell)
+
+    # -- shared state --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(os.path.join(self.state_dir, "lock"), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _read(self, name: str) -> Any:
+        try:
+            with open(os.path.join(self.state_dir, name)) as f:
+                return json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def _write(self, name: str, data: Any) -> None:
+        tmp = os.path.join(self.state_dir, f".{name}.{os.getpid()}")
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, os.path.join(self.state_dir, name))
+
+    def _better(self, a: float, b: float) -> bool:
+        return a < b if self.goal == "min" else a > b
+
+    # -- reference -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Build and run the default configuration once: reference outputs, and a metric that parses.
+
+        Raises:
+            TaskError: One line naming the task file when the default configuration cannot serve.
+        """
+        with self._locked():
+            if self._read("reference.json") is not None:
+                return
+            config = self.space.default()
+            problem = self.space.why_invalid(config)
+            if problem:
+                raise TaskError(f"{self.task_path}: space: the default configuration is invalid: {problem}")
+            sandbox = self.sandbox()
+            ref: dict[str, Any] = {"inputs": {}}
+            with sandbox.scratch() as scratch:
+                ctx = self._context(config, scratch.path, None)
+                if self.build is not None:
+                    r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
+                    if not r.ok:
+                        raise TaskError(f"{self.task_path}: build: the default configuration fails to build: "
+                                        f"{r.reason}")
+                for index, input_path in enumerate(self._reference_inputs()):
+                    ctx = self._context(config, scratch.path, input_path)
+                    r = self._step(sandbox, self.run, ctx, scratch.path, self.run.timeout_s)
+                    if not r.ok:
+                        raise TaskError(f"{self.task_path}: run: the default configuration fails, so no reference "
+                                        f"output can be produced: {r.reason}")
+                    if index == 0:
+                        try:
+                            self._metric(r, ctx, scratch.path)
+                        except CandidateError as error:
+                            key = {"stdout_regex": "objective.pattern", "stdout_json": "objective.key",
+                                   "file_size": "objective.file"}.get(self.metric, "objective.metric")
+                            raise TaskError(f"{self.task_path}: {key}: on the default configuration's output: "
+                                            f"{error}") from None
+                        ref["wall_s"] = r.wall_s
+                    ref["inputs"][str(index)] = self._save_outputs(r, ctx, f"ref{index}")
+            self._write("reference.json", ref)
+
+    def _reference_inputs(self) -> list[str | None]:
+        extra = list(self.check.expensive.inputs) if self.check.expensive else []
+        first: list[str | None] = [self.inputs[0]] if self.inputs else [None]
+        return first + [i for i in extra if i not in first]
+
+    def _save_outputs(self, r: StepResult, ctx: Mapping[str, str], tag: str) -> dict[str, Any]:
+        saved: dict[str, Any] = {"stdout_sha256": r.stdout_sha256, "stdout_truncated": r.stdout_truncated}
+        out_path = os.path.join(self.state_dir, f"{tag}.stdout")
+        with open(out_path, "wb") as f:
+            f.write(r.stdout)
+        saved["stdout"] = out_path
+        files = []
+        for i, t in enumerate(self.check.files):
+            src = self._fill(t, ctx)
+            dst = os.path.join(self.state_dir, f"{tag}.file{i}")
+            try:
+                shutil.copyfile(src, dst)
+            except OSError as error:
+                raise TaskError(f"{self.task_path}: check.files[{i}]: the default configuration did not produce "
+                                f"{t!r}: {error.strerror}") from None
+            files.append(dst)
+        saved["files"] = files
+        return saved
+
+    def _reference(self) -> dict[str, Any]:
+        ref = self._read("reference.json")
+        if ref is None:
+            self.prepare()
+            ref = self._read("reference.json")
+        return ref
+
+    # -- metric and checks ---------------------------------------------------------------------
+    def _metric(self, r: StepResult, ctx: Mapping[str, str], scratch: str) -> float:
+        m = self.metric
+        if m == "wall_time":
+            return r.wall_s
+        if m == "cpu_time":
+            return r.cpu_s
+        if m == "max_rss":
+            return float(r.max_rss_kb)
+        if m == "file_size":
+            path = self._fill(self.objective.file, ctx)
+            try:
+                return float(os.path.getsize(path))
+            except OSError:
+                raise CandidateError(f"output file {path} was not produced") from None
+        text = r.text()
+        if m == "stdout_regex":
+            matches = list(re.finditer(self.objective.pattern, text, re.MULTILINE))
+            if not matches:
+                raise CandidateError(f"pattern {self.objective.pattern!r} matches nothing in stdout "
+                                     f"({_snippet(text)})")
+            last = matches[-1]
+            token = last.group(1) if last.re.groups else last.group(0)
+            try:
+                return float(token)
+            except (TypeError, ValueError):
+                raise CandidateError(f"pattern {self.objective.pattern!r} matched {token!r}, not a number") from None
+        for line in reversed(text.splitlines()):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            value: Any = obj
+            for part in self.objective.key.split("."):
+                if not isinstance(value, Mapping) or part not in value:
+                    value = None
+                    break
+                value = value[part]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        raise CandidateError(f"no JSON line in stdout has a numeric {self.objective.key!r} ({_snippet(text)})")
+
+    def _compare_text(self, got: str, want: str) -> str | None:
+        if self.check.ignore:
+            pat = re.compile(self.check.ignore)
+            got = "\n".join(line for line in got.splitlines() if not pat.search(line))
+            want = "\n".join(line for line in want.splitlines() if not pat.search(line))
+        if self.check.stdout == "numeric" or self.check.rtol or self.check.atol:
+            return _compare_numeric(got, want, self.check.rtol, self.check.atol)
+        if got != want:
+            for i, (a, b) in enumerate(zip(got.splitlines(), want.splitlines(), strict=False), 1):
+                if a != b:
+                    return f"line {i}: got {a[:80]!r}, expected {b[:80]!r}"
+            return f"output has {len(got.splitlines())} lines, the reference {len(want.splitlines())}"
+        return None
+
+    def _cheap_check(self, r: StepResult, ctx: Mapping[str, str], ref: dict[str, Any]) -> str | None:
+        if self.check.stdout != "none":
+            if ref["stdout_truncated"] or r.stdout_truncated:
+                if self.check.ignore is None and self.check.stdout == "exact":
+                    if r.stdout_sha256 != ref["stdout_sha256"]:
+                        return "stdout differs from the default configuration's"
+                # too large to compare in detail otherwise: compare what was kept
+            with open(ref["stdout"], "rb") as f:
+                want = f.read().decode(errors="replace")
+            problem = self._compare_text(r.stdout.decode(errors="replace"), want)
+            if problem:
+                return f"stdout differs from the default configuration's: {problem}"
+        for i, t in enumerate(self.check.files):
+            path = self._fill(t, ctx)
+            try:
+                with open(path, "rb") as f:
+                    got = f.read()
+            except OSError:
+                return f"output file {t!r} was not produced"
+            with open(ref["files"][i], "rb") as f:
+                want_b = f.read()
+            if got == want_b:
+                continue
+            if self.check.rtol or self.check.atol or self.check.stdout == "numeric":
+                problem = _compare_numeric(got.decode(errors="replace"), want_b.decode(errors="replace"),
+                                           self.check.rtol, self.check.atol)
+                if problem is None:
+                    continue
+                return f"output file {t!r} differs: {problem}"
+            return f"output file {t!r} differs from the default configuration's"
+        return None
+
+    # -- the objective -------------------------------------------------------------------------
+    def __call__(self, config: Mapping[str, Any], *, technique: str | None = None) -> dict[str, Any]:
+        ref = self._reference() if self.check.active or self.check.expensive else None
+        sandbox = self.sandbox()
+        incumbent = self._read("incumbent.json")
+        keep = bool(self.sandbox_options.get("keep_scratch", False))
+        with sandbox.scratch(keep=keep) as scratch:
+            ctx = self._context(config, scratch.path, None)
+            if self.build is not None:
+                r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
+                if r.status == "timeout":
+                    raise TrialTimeout(f"build: {r.reason}")
+                if not r.ok:
+                    raise CandidateError(f"build: {r.reason}")
+            timeout = self.run.timeout_s
+            adaptive = False
+            if incumbent and incumbent.get("wall_s"):
+                limit = max(self.timing.min_timeout_s, self.timing.timeout_factor * incumbent["wall_s"])
+                if limit < timeout:
+                    timeout, adaptive = limit, True
+            walls: list[float] = []
+            cpus: list[float] = []
+            rss: list[int] = []
+            checked_output = False
+
+            def run_once() -> float:
+                nonlocal checked_output
+                r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
+                if r.status == "timeout":
+                    why = (f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
+                           if adaptive else "")
+                    raise TrialTimeout(f"run: {r.reason}{why}")
+                if not r.ok:
+                    raise CandidateError(f"run: {r.reason}")
+                if ref is not None and not checked_output and self.check.active:
+                    problem = self._cheap_check(r, ctx, ref["inputs"]["0"])
+                    if problem:
+                        raise CandidateError(f"wrong output: {problem}")
+                    checked_output = True
+                value = self._metric(r, ctx, scratch.path)
+                walls.append(r.wall_s)
+                cpus.append(r.cpu_s)
+                rss.append(r.max_rss_kb)
+                return value
+
+            result = measure_adaptively(run_once, incumbent["samples"] if incumbent else None,
+                                        self.timing.settings, goal=self.goal)
+            value = statistics.median(result.samples)
+            verified = 0.0
+            if self.check.expensive is not None and ref is not None:
+                problem, verified = self._maybe_verify(config, value, incumbent, technique, scratch.path, ref)
+                if problem:
+                    raise CandidateError(f"verification failed: {problem}")
+            if result.decision is Decision.BETTER:
+                self._offer_incumbent(result.samples, value, statistics.median(walls))
+        return {self.metric: value, "samples": result.samples, "wall_time": statistics.median(walls),
+                "cpu_time": statistics.median(cpus), "max_rss": float(max(rss)), "n_runs": float(result.n_runs),
+                "verified": verified}
+
+    def _offer_incumbent(self, samples: list[float], value: float, wall_s: float) -> None:
+        with self._locked():
+            current = self._read("incumbent.json")
+            if current is None or self._better(value, current["value"]):
+                self._write("incumbent.json", {"samples": samples, "value": value, "wall_s": wall_s})
+
+    def observe(self, trial: Any) -> None:
+        """Driver hook (optional): record the outcome and technique of a finished trial."""
+        try:
+            encoding = self.space.encode(trial.config)
+        except Exception:
+            return
+        with self._locked():
+            verifier = self._verifier()
+            verifier.record(encoding, bad=not trial.ok, technique=getattr(trial, "technique", None))
+            self._write("risk.json", verifier.to_dict())
+
+    def _verifier(self) -> BudgetedVerifier:
+        data = self._read("risk.json")
+        budget = self.check.expensive.budget if self.check.expensive else 0.0
+        return BudgetedVerifier.from_dict(data) if data else BudgetedVerifier(budget)
+
+    def _maybe_verify(self, config: Mapping[str, Any], value: float, incumbent: Any, technique: str | None,
+                      scratch: str, ref: dict[str, Any]) -> tuple[str | None, float]:
+        encoding = self.space.encode(config)
+        best = incumbent["value"] if incumbent else None
+        potential_winner = best is None or self._better(value, best)
+        speedup = None
+        if best is not None and value > 0 and best > 0:
+            speedup = best / value if self.goal == "min" else value / best
+        with self._locked():
+            verifier = self._verifier()
+            x = verifier.features(encoding, speedup=speedup, technique=technique)
+            chosen = verifier.should_check(x)
+            self._write("risk.json", verifier.to_dict())
+        if not (chosen or potential_winner):
+            return None, 0.0
+        problem = self._expensive_check(config, scratch, ref)
+        with self._locked():
+            verifier = self._verifier()
+            verifier.record(encoding, bad=problem is not None, x=x, checked=True, technique=technique)
+            self._write("risk.json", verifier.to_dict())
+        return problem, 1.0
+
+    def verify(self, config: Mapping[str, Any]) -> str | None:
+        """The expensive check on ``config`` (builds it afresh); None when it passes."""
+        ref = self._reference()
+        sandbox = self.sandbox()
+        with sandbox.scratch() as scratch:
+            ctx = self._context(config, scratch.path, None)
+            if self.build is not None:
+                r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
+                if not r.ok:
+                    return f"build: {r.reason}"
+            return self._expensive_check(config, scratch.path, ref)
+
+    def _expensive_check(self, config: Mapping[str, Any], scratch: str, ref: dict[str, Any]) -> str | None:
+        ex = self.check.expensive
+        if ex is None:
+            return None
+        inputs = self._reference_inputs()
+        run_timeout = ex.run_timeout_s or self.run.timeout_s * (10 if ex.build else 2)
+        if ex.build is not None:
+            sandbox = self.sandbox(sanitizer=ex.sanitizer)
+            with sandbox.scratch() as vscratch:
+                ctx = self._context(config, vscratch.path, None)
+                from perftune.targets.command._task import StepSpec
+
+                build = StepSpec(tuple(ex.build), ex.build_timeout_s, sanitizer=ex.sanitizer)
+                r = self._step(sandbox, build, ctx, vscratch.path, ex.build_timeout_s)
+                if not r.ok:
+                    return f"checking build: {r.reason}"
+                return self._check_runs(sandbox, config, vscratch.path, inputs, ref, run_timeout, ex.repeats)
+        return self._check_runs(self.sandbox(), config, scratch, inputs, ref, run_timeout, ex.repeats)
+
+    def _check_runs(self, sandbox: Sandbox, config: Mapping[str, Any], scratch: str, inputs: list[str | None],
+                    ref: dict[str, Any], timeout_s: float, repeats: int) -> str | None:
+        for index, input_path in enumerate(inputs):
+            ctx = self._context(config, scratch, input_path)
+            first_hash = None
+            for _ in range(1 + (repeats if index == 0 else 0)):
+                r = self._step(sandbox, self.run, ctx, scratch, timeout_s)
+                label = f"input {os.path.basename(input_path)}" if input_path else "run"
+                if not r.ok:
+                    return f"{label}: {r.reason}"
+                if self.check.active:
+                    problem = self._cheap_check(r, ctx, ref["inputs"][str(index)])
+                    if problem:
+                        return f"{label}: {problem}"
+                if first_hash is not None and r.stdout_sha256 != first_hash and self.check.stdout == "exact" \
+                        and not self.check.ignore:
+                    return f"{label}: nondeterministic output (differs between repeated runs)"
+                first_hash = r.stdout_sha256
+        return None
+
+    def __repr__(self) -> str:
+        return f"CommandObjective({self.task_path!r}, metric={self.metric!r}, goal={self.goal!r})"
+
+
+def _snippet(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return "stdout was empty"
+    return "stdout: " + (text[-120:].replace("\n", "\\n"))
+
+
+def _compare_numeric(got: str, want: str, rtol: float, atol: float) -> str | None:
+    g_tokens = _NUMBER.split(got)
+    w_tokens = _NUMBER.split(want)
+    if [t.split() for t in g_tokens] != [t.split() for t in w_tokens]:
+        return "the text around the numbers differs"
+    g_nums = _NUMBER.findall(got)
+    w_nums = _NUMBER.findall(want)
+    if len(g_nums) != len(w_nums):
+        return f"{len(g_nums)} numbers, the reference has {len(w_nums)}"
+    for i, (a_s, b_s) in enumerate(zip(g_nums, w_nums, strict=True)):
+        a, b = float(a_s), float(b_s)
+        if math.isnan(a) and math.isnan(b):
+            continue
+        if not math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
+            return f"number {i + 1}: {a_s} vs {b_s} (rtol={rtol:g}, atol={atol:g})"
+    return None
