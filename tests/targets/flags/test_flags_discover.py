@@ -45,7 +45,11 @@ def test_parse_optimizers_reads_gcc12_syntax_and_skips_non_speed_flags() -> None
 
 def test_parse_params_keeps_ranges_and_bounds_unranged_params() -> None:
     params = {p.param: p for p in parse_params(GCC12_PARAMS)}
-    assert (params["max-unroll-times"].lo, params["max-unroll-times"].hi, params["max-unroll-times"].default) == (0, 32, 8)
+    assert (
+        params["max-unroll-times"].lo,
+        params["max-unroll-times"].hi,
+        params["max-unroll-times"].default,
+    ) == (0, 32, 8)
     assert params["max-unroll-times"].range_known
     unranged = params["align-loop-iterations"]
     assert not unranged.range_known and unranged.lo <= 4 <= unranged.hi
@@ -55,7 +59,10 @@ def test_parse_params_keeps_ranges_and_bounds_unranged_params() -> None:
 
 
 def test_parse_target_lists_march_values() -> None:
-    text = "  -march=  \t\tx86-64\n  -mtune=  \tgeneric\n  Known valid arguments for -march= option:\n    core2 znver3 native\n"
+    text = (
+        "  -march=  \t\tx86-64\n  -mtune=  \tgeneric\n"
+        "  Known valid arguments for -march= option:\n    core2 znver3 native\n"
+    )
     march, mtune, default_march, default_tune = parse_target(text)
     assert march == ["core2", "znver3", "native"] and default_march == "x86-64" and default_tune == "generic"
 

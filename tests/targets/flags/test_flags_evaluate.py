@@ -21,7 +21,7 @@ def test_compare_outputs_exact_and_with_tolerance() -> None:
 
 def _kahan(info, tmp_path):  # type: ignore[no-untyped-def]
     program = Program(sources=(str(DATA / "kahan.c"),), run_args=("20000", "3"))
-    return Evaluator(program, info, workdir=str(tmp_path / "work"))
+    return Evaluator(program, info)
 
 
 def test_output_change_is_wrong_output(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -63,8 +63,7 @@ def test_compiler_crash_is_recorded(flags_cache, tmp_path) -> None:  # type: ign
 
 def test_identical_binaries_are_measured_once(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prog = bundled()["hashsort"]
-    ev = Evaluator(Program(sources=(str(prog.source),), run_args=prog.small_args), gcc_info,
-                   workdir=str(tmp_path / "w"))
+    ev = Evaluator(Program(sources=(str(prog.source),), run_args=prog.small_args), gcc_info)
     ev.set_reference(["-O2"])
     a = ev.measure(["-O3"])
     b = ev.measure(["-O3", "-fpeel-loops"])  # already on at -O3: the same binary
@@ -75,8 +74,10 @@ def test_every_bundled_program_builds_and_agrees_with_O2(gcc_info, tmp_path) -> 
     programs = bundled()
     assert len(programs) >= 6
     for prog in programs.values():
-        ev = Evaluator(Program(sources=(str(prog.source),), run_args=prog.small_args, rel_tol=prog.rel_tol),
-                       gcc_info, workdir=str(tmp_path / prog.name))
+        ev = Evaluator(
+            Program(sources=(str(prog.source),), run_args=prog.small_args, rel_tol=prog.rel_tol),
+            gcc_info,
+        )
         ev.set_reference(["-O2"])
         assert ev.reference and ev.reference.strip()
         m = ev.measure(["-O3", "-march=native"], n_runs=1)

@@ -14,9 +14,9 @@ Example:
 
 from __future__ import annotations
 
+from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, FlagInfo, ParamInfo, cache_dir, discover
 from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
-from perftune.targets.flags._runner import compare_outputs, speedup_ci
 from perftune.targets.flags._space import build_space, config_from_flags, render
 from perftune.targets.flags._task import FlagsTask, task_from_toml
 from perftune.targets.flags._tune import FlagsResult, parse_flag_budget, reduce_flags, tune_flags
@@ -41,7 +41,6 @@ __all__ = [
     "parse_flag_budget",
     "reduce_flags",
     "render",
-    "speedup_ci",
     "task_from_toml",
     "tune_flags",
 ]

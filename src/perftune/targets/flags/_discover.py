@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perftune.errors import PerftuneError
 
@@ -190,15 +191,17 @@ class CompilerInfo:
                 return info
         return None
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         """A JSON-able dictionary (the cache format)."""
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> CompilerInfo:
+    def from_json(cls, data: dict[str, Any]) -> CompilerInfo:
         """Inverse of :meth:`to_json`."""
-        flags = tuple(FlagInfo(f["flag"], f["kind"], tuple(f["values"]), f["o3_state"]) for f in data["flags"])  # type: ignore[index,union-attr]
-        params = tuple(ParamInfo(**p) for p in data["params"])  # type: ignore[union-attr,arg-type]
+        flags = tuple(
+            FlagInfo(f["flag"], f["kind"], tuple(f["values"]), f["o3_state"]) for f in data["flags"]
+        )
+        params = tuple(ParamInfo(**p) for p in data["params"])
         return cls(
             path=str(data["path"]),
             version=str(data["version"]),
@@ -206,9 +209,9 @@ class CompilerInfo:
             machine=str(data["machine"]),
             flags=flags,
             params=params,
-            march=tuple(data["march"]),  # type: ignore[arg-type]
-            mtune=tuple(data["mtune"]),  # type: ignore[arg-type]
-            rejected=dict(data.get("rejected", {})),  # type: ignore[call-overload]
+            march=tuple(data["march"]),
+            mtune=tuple(data["mtune"]),
+            rejected=dict(data.get("rejected", {})),
         )
 
 
@@ -238,6 +241,7 @@ def parse_optimizers(text: str) -> list[FlagInfo]:
     for line in text.splitlines():
         if "[available in" in line:
             continue
+        values: tuple[str, ...]
         m = _BOOL_FLAG_RE.match(line)
         if m:
             flag, state = m.group(1), m.group(2) or ""  # no state: a flag -O3 leaves unset
@@ -369,7 +373,9 @@ def _probe_group(cc: str, options: list[str], workdir: str, rejected: dict[str, 
         rejected[options[0]] = (stderr.splitlines() or ["rejected"])[0][:200]
         return []
     mid = len(options) // 2
-    return _probe_group(cc, options[:mid], workdir, rejected) + _probe_group(cc, options[mid:], workdir, rejected)
+    return _probe_group(cc, options[:mid], workdir, rejected) + _probe_group(
+        cc, options[mid:], workdir, rejected
+    )
 
 
 def _cache_key(cc: str, version_line: str) -> str:
@@ -430,7 +436,9 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
     optimizers = _run([cc, "-O3", "-Q", "--help=optimizers"])
     params_text = _run([cc, "-O3", "-Q", "--help=params"])
     if optimizers.returncode != 0 or "-f" not in optimizers.stdout:
-        raise PerftuneError(f"compiler {compiler!r} does not list its optimisers with -Q --help=optimizers (gcc needed)")
+        raise PerftuneError(
+            f"compiler {compiler!r} does not list its optimisers with -Q --help=optimizers (gcc needed)"
+        )
     flags = parse_optimizers(optimizers.stdout)
     params = parse_params(params_text.stdout)
     known_march, known_tune, _, _ = parse_target(_run([cc, "-Q", "--help=target"]).stdout)
@@ -441,7 +449,9 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
         Path(workdir, "probe.c").write_text(_PROBE_SOURCE)
         ok, stderr = _accepts(cc, [], workdir)
         if not ok:
-            raise PerftuneError(f"compiler {compiler!r} cannot compile a small C file: {stderr.splitlines()[:1]}")
+            raise PerftuneError(
+                f"compiler {compiler!r} cannot compile a small C file: {stderr.splitlines()[:1]}"
+            )
         # Each flag is probed in the form the search uses: -fX and -fno-X, or -fX=<first value>.
         on = [f.flag for f in flags if f.kind == "bool"]
         off = ["-fno-" + f.flag[2:] for f in flags if f.kind == "bool"]
@@ -451,7 +461,13 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
         accepted |= set(_probe_group(cc, enums, workdir, rejected))
         kept_flags = []
         for f in flags:
-            if f.kind == "bool" and f.flag in accepted and "-fno-" + f.flag[2:] in accepted or f.kind == "enum" and f"{f.flag}={f.values[0]}" in accepted:
+            if (
+                f.kind == "bool"
+                and f.flag in accepted
+                and "-fno-" + f.flag[2:] in accepted
+                or f.kind == "enum"
+                and f"{f.flag}={f.values[0]}" in accepted
+            ):
                 kept_flags.append(f)
         # A param is probed at both ends of its range (a range gcc prints but then refuses is dropped).
         kept_params = []

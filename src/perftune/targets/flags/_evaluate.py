@@ -1,7 +1,11 @@
 """Build a program with a set of compiler options, run it, check its output, and time it.
 
-Each candidate is built in its own scratch directory. Builds may run in parallel (``--workers``);
-timing runs are serialised by a lock so that two timed runs never share the machine. A binary that is
+Each candidate is built and run in its own scratch directory through the sandbox of
+:mod:`perftune.measure` (process group, timeout, cgroup/rlimit limits, namespaces where available;
+the build keeps the user's identity so that it can read the user's headers, the run drops to an
+unprivileged user when perftune runs as root). Builds may run in parallel (``--workers``); timing runs
+are serialised by a lock so that two timed runs never share the machine, and repeated adaptively with
+the sequential test of :func:`perftune.measure.measure_adaptively` against the best so far. A binary that is
 byte-identical to one already measured is not measured again (most flags leave most programs alone),
 and an option the compiler rejected once is avoided from then on.
 
@@ -17,16 +21,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import statistics
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from perftune.errors import PerftuneError
+from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_adaptively
+from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, remember_rejected
-from perftune.targets.flags._runner import compare_outputs, run_step
 
 __all__ = ["Measurement", "Program", "Evaluator"]
 
@@ -74,6 +78,7 @@ class Measurement:
         reason: Why it failed.
         binary_hash: SHA-256 of the built binary (identical binaries share one measurement).
         cached: True when the measurement was reused from an identical binary.
+        decision: How the sequential test against the incumbent ended (None for fixed repeats).
     """
 
     status: str
@@ -82,6 +87,7 @@ class Measurement:
     reason: str | None = None
     binary_hash: str | None = None
     cached: bool = False
+    decision: Decision | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,16 +102,26 @@ _REJECTED_OPTION = re.compile(
 _OPTION_IN_MESSAGE = re.compile(r"['‘\"](--param[= ]?[\w.-]+(?:=\S+?)?|-[fmO][\w.+=-]*)['’\"]")
 
 
+class _RunFailed(Exception):
+    def __init__(self, measurement: Measurement) -> None:
+        super().__init__(measurement.reason)
+        self.measurement = measurement
+
+
 class Evaluator:
     """Builds, runs, checks and times candidates of one program.
 
     Args:
         program: The program.
         info: The compiler (from :func:`discover`).
-        workdir: Where scratch directories go (a temporary directory when None).
-        min_runs: Timed runs of a candidate that may beat the best so far.
-        max_runs: Upper limit of timed runs of one candidate.
-        memory_mb: Address-space limit of one run.
+        workdir: Where scratch directories go (the sandbox's default when None).
+        timing: Repeats, tie threshold and confidence of the sequential timing test.
+        memory_mb: Memory limit of one run (the build gets twice as much).
+
+    Example:
+        >>> ev = Evaluator(Program(sources=("prog.c",)), discover("gcc"))  # doctest: +SKIP
+        >>> ev.set_reference(["-O2"]); ev.measure(["-O3"]).ok  # doctest: +SKIP
+        True
     """
 
     def __init__(
@@ -114,25 +130,27 @@ class Evaluator:
         info: CompilerInfo,
         *,
         workdir: str | None = None,
-        min_runs: int = 3,
-        max_runs: int = 5,
-        memory_mb: int | None = 4096,
+        timing: TimingSettings | None = None,
+        memory_mb: int = 4096,
     ) -> None:
         self.program = program
         self.info = info
-        self._own_workdir = workdir is None
-        self.workdir = workdir or tempfile.mkdtemp(prefix="perftune-flags-")
-        os.makedirs(self.workdir, exist_ok=True)
-        self.min_runs = min_runs
-        self.max_runs = max_runs
-        self.memory_mb = memory_mb
+        self.timing = timing or TimingSettings(min_runs=2, max_runs=8, warmup_runs=0, first_runs=5, tie=0.01)
+        if workdir is not None:
+            os.makedirs(workdir, exist_ok=True)
+        # The compiler is the user's own tool: it keeps the user's identity (headers stay readable) but
+        # gets the limits, the timeout and a read-only file system outside its scratch directory.
+        self.build_sandbox = Sandbox(
+            Limits(memory_mb=2 * memory_mb, disk_mb=2048), drop_user=False, scratch_root=workdir
+        )
+        self.run_sandbox = Sandbox(Limits(memory_mb=memory_mb, disk_mb=1024), scratch_root=workdir)
         self.reference: str | None = None
         self.best_s: float | None = None
+        self.best_samples: list[float] | None = None
         self.baseline_s: float | None = None
         self._time_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._by_hash: dict[str, Measurement] = {}
-        self._counter = 0
         self.n_builds = 0
         self.n_cache_hits = 0
 
@@ -140,46 +158,46 @@ class Evaluator:
 
     def compile_command(self, options: Sequence[str], output: str = "prog") -> list[str]:
         """The full compiler command line for ``options``."""
-        return [
-            self.info.path, *self.program.compile_args, *options, *self.program.sources, "-o", output,
-            *self.program.link_args,
-        ]
+        p = self.program
+        return [self.info.path, *p.compile_args, *options, *p.sources, "-o", output, *p.link_args]
 
-    def _scratch(self) -> str:
-        with self._state_lock:
-            self._counter += 1
-            n = self._counter
-        path = os.path.join(self.workdir, f"c{n:06d}")
-        os.makedirs(path, exist_ok=True)
-        return path
+    def scratch(self) -> Any:
+        """A fresh scratch directory (a context manager that removes it)."""
+        return self.run_sandbox.scratch(prefix="flags-")
 
-    def build(self, options: Sequence[str], scratch: str) -> tuple[str | None, Measurement | None]:
+    def build(self, options: Sequence[str], scratch: Any) -> tuple[str | None, Measurement | None]:
         """Compile into ``scratch``; returns the binary path, or a failed measurement."""
         for opt in options:
             if opt in self.info.rejected:
-                return None, Measurement("rejected", reason=f"avoided {opt}: rejected earlier ({self.info.rejected[opt]})")
-        binary = os.path.join(scratch, "prog")
-        sources = [os.path.join(os.path.abspath(self.program.cwd), s) for s in self.program.sources]
-        cmd = [self.info.path, *self.program.compile_args, *options, *sources, "-o", binary, *self.program.link_args]
-        step = run_step(cmd, timeout_s=self.program.compile_timeout_s, cwd=scratch, memory_mb=None)
+                why = f"avoided {opt}: rejected earlier ({self.info.rejected[opt]})"
+                return None, Measurement("rejected", reason=why)
+        binary = os.path.join(os.fspath(scratch), "prog")
+        cwd = os.path.abspath(self.program.cwd)
+        sources = [os.path.join(cwd, s) for s in self.program.sources]
+        p = self.program
+        cmd = [self.info.path, *p.compile_args, *options, *sources, "-o", binary, *p.link_args]
+        step = self.build_sandbox.run(cmd, scratch=scratch, cwd=cwd, timeout_s=p.compile_timeout_s)
         with self._state_lock:
             self.n_builds += 1
-        if step.timed_out:
-            return None, Measurement("compile-error", reason=f"compile {step.why()}")
         if step.ok:
             return binary, None
-        text = step.stderr
-        if "internal compiler error" in text or (step.returncode is not None and step.returncode < 0) or (
-            "Please submit a full bug report" in text
+        if step.status == "timeout" or step.status == "limit":
+            return None, Measurement("compile-error", reason=f"compile: {step.reason}")
+        text = step.stderr_tail
+        if (
+            "internal compiler error" in text
+            or step.signal is not None
+            or "Please submit a full bug report" in text
         ):
-            line = next((ln.strip() for ln in text.splitlines() if "internal compiler error" in ln), step.why())
+            line = next(
+                (ln.strip() for ln in text.splitlines() if "internal compiler error" in ln), step.reason or ""
+            )
             return None, Measurement("compiler-crash", reason=f"compiler crashed: {line[:300]}")
         offending = self._rejected_option(text, options)
+        first = next((ln.strip() for ln in text.splitlines() if "error" in ln), step.reason or "failed")
         if offending is not None:
-            first = next((ln.strip() for ln in text.splitlines() if "error" in ln), step.why())
             remember_rejected(self.info, offending, first[:200])
             return None, Measurement("rejected", reason=f"compiler rejected {offending}: {first[:300]}")
-        first = next((ln.strip() for ln in text.splitlines() if "error" in ln), step.why())
         return None, Measurement("compile-error", reason=f"compile failed: {first[:300]}")
 
     @staticmethod
@@ -199,16 +217,23 @@ class Evaluator:
 
     # ----------------------------------------------------------------- running
 
-    def run_once(self, binary: str, timeout_s: float | None = None) -> tuple[float | None, str | None, str]:
+    def run_once(
+        self, binary: str, scratch: Any, timeout_s: float | None = None
+    ) -> tuple[float | None, str | None, str]:
         """Run ``binary`` once: ``(seconds or None, failure reason or None, stdout)``."""
         limit = timeout_s if timeout_s is not None else self.program.run_timeout_s
-        step = run_step([binary, *self.program.run_args], timeout_s=limit, cwd=os.path.abspath(self.program.cwd),
-                        memory_mb=self.memory_mb)
-        if step.timed_out:
-            return None, f"run {step.why()}", step.stdout
+        step = self.run_sandbox.run(
+            [binary, *self.program.run_args],
+            scratch=scratch,
+            cwd=os.path.abspath(self.program.cwd),
+            timeout_s=limit,
+        )
+        out = step.text()
+        if step.status == "timeout":
+            return None, f"run timed out after {limit:.1f} s", out
         if not step.ok:
-            return None, f"run failed: {step.why()}", step.stdout
-        return step.wall_s, None, step.stdout
+            return None, f"run failed: {step.reason}", out
+        return step.wall_s, None, out
 
     def _timeout(self) -> float:
         # Hopeless candidates stop early: three times the best time so far (and at least a second).
@@ -217,19 +242,23 @@ class Evaluator:
         return min(self.program.run_timeout_s, max(1.0, 3.0 * self.best_s + 0.5))
 
     def measure(
-        self, options: Sequence[str], *, n_runs: int | None = None, keep: bool = False, same_as: str | None = None
+        self,
+        options: Sequence[str],
+        *,
+        n_runs: int | None = None,
+        same_as: str | None = None,
+        against: Sequence[float] | None = None,
     ) -> Measurement:
         """Build with ``options``, run, check the output against the reference, and time it.
 
         Args:
             options: Tuned compiler options (``-O3 -funroll-loops ...``).
-            n_runs: Fixed number of timed runs (default: adaptive between min_runs and max_runs).
-            keep: Keep the scratch directory (for inspection).
+            n_runs: Fixed number of timed runs (default: the sequential test against the best so far).
             same_as: A binary hash; a build that gives this very binary is not run again (its
                 measurement comes back with ``value=None`` and ``cached=True``).
+            against: Samples to run the sequential test against instead of the best so far.
         """
-        scratch = self._scratch()
-        try:
+        with self.scratch() as scratch:
             binary, failure = self.build(options, scratch)
             if failure is not None:
                 return failure
@@ -238,73 +267,98 @@ class Evaluator:
                 digest = hashlib.sha256(fh.read()).hexdigest()
             if same_as is not None and digest == same_as:
                 return Measurement("ok", binary_hash=digest, cached=True)
-            if n_runs is None:
+            if n_runs is None and against is None:
                 with self._state_lock:
                     known = self._by_hash.get(digest)
                 if known is not None:
                     with self._state_lock:
                         self.n_cache_hits += 1
-                    return Measurement(known.status, known.value, list(known.samples), known.reason, digest, cached=True)
-            result = self._time(binary, n_runs)
+                    return Measurement(
+                        known.status, known.value, list(known.samples), known.reason, digest, cached=True
+                    )
+            try:
+                result = self._time(binary, scratch, n_runs, against)
+            except _RunFailed as failed:
+                result = failed.measurement
             result.binary_hash = digest
-            if n_runs is None:
+            if n_runs is None and against is None:
                 with self._state_lock:
                     self._by_hash.setdefault(digest, result)
-                    if result.ok and result.value is not None and (self.best_s is None or result.value < self.best_s):
+                    if (
+                        result.ok
+                        and result.value is not None
+                        and (self.best_s is None or result.value < self.best_s)
+                    ):
                         self.best_s = result.value
+                        self.best_samples = list(result.samples)
             return result
-        finally:
-            if not keep:
-                shutil.rmtree(scratch, ignore_errors=True)
 
-    def _time(self, binary: str, n_runs: int | None) -> Measurement:
-        with self._time_lock:
-            seconds, why, out = self.run_once(binary, self._timeout())
+    def _time(
+        self, binary: str, scratch: Any, n_runs: int | None, against: Sequence[float] | None
+    ) -> Measurement:
+        checked = [False]
+
+        def run_once() -> float:
+            seconds, why, out = self.run_once(binary, scratch, self._timeout())
             if why is not None:
-                return Measurement("timeout" if "timed out" in why else "run-error", reason=why)
-            if self.reference is not None:
-                diff = compare_outputs(self.reference, out, rel_tol=self.program.rel_tol, abs_tol=self.program.abs_tol)
+                status = "timeout" if "timed out" in why else "run-error"
+                raise _RunFailed(
+                    Measurement(status, reason=why if not checked[0] else f"{why} (on a repeat)")
+                )
+            if not checked[0] and self.reference is not None:
+                diff = compare_outputs(
+                    self.reference, out, rel_tol=self.program.rel_tol, abs_tol=self.program.abs_tol
+                )
                 if diff is not None:
-                    return Measurement("wrong-output", reason=f"output differs from the -O2 build: {diff}")
+                    raise _RunFailed(
+                        Measurement("wrong-output", reason=f"output differs from the -O2 build: {diff}")
+                    )
+            checked[0] = True
             assert seconds is not None
-            samples = [seconds]
-            target = n_runs if n_runs is not None else self.min_runs
-            # A candidate far slower than the best needs no further runs to be ranked.
-            hopeless = n_runs is None and self.best_s is not None and seconds > 1.5 * self.best_s
-            while not hopeless and len(samples) < target:
-                s, why, _ = self.run_once(binary, self._timeout())
-                if why is not None:
-                    return Measurement("timeout" if "timed out" in why else "run-error", reason=f"{why} (on a repeat)")
-                assert s is not None
-                samples.append(s)
-                if n_runs is None and len(samples) == target and target < self.max_runs and self.best_s is not None:
-                    # Close to the best: measure more before ranking it.
-                    if statistics.median(samples) < 1.03 * self.best_s:
-                        target = self.max_runs
-            return Measurement("ok", value=statistics.median(samples), samples=samples)
+            return seconds
+
+        with self._time_lock:
+            if n_runs is not None:
+                samples = [run_once() for _ in range(n_runs)]
+                return Measurement("ok", value=statistics.median(samples), samples=samples)
+            incumbent = list(against) if against is not None else self.best_samples
+            outcome = measure_adaptively(run_once, incumbent, self.timing)
+            m = Measurement("ok", value=statistics.median(outcome.samples), samples=list(outcome.samples))
+            m.decision = outcome.decision
+            return m
 
     def set_reference(self, options: Sequence[str]) -> None:
         """Build and run with ``options`` (the -O2 build) and keep its output as the reference.
 
+        The run is repeated once: a program whose output changes from run to run cannot be checked.
+
         Raises:
-            PerftuneError: The program does not build or does not run with these options.
+            PerftuneError: The program does not build, does not run, or prints different output twice.
         """
-        scratch = self._scratch()
-        try:
+        srcs = " ".join(self.program.sources)
+        with self.scratch() as scratch:
             binary, failure = self.build(options, scratch)
-            srcs = " ".join(self.program.sources)
             if failure is not None:
                 raise PerftuneError(f"{srcs} does not compile with {' '.join(options)}: {failure.reason}")
             assert binary is not None
-            _, why, out = self.run_once(binary)
-            if why is not None:
-                args = " ".join(self.program.run_args)
-                raise PerftuneError(f"the run of {srcs} {args!s} fails when built with {' '.join(options)}: {why}")
-            self.reference = out
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            args = " ".join(self.program.run_args)
+            outputs = []
+            for _ in range(2):
+                _, why, out = self.run_once(binary, scratch)
+                if why is not None:
+                    raise PerftuneError(
+                        f"the run of {srcs} {args} fails when built with {' '.join(options)}: {why}"
+                    )
+                outputs.append(out)
+            diff = compare_outputs(
+                outputs[0], outputs[1], rel_tol=self.program.rel_tol, abs_tol=self.program.abs_tol
+            )
+            if diff is not None:
+                raise PerftuneError(
+                    f"the output of {srcs} {args} changes from run to run ({diff}): "
+                    "it cannot be checked; print only deterministic results"
+                )
+            self.reference = outputs[0]
 
     def close(self) -> None:
-        """Remove the scratch area when this evaluator created it."""
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        """Nothing to release (scratch directories are removed as candidates finish)."""

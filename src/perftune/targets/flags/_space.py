@@ -39,10 +39,17 @@ LEVELS = ("3", "2", "1", "s", "fast")
 _PARAM_FLAG = [
     (r"max-unroll-times|max-unrolled-insns|max-average-unrolled-insns", "-funroll-loops", "on"),
     (r"max-peel|max-peeled-insns|max-completely-peel", "-fpeel-loops", "not-off"),
-    (r"prefetch-|simultaneous-prefetches|l1-cache-|l2-cache-size|min-insn-to-prefetch-ratio",
-     "-fprefetch-loop-arrays", "on"),
-    (r"max-inline-|inline-|early-inlining-insns|large-function-|large-unit-insns|uninlined-|"
-     r"min-inline-recursive-probability|partial-inlining-", "-finline-functions", "not-off"),
+    (
+        r"prefetch-|simultaneous-prefetches|l1-cache-|l2-cache-size|min-insn-to-prefetch-ratio",
+        "-fprefetch-loop-arrays",
+        "on",
+    ),
+    (
+        r"max-inline-|inline-|early-inlining-insns|large-function-|large-unit-insns|uninlined-|"
+        r"min-inline-recursive-probability|partial-inlining-",
+        "-finline-functions",
+        "not-off",
+    ),
     (r"ipa-cp-", "-fipa-cp", "not-off"),
     (r"ipa-sra-", "-fipa-sra", "not-off"),
     (r"vect-", "-ftree-loop-vectorize", "not-off"),
@@ -56,8 +63,11 @@ _PARAM_FLAG = [
     (r"loop-versioning-", "-fversion-loops-for-strides", "not-off"),
     (r"max-crossjump-edges|min-crossjump-insns", "-fcrossjumping", "not-off"),
     (r"max-hoist-depth", "-fcode-hoisting", "not-off"),
-    (r"max-stores-to-merge|store-merging-|max-store-chains-to-track|max-stores-to-track", "-fstore-merging",
-     "not-off"),
+    (
+        r"max-stores-to-merge|store-merging-|max-store-chains-to-track|max-stores-to-track",
+        "-fstore-merging",
+        "not-off",
+    ),
     (r"max-modulo-backtrack-attempts", "-fmodulo-sched", "on"),
     (r"max-rtl-if-conversion-", "-fif-conversion", "not-off"),
     (r"max-tree-if-conversion-", "-ftree-loop-if-convert", "not-off"),
@@ -197,7 +207,9 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
         if opt.startswith("-O"):
             level = opt[2:] or "1"
             if level not in space.params["O"].options:
-                raise PerftuneError(f"seed: unknown optimisation level {opt!r} (known: -O{', -O'.join(LEVELS)})")
+                raise PerftuneError(
+                    f"seed: unknown optimisation level {opt!r} (known: -O{', -O'.join(LEVELS)})"
+                )
             config["O"] = level
         elif opt.startswith(("-march=", "-mtune=")):
             key, value = opt[1:].split("=", 1)
@@ -206,7 +218,7 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
                 raise PerftuneError(f"seed: -{key}={value} is not offered on this machine (known: {known})")
             config[key] = value
         elif opt.startswith("--param="):
-            body = opt[len("--param="):]
+            body = opt[len("--param=") :]
             name, _, value = body.partition("=")
             p = info.param(name)
             if p is None or p.name not in space.params:
@@ -232,7 +244,9 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
                     raise PerftuneError(f"seed: {opt!r}: {f.flag}= takes one of {', '.join(f.values)}")
                 config[f.name] = value
         else:
-            raise PerftuneError(f"seed: {opt!r} is not an optimisation option (-O, -f, --param, -march, -mtune)")
+            raise PerftuneError(
+                f"seed: {opt!r} is not an optimisation option (-O, -f, --param, -march, -mtune)"
+            )
     # Activity follows the flags: drop params whose condition is now false, add ones that became active.
     for name, param in space.params.items():
         if param.when is None:

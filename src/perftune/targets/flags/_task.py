@@ -29,8 +29,19 @@ from perftune.errors import TaskError
 
 __all__ = ["FlagsTask", "task_from_toml"]
 
-_KEYS = {"kind", "compiler", "sources", "run", "rel_tol", "abs_tol", "link", "compile_args", "seeds", "params",
-         "run_timeout_s"}
+_KEYS = {
+    "kind",
+    "compiler",
+    "sources",
+    "run",
+    "rel_tol",
+    "abs_tol",
+    "link",
+    "compile_args",
+    "seeds",
+    "params",
+    "run_timeout_s",
+}
 
 
 @dataclass(frozen=True)
@@ -54,20 +65,43 @@ class FlagsTask:
     include_params: bool = True
     run_timeout_s: float = 60.0
 
-    def run(self, *, budget: Any = "5m", workers: int = 1, store: Any = None, seed: int | None = None,
-            reduce: bool = True, on_trial: Any = None) -> Any:
+    def run(
+        self,
+        *,
+        budget: Any = "5m",
+        workers: int = 1,
+        store: Any = None,
+        seed: int | None = None,
+        reduce: bool = True,
+        on_trial: Any = None,
+    ) -> Any:
         """Tune the task; returns a :class:`FlagsResult`."""
         from perftune.targets.flags._tune import tune_flags
 
         return tune_flags(
-            self.sources, self.run_args, compiler=self.compiler, budget=budget, workers=workers, seeds=self.seeds,
-            rel_tol=self.rel_tol, abs_tol=self.abs_tol, link_args=self.link_args, compile_args=self.compile_args,
-            cwd=self.cwd, store=store, seed=seed, reduce=reduce, include_params=self.include_params,
-            run_timeout_s=self.run_timeout_s, on_trial=on_trial,
+            self.sources,
+            self.run_args,
+            compiler=self.compiler,
+            budget=budget,
+            workers=workers,
+            seeds=self.seeds,
+            rel_tol=self.rel_tol,
+            abs_tol=self.abs_tol,
+            link_args=self.link_args,
+            compile_args=self.compile_args,
+            cwd=self.cwd,
+            store=store,
+            seed=seed,
+            reduce=reduce,
+            include_params=self.include_params,
+            run_timeout_s=self.run_timeout_s,
+            on_trial=on_trial,
         )
 
 
-def _str_list(table: Mapping[str, Any], key: str, path: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+def _str_list(
+    table: Mapping[str, Any], key: str, path: str, default: tuple[str, ...] = ()
+) -> tuple[str, ...]:
     value = table.get(key, default)
     if isinstance(value, str):
         return tuple(shlex.split(value))

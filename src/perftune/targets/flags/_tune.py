@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -28,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perftune.errors import BudgetError, PerftuneError
+from perftune.measure import Decision, speedup_ci
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
-from perftune.targets.flags._runner import speedup_ci
 from perftune.targets.flags._space import build_space, config_from_flags, render
 
 __all__ = ["FlagsResult", "parse_flag_budget", "reduce_flags", "tune_flags"]
@@ -94,7 +95,9 @@ class FlagsResult:
         }
 
 
-def parse_flag_budget(budget: str | int | float | Sequence[str | int | float] | None) -> tuple[int | None, float | None]:
+def parse_flag_budget(
+    budget: str | int | float | Sequence[str | int | float] | None,
+) -> tuple[int | None, float | None]:
     """``"90s"``/``"10m"``/``"1h"`` -> seconds; a bare number -> trials. Returns ``(n_trials, seconds)``.
 
     A sequence combines limits (``("200", "10m")``: the first reached ends the search); None means 5 minutes.
@@ -131,7 +134,9 @@ def parse_flag_budget(budget: str | int | float | Sequence[str | int | float] | 
             return None, seconds
         n = int(text)
     except ValueError:
-        raise BudgetError(f"cannot parse budget {budget!r}: use a number of trials, or 90s, 10m, 1h") from None
+        raise BudgetError(
+            f"cannot parse budget {budget!r}: use a number of trials, or 90s, 10m, 1h"
+        ) from None
     if n <= 0:
         raise BudgetError(f"budget must be positive, got {budget!r}")
     return n, None
@@ -161,6 +166,7 @@ def tune_flags(
     confirm_runs: int = 10,
     run_timeout_s: float = 60.0,
     include_params: bool = True,
+    heuristic_seeds: bool = True,
     workdir: str | None = None,
     info: CompilerInfo | None = None,
     on_trial: Callable[[int, float | None], None] | None = None,
@@ -186,6 +192,8 @@ def tune_flags(
         confirm_runs: Interleaved runs of winner and -O3 for the final comparison.
         run_timeout_s: Upper limit of one run.
         include_params: Tune ``--param``s as well.
+        heuristic_seeds: Also seed ``-O3 -march=native`` (with and without ``-funroll-loops``) and
+            ``-O2 -march=native`` when the machine offers ``native``.
         workdir: Scratch area (a temporary directory when None).
         info: Pre-discovered compiler information (default: :func:`discover`).
         on_trial: Called after each trial with ``(n_trials, best speedup over -O3 or None)``.
@@ -210,19 +218,44 @@ def tune_flags(
             raise PerftuneError(f"source file {src!r} not found")
     info = info or discover(compiler)
     program = Program(
-        sources=tuple(sources), run_args=tuple(run_args), link_args=tuple(link_args),
-        compile_args=tuple(compile_args), rel_tol=rel_tol, abs_tol=abs_tol, cwd=cwd, run_timeout_s=run_timeout_s,
+        sources=tuple(sources),
+        run_args=tuple(run_args),
+        link_args=tuple(link_args),
+        compile_args=tuple(compile_args),
+        rel_tol=rel_tol,
+        abs_tol=abs_tol,
+        cwd=cwd,
+        run_timeout_s=run_timeout_s,
     )
     evaluator = Evaluator(program, info, workdir=workdir)
     try:
         space = build_space(info, include_params=include_params)
         seed_configs = [config_from_flags(_split_seed(s), info, space) for s in seeds]
         o2 = config_from_flags(["-O2"], info, space)
+        # Seeds that often win on the machine at hand: the host's own ISA, with and without unrolling.
+        extra = []
+        if heuristic_seeds and "native" in info.march:
+            for opts in (
+                ["-O3", "-march=native"],
+                ["-O3", "-march=native", "-funroll-loops"],
+                ["-O2", "-march=native"],
+            ):
+                if all(info.flag(o) is not None for o in opts if o.startswith("-f")):
+                    extra.append(config_from_flags(opts, info, space))
         evaluator.set_reference(["-O2"])
         tuner = perftune.Tuner(
-            space, seed=seed, store=store, technique=technique, seeds=[o2, *seed_configs],
-            name=None, settings={"target": "flags", "sources": list(sources), "run": list(run_args),
-                                 "compiler": info.version_line},
+            space,
+            seed=seed,
+            store=store,
+            technique=technique,
+            seeds=[o2, *seed_configs, *extra],
+            name=None,
+            settings={
+                "target": "flags",
+                "sources": list(sources),
+                "run": list(run_args),
+                "compiler": info.version_line,
+            },
         )
         started = time.monotonic()
         deadline = None if seconds is None else started + seconds
@@ -264,8 +297,7 @@ def tune_flags(
                     m = fut.result()
                     if m.ok:
                         assert m.value is not None
-                        tuner.tell(trial, m.value, samples=m.samples,
-                                   metrics={"cached": float(m.cached)})
+                        tuner.tell(trial, m.value, samples=m.samples, metrics={"cached": float(m.cached)})
                         if trial.technique == "default":
                             baseline[0] = m.value
                             evaluator.baseline_s = m.value
@@ -288,8 +320,9 @@ def tune_flags(
 
         winner_config = best[0][1] if best[0] is not None else space.default()
         winner = render(winner_config, info)
-        result = _confirm_and_reduce(evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs,
-                                     compiler_name=compiler)
+        result = _confirm_and_reduce(
+            evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler
+        )
         result.n_trials = n_done
         result.failures = failures
         result.history = history
@@ -299,34 +332,41 @@ def tune_flags(
         evaluator.close()
 
 
-def _interleaved(evaluator: Evaluator, a: Sequence[str], b: Sequence[str], n_runs: int) -> tuple[list[float], list[float]]:
+def _interleaved(
+    evaluator: Evaluator, a: Sequence[str], b: Sequence[str], n_runs: int
+) -> tuple[list[float], list[float]]:
     """Time two option sets in alternation (drift in machine load hits both alike)."""
     ta: list[float] = []
     tb: list[float] = []
-    scratch_a, scratch_b = evaluator._scratch(), evaluator._scratch()
-    try:
+    with evaluator.scratch() as scratch_a, evaluator.scratch() as scratch_b:
         bin_a, fail_a = evaluator.build(list(a), scratch_a)
         bin_b, fail_b = evaluator.build(list(b), scratch_b)
-        if fail_a is not None or fail_b is not None:
-            raise RuntimeError(f"confirmation build failed: {(fail_a or fail_b).reason}")  # type: ignore[union-attr]
+        failed = fail_a or fail_b
+        if failed is not None:
+            raise RuntimeError(f"confirmation build failed: {failed.reason}")
         assert bin_a is not None and bin_b is not None
         with evaluator._time_lock:
             for _ in range(n_runs):
-                for binary, sink in ((bin_a, ta), (bin_b, tb)):
-                    s, why, _ = evaluator.run_once(binary)
-                    if why is not None or s is None:
+                for binary, scratch, sink in ((bin_a, scratch_a, ta), (bin_b, scratch_b, tb)):
+                    seconds, why, _ = evaluator.run_once(binary, scratch)
+                    if why is not None or seconds is None:
                         raise RuntimeError(f"confirmation run failed: {why}")
-                    sink.append(s)
-    finally:
-        import shutil
-
-        shutil.rmtree(scratch_a, ignore_errors=True)
-        shutil.rmtree(scratch_b, ignore_errors=True)
+                    sink.append(seconds)
     return ta, tb
 
 
+def _speedup(base_s: Sequence[float], cand_s: Sequence[float]) -> tuple[float, float, float]:
+    ci = speedup_ci(base_s, cand_s)
+    return ci.estimate, ci.lo, ci.hi
+
+
 def _confirm_and_reduce(
-    evaluator: Evaluator, info: CompilerInfo, winner: list[str], *, reduce: bool, confirm_runs: int,
+    evaluator: Evaluator,
+    info: CompilerInfo,
+    winner: list[str],
+    *,
+    reduce: bool,
+    confirm_runs: int,
     compiler_name: str = "gcc",
 ) -> FlagsResult:
     baseline = ["-O3"]
@@ -334,20 +374,23 @@ def _confirm_and_reduce(
     final = list(winner)
     if final != baseline:
         base_s, win_s = _interleaved(evaluator, baseline, final, confirm_runs)
-        speed, lo, hi = speedup_ci(base_s, win_s)
+        speed, lo, hi = _speedup(base_s, win_s)
         if speed <= 1.0:
             final, fell_back = list(baseline), True
     contributions: dict[str, float] = {}
     if reduce and final != baseline:
         final, contributions = reduce_flags(evaluator, final)
-    base_s, fin_s = _interleaved(evaluator, baseline, final, confirm_runs)
-    speed, lo, hi = speedup_ci(base_s, fin_s)
-    if final != baseline and speed < 1.0:
-        # The reduced set lost its edge under re-measurement: never end worse than -O3.
-        final, fell_back, contributions = list(baseline), True, {}
+    if final != baseline:
+        base_s, fin_s = _interleaved(evaluator, baseline, final, confirm_runs)
+        speed, lo, hi = _speedup(base_s, fin_s)
+        if speed < 1.0:
+            # The reduced set lost its edge under re-measurement: never end worse than -O3.
+            final, fell_back, contributions = list(baseline), True, {}
     if final == baseline:
+        if not fell_back and winner != baseline:
+            fell_back = True
+        base_s = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2)).samples or [float("nan")]
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
-    import statistics
 
     p = evaluator.program
     cmd = [compiler_name, *p.compile_args, *final, *p.sources, "-o", "prog", *p.link_args]
@@ -365,74 +408,65 @@ def _confirm_and_reduce(
     )
 
 
-def _same_or_faster(evaluator: Evaluator, reference: Measurement, options: list[str], runs: int) -> tuple[bool, Measurement]:
-    m = evaluator.measure(options, n_runs=runs, same_as=reference.binary_hash)
-    if not m.ok:
-        return False, m
-    if m.binary_hash == reference.binary_hash:
-        return True, reference
-    assert m.value is not None and reference.value is not None
-    return m.value <= reference.value * (1.0 + TIE), m
-
-
-def reduce_flags(evaluator: Evaluator, options: Sequence[str], *, runs: int = 5) -> tuple[list[str], dict[str, float]]:
+def reduce_flags(
+    evaluator: Evaluator, options: Sequence[str], *, runs: int = 6
+) -> tuple[list[str], dict[str, float]]:
     """Drop options whose removal does not slow the program beyond the tie threshold.
 
-    The ``-O`` level is kept as the first option (removing it means -O3). Groups of options are tried
-    first (halving, as in delta debugging), so that a winner with many irrelevant options is reduced
-    with few builds; an option that changes the output when removed is kept.
+    The winner is timed ``runs`` times; every reduced set is then compared with those samples by the
+    sequential test of :mod:`perftune.measure` (dropped when it is the same within the tie threshold
+    or faster; always against the winner's own samples, so that ties cannot add up to a slowdown).
+    The ``-O`` level is tried first (removing it means -O3); then groups of options, halving as in
+    delta debugging, so that a winner with many irrelevant options is reduced with few builds. A build
+    that gives the very same binary costs no runs; a set whose output differs is refused.
 
     Returns:
-        ``(minimal options, {option: slowdown fraction when it alone is removed})``.
+        ``(minimal options, {option: slowdown fraction when it alone is removed; NaN when the output
+        changes without it})``.
     """
     level = options[0] if options and options[0].startswith("-O") else "-O3"
-    rest = [o for o in options if o is not level] if options and options[0] is level else list(options)
-    current = [level, *rest]
-    ref = evaluator.measure(current, n_runs=runs)
+    rest = [o for o in options if not o.startswith("-O")]
+    ref = evaluator.measure([level, *rest], n_runs=runs)
     if not ref.ok:
         return list(options), {}
+    winner_samples = list(ref.samples)
+    current_hash = ref.binary_hash
 
-    def candidate(keep: Sequence[str], lvl: str) -> list[str]:
-        return [lvl, *keep]
-
-    # The level first: is -O3 as good?
-    if level != "-O3":
-        ok, m = _same_or_faster(evaluator, ref, candidate(rest, "-O3"), runs)
-        if ok and m.value is not None and ref.value is not None and m.value <= ref.value * (1.0 + TIE):
-            level, ref = "-O3", m
-        elif ok and m.value is None:
-            level = "-O3"
+    def acceptable(opts: list[str]) -> tuple[bool, Measurement]:
+        m = evaluator.measure(opts, same_as=current_hash, against=winner_samples)
+        if not m.ok:
+            return False, m
+        if m.cached:  # the very same binary
+            return True, m
+        return m.decision in (Decision.SAME, Decision.BETTER), m
 
     kept = list(rest)
-    # Every reduced set is compared with the winner's own time (not the previous step's), so that
-    # ties within the threshold cannot add up to a real slowdown.
-    winner_value = ref.value
+    if level != "-O3":
+        ok, m = acceptable(["-O3", *kept])
+        if ok:
+            level, current_hash = "-O3", m.binary_hash
 
     def shrink(group: list[str]) -> None:
-        nonlocal kept, ref
-        if not group:
-            return
+        nonlocal kept, current_hash
         trial_keep = [o for o in kept if o not in group]
-        ok, m = _same_or_faster(evaluator, ref, candidate(trial_keep, level), runs)
-        if ok and m.value is not None and winner_value is not None and m.value > winner_value * (1.0 + TIE):
-            ok = False
+        ok, m = acceptable([level, *trial_keep])
         if ok:
-            kept, ref = trial_keep, m
+            kept, current_hash = trial_keep, m.binary_hash
             return
-        if len(group) == 1:
-            return
-        mid = len(group) // 2
-        shrink(group[:mid])
-        shrink(group[mid:])
+        if len(group) > 1:
+            mid = len(group) // 2
+            shrink(group[:mid])
+            shrink(group[mid:])
 
-    shrink(list(rest))
-    final = candidate(kept, level)
+    if kept:
+        shrink(list(kept))
+    final = [level, *kept]
     contributions: dict[str, float] = {}
     final_m = evaluator.measure(final, n_runs=runs)
     for opt in final:
         if opt == "-O3":
             continue
-        without = [o for o in final if o != opt] if not opt.startswith("-O") else ["-O3", *kept]
+        without = ["-O3", *kept] if opt.startswith("-O") else [o for o in final if o != opt]
         m = evaluator.measure(without, n_runs=runs)
         if m.ok and final_m.ok and m.value is not None and final_m.value is not None:
             contributions[opt] = m.value / final_m.value - 1.0

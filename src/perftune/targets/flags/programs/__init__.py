@@ -34,7 +34,13 @@ def bundled() -> dict[str, BundledProgram]:
     """All bundled programs by name."""
     data = tomllib.loads((_HERE / "programs.toml").read_text())
     return {
-        name: BundledProgram(name, t["description"], _HERE / t["source"], tuple(t["args"]), tuple(t["small_args"]),
-                             float(t["rel_tol"]))
+        name: BundledProgram(
+            name,
+            t["description"],
+            _HERE / t["source"],
+            tuple(t["args"]),
+            tuple(t["small_args"]),
+            float(t["rel_tol"]),
+        )
         for name, t in data.items()
     }
