@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import hashlib
 import itertools
 import json
@@ -52,11 +53,40 @@ RANDOM_CANDIDATES = 24
 # one constraint at a time when the product of the domains it reads is at most PRUNE_LIMIT.
 DOMAIN_LIMIT = 4096
 PRUNE_LIMIT = 50_000
+TABLE_WORK = 300_000
 
 _ABSENT = object()
 _END = object()
 
 ConstraintFn = Callable[[Mapping[str, Any]], Any]
+
+
+_Allowed = tuple[tuple[Any, ...], frozenset[Any]]
+_NONE_ALLOWED: _Allowed = ((), frozenset())
+
+
+class _Uniform:
+    """Uniform numbers in [0, 1) drawn from a numpy Generator in batches (one call per 64)."""
+
+    __slots__ = ("buf", "i", "rng")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.buf: list[float] = []
+        self.i = 0
+
+    def __call__(self) -> float:
+        i = self.i
+        if i >= len(self.buf):
+            self.buf = self.rng.random(64).tolist()
+            i = 0
+        self.i = i + 1
+        return self.buf[i]
+
+
+@functools.lru_cache(maxsize=512)
+def _coprime_steps(n: int) -> tuple[int, ...]:
+    return tuple(s for s in range(1, n) if math.gcd(s, n) == 1) or (1,)
 
 
 def _hashable(v: Any) -> Any:
@@ -203,6 +233,12 @@ class Space:
         self._activity = [(n, params[n], params[n].when._fn if params[n].when else None) for n in order]
         self._contains = [(n, params[n].contains) for n in names]
         self._checks = [c.fn for c in self._constraints]
+        # Constraints to re-check when one parameter changes (callables read anything).
+        self._checks_of: dict[str, list[ConstraintFn]] = {
+            n: [c.fn for c in self._constraints if c.names is None or n in c.names] for n in names
+        }
+        # Parameters whose change can switch another parameter on or off.
+        self._controls = frozenset(n for p in params.values() if p.when is not None for n in p.when.names)
 
         # Encoding layout.
         self.slices: dict[str, slice] = {}
@@ -221,6 +257,9 @@ class Space:
         self._enumerated: list[Config] | None = None
         self._count: int | None = None
         self._pruned: dict[str, list[Any]] | None = None
+        # name -> [(names before it in a tabulated constraint, their values -> its consistent values)]
+        self._tables: dict[str, list[tuple[tuple[str, ...], dict[tuple[Any, ...], _Allowed]]]] = {}
+        self._unsat: str | None = None
 
     def _make_plan(self) -> list[tuple[str, Param, ConstraintFn | None, list[ConstraintFn]]]:
         """Order the parameters so that each constraint is checked as soon as its names are assigned."""
@@ -411,9 +450,12 @@ class Space:
     def _domains(self) -> dict[str, list[Any]]:
         """Domains of finite parameters, pruned of values that no valid configuration can use.
 
-        Computed once: for each expression constraint over always-active finite parameters whose
-        domains multiply to at most PRUNE_LIMIT, every combination is evaluated and values without
-        a satisfying combination are dropped (generalized arc consistency), until nothing changes.
+        Computed once, lazily. Each expression constraint over always-active finite parameters
+        whose (current) domains multiply to at most PRUNE_LIMIT is evaluated on every combination,
+        smallest first; its satisfying combinations are kept as a table. Values that appear in no
+        row of a table are dropped from their domain, and the tables are filtered in turn until
+        nothing changes (generalized arc consistency). Pruning is sound: a dropped value is in no
+        valid configuration. The tables then guide sampling (see :meth:`_allowed`).
         """
         if self._pruned is not None:
             return self._pruned
@@ -423,70 +465,160 @@ class Space:
             if card is not None and card <= DOMAIN_LIMIT:
                 domains[name] = list(p.iter_values())
         prunable = {n for n in domains if self.params[n].when is None}
-        cons = [c for c in self._constraints if c.names is not None and c.names and c.names <= prunable]
-        changed = True
-        rounds = 0
-        while changed and rounds < 8:
-            changed = False
-            rounds += 1
-            for c in cons:
-                scope = sorted(c.names or ())
-                doms = [domains[n] for n in scope]
-                if math.prod(len(d) for d in doms) > PRUNE_LIMIT:
-                    continue
-                supported: list[set[int]] = [set() for _ in scope]
-                env: dict[str, Any] = {}
-                fn = c.fn
-                for combo in itertools.product(*(range(len(d)) for d in doms)):
-                    for n, d, k in zip(scope, doms, combo, strict=True):
-                        env[n] = d[k]
-                    try:
-                        ok = fn(env)
-                    except Exception:
-                        ok = False
-                    if ok:
-                        for j, k in enumerate(combo):
-                            supported[j].add(k)
-                for j, n in enumerate(scope):
-                    if len(supported[j]) < len(doms[j]):
-                        domains[n] = [doms[j][k] for k in sorted(supported[j])]
-                        changed = True
-                if any(not domains[n] for n in scope):
-                    changed = False
-                    break
+        cons = [c for c in self._constraints if c.names and c.names <= prunable]
+        position = {name: i for i, (name, *_rest) in enumerate(self._plan)}
+        scopes = {id(c): sorted(c.names or (), key=position.__getitem__) for c in cons}
+        rows: dict[int, list[tuple[Any, ...]]] = {}
+        work = 0
+
+        def size(c: _Constraint) -> int:
+            return math.prod(len(domains[n]) for n in scopes[id(c)])
+
+        while self._unsat is None:
+            todo = [c for c in cons if id(c) not in rows and size(c) <= PRUNE_LIMIT]
+            if not todo:
+                break
+            c = min(todo, key=size)
+            if work + size(c) > TABLE_WORK:
+                break
+            work += size(c)
+            scope = scopes[id(c)]
+            fn = c.fn
+            table: list[tuple[Any, ...]] = []
+            for combo in itertools.product(*(domains[n] for n in scope)):
+                try:
+                    ok = fn(dict(zip(scope, combo, strict=True)))
+                except Exception:
+                    ok = False
+                if ok:
+                    table.append(combo)
+            rows[id(c)] = table
+            self._propagate(cons, scopes, rows, domains, c)
         self._pruned = domains
         self._domain_sets = {n: set(map(_hashable, d)) for n, d in domains.items()}
+        for c in cons:
+            table = rows.get(id(c))
+            if table is None:
+                continue
+            scope = scopes[id(c)]
+            # Rows are in domain order, so the consistent values are too (deterministic enumeration).
+            lists: list[dict[tuple[Any, ...], dict[Any, None]]] = [{} for _ in scope]
+            for combo in table:
+                for j in range(len(scope)):
+                    lists[j].setdefault(combo[:j], {})[combo[j]] = None
+            for j, name in enumerate(scope):
+                allowed = {k: (tuple(v), frozenset(v)) for k, v in lists[j].items()}
+                self._tables.setdefault(name, []).append((tuple(scope[:j]), allowed))
         return domains
 
+    def _propagate(
+        self,
+        cons: list[_Constraint],
+        scopes: dict[int, list[str]],
+        rows: dict[int, list[tuple[Any, ...]]],
+        domains: dict[str, list[Any]],
+        start: _Constraint,
+    ) -> None:
+        """Arc consistency over the tabulated constraints, starting from ``start``."""
+        queue = [start]
+        queued = {id(start)}
+        while queue:
+            c = queue.pop()
+            queued.discard(id(c))
+            scope = scopes[id(c)]
+            sets = [set(domains[n]) for n in scope]
+            table = [r for r in rows[id(c)] if all(v in s for v, s in zip(r, sets, strict=True))]
+            rows[id(c)] = table
+            if not table:
+                names = ", ".join(repr(n) for n in scope)
+                self._unsat = f"constraint {c.label} holds for no values of {names}"
+                return
+            for j, name in enumerate(scope):
+                support = {r[j] for r in table}
+                kept = [v for v in domains[name] if v in support]
+                if len(kept) < len(domains[name]):
+                    domains[name] = kept
+                    for c2 in cons:
+                        if id(c2) in rows and id(c2) not in queued and c2 is not c and name in scopes[id(c2)]:
+                            queue.append(c2)
+                            queued.add(id(c2))
+
+    def _allowed(self, name: str, values: dict[str, Any]) -> _Allowed | None:
+        """Values of ``name`` consistent with the tabulated constraints, given earlier values."""
+        tables = self._tables.get(name)
+        if not tables:
+            return None
+        best: _Allowed | None = None
+        for prefix, table in tables:
+            found = table.get(tuple(map(values.__getitem__, prefix)))
+            if found is None:
+                return _NONE_ALLOWED
+            if best is None:
+                best = found
+            else:
+                kept = tuple(v for v in best[0] if v in found[1])
+                best = (kept, frozenset(kept))
+        return best
+
     def _candidates(
-        self, name: str, p: Param, rng: np.random.Generator | None, prefer: Any, domains: dict[str, list[Any]]
+        self,
+        name: str,
+        p: Param,
+        rng: np.random.Generator | None,
+        uniform: _Uniform | None,
+        prefer: Any,
+        domains: dict[str, list[Any]],
+        allowed: _Allowed | None = None,
     ) -> Iterator[Any]:
         dom = domains.get(name)
+        if allowed is not None:
+            ordered, members = allowed
+            if prefer is not _ABSENT and prefer in members and p.contains(prefer):
+                yield prefer
+            n = len(ordered)
+            if rng is None or uniform is None:
+                yield from ordered
+            elif n == 1:
+                yield ordered[0]
+            elif n:
+                # Every consistent value once, in a cheap pseudo-random order.
+                start = int(uniform() * n)
+                steps = _coprime_steps(n)
+                step = steps[int(uniform() * len(steps))]
+                for k in range(n):
+                    yield ordered[(start + k * step) % n]
+            return
         if prefer is not _ABSENT and p.contains(prefer):
             yield prefer
-        if rng is None:
+        if rng is None or uniform is None:
             yield from (dom if dom is not None else p.iter_values())
             return
         if dom is not None:
-            if not dom:
+            n = len(dom)
+            if n == 0:
                 return
-            # The first candidate follows the parameter's own distribution (log-uniform...).
-            first = p.sample(rng)
-            if _hashable(first) in self._domain_sets[name]:
-                yield first
-            if len(dom) <= EXHAUSTIVE_VALUES:
-                for i in rng.permutation(len(dom)):
-                    yield dom[i]
+            if p.n_dims == 1:
+                # The first candidate follows the parameter's own distribution (log-uniform...).
+                first = p.decode((uniform(),))
+                if _hashable(first) in self._domain_sets[name]:
+                    yield first
+            if n <= EXHAUSTIVE_VALUES:
+                # Every value once, in a cheap pseudo-random order: random start, co-prime stride.
+                start = int(uniform() * n)
+                steps = _coprime_steps(n)
+                step = steps[int(uniform() * len(steps))]
+                for k in range(n):
+                    yield dom[(start + k * step) % n]
             else:
-                for i in rng.integers(len(dom), size=RANDOM_CANDIDATES):
-                    yield dom[i]
+                for _ in range(RANDOM_CANDIDATES):
+                    yield dom[int(uniform() * n)]
         elif p.n_dims == 1:
             # Continuous: half plain samples, half drawn towards a bound, where budget-like
             # constraints ("x + y <= 0.05") tend to be satisfied.
             for _ in range(RANDOM_CANDIDATES):
-                yield p.sample(rng)
-                u = rng.random() ** 4
-                yield p.decode((u if rng.random() < 0.5 else 1.0 - u,))
+                yield p.decode((uniform(),))
+                u = uniform() ** 4
+                yield p.decode((u if uniform() < 0.5 else 1.0 - u,))
         else:
             for _ in range(2 * RANDOM_CANDIDATES):
                 yield p.sample(rng)
@@ -496,12 +628,14 @@ class Space:
         rng: np.random.Generator | None,
         prefer: Mapping[str, Any] | None = None,
         budget: int | None = SAMPLE_BUDGET,
+        pinned: frozenset[str] = frozenset(),
     ) -> Iterator[dict[str, Any]]:
         """Depth-first assignment in plan order with constraint checks as early as possible.
 
         With ``rng`` the candidate values are random (exhaustive for small domains); without, every
-        value in order (enumeration). ``prefer`` gives values tried first. Yields complete valid
-        assignments; stops after ``budget`` candidate checks.
+        value in order (enumeration). ``prefer`` gives values tried first; ``pinned`` names whose
+        preferred value is the only candidate. Yields complete valid assignments; stops after
+        ``budget`` candidate checks.
         """
         plan = self._plan
         n = len(plan)
@@ -511,6 +645,7 @@ class Space:
                 yield {}
             return
         domains = self._domains()
+        uniform = _Uniform(rng) if rng is not None else None
         values: dict[str, Any] = {}
         iters: list[Iterator[Any] | None] = [None] * n
         i = 0
@@ -525,8 +660,11 @@ class Space:
             if it is None:
                 if when is not None and not self._active(when, values):
                     it = iter((_ABSENT,))
+                elif name in pinned and p.contains(prefer.get(name, _ABSENT)):
+                    it = iter((prefer[name],))
                 else:
-                    it = self._candidates(name, p, rng, prefer.get(name, _ABSENT), domains)
+                    allowed = self._allowed(name, values) if self._tables else None
+                    it = self._candidates(name, p, rng, uniform, prefer.get(name, _ABSENT), domains, allowed)
                 iters[i] = it
             v = next(it, _END)
             if v is _END:
@@ -570,10 +708,12 @@ class Space:
         return self._enumerated
 
     def _sample_direct(self, rng: np.random.Generator) -> dict[str, Any]:
+        # One numpy call for all scalar parameters: decode(uniform) is their sampling distribution.
+        u = rng.random(len(self._activity)).tolist()
         out: dict[str, Any] = {}
-        for name, p, when in self._activity:
+        for k, (name, p, when) in enumerate(self._activity):
             if when is None or self._active(when, out):
-                out[name] = p.sample(rng)
+                out[name] = p.decode((u[k],)) if p.n_dims == 1 else p.sample(rng)
         return out
 
     def sample(self, rng: np.random.Generator | int | None = None, n: int = 1) -> list[Config]:
@@ -594,6 +734,9 @@ class Space:
             for _ in range(n):
                 out.append(self._ordered(self._sample_direct(rng)))
             return out
+        self._domains()
+        if self._unsat is not None:
+            raise UnsatisfiableError(f"{self._unsat}: constraints may be unsatisfiable")
         valid = self._enumeration()
         if valid is not None:
             if not valid:
@@ -627,16 +770,29 @@ class Space:
     ) -> Config | None:
         """A valid configuration close to ``config``, or None if none was found with bounded effort.
 
-        Values are first made legal (clipped, activity fixed); then parameters of violated
-        constraints are resampled; finally a depth-first search keeps as many values as it can.
+        Values are first made legal (clipped, activity fixed); then a parameter of a violated
+        constraint is resampled a few times; finally a depth-first search in plan order keeps as
+        many of the values as it can.
         """
         if not isinstance(rng, np.random.Generator):
             rng = np.random.default_rng(rng)
-        data = self._complete(self._data(config) if isinstance(config, Config) else dict(config), rng)
+        return self._repair(dict(config), rng)
+
+    def _repair(
+        self,
+        raw: dict[str, Any],
+        rng: np.random.Generator,
+        pinned: frozenset[str] = frozenset(),
+        budget: int = REPAIR_BUDGET,
+    ) -> Config | None:
+        data = self._complete(raw, rng)
         if self._check_constraints(data):
             return self._ordered(data)
+        self._domains()
+        if self._unsat is not None:
+            return None
         # Local repair: resample one parameter named by a violated constraint.
-        for _ in range(12):
+        for _ in range(3):
             names: list[str] = []
             for c in self._constraints:
                 try:
@@ -647,17 +803,21 @@ class Space:
                     ok = False
                 if not ok:
                     names.extend(n for n in (c.names if c.names is not None else data) if n in data)
+            names = [n for n in names if n not in pinned]
             if not names:
                 break
             trial = dict(data)
             name = names[int(rng.integers(len(names)))]
             trial[name] = self.params[name].sample(rng)
-            trial = self._complete(trial, rng)
+            if name in self._controls:
+                trial = self._complete(trial, rng)
             if self._check_constraints(trial):
                 return self._ordered(trial)
-        found = next(self._search(rng, prefer=data, budget=REPAIR_BUDGET), None)
+        found = next(self._search(rng, prefer=data, budget=budget, pinned=pinned), None)
         if found is not None:
             return self._ordered(found)
+        if pinned:
+            return None
         valid = self._enumeration()
         if valid:
             return self._nearest_enumerated(data, valid, rng)
@@ -676,6 +836,28 @@ class Space:
                 best.append(c)
         return best[int(rng.integers(len(best)))]
 
+    def _changed_ok(self, trial: dict[str, Any], changed: Sequence[str]) -> bool:
+        """Validity of ``trial``: a valid configuration whose ``changed`` parameters got new legal values."""
+        if len(changed) == 1:
+            checks = self._checks_of[changed[0]]
+        else:
+            seen: set[int] = set()
+            checks = []
+            for n in changed:
+                for fn in self._checks_of[n]:
+                    if id(fn) not in seen:
+                        seen.add(id(fn))
+                        checks.append(fn)
+        for fn in checks:
+            try:
+                if not fn(trial):
+                    return False
+            except KeyError:
+                continue
+            except Exception:
+                return False
+        return True
+
     def mutate(
         self,
         config: Mapping[str, Any],
@@ -686,41 +868,72 @@ class Space:
         """A valid configuration near ``config``: each active parameter mutates with probability ``rate``.
 
         ``rate`` defaults to one over the number of active parameters (at least one always mutates);
-        ``scale`` is the step size as a fraction of each parameter's range.
+        ``scale`` is the step size as a fraction of each parameter's range. When the mutated
+        configuration breaks a constraint, the other parameters are adjusted (keeping the mutated
+        values when possible).
         """
         if not isinstance(rng, np.random.Generator):
             rng = np.random.default_rng(rng)
-        base = self._data(config) if isinstance(config, Config) else Config(config)._data
+        base = config._data if type(config) is Config else Config(config)._data  # type: ignore[attr-defined]
+        base_ok = self.is_valid(Config._trusted(base))
         active = [n for n in self.names if n in base]
         if not active:
-            return self._ordered(dict(base)) if self.is_valid(base) else self.sample(rng)[0]
+            return Config._trusted(base) if base_ok else self.sample(rng)[0]
         p_rate = rate if rate is not None else 1.0 / len(active)
+        params = self.params
         trial: dict[str, Any] = dict(base)
-        for _ in range(8):
+        chosen: list[str] = []
+        domain_sets = self._domain_sets if self._pruned is not None else {}
+        for _ in range(6):
             trial = dict(base)
-            chosen = [n for n in active if rng.random() < p_rate] or [active[int(rng.integers(len(active)))]]
+            draws = rng.random(len(active) + 1).tolist()
+            chosen = [n for n, u in zip(active, draws, strict=False) if u < p_rate]
+            if not chosen:
+                chosen = [active[int(draws[-1] * len(active))]]
+            hopeless = False
             for name in chosen:
-                trial[name] = self.params[name].mutate(base[name], rng, scale)
-            if self._has_when:
-                trial = self._complete(trial, rng)
-            if trial != base and self.is_valid(Config._trusted(trial)):
+                v = params[name].mutate(base[name], rng, scale)
+                trial[name] = v
+                dom = domain_sets.get(name)
+                if dom is not None and _hashable(v) not in dom:
+                    hopeless = True  # pruned: in no valid configuration
+            if hopeless or trial == base:
+                continue
+            if base_ok and not (self._has_when and self._controls.intersection(chosen)):
+                if self._changed_ok(trial, chosen):
+                    return self._ordered(trial)
+                continue
+            trial = self._complete(trial, rng)
+            if self.is_valid(Config._trusted(trial)):
                 return self._ordered(trial)
-        fixed = self.repair(trial, rng)
-        if fixed is not None and fixed._data != base:
-            return fixed
+        if self._checks and trial != base:
+            # Keep the mutation, adjust the rest; failing that, adjust anything.
+            for pinned in (frozenset(chosen), frozenset()):
+                fixed = self._repair(
+                    trial, rng, pinned=pinned, budget=REPAIR_BUDGET // 4 if pinned else REPAIR_BUDGET
+                )
+                if fixed is not None and fixed._data != base:
+                    return fixed
         return self.sample(rng)[0]
 
     def neighbors(self, config: Mapping[str, Any]) -> list[Config]:
         """Valid configurations that differ from ``config`` in one parameter's neighbourhood move."""
-        base = self._data(config)
+        base = config._data if type(config) is Config else self._data(config)  # type: ignore[attr-defined]
+        fast = self.is_valid(Config._trusted(base))
         out: list[Config] = []
         seen: set[Config] = set()
         for name in self.names:
             if name not in base:
                 continue
+            simple = fast and name not in self._controls
             for v in self.params[name].neighbors(base[name]):
                 trial = dict(base)
                 trial[name] = v
+                if simple:
+                    # Only the constraints that read this parameter can change their verdict.
+                    if self._changed_ok(trial, (name,)):
+                        out.append(Config._trusted(trial))
+                    continue
                 if self._has_when:
                     trial = self._complete(trial, None)
                 c = self._ordered(trial)
@@ -737,7 +950,7 @@ class Space:
             rng = np.random.default_rng(rng)
         da, db = self._data(a), self._data(b)
         child: dict[str, Any] = {}
-        for _ in range(4):
+        for _ in range(3):
             child = {}
             for name in self.names:
                 ina, inb = name in da, name in db
@@ -749,7 +962,7 @@ class Space:
                 child = self._complete(child, rng)
             if self.is_valid(Config._trusted(child)):
                 return self._ordered(child)
-        fixed = self.repair(child, rng)
+        fixed = self._repair(child, rng)
         if fixed is not None:
             return fixed
         pick = da if rng.random() < 0.5 else db
