@@ -344,9 +344,9 @@ class Int(Param):
         step = int(round(rng.normal(0.0, max(scale * self._n, 0.5))))
         if step == 0:
             step = 1 if rng.random() < 0.5 else -1
-        v = value + step
+        v = int(value) + step
         if v < self.lo or v > self.hi:
-            v = value - step
+            v = int(value) - step
         return min(max(v, self.lo), self.hi)
 
     def neighbors(self, value: Any) -> list[Any]:
@@ -462,7 +462,7 @@ class Pow2(Int):
         if not 0 <= e2 < self._e_n:
             e2 = e - step
         e2 = min(max(e2, 0), self._e_n - 1)
-        return 1 << (self._e_lo + e2)
+        return int(1 << (self._e_lo + e2))
 
     def neighbors(self, value: Any) -> list[Any]:
         return [v for v in (value // 2, value * 2) if self.lo <= v <= self.hi]

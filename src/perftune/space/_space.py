@@ -89,6 +89,10 @@ def _coprime_steps(n: int) -> tuple[int, ...]:
     return tuple(s for s in range(1, n) if math.gcd(s, n) == 1) or (1,)
 
 
+def _when_fn(p: Param) -> ConstraintFn | None:
+    return p.when._fn if p.when is not None else None
+
+
 def _hashable(v: Any) -> Any:
     try:
         hash(v)
@@ -110,8 +114,8 @@ class _CallableConstraint:
     def __init__(self, fn: Callable[[Config], Any]) -> None:
         self.fn = fn
 
-    def __call__(self, data: dict[str, Any]) -> Any:
-        return self.fn(Config._trusted(data))
+    def __call__(self, data: Mapping[str, Any]) -> Any:
+        return self.fn(Config._trusted(dict(data)) if type(data) is not dict else Config._trusted(data))
 
 
 class _Constraint:
@@ -189,7 +193,7 @@ class Space:
             q.name = name
             own[name] = q
         if isinstance(constraints, str | Expression) or callable(constraints):
-            constraints = [constraints]  # type: ignore[list-item]
+            constraints = [constraints]
         self.params: dict[str, Param] = own
         self.names: list[str] = list(own)
         self._constraint_sources: list[Any] = list(constraints)
@@ -230,7 +234,7 @@ class Space:
                     f"Space: the when= conditions of {pending!r} depend on each other in a cycle"
                 )
         self._activity_order = order
-        self._activity = [(n, params[n], params[n].when._fn if params[n].when else None) for n in order]
+        self._activity = [(n, params[n], _when_fn(params[n])) for n in order]
         self._contains = [(n, params[n].contains) for n in names]
         self._checks = [c.fn for c in self._constraints]
         # Constraints to re-check when one parameter changes (callables read anything).
@@ -357,7 +361,7 @@ class Space:
 
     def is_valid(self, config: Mapping[str, Any]) -> bool:
         """True when ``config`` is a valid configuration of this space (THE validity check)."""
-        data = config._data if type(config) is Config else self._data(config)  # type: ignore[attr-defined]
+        data = config._data if type(config) is Config else self._data(config)
         if not self._has_when:
             if len(data) != len(self._contains):
                 return False
@@ -497,9 +501,10 @@ class Space:
         self._pruned = domains
         self._domain_sets = {n: set(map(_hashable, d)) for n, d in domains.items()}
         for c in cons:
-            table = rows.get(id(c))
-            if table is None:
+            found = rows.get(id(c))
+            if found is None:
                 continue
+            table = found
             scope = scopes[id(c)]
             # Rows are in domain order, so the consistent values are too (deterministic enumeration).
             lists: list[dict[tuple[Any, ...], dict[Any, None]]] = [{} for _ in scope]
@@ -874,7 +879,7 @@ class Space:
         """
         if not isinstance(rng, np.random.Generator):
             rng = np.random.default_rng(rng)
-        base = config._data if type(config) is Config else Config(config)._data  # type: ignore[attr-defined]
+        base = config._data if type(config) is Config else Config(config)._data
         base_ok = self.is_valid(Config._trusted(base))
         active = [n for n in self.names if n in base]
         if not active:
@@ -918,7 +923,7 @@ class Space:
 
     def neighbors(self, config: Mapping[str, Any]) -> list[Config]:
         """Valid configurations that differ from ``config`` in one parameter's neighbourhood move."""
-        base = config._data if type(config) is Config else self._data(config)  # type: ignore[attr-defined]
+        base = config._data if type(config) is Config else self._data(config)
         fast = self.is_valid(Config._trusted(base))
         out: list[Config] = []
         seen: set[Config] = set()
