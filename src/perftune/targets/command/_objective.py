@@ -135,6 +135,15 @@ class CommandObjective:
     def check_executables(self) -> None:
         """Raise TaskError naming the key when a step's program cannot be found or executed."""
         sandbox = self.sandbox()
+        user = sandbox._user()
+        if user is not None:
+            from perftune.measure._sandbox import _executable_by
+
+            for label, p in [("task directory", self.task_dir), *(("input", i) for i in self.inputs)]:
+                if not _executable_by(p if label != "input" else os.path.dirname(p), *user):
+                    raise TaskError(f"{self.task_path}: the {label} {p} is not reachable by the sandbox user "
+                                    f"{sandbox.caps.sandbox_user}: make it and its parent directories "
+                                    "world-readable (chmod o+rx)")
         path = dict(self.env).get("PATH", os.environ.get("PATH", os.defpath))
         for section, step in (("build", self.build), ("run", self.run)):
             if step is None or step.shell:

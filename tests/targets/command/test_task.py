@@ -1,0 +1,237 @@
+"""Task files: schema, bad input, rendering, and a tuner run that survives bad candidates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from perftune.errors import TaskError
+from perftune.targets.command import CandidateError, load_task
+from perftune.trial import TrialTimeout
+
+ROOT = Path(__file__).resolve().parents[3]
+BAD_C = ROOT / "tests" / "measure" / "data" / "bad.c"
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+@pytest.fixture
+def tmp_path() -> Path:
+    # Candidates run as an unprivileged user when the tests run as root: the task directory must be
+    # reachable by it (pytest's own temporary directories are private to root).
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="perftune-test-task-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def write(tmp_path: Path, text: str, name: str = "task.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    os.chmod(tmp_path, 0o755)
+    return path
+
+
+SIMPLE = """
+[space]
+n = { type = "int", min = 1, max = 5, default = 2 }
+flag = { type = "bool", on = "--fast", off = "" }
+order = { type = "permutation", items = ["a", "b", "c"], sep = "-" }
+
+[run]
+command = ["sh", "-c", "echo value=$0 order=$1 $2", "{n}", "{order}", "{flag}"]
+timeout_s = 5
+
+[objective]
+metric = "stdout_regex"
+pattern = 'value=(\\d+)'
+goal = "max"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+
+
+def test_simple_task_renders_placeholders(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path, SIMPLE))
+    assert task.goal == "max" and task.metric == "stdout_regex" and task.name == tmp_path.name
+    out = task.objective({"n": 4, "flag": False, "order": ("c", "a", "b")})
+    assert out["stdout_regex"] == 4.0 and out["samples"] == [4.0]
+    argv = task.objective._argv(task.objective.run.command,
+                                task.objective._context({"n": 4, "flag": False, "order": ("c", "a", "b")}, "/s", None))
+    assert argv[-2:] == ["4", "c-a-b"]  # the empty "{flag}" element is dropped
+    argv = task.objective._argv(task.objective.run.command,
+                                task.objective._context({"n": 1, "flag": True, "order": ("a", "b", "c")}, "/s", None))
+    assert argv[-1] == "--fast"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[space\nx = 1", r"task.toml:1: malformed TOML"),
+        (SIMPLE.replace('"{n}"', '"{m}"'), r"task.toml:\d+: run.command\[3\]: unknown parameter \{m\}"),
+        (SIMPLE.replace('"sh"', '"no-such-tool-xyz"'), r"task.toml: run.command\[0\]: command not found: no-such-tool-xyz"),
+        (SIMPLE.replace("value=(", "nomatch=("), r"task.toml: objective.pattern: .*matches nothing"),
+        (SIMPLE.replace('"sh", "-c", "echo', '"sh", "-c", "exit 3; echo'), r"task.toml: run: the default configuration fails.*exit code 3"),
+        ('inputs = ["missing.txt"]\n' + SIMPLE, r"inputs\[0\]: input 'missing.txt' does not exist"),
+        (SIMPLE.replace('metric = "stdout_regex"', 'metric = "speed"'), r"objective.metric: unknown metric 'speed'"),
+        (SIMPLE.replace('type = "int"', 'type = "integer"'), r"space.n: unknown parameter type"),
+        (SIMPLE + "\n[bogus]\nx = 1\n", r"task.toml:\d+: bogus: unknown key"),
+        (SIMPLE.replace('command = ["sh", "-c", "echo value=$0 order=$1 $2", "{n}", "{order}", "{flag}"]',
+                        'command = "echo value={n}"'), r"run.command: a string runs through a shell"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(TaskError, match=expected) as info:
+        load_task(write(tmp_path, text))
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_input(tmp_path: Path) -> None:
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    data.chmod(0)
+    with pytest.raises(TaskError, match="not a readable file"):
+        load_task(write(tmp_path, 'inputs = ["data.txt"]\n' + SIMPLE))
+
+
+def test_input_directory_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(TaskError, match=r"inputs\[0\]: input 'dir' is not a readable file"):
+        load_task(write(tmp_path, 'inputs = ["dir"]\n' + SIMPLE))
+
+
+def test_check_catches_wrong_output(tmp_path: Path) -> None:
+    text = SIMPLE.replace("echo value=$0 order=$1 $2", "echo value=3; echo order=$1").replace(
+        "[timing]", '[check]\nstdout = "exact"\n\n[timing]')
+    task = load_task(write(tmp_path, text))
+    with pytest.raises(CandidateError, match="wrong output: stdout differs"):
+        task.objective({"n": 1, "flag": False, "order": ("b", "a", "c")})
+    assert task.objective({"n": 5, "flag": True, "order": ("a", "b", "c")})["stdout_regex"] == 3.0
+
+
+def test_tuning_table_and_seeds(tmp_path: Path) -> None:
+    text = SIMPLE + '\n[tuning]\nbudget = "2m"\nseed = 3\nworkers = 2\nseeds = [{ n = 5, flag = true, order = ["c", "b", "a"] }]\n'
+    task = load_task(write(tmp_path, text), prepare=False)
+    assert task.budget.seconds == 120 and task.seed == 3 and task.workers == 2
+    assert task.seeds == [{"n": 5, "flag": True, "order": ("c", "b", "a")}]
+
+
+def _bad_task(tmp_path: Path) -> Path:
+    src = tmp_path / "bad.c"
+    shutil.copy(BAD_C, src)
+    os.chmod(src, 0o644)
+    os.chmod(tmp_path, 0o755)
+    text = f"""
+name = "bad-candidates"
+
+[space]
+mode = {{ type = "choice", options = ["ok", "segv", "hang", "alloc", "forkbomb", "disk", "escape", "exit7"] }}
+
+[build]
+command = ["gcc", "-O1", "{{task_dir}}/bad.c", "-o", "{{scratch}}/bad"]
+timeout_s = 60
+
+[run]
+command = ["{{scratch}}/bad", "{{mode}}", "/tmp/perftune-escape-{os.getpid()}"]
+timeout_s = 2
+
+[objective]
+metric = "wall_time"
+
+[check]
+stdout = "exact"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+
+[sandbox]
+memory_mb = 256
+processes = 32
+disk_mb = 64
+"""
+    return write(tmp_path, text)
+
+
+@needs_gcc
+def test_evaluator_records_every_bad_candidate_with_its_reason(tmp_path: Path) -> None:
+    task = load_task(_bad_task(tmp_path))
+    expect = {"segv": "SIGSEGV", "alloc": "memory limit", "disk": "limit", "exit7": "exit code 7",
+              "escape": "Read-only|outside its scratch|Permission denied"}
+    for mode, needle in expect.items():
+        with pytest.raises(CandidateError, match=needle):
+            task.objective({"mode": mode})
+    with pytest.raises(TrialTimeout, match="timeout"):
+        task.objective({"mode": "hang"})
+    assert not os.path.exists(f"/tmp/perftune-escape-{os.getpid()}")
+
+
+@needs_gcc
+@pytest.mark.slow
+def test_tuner_survives_all_bad_candidates_in_one_run(tmp_path: Path) -> None:
+    import perftune
+
+    task = load_task(_bad_task(tmp_path))
+    modes = task.space.params["mode"].values()
+    result = perftune.tune(task.objective, task.space, budget=len(modes), seed=0, goal=task.goal,
+                           metric=task.metric, seeds=[{"mode": m} for m in modes])
+    by_mode = {t.config["mode"]: t for t in result.trials}
+    assert set(by_mode) == set(modes)
+    assert by_mode["ok"].ok
+    for mode in set(modes) - {"ok"}:
+        assert not by_mode[mode].ok and by_mode[mode].reason, mode
+    assert by_mode["hang"].status.value == "timeout"
+    assert "SIGSEGV" in by_mode["segv"].reason
+    assert "memory" in by_mode["alloc"].reason
+    assert result.best.config["mode"] == "ok"
+
+
+@needs_gcc
+def test_adaptive_timeout_follows_the_incumbent(tmp_path: Path) -> None:
+    text = """
+[space]
+delay = { type = "choice", options = ["0", "3"] }
+[run]
+command = ["sleep", "{delay}"]
+timeout_s = 30
+[timing]
+repeats = 1
+warmup_runs = 0
+timeout_factor = 2
+min_timeout_s = 0.5
+"""
+    task = load_task(write(tmp_path, text))
+    task.objective({"delay": "0"})
+    with pytest.raises(TrialTimeout, match="adaptive limit"):
+        task.objective({"delay": "3"})
+
+
+def test_private_task_directory_is_reported(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root drops candidates to an unprivileged user")
+    private = tmp_path / "private"
+    private.mkdir()
+    path = write(private, SIMPLE)
+    private.chmod(0o700)
+    with pytest.raises(TaskError, match="not reachable by the sandbox user"):
+        load_task(path)
+
+
+def test_examples_load() -> None:
+    for name in ("c_matmul", "python_metric"):
+        task = load_task(ROOT / "examples" / name / "task.toml", prepare=False)
+        assert task.space.is_valid(task.space.default()) and task.budget is not None
+
+
+def test_files_are_world_readable_for_the_sandbox_user() -> None:
+    for path in (ROOT / "examples").rglob("*"):
+        assert path.stat().st_mode & stat.S_IROTH, path
