@@ -175,10 +175,13 @@ def _proposals(workers: int, seed: int = 11) -> list:
     return [(t.id, t.config) for t in result.trials]
 
 
-def test_seeded_runs_are_identical_for_any_worker_count():
-    reference = _proposals(1)
-    assert _proposals(3) == reference
-    assert _proposals(1, seed=12) != reference
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_seeded_runs_are_identical_for_any_worker_count(workers):
+    assert _proposals(workers) == _proposals(1)
+
+
+def test_another_seed_gives_another_run():
+    assert _proposals(1, seed=12) != _proposals(1)
 
 
 def test_resume_continues_from_checkpoint_without_remeasuring(tmp_path):

@@ -236,6 +236,7 @@ class Tuner:
                 "budget": None if self.budget is None else self.budget.__dict__, **(settings or {}),
             }
             self._run = self._store.create_run(name, space, run_settings, goal, metric)
+            self.checkpoint()  # so that a run killed before its first result can be resumed
 
     # ------------------------------------------------------------------ helpers
 
@@ -567,6 +568,8 @@ class Tuner:
             self._next_id = max(self._next_id, max(t.id for t in stored) + 1)
         # Tickets in flight at the checkpoint that never finished are issued again, first.
         self._reissue = sorted(self._pending)
+        for ticket in self._reissue:
+            self._by_config[self._pending[ticket].config] = ticket
 
     # ------------------------------------------------------------------ the loop
 
@@ -612,10 +615,14 @@ class Tuner:
         *,
         workers: int = 1,
         timeout_s: float | None = None,
-        executor: Executor | None = None,
+        executor: Executor | str | None = None,
+        scheduler: str | None = None,
         progress: bool = False,
     ) -> Result:
         """Tune until the budget is spent; evaluations run on ``workers`` local processes.
+
+        ``executor="dask"`` with ``scheduler="tcp://host:8786"`` (or ``"local:N"``) runs them on a
+        Dask cluster instead; ``workers`` stays the number of evaluations in flight.
 
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
         KeyboardInterrupt propagates; the run can be resumed.
@@ -626,7 +633,13 @@ class Tuner:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
         if not isinstance(workers, int) or workers < 1:
             raise PerftuneError(f"workers must be a positive integer, got {workers!r}")
-        if executor is None:
+        if executor == "dask":
+            from perftune.drive._dask import DaskExecutor
+
+            executor = DaskExecutor(objective, self.metric, workers, scheduler or "local:2", timeout_s)
+        elif isinstance(executor, str) and executor != "local":
+            raise PerftuneError(f"executor must be 'local' or 'dask', got {executor!r}")
+        if executor is None or executor == "local":
             if workers == 1 and timeout_s is None:
                 executor = InlineExecutor(objective, self.metric)
             else:
@@ -750,6 +763,8 @@ def tune(
     name: str | None = None,
     timeout_s: float | None = None,
     lag: int | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
     progress: bool = False,
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
@@ -768,6 +783,8 @@ def tune(
         name: Run name in the store.
         timeout_s: Kill an evaluation after this long (it runs in a worker process); TIMEOUT.
         lag: Lag of seeded runs.
+        executor: ``"local"`` (worker processes on this machine) or ``"dask"``.
+        scheduler: For Dask: ``"tcp://host:8786"`` or ``"local:N"``.
         progress: Show a progress bar.
 
     Example:
@@ -778,4 +795,5 @@ def tune(
     """
     tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds, metric=metric,
                   name=name, lag=lag)
-    return tuner.run(objective, budget, workers=workers, timeout_s=timeout_s, progress=progress)
+    return tuner.run(objective, budget, workers=workers, timeout_s=timeout_s, executor=executor,
+                     scheduler=scheduler, progress=progress)

@@ -1,0 +1,63 @@
+"""Kill the driver with SIGKILL at random moments, resume with 1, 2 or 4 workers, and check the store."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import perftune
+from perftune.store import open_store
+
+DRIVER = Path(__file__).with_name("fault_driver.py")
+BUDGET = 120
+
+pytestmark = pytest.mark.slow
+
+
+def _start(url: str, workers: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(DRIVER), url, str(workers), str(BUDGET)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigkill_twenty_times_then_resume_loses_nothing_and_matches_uninterrupted(tmp_path):
+    sys.path.insert(0, str(DRIVER.parent))
+    import fault_driver
+
+    url = f"sqlite:///{tmp_path / 'fault.db'}"
+    rng = random.Random(2024)
+    worker_cycle = [1, 2, 4]
+    kills = 0
+    for attempt in range(40):
+        proc = _start(url, worker_cycle[attempt % 3])
+        if kills < 20:
+            time.sleep(rng.uniform(0.3, 1.2))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.communicate()
+                kills += 1
+                continue
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode == 0 and "done" in out:
+            if kills >= 20:
+                break
+            continue
+        pytest.fail(f"driver failed (rc {proc.returncode}): {err[-2000:]}")
+    assert kills == 20
+
+    store = open_store(url)
+    run = store.get_run("fault")
+    trials = store.trials(run.id)
+    ids = [t.id for t in trials]
+    assert len(ids) == len(set(ids)), "a trial was stored twice"
+    assert sorted(ids) == list(range(BUDGET)), "a completed trial is missing"
+    assert len({t.config for t in trials}) == BUDGET, "a configuration was measured twice"
+
+    straight = perftune.tune(fault_driver.objective, fault_driver.SPACE, budget=BUDGET, seed=42)
+    assert [(t.id, t.config, t.value) for t in straight.trials] == \
+        [(t.id, t.config, t.value) for t in sorted(trials, key=lambda t: t.id)]
