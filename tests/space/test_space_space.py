@@ -109,6 +109,21 @@ def test_constraint_on_inactive_parameter_counts_as_satisfied() -> None:
     assert set(space.enumerate()) == {Config(flag=False), *(Config(flag=True, n=k) for k in range(6, 11))}
 
 
+def test_constraint_mentioning_inactive_parameter_is_satisfied_even_if_it_would_short_circuit() -> None:
+    # "a > 3 and b != 1" evaluates to False for a=0 without reading b; it mentions b, which is
+    # inactive, so it counts as satisfied (docs/CONTRACTS.md).
+    space = Space(
+        {"a": Int(0, 5), "flag": Bool(), "b": Int(0, 5, when="flag")}, constraints=["a > 3 and b != 1"]
+    )
+    assert space.is_valid({"a": 0, "flag": False})
+    assert not space.is_valid({"a": 0, "flag": True, "b": 2})
+    assert space.is_valid({"a": 4, "flag": True, "b": 2})
+    assert space.why_invalid({"a": 0, "flag": False}) is None
+    assert len(list(space.enumerate())) == 6 + 2 * 5
+    rng = np.random.default_rng(0)
+    assert any(c == {"a": 0, "flag": False} for c in space.sample(rng, 200))
+
+
 def test_is_valid_rejects_wrong_keys_and_values() -> None:
     space = Space({"x": Int(1, 5), "y": Float(0.0, 1.0)})
     assert space.is_valid({"x": 1, "y": 0.5})

@@ -89,6 +89,18 @@ def _coprime_steps(n: int) -> tuple[int, ...]:
     return tuple(s for s in range(1, n) if math.gcd(s, n) == 1) or (1,)
 
 
+def _guard(fn: ConstraintFn, conditional: tuple[str, ...]) -> ConstraintFn:
+    """A constraint that mentions an inactive parameter is satisfied, whatever it would evaluate to."""
+
+    def guarded(data: Mapping[str, Any]) -> Any:
+        for n in conditional:
+            if n not in data:
+                return True
+        return fn(data)
+
+    return guarded
+
+
 def _when_fn(p: Param) -> ConstraintFn | None:
     return p.when._fn if p.when is not None else None
 
@@ -214,6 +226,10 @@ class Space:
                             f"{_suggest(dep, names)}"
                         )
         self._constraints = [_Constraint(c, names) for c in self._constraint_sources]
+        conditional = {n for n, p in params.items() if p.when is not None}
+        for c in self._constraints:
+            if c.names is not None and c.names & conditional:
+                c.fn = _guard(c.fn, tuple(sorted(c.names & conditional)))
         self._has_when = any(p.when is not None for p in params.values())
 
         # Activity order: a parameter comes after every parameter its `when` reads (stable).
