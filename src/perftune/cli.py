@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -46,6 +47,10 @@ def _budget_option(f: Any) -> Any:
 
 def _common_options(f: Any) -> Any:
     f = _budget_option(f)
+    f = click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="With --executor dask: tcp://host:8786, or local:N for a local cluster of N workers.")(f)
+    f = click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                     help="Where evaluations run: local processes or a Dask cluster.")(f)
     f = click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")(f)
     f = click.option("--seed", type=int, default=None, help="Seed: makes the run reproducible.")(f)
     return click.option("--store", "store", default=None, metavar="URL",
@@ -98,15 +103,17 @@ def _trial_json(trial: Any) -> dict[str, Any] | None:
     }
 
 
-def _print_result(result: Any, *, as_json: bool) -> None:
+def _print_result(result: Any, *, as_json: bool, speedup: Any = None) -> None:
     from rich.console import Console
 
     improvement = result.improvement
+    ci = None if speedup is None else {"speedup": speedup.estimate, "low": speedup.lo, "high": speedup.hi,
+                                       "confidence": speedup.confidence}
     if as_json:
         _emit_json({
             "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
             "counts": result.counts(), "best": _trial_json(result.best), "default": _trial_json(result.default),
-            "improvement_over_default": improvement,
+            "improvement_over_default": improvement, "speedup_ci": ci,
         })
         return
     console = Console()
@@ -120,7 +127,10 @@ def _print_result(result: Any, *, as_json: bool) -> None:
         console.print(f"default configuration: {result.default.value:.6g}")
     console.print(f"best: [bold green]{result.best.value:.6g}[/] (trial {result.best.id}, by {result.best.technique})")
     console.print(f"best configuration: {result.best.config.to_json()}")
-    if improvement is not None:
+    if ci is not None:
+        console.print(f"improvement over the default configuration: [bold]{ci['speedup']:.3f}x[/] "
+                      f"({ci['confidence']:.0%} CI {ci['low']:.3f}x to {ci['high']:.3f}x)")
+    elif improvement is not None:
         console.print(f"improvement over the default configuration: [bold]{improvement:.3f}x[/]")
 
 
@@ -133,7 +143,8 @@ def _print_result(result: Any, *, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
-            budget: tuple[str, ...], name: str | None, warm_start: str | None, as_json: bool) -> None:
+            budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
+            warm_start: str | None, as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
@@ -149,16 +160,66 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     if warm_start:
         seeds += _warm_start_seeds(st, warm_start, spec.space)
     tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
-                  name=name or spec.name, settings={"task": str(task)})
-    observe = getattr(spec, "observe", None)
+                  name=name or _free_name(st, spec.name), settings={"task": os.path.abspath(task)},
+                  technique=spec.technique or "bandit")
+    _tune_task(tuner, spec, Budget.coerce(limit), n_workers, executor, scheduler, as_json)
+
+
+def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
+               as_json: bool) -> None:
     try:
-        result = tuner.run(spec.objective, Budget.coerce(limit), workers=n_workers,
-                           progress=not as_json and sys.stderr.isatty(), timeout_s=getattr(spec, "timeout_s", None))
+        result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
+                           progress=not as_json and sys.stderr.isatty(), timeout_s=spec.timeout_s,
+                           on_trial=spec.observe)
     except KeyboardInterrupt:
         click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
         sys.exit(130)
-    del observe
-    _print_result(result, as_json=as_json)
+    result = _verified(result, spec)
+    _print_result(result, as_json=as_json, speedup=_speedup(result, spec))
+
+
+def _verified(result: Any, spec: Any, max_checks: int = 5) -> Any:
+    """The final winner is always verified; a winner that fails its check gives way to the next best."""
+    ranked = sorted((t for t in result.trials if t.ok), key=lambda t: t.loss)
+    for trial in ranked[:max_checks]:
+        problem = spec.verify(trial.config)
+        if problem is None:
+            result.best = trial
+            return result
+        click.echo(f"perftune: trial {trial.id} failed verification: {problem}", err=True)
+    if ranked:
+        click.echo("perftune: no verified winner among the best candidates", err=True)
+        result.best = None
+    return result
+
+
+def _speedup(result: Any, spec: Any) -> Any:
+    if result.best is None or result.default is None or not result.default.ok:
+        return None
+    try:
+        return spec.speedup(result.best, result.default)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _free_name(st: Any, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... when runs of that task are already in the store."""
+    taken = {info.name for info in st.list_runs()}
+    if base not in taken:
+        return base
+    k = 2
+    while f"{base}-{k}" in taken:
+        k += 1
+    return f"{base}-{k}"
+
+
+def _when(timestamp: Any) -> str:
+    import datetime
+
+    try:
+        return datetime.datetime.fromtimestamp(float(timestamp)).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError):
+        return str(timestamp)
 
 
 def _warm_start_seeds(st: Any, run: str, space: Any, n_best: int = 5) -> list[Any]:
@@ -179,7 +240,7 @@ def _warm_start_seeds(st: Any, run: str, space: Any, n_best: int = 5) -> list[An
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
-               budget: tuple[str, ...], as_json: bool) -> None:
+               budget: tuple[str, ...], executor: str, scheduler: str | None, as_json: bool) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
@@ -203,13 +264,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
         stored = (info.settings or {}).get("budget") or {}
         limit = Budget(**{k: v for k, v in stored.items() if v is not None}) if stored else Budget(evals=50)
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
-    try:
-        result = tuner.run(spec.objective, limit, workers=n_workers, progress=not as_json and sys.stderr.isatty(),
-                           timeout_s=getattr(spec, "timeout_s", None))
-    except KeyboardInterrupt:
-        click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
-        sys.exit(130)
-    _print_result(result, as_json=as_json)
+    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
 
 
 @cli.command("runs")
@@ -234,7 +289,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     table = Table("id", "name", "status", "goal", "trials", "best", "created")
     for r in rows:
         table.add_row(str(r["id"]), r["name"], str(r["status"]), str(r["goal"]), str(r["trials"]),
-                      "-" if r["best"] is None else f"{r['best']:.6g}", str(r["created_at"])[:19])
+                      "-" if r["best"] is None else f"{r['best']:.6g}", _when(r["created_at"]))
     Console().print(table)
 
 
@@ -320,6 +375,20 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # ---- commands added by other parts go below this line (one block each) ----
+
+
+@cli.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def doctor_cmd(as_json: bool) -> None:
+    """Which protections candidates get on this machine (user, cgroups, rlimits, namespaces)."""
+    from perftune.measure import doctor
+
+    rows = doctor()
+    if as_json:
+        _emit_json({"protections": [{"protection": n, "active": a, "detail": d} for n, a, d in rows]})
+        return
+    for name, active, detail in rows:
+        click.echo(f"{'[active]  ' if active else '[missing] '}{name}: {detail}")
 
 
 @cli.command("flags")

@@ -219,6 +219,8 @@ class Tuner:
         self._pending = {}
         self._n_since_best = 0
 
+        # Fail before anything is written when no configuration satisfies the constraints.
+        space.sample(np.random.default_rng(0), 1)
         if include_default:
             default = space.default()
             if space.is_valid(default):
@@ -618,6 +620,7 @@ class Tuner:
         executor: Executor | str | None = None,
         scheduler: str | None = None,
         progress: bool = False,
+        on_trial: Callable[[Trial], None] | None = None,
     ) -> Result:
         """Tune until the budget is spent; evaluations run on ``workers`` local processes.
 
@@ -625,7 +628,8 @@ class Tuner:
         Dask cluster instead; ``workers`` stays the number of evaluations in flight.
 
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
-        KeyboardInterrupt propagates; the run can be resumed.
+        KeyboardInterrupt propagates; the run can be resumed. ``on_trial(trial)`` is called in the
+        driver after each finished trial.
         """
         limit = Budget.coerce(budget)
         limit = self.budget if limit is None else limit.merged(self.budget)
@@ -669,7 +673,9 @@ class Tuner:
                 wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
                 for ticket, outcome in executor.collect(wait_s):
                     in_flight.discard(ticket)
-                    self._record(ticket, outcome)
+                    finished = self._record(ticket, outcome)
+                    if on_trial is not None:
+                        on_trial(finished)
                 if deadline is not None and time.monotonic() >= deadline:
                     for ticket, outcome in executor.cancel_all("time budget reached"):
                         in_flight.discard(ticket)

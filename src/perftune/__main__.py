@@ -1,0 +1,5 @@
+"""``python -m perftune`` is the ``perftune`` command."""
+
+from perftune.cli import main
+
+main()

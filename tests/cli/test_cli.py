@@ -1,0 +1,157 @@
+"""The perftune command: runs, listing, showing, best, resume, export, JSON output and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perftune.cli import cli
+
+TASK = textwrap.dedent("""
+    name = "square"
+    [space]
+    x = { type = "int", min = -20, max = 20, default = 0 }
+    y = { type = "float", min = 0.0, max = 1.0, default = 0.5 }
+    [run]
+    command = ["{python}", "-c", "print('value', ({x} - 3) ** 2 + {y})"]
+    timeout_s = 20
+    [objective]
+    metric = "stdout_regex"
+    pattern = 'value ([-0-9.e]+)'
+    goal = "min"
+    [timing]
+    repeats = 1
+    warmup_runs = 0
+""")
+
+
+@pytest.fixture
+def tmp_path():
+    # Candidates run as an unprivileged user when the tests run as root: the task directory must be
+    # reachable by it, and pytest's own temporary directories are private to root.
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="perftune-test-cli-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def write_task(tmp_path: Path, text: str = TASK, name: str = "task.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text.replace("{python}", "python3"))
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_run_runs_show_best_export_and_json(tmp_path):
+    task = write_task(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = invoke("--store", db, "run", str(task), "--budget", "12", "--seed", "1", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["schema"] == 1
+    assert payload["counts"] == {"ok": 12}
+    assert payload["best"]["value"] <= payload["default"]["value"]
+    assert payload["run"]["name"] == "square"
+
+    runs = json.loads(invoke("--store", db, "runs", "--json").output)
+    assert runs["schema"] == 1 and [r["name"] for r in runs["runs"]] == ["square"]
+    assert runs["runs"][0]["trials"] == 12
+
+    shown = json.loads(invoke("--store", db, "show", "latest", "--json").output)
+    assert len(shown["trials"]) == 12 and shown["run"]["name"] == "square"
+    assert shown["best"] == payload["best"] or shown["best"]["value"] == payload["best"]["value"]
+
+    best = invoke("--store", db, "best", "1")
+    assert json.loads(best.output) == payload["best"]["config"]
+
+    out = tmp_path / "trials.csv"
+    assert invoke("--store", db, "export", "square", "--format", "csv", "-o", str(out)).exit_code == 0
+    assert len(out.read_text().strip().splitlines()) == 13
+
+    # A second run of the same task gets its own name.
+    again = json.loads(invoke("--store", db, "run", str(task), "--budget", "3", "--json").output)
+    assert again["run"]["name"] == "square-2"
+
+
+def test_resume_extends_a_finished_run(tmp_path):
+    task = write_task(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert invoke("--store", db, "run", str(task), "--budget", "6", "--seed", "2").exit_code == 0
+    result = invoke("--store", db, "resume", "latest", "--budget", "+4", "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(invoke("--store", db, "show", "latest", "--json").output)
+    ids = [t["id"] for t in shown["trials"]]
+    assert sorted(ids) == list(range(10))
+
+
+def test_warm_start_seeds_a_new_run_with_old_bests(tmp_path):
+    task = write_task(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    first = json.loads(invoke("--store", db, "run", str(task), "--budget", "15", "--seed", "3", "--json").output)
+    second = json.loads(invoke("--store", db, "run", str(task), "--budget", "3", "--warm-start", "square",
+                               "--json").output)
+    assert second["best"]["config"] == first["best"]["config"]
+
+
+@pytest.mark.parametrize("case", ["empty range", "unknown type in space", "constraint names unknown parameter",
+                                  "unsatisfiable constraints"])
+def test_bad_task_is_one_clear_line_and_writes_nothing(tmp_path, case):
+    text = TASK
+    if case == "empty range":
+        text = text.replace("min = -20, max = 20, default = 0", "min = 5, max = 1")
+    elif case == "unknown type in space":
+        text = text.replace('type = "int"', 'type = "integer"')
+    elif case == "constraint names unknown parameter":
+        text = text.replace('name = "square"', 'name = "square"\nconstraints = ["z > 1"]')
+    else:
+        text = text.replace('name = "square"', 'name = "square"\nconstraints = ["x > 100"]')
+    task = write_task(tmp_path, text)
+    db = tmp_path / "p.db"
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "run", str(task), "--budget", "5"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("perftune: error:"), result.output
+    assert "Traceback" not in result.output
+    if db.exists():  # nothing written: no run was created
+        runs = json.loads(invoke("--store", f"sqlite:///{db}", "runs", "--json").output)["runs"]
+        assert runs == []
+
+
+def test_budget_of_zero_and_bad_budget(tmp_path):
+    task = write_task(tmp_path)
+    for bad in ("0", "ten", "-5m"):
+        result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task), "--budget", bad])
+        assert result.exit_code == 2 and result.output.startswith("perftune: error: --budget"), result.output
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_malformed_store_url_is_one_line_without_traceback(tmp_path):
+    task = write_task(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "perftune", "--store", "nosuchdb://x/y", "run", str(task),
+                           "--budget", "2"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "perftune: error:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_run_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "show", "nope"])
+    assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_help_is_there_for_newcomers():
+    result = invoke("--help")
+    assert "perftune run" in result.output and "--store" in result.output
+    assert "--budget" in invoke("run", "--help").output
