@@ -298,9 +298,9 @@ def doctor() -> list[tuple[str, bool, str]]:
     rows.append(("memory limit (cgroup)", caps.memory_cgroup is not None,
                  f"cgroup v{caps.memory_cgroup_version} under {caps.memory_cgroup}" if caps.memory_cgroup
                  else "no writable cgroup with the memory controller; falling back to RLIMIT_AS"))
-    rows.append(("memory limit (RLIMIT_AS)", caps.memory_cgroup is None,
-                 "address-space limit (lifted for sanitizer builds, which use ASAN_OPTIONS instead)"
-                 if caps.memory_cgroup is None else "not needed: the cgroup limits memory"))
+    if caps.memory_cgroup is None:
+        rows.append(("memory limit (RLIMIT_AS)", True,
+                     "address-space limit (lifted for sanitizer builds, which use ASAN_OPTIONS instead)"))
     nproc_effective = (not caps.is_root) or caps.sandbox_uid is not None
     rows.append(("process limit (cgroup pids)", caps.pids_cgroup is not None,
                  f"cgroup v{caps.pids_cgroup_version} under {caps.pids_cgroup}" if caps.pids_cgroup

@@ -400,6 +400,7 @@ class Sandbox:
         err_tail: collections.deque[bytes] = collections.deque()
         err_len = 0
         timed_out = False
+        group_full = False
         disk_hit = False
         exit_t: float | None = None
         status = 0
@@ -456,6 +457,9 @@ class Sandbox:
                     interval = min(interval * 1.5, 1.0)  # long steps are polled less often
                     next_poll = now + interval
             if exit_t is None:
+                if cgroup is None or cgroup.pids_dir is None:
+                    # Without a pids cgroup, a full process group is how a fork bomb shows.
+                    group_full = _group_size(proc.pid) >= max(2, int(self.limits.n_procs * 0.9))
                 self._kill(proc.pid, cgroup)
             _, status, rusage = os.wait4(proc.pid, 0)
             if exit_t is None:
@@ -524,7 +528,7 @@ class Sandbox:
         if detect_outside and user is not None:
             result.outside_writes = _outside_writes(user[0], started_wall)
         self._classify(result, timed_out=timed_out, timeout_s=timeout_s, disk_hit=disk_hit, cgroup=cgroup,
-                       memory_by_cgroup=memory_by_cgroup)
+                       memory_by_cgroup=memory_by_cgroup, group_full=group_full)
         return result
 
     def _kill(self, pid: int, cgroup: StepCgroup | None) -> None:
@@ -536,11 +540,11 @@ class Sandbox:
             cgroup.kill_all()
 
     def _classify(self, r: StepResult, *, timed_out: bool, timeout_s: float | None, disk_hit: bool,
-                  cgroup: StepCgroup | None, memory_by_cgroup: bool) -> None:
+                  cgroup: StepCgroup | None, memory_by_cgroup: bool, group_full: bool = False) -> None:
         limits = self.limits
         last = _last_line(r.stderr_tail)
         tail = f"; stderr: {last}" if last else ""
-        pids_hit = bool(cgroup and cgroup.pids_limit_hit()) or (
+        pids_hit = group_full or bool(cgroup and cgroup.pids_limit_hit()) or (
             not (cgroup and cgroup.pids_dir) and "resource temporarily unavailable" in r.stderr_tail.lower())
         if disk_hit:
             r.status, r.limit = "limit", "disk"
@@ -602,6 +606,27 @@ def _executable_by(path: str, uid: int, gid: int) -> bool:
         return False
     return allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR) and allowed(
         st, stat.S_IROTH, stat.S_IRGRP, stat.S_IRUSR) or allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR)
+
+
+def _group_size(pgid: int) -> int:
+    """Number of live processes in process group ``pgid`` (scans /proc)."""
+    n = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # fields: state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            n += 1
+    return n
 
 
 def _last_line(text: str) -> str:
