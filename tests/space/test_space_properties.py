@@ -211,10 +211,9 @@ def small_spaces(
     for _ in range(draw(st.integers(0, 3))):
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         lo = draw(st.integers(-4, 2))
-        text = draw(st.sampled_from(CONSTRAINT_TEMPLATES)).format(
-            a=a, b=b, k=draw(st.integers(-2, 6)), lo=lo, hi=lo + draw(st.integers(0, 4))
-        )
-        constraints.append((text, {a, b}))
+        template = draw(st.sampled_from(CONSTRAINT_TEMPLATES))
+        text = template.format(a=a, b=b, k=draw(st.integers(-2, 6)), lo=lo, hi=lo + draw(st.integers(0, 4)))
+        constraints.append((text, {a, b} if "{b}" in template else {a}))
     return names, params, whens, constraints
 
 
