@@ -35,8 +35,10 @@ def landscape(rng: np.random.Generator) -> dict[tuple[int, int, str], float]:
     best_block = rng.integers(1, len(BLOCKS) - 1)
     curvature = rng.uniform(0.04, 0.25)
     best_unroll = rng.integers(0, len(UNROLLS))
-    unroll_penalty = {u: 0.0 if i == best_unroll else rng.uniform(0.03, 0.15) * abs(i - best_unroll)
-                      for i, u in enumerate(UNROLLS)}
+    unroll_penalty = {
+        u: 0.0 if i == best_unroll else rng.uniform(0.03, 0.15) * abs(i - best_unroll)
+        for i, u in enumerate(UNROLLS)
+    }
     order_penalty = dict(zip(ORDERS, [0.0, *sorted(rng.uniform(0.1, 1.0, size=2))], strict=True))
     rng.shuffle(ORDERS_SHUFFLED := list(ORDERS))
     order_penalty = {o: order_penalty[ORDERS[i]] for i, o in enumerate(ORDERS_SHUFFLED)}
@@ -47,8 +49,9 @@ def landscape(rng: np.random.Generator) -> dict[tuple[int, int, str], float]:
     return times
 
 
-def run_policy(times: dict, order: list, rng: np.random.Generator, policy: str, noise: float,
-               settings: TimingSettings) -> tuple[tuple, int]:
+def run_policy(
+    times: dict, order: list, rng: np.random.Generator, policy: str, noise: float, settings: TimingSettings
+) -> tuple[tuple, int]:
     n_runs = 0
 
     def sampler(config: tuple):
@@ -56,6 +59,7 @@ def run_policy(times: dict, order: list, rng: np.random.Generator, policy: str, 
             nonlocal n_runs
             n_runs += 1
             return times[config] * float(np.exp(rng.normal(0.0, noise)))
+
         return once
 
     if policy == "fixed":
@@ -81,8 +85,13 @@ def main() -> None:
     parser.add_argument("--max-runs", type=int, default=TimingSettings().max_runs)
     parser.add_argument("--first-runs", type=int, default=TimingSettings().first_runs)
     args = parser.parse_args()
-    settings = TimingSettings(max_runs=args.max_runs, first_runs=args.first_runs, warmup_runs=0,
-                              confidence=args.confidence, min_runs=args.min_runs)
+    settings = TimingSettings(
+        max_runs=args.max_runs,
+        first_runs=args.first_runs,
+        warmup_runs=0,
+        confidence=args.confidence,
+        min_runs=args.min_runs,
+    )
     rows = {"fixed": [0, 0, []], "adaptive": [0, 0, []]}
     t0 = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -93,20 +102,28 @@ def main() -> None:
         perm = np.random.default_rng(seed + 10_000).permutation(len(order))
         order = [default] + [order[i] for i in perm if order[i] != default]
         for policy in ("fixed", "adaptive"):
-            winner, n_runs = run_policy(times, order, np.random.default_rng(seed + 20_000), policy, args.noise,
-                                        settings)
+            winner, n_runs = run_policy(
+                times, order, np.random.default_rng(seed + 20_000), policy, args.noise, settings
+            )
             ok = times[winner] <= true_best * 1.01
             rows[policy][0] += ok
             rows[policy][1] += n_runs
             rows[policy][2].append(times[winner] / true_best - 1)
     elapsed = time.perf_counter() - t0
-    print(f"noise benchmark: {args.seeds} seeds, 84 configurations each, lognormal noise sigma={args.noise}, "
-          f"tie threshold 1%, adaptive: min_runs={settings.min_runs} max_runs={settings.max_runs} "
-          f"confidence={settings.confidence}")
-    print(f"{'policy':<24}{'winner within 1% of best':>26}{'runs per tuning run':>22}{'mean excess of winner':>24}")
+    print(
+        f"noise benchmark: {args.seeds} seeds, 84 configurations each, lognormal noise sigma={args.noise}, "
+        f"tie threshold 1%, adaptive: min_runs={settings.min_runs} max_runs={settings.max_runs} "
+        f"confidence={settings.confidence}"
+    )
+    print(
+        f"{'policy':<24}{'winner within 1% of best':>26}{'runs per tuning run':>22}"
+        f"{'mean excess of winner':>24}"
+    )
     for policy, label in (("fixed", "fixed 7-repeat mean"), ("adaptive", "adaptive sequential")):
         ok, n_runs, excess = rows[policy]
-        print(f"{label:<24}{ok:>20}/{args.seeds:<5}{n_runs / args.seeds:>22.1f}{100 * np.mean(excess):>23.2f}%")
+        print(
+            f"{label:<24}{ok:>20}/{args.seeds:<5}{n_runs / args.seeds:>22.1f}{100 * np.mean(excess):>23.2f}%"
+        )
     print(f"({elapsed:.1f} s)")
 
 

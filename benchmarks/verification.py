@@ -94,8 +94,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=100)
     args = parser.parse_args()
     t0 = time.perf_counter()
-    print(f"verification benchmark: {args.seeds} seeds, {N_CANDIDATES} candidates, {N_WRONG} wrong (5%) in one "
-          f"region, check budget {BUDGET:.0%}")
+    print(
+        f"verification benchmark: {args.seeds} seeds, {N_CANDIDATES} candidates, {N_WRONG} wrong (5%) in one "
+        f"region, check budget {BUDGET:.0%}"
+    )
     print(f"{'placement':<10}{'policy':<14}{'checks':>8}{'caught (of 15)':>16}{'catch rate':>12}{'ratio':>8}")
     for placement in ("anywhere", "edge"):
         totals = {}
@@ -110,8 +112,10 @@ def main() -> None:
                 checked += k
             totals[policy] = caught
             ratio = caught / max(1, totals["random"])
-            print(f"{placement:<10}{policy:<14}{checked / args.seeds:>8.1f}{caught / args.seeds:>16.2f}"
-                  f"{caught / (args.seeds * N_WRONG):>12.1%}{ratio:>8.2f}")
+            print(
+                f"{placement:<10}{policy:<14}{checked / args.seeds:>8.1f}{caught / args.seeds:>16.2f}"
+                f"{caught / (args.seeds * N_WRONG):>12.1%}{ratio:>8.2f}"
+            )
     print(f"({time.perf_counter() - t0:.1f} s)")
 
 

@@ -9,8 +9,13 @@ import json
 import time
 import zlib
 
-STRATEGIES = {"default": zlib.Z_DEFAULT_STRATEGY, "filtered": zlib.Z_FILTERED,
-              "huffman_only": zlib.Z_HUFFMAN_ONLY, "rle": zlib.Z_RLE, "fixed": zlib.Z_FIXED}
+STRATEGIES = {
+    "default": zlib.Z_DEFAULT_STRATEGY,
+    "filtered": zlib.Z_FILTERED,
+    "huffman_only": zlib.Z_HUFFMAN_ONLY,
+    "rle": zlib.Z_RLE,
+    "fixed": zlib.Z_FIXED,
+}
 
 parser = argparse.ArgumentParser()
 parser.add_argument("input")

@@ -69,7 +69,9 @@ def test_allocating_100_gb_hits_the_memory_limit(sandbox: Sandbox, bad_program: 
 
 def test_fork_bomb_hits_the_process_limit(sandbox: Sandbox, bad_program: str) -> None:
     if not sandbox.protections()["processes"]:
-        pytest.skip("no process limit can be enforced here (root without cgroup pids or an unprivileged user)")
+        pytest.skip(
+            "no process limit can be enforced here (root without cgroup pids or an unprivileged user)"
+        )
     r = run(sandbox, [bad_program, "forkbomb"], timeout_s=2.0)
     assert r.status in ("limit", "timeout") and r.limit == "processes", r.reason
     assert "process limit" in r.reason
@@ -82,17 +84,18 @@ def test_disk_filling_hits_the_disk_limit(sandbox: Sandbox, bad_program: str) ->
     assert r.status == "limit" and r.limit in ("disk", "file size"), r.reason
 
 
-def test_writing_outside_scratch_is_denied_or_detected(sandbox: Sandbox, bad_program: str,
-                                                       tmp_path: Path) -> None:
+def test_writing_outside_scratch_is_denied_or_detected(
+    sandbox: Sandbox, bad_program: str, tmp_path: Path
+) -> None:
     prot = sandbox.protections()
     if not (prot["files"] or prot["user"]):
         pytest.skip("neither a mount namespace nor an unprivileged user is available")
-    target = "/tmp/perftune-escape-test-%d" % os.getpid()
+    target = f"/tmp/perftune-escape-test-{os.getpid()}"
     try:
         r = run(sandbox, [bad_program, "escape", target])
         assert r.status == "failed", r.reason
         assert not os.path.exists(target)
-        assert ("Read-only" in r.reason or "outside its scratch" in r.reason or "Permission denied" in r.reason)
+        assert "Read-only" in r.reason or "outside its scratch" in r.reason or "Permission denied" in r.reason
     finally:
         if os.path.exists(target):
             os.unlink(target)
@@ -145,7 +148,12 @@ def test_memory_of_the_supervisor_stays_flat(sandbox: Sandbox, bad_program: str)
 def test_doctor_lists_every_protection() -> None:
     rows = doctor()
     names = [name for name, _, _ in rows]
-    for expected in ("unprivileged user", "memory limit (cgroup)", "disk limit", "file-system isolation",
-                     "network isolation"):
+    for expected in (
+        "unprivileged user",
+        "memory limit (cgroup)",
+        "disk limit",
+        "file-system isolation",
+        "network isolation",
+    ):
         assert expected in names
     assert all(isinstance(active, bool) and detail for _, active, detail in rows)

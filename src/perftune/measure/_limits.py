@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -136,10 +137,8 @@ def _probe_cgroup_dir(parent: str, limit_file: str, value: str) -> bool:
     except OSError:
         return False
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(probe)
-        except OSError:
-            pass
 
 
 def _detect_cgroups() -> tuple[str | None, int | None, str | None, int | None]:
@@ -287,39 +286,90 @@ def doctor() -> list[tuple[str, bool, str]]:
     """
     caps = capabilities()
     rows: list[tuple[str, bool, str]] = [
-        ("process group + wall-clock timeout", True, "each step in its own session; a timeout kills the group"),
+        (
+            "process group + wall-clock timeout",
+            True,
+            "each step in its own session; a timeout kills the group",
+        ),
     ]
     if caps.is_root:
-        rows.append(("unprivileged user", caps.sandbox_uid is not None,
-                     f"candidates run as {caps.sandbox_user} (uid {caps.sandbox_uid})" if caps.sandbox_uid
-                     is not None else "running as root and no unprivileged account (nobody) found"))
+        rows.append(
+            (
+                "unprivileged user",
+                caps.sandbox_uid is not None,
+                f"candidates run as {caps.sandbox_user} (uid {caps.sandbox_uid})"
+                if caps.sandbox_uid is not None
+                else "running as root and no unprivileged account (nobody) found",
+            )
+        )
     else:
         rows.append(("unprivileged user", True, f"perftune itself runs as uid {os.geteuid()}"))
-    rows.append(("memory limit (cgroup)", caps.memory_cgroup is not None,
-                 f"cgroup v{caps.memory_cgroup_version} under {caps.memory_cgroup}" if caps.memory_cgroup
-                 else "no writable cgroup with the memory controller; falling back to RLIMIT_AS"))
+    rows.append(
+        (
+            "memory limit (cgroup)",
+            caps.memory_cgroup is not None,
+            f"cgroup v{caps.memory_cgroup_version} under {caps.memory_cgroup}"
+            if caps.memory_cgroup
+            else "no writable cgroup with the memory controller; falling back to RLIMIT_AS",
+        )
+    )
     if caps.memory_cgroup is None:
-        rows.append(("memory limit (RLIMIT_AS)", True,
-                     "address-space limit (lifted for sanitizer builds, which use ASAN_OPTIONS instead)"))
+        rows.append(
+            (
+                "memory limit (RLIMIT_AS)",
+                True,
+                "address-space limit (lifted for sanitizer builds, which use ASAN_OPTIONS instead)",
+            )
+        )
     nproc_effective = (not caps.is_root) or caps.sandbox_uid is not None
-    rows.append(("process limit (cgroup pids)", caps.pids_cgroup is not None,
-                 f"cgroup v{caps.pids_cgroup_version} under {caps.pids_cgroup}" if caps.pids_cgroup
-                 else "no writable cgroup with the pids controller"))
-    rows.append(("process limit (RLIMIT_NPROC)", nproc_effective,
-                 "effective: candidates do not run as root" if nproc_effective
-                 else "ignored for root and no unprivileged account to drop to"))
-    rows.append(("disk limit", True, "RLIMIT_FSIZE per file + scratch directory size polled; over the limit kills"))
+    rows.append(
+        (
+            "process limit (cgroup pids)",
+            caps.pids_cgroup is not None,
+            f"cgroup v{caps.pids_cgroup_version} under {caps.pids_cgroup}"
+            if caps.pids_cgroup
+            else "no writable cgroup with the pids controller",
+        )
+    )
+    rows.append(
+        (
+            "process limit (RLIMIT_NPROC)",
+            nproc_effective,
+            "effective: candidates do not run as root"
+            if nproc_effective
+            else "ignored for root and no unprivileged account to drop to",
+        )
+    )
+    rows.append(
+        ("disk limit", True, "RLIMIT_FSIZE per file + scratch directory size polled; over the limit kills")
+    )
     rows.append(("no core dumps", True, "RLIMIT_CORE = 0"))
-    rows.append(("file-system isolation", caps.mount_namespace,
-                 ("private mount namespace: read-only root, writable scratch"
-                  + (" (via a user namespace)" if caps.user_namespace else ""))
-                 if caps.mount_namespace else "mount namespaces unavailable; writes outside scratch are only "
-                 "detected in world-writable directories"))
-    rows.append(("network isolation", caps.net_namespace,
-                 "private network namespace without interfaces" if caps.net_namespace
-                 else "network namespaces unavailable"))
+    rows.append(
+        (
+            "file-system isolation",
+            caps.mount_namespace,
+            (
+                "private mount namespace: read-only root, writable scratch"
+                + (" (via a user namespace)" if caps.user_namespace else "")
+            )
+            if caps.mount_namespace
+            else "mount namespaces unavailable; writes outside scratch are only "
+            "detected in world-writable directories",
+        )
+    )
+    rows.append(
+        (
+            "network isolation",
+            caps.net_namespace,
+            "private network namespace without interfaces"
+            if caps.net_namespace
+            else "network namespaces unavailable",
+        )
+    )
     if caps.bwrap:
-        rows.append(("bubblewrap", True, f"found at {caps.bwrap} (not needed: namespaces are set up directly)"))
+        rows.append(
+            ("bubblewrap", True, f"found at {caps.bwrap} (not needed: namespaces are set up directly)")
+        )
     return rows
 
 
@@ -378,10 +428,8 @@ class StepCgroup:
         for d in {self.memory_dir, self.pids_dir}:
             if not d:
                 continue
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 out.update(int(x) for x in Path(d, "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
         return out
 
     def kill_all(self) -> None:
@@ -392,10 +440,8 @@ class StepCgroup:
             if not pids:
                 return
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.005)
 
     def memory_limit_hit(self) -> bool:
@@ -410,8 +456,10 @@ class StepCgroup:
             values = dict(line.split() for line in control.splitlines() if line.strip())
             if int(values.get("oom_kill", 0)) > 0:
                 return True
-            return int(Path(self.memory_dir, "memory.failcnt").read_text().strip() or 0) > 0 and \
-                int(values.get("under_oom", 0)) > 0
+            return (
+                int(Path(self.memory_dir, "memory.failcnt").read_text().strip() or 0) > 0
+                and int(values.get("under_oom", 0)) > 0
+            )
         except (OSError, ValueError):
             return False
 

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -59,8 +60,12 @@ _WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 class _MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
 
 
 @dataclass
@@ -152,8 +157,9 @@ class Scratch:
     def __enter__(self) -> Scratch:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if not self.keep:
             self.remove()
 
@@ -191,9 +197,17 @@ class Sandbox:
         >>> sandbox = Sandbox(Limits(memory_mb=256, n_procs=32, disk_mb=64))
     """
 
-    def __init__(self, limits: Limits | None = None, *, isolate_network: bool = True, isolate_files: bool = True,
-                 drop_user: bool = True, scratch_root: str | None = None, poll_interval_s: float = 0.05,
-                 cpu_affinity: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        isolate_network: bool = True,
+        isolate_files: bool = True,
+        drop_user: bool = True,
+        scratch_root: str | None = None,
+        poll_interval_s: float = 0.05,
+        cpu_affinity: Sequence[int] | None = None,
+    ) -> None:
         self.limits = limits or Limits()
         self.isolate_network = isolate_network
         self.isolate_files = isolate_files
@@ -227,8 +241,11 @@ class Sandbox:
 
     def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
         """Create a fresh scratch directory, owned by the user the steps run as."""
-        root = self.scratch_root or os.environ.get("PERFTUNE_SCRATCH") or os.path.join(
-            tempfile.gettempdir(), f"perftune-{os.geteuid()}")
+        root = (
+            self.scratch_root
+            or os.environ.get("PERFTUNE_SCRATCH")
+            or os.path.join(tempfile.gettempdir(), f"perftune-{os.geteuid()}")
+        )
         os.makedirs(root, mode=0o711, exist_ok=True)
         path = tempfile.mkdtemp(prefix=prefix, dir=root)
         user = self._user()
@@ -262,14 +279,17 @@ class Sandbox:
                 return candidate, ""
             blocked = blocked or candidate
         if blocked:
-            return None, (f"{program}: found at {blocked}, but the sandbox user {self.caps.sandbox_user} "
-                          "may not execute it (install it system-wide, or give the full path of a copy it can run)")
+            return None, (
+                f"{program}: found at {blocked}, but the sandbox user {self.caps.sandbox_user} "
+                "may not execute it (install it system-wide, or give the full path of a copy it can run)"
+            )
         return None, f"command not found: {program}"
 
     # -- running a step -------------------------------------------------------------------------
 
-    def _preexec(self, scratch: str, cwd: str, cgroup_files: list[str], memory_by_cgroup: bool,
-                 pids_by_cgroup: bool) -> Callable[[], None]:
+    def _preexec(
+        self, scratch: str, cwd: str, cgroup_files: list[str], memory_by_cgroup: bool, pids_by_cgroup: bool
+    ) -> Callable[[], None]:
         caps = self.caps
         limits = self.limits
         user = self._user()
@@ -282,8 +302,12 @@ class Sandbox:
 
         def setattr_(path: bytes, flags: int, attr_set: int, attr_clr: int) -> None:
             attr = _MountAttr(attr_set, attr_clr, 0, 0)
-            if mount_setattr(_SYS_MOUNT_SETATTR, _AT_FDCWD, path, flags, ctypes.byref(attr),
-                             ctypes.sizeof(attr)) != 0:
+            if (
+                mount_setattr(
+                    _SYS_MOUNT_SETATTR, _AT_FDCWD, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)
+                )
+                != 0
+            ):
                 raise OSError(ctypes.get_errno(), f"mount_setattr {path!r}")
 
         def mount(source: bytes | None, target: bytes, flags: int) -> None:
@@ -322,9 +346,18 @@ class Sandbox:
 
         return preexec
 
-    def run(self, argv: Sequence[str] | str, *, scratch: Scratch | str, cwd: str | None = None,
-            env: Mapping[str, str] | None = None, timeout_s: float | None = None, stdin_path: str | None = None,
-            shell: bool = False, stdout_max_bytes: int = 4 * _MiB) -> StepResult:
+    def run(
+        self,
+        argv: Sequence[str] | str,
+        *,
+        scratch: Scratch | str,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin_path: str | None = None,
+        shell: bool = False,
+        stdout_max_bytes: int = 4 * _MiB,
+    ) -> StepResult:
         """Run one step and report what happened; never raises for a misbehaving candidate.
 
         Args:
@@ -356,19 +389,42 @@ class Sandbox:
             for var in ("ASAN_OPTIONS", "TSAN_OPTIONS", "MSAN_OPTIONS"):
                 full_env[var] = (full_env[var] + ":" + extra) if full_env.get(var) else extra
         try:
-            return self._run(args, scratch_path, cwd or scratch_path, full_env, timeout_s, stdin_path,
-                             stdout_max_bytes, cgroup, memory_by_cgroup)
+            return self._run(
+                args,
+                scratch_path,
+                cwd or scratch_path,
+                full_env,
+                timeout_s,
+                stdin_path,
+                stdout_max_bytes,
+                cgroup,
+                memory_by_cgroup,
+            )
         finally:
             if cgroup is not None:
                 cgroup.remove()
 
-    def _run(self, args: list[str], scratch: str, cwd: str, env: dict[str, str], timeout_s: float | None,
-             stdin_path: str | None, stdout_max_bytes: int, cgroup: StepCgroup | None,
-             memory_by_cgroup: bool) -> StepResult:
+    def _run(
+        self,
+        args: list[str],
+        scratch: str,
+        cwd: str,
+        env: dict[str, str],
+        timeout_s: float | None,
+        stdin_path: str | None,
+        stdout_max_bytes: int,
+        cgroup: StepCgroup | None,
+        memory_by_cgroup: bool,
+    ) -> StepResult:
         user = self._user()
         detect_outside = user is not None and not (self.isolate_files and self.caps.mount_namespace)
-        preexec = self._preexec(scratch, cwd, cgroup.join_files() if cgroup else [], memory_by_cgroup,
-                                bool(cgroup and cgroup.pids_dir))
+        preexec = self._preexec(
+            scratch,
+            cwd,
+            cgroup.join_files() if cgroup else [],
+            memory_by_cgroup,
+            bool(cgroup and cgroup.pids_dir),
+        )
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath))
         if found is None:
             return StepResult(args, "failed", reason=problem)
@@ -377,15 +433,27 @@ class Sandbox:
         started_wall = time.time()
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                    start_new_session=True, preexec_fn=preexec, close_fds=True)
+            proc = subprocess.Popen(
+                args,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+                preexec_fn=preexec,
+                close_fds=True,
+            )
         except FileNotFoundError:
             return StepResult(args, "failed", reason=f"command not found: {args[0]}")
         except PermissionError:
             return StepResult(args, "failed", reason=f"permission denied executing {args[0]}")
         except subprocess.SubprocessError as error:
-            return StepResult(args, "failed", reason=f"sandbox setup failed before exec ({error}); "
-                              "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it")
+            return StepResult(
+                args,
+                "failed",
+                reason=f"sandbox setup failed before exec ({error}); "
+                "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it",
+            )
         except OSError as error:
             return StepResult(args, "failed", reason=f"could not start {args[0]}: {error.strerror or error}")
         finally:
@@ -499,19 +567,22 @@ class Sandbox:
             proc.stderr.close()
             if proc.returncode is None:
                 self._kill(proc.pid, cgroup)
-                try:
+                with contextlib.suppress(ChildProcessError):
                     os.waitpid(proc.pid, 0)
-                except ChildProcessError:
-                    pass
                 proc.returncode = -9
         wall = exit_t - t0
         stderr_text = b"".join(err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
-            args, "ok", wall_s=wall,
+            args,
+            "ok",
+            wall_s=wall,
             cpu_s=(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0,
             max_rss_kb=int(rusage.ru_maxrss) if rusage else 0,
-            stdout=bytes(out_head), stdout_tail=b"".join(out_tail)[-65536:],
-            stdout_truncated=n_out > len(out_head), stdout_sha256=sha.hexdigest(), stderr_tail=stderr_text,
+            stdout=bytes(out_head),
+            stdout_tail=b"".join(out_tail)[-65536:],
+            stdout_truncated=n_out > len(out_head),
+            stdout_sha256=sha.hexdigest(),
+            stderr_tail=stderr_text,
         )
         peak = cgroup.peak_memory_bytes() if (cgroup is not None and memory_by_cgroup) else None
         if peak is not None:
@@ -527,25 +598,45 @@ class Sandbox:
             disk_hit = used > disk_limit or n_entries >= 200_000
         if detect_outside and user is not None:
             result.outside_writes = _outside_writes(user[0], started_wall)
-        self._classify(result, timed_out=timed_out, timeout_s=timeout_s, disk_hit=disk_hit, cgroup=cgroup,
-                       memory_by_cgroup=memory_by_cgroup, group_full=group_full)
+        self._classify(
+            result,
+            timed_out=timed_out,
+            timeout_s=timeout_s,
+            disk_hit=disk_hit,
+            cgroup=cgroup,
+            memory_by_cgroup=memory_by_cgroup,
+            group_full=group_full,
+        )
         return result
 
     def _kill(self, pid: int, cgroup: StepCgroup | None) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         if cgroup is not None:
             cgroup.kill_all()
 
-    def _classify(self, r: StepResult, *, timed_out: bool, timeout_s: float | None, disk_hit: bool,
-                  cgroup: StepCgroup | None, memory_by_cgroup: bool, group_full: bool = False) -> None:
+    def _classify(
+        self,
+        r: StepResult,
+        *,
+        timed_out: bool,
+        timeout_s: float | None,
+        disk_hit: bool,
+        cgroup: StepCgroup | None,
+        memory_by_cgroup: bool,
+        group_full: bool = False,
+    ) -> None:
         limits = self.limits
         last = _last_line(r.stderr_tail)
         tail = f"; stderr: {last}" if last else ""
-        pids_hit = group_full or bool(cgroup and cgroup.pids_limit_hit()) or (
-            not (cgroup and cgroup.pids_dir) and "resource temporarily unavailable" in r.stderr_tail.lower())
+        pids_hit = (
+            group_full
+            or bool(cgroup and cgroup.pids_limit_hit())
+            or (
+                not (cgroup and cgroup.pids_dir)
+                and "resource temporarily unavailable" in r.stderr_tail.lower()
+            )
+        )
         if disk_hit:
             r.status, r.limit = "limit", "disk"
             r.reason = f"disk limit hit: scratch directory grew past {limits.disk_mb} MB"
@@ -572,7 +663,9 @@ class Sandbox:
                 r.reason = f"process limit hit: {limits.n_procs} processes; killed by {r.signal}"
             elif not memory_by_cgroup and _looks_out_of_memory(r.stderr_tail):
                 r.status, r.limit = "limit", "memory"
-                r.reason = f"memory limit hit: {limits.memory_mb} MB (address space); killed by {r.signal}{tail}"
+                r.reason = (
+                    f"memory limit hit: {limits.memory_mb} MB (address space); killed by {r.signal}{tail}"
+                )
         elif r.returncode != 0:
             r.status = "failed"
             r.reason = f"exit code {r.returncode}{tail}"
@@ -604,8 +697,11 @@ def _executable_by(path: str, uid: int, gid: int) -> bool:
         st = os.stat(real)
     except OSError:
         return False
-    return allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR) and allowed(
-        st, stat.S_IROTH, stat.S_IRGRP, stat.S_IRUSR) or allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR)
+    return (
+        allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR)
+        and allowed(st, stat.S_IROTH, stat.S_IRGRP, stat.S_IRUSR)
+        or allowed(st, stat.S_IXOTH, stat.S_IXGRP, stat.S_IXUSR)
+    )
 
 
 def _group_size(pgid: int) -> int:
@@ -636,8 +732,18 @@ def _last_line(text: str) -> str:
 
 def _looks_out_of_memory(stderr: str) -> bool:
     low = stderr.lower()
-    return any(s in low for s in ("memoryerror", "out of memory", "cannot allocate memory", "std::bad_alloc",
-                                  "hard rss limit", "allocator is out of memory", "malloc failed"))
+    return any(
+        s in low
+        for s in (
+            "memoryerror",
+            "out of memory",
+            "cannot allocate memory",
+            "std::bad_alloc",
+            "hard rss limit",
+            "allocator is out of memory",
+            "malloc failed",
+        )
+    )
 
 
 def _outside_writes(uid: int, since: float) -> list[str]:
@@ -656,10 +762,8 @@ def _outside_writes(uid: int, since: float) -> list[str]:
                         if entry.is_dir(follow_symlinks=False):
                             shutil.rmtree(entry.path, ignore_errors=True)
                         else:
-                            try:
+                            with contextlib.suppress(OSError):
                                 os.unlink(entry.path)
-                            except OSError:
-                                pass
         except OSError:
             continue
     return found

@@ -26,8 +26,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Decision", "MeasureResult", "SpeedupCI", "TimingSettings", "compare", "measure_adaptively",
-           "speedup_ci"]
+__all__ = [
+    "Decision",
+    "MeasureResult",
+    "SpeedupCI",
+    "TimingSettings",
+    "compare",
+    "measure_adaptively",
+    "speedup_ci",
+]
 
 
 class Decision(enum.Enum):
@@ -83,8 +90,9 @@ def _t_quantile(p: float, df: float) -> float:
     return float(student_t.ppf(p, df))
 
 
-def _diff_interval(candidate: Sequence[float], incumbent: Sequence[float], confidence: float,
-                   goal: str) -> tuple[float, float, float, bool]:
+def _diff_interval(
+    candidate: Sequence[float], incumbent: Sequence[float], confidence: float, goal: str
+) -> tuple[float, float, float, bool]:
     """Interval for the candidate's advantage on the log (or relative) scale; negative = better."""
     c = np.asarray(candidate, dtype=float)
     i = np.asarray(incumbent, dtype=float)
@@ -113,8 +121,14 @@ def _diff_interval(candidate: Sequence[float], incumbent: Sequence[float], confi
     return d, d - half, d + half, log_scale
 
 
-def compare(candidate: Sequence[float], incumbent: Sequence[float], *, tie: float = 0.01,
-            confidence: float = 0.95, goal: str = "min") -> Decision:
+def compare(
+    candidate: Sequence[float],
+    incumbent: Sequence[float],
+    *,
+    tie: float = 0.01,
+    confidence: float = 0.95,
+    goal: str = "min",
+) -> Decision:
     """Decide whether ``candidate`` beats ``incumbent`` (samples of each), at ``confidence``.
 
     Example:
@@ -141,8 +155,13 @@ class MeasureResult:
     n_runs: int = 0  # warm-up runs included
 
 
-def measure_adaptively(run_once: Callable[[], float], incumbent: Sequence[float] | None,
-                       settings: TimingSettings | None = None, *, goal: str = "min") -> MeasureResult:
+def measure_adaptively(
+    run_once: Callable[[], float],
+    incumbent: Sequence[float] | None,
+    settings: TimingSettings | None = None,
+    *,
+    goal: str = "min",
+) -> MeasureResult:
     """Run a candidate until the sequential test separates it from the incumbent.
 
     Args:
@@ -207,8 +226,9 @@ class SpeedupCI:
         return f"{self.estimate:.3f}x [{self.lo:.3f}, {self.hi:.3f}] at {self.confidence:.0%}"
 
 
-def speedup_ci(baseline: Sequence[float], winner: Sequence[float], *, confidence: float = 0.95,
-               goal: str = "min") -> SpeedupCI:
+def speedup_ci(
+    baseline: Sequence[float], winner: Sequence[float], *, confidence: float = 0.95, goal: str = "min"
+) -> SpeedupCI:
     """Speedup of ``winner`` over ``baseline`` with a confidence interval (Welch, log scale).
 
     Example:

@@ -45,8 +45,9 @@ class RiskModel:
         True
     """
 
-    def __init__(self, prior: Sequence[float] = (1.5, 1.0, 4.0, 2.0), bias: float = -3.0,
-                 learning_rate: float = 0.3) -> None:
+    def __init__(
+        self, prior: Sequence[float] = (1.5, 1.0, 4.0, 2.0), bias: float = -3.0, learning_rate: float = 0.3
+    ) -> None:
         self.weights = np.asarray(prior, dtype=float).copy()
         self.bias = float(bias)
         self.learning_rate = learning_rate
@@ -89,7 +90,9 @@ class BudgetedVerifier:
         True
     """
 
-    def __init__(self, budget: float = 0.1, *, window: int = 200, reserve: float = 4.0, seed: int = 0) -> None:
+    def __init__(
+        self, budget: float = 0.1, *, window: int = 200, reserve: float = 4.0, seed: int = 0
+    ) -> None:
         if not 0 <= budget <= 1:
             raise ValueError(f"verification budget must be a fraction in [0, 1], got {budget}")
         self.budget = budget
@@ -106,8 +109,9 @@ class BudgetedVerifier:
         self._rng = np.random.default_rng(seed)
 
     # -- features -------------------------------------------------------------------------------
-    def features(self, encoding: np.ndarray, *, speedup: float | None = None, technique: str | None = None
-                 ) -> np.ndarray:
+    def features(
+        self, encoding: np.ndarray, *, speedup: float | None = None, technique: str | None = None
+    ) -> np.ndarray:
         """Risk features of one candidate (see the module docstring).
 
         Args:
@@ -159,8 +163,15 @@ class BudgetedVerifier:
             return True
         return False
 
-    def record(self, encoding: np.ndarray, *, bad: bool, x: np.ndarray | None = None, checked: bool = False,
-               technique: str | None = None) -> None:
+    def record(
+        self,
+        encoding: np.ndarray,
+        *,
+        bad: bool,
+        x: np.ndarray | None = None,
+        checked: bool = False,
+        technique: str | None = None,
+    ) -> None:
         """Tell the verifier what became of a candidate.
 
         Args:
@@ -183,10 +194,19 @@ class BudgetedVerifier:
 
     # -- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"budget": self.budget, "window": self.window, "reserve": self.reserve, "model": self.model.to_dict(),
-                "credit": self.credit, "n_seen": self.n_seen, "n_checked": self.n_checked,
-                "n_caught": self.n_caught, "scores": list(self._scores),
-                "points": [[p, b] for p, b in self._points], "technique": self._technique}
+        return {
+            "budget": self.budget,
+            "window": self.window,
+            "reserve": self.reserve,
+            "model": self.model.to_dict(),
+            "credit": self.credit,
+            "n_seen": self.n_seen,
+            "n_checked": self.n_checked,
+            "n_caught": self.n_caught,
+            "scores": list(self._scores),
+            "points": [[p, b] for p, b in self._points],
+            "technique": self._technique,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, seed: int = 0) -> BudgetedVerifier:

@@ -63,11 +63,15 @@ def test_simple_task_renders_placeholders(tmp_path: Path) -> None:
     assert task.goal == "max" and task.metric == "stdout_regex" and task.name == tmp_path.name
     out = task.objective({"n": 4, "flag": False, "order": ("c", "a", "b")})
     assert out["stdout_regex"] == 4.0 and out["samples"] == [4.0]
-    argv = task.objective._argv(task.objective.run.command,
-                                task.objective._context({"n": 4, "flag": False, "order": ("c", "a", "b")}, "/s", None))
+    argv = task.objective._argv(
+        task.objective.run.command,
+        task.objective._context({"n": 4, "flag": False, "order": ("c", "a", "b")}, "/s", None),
+    )
     assert argv[-2:] == ["4", "c-a-b"]  # the empty "{flag}" element is dropped
-    argv = task.objective._argv(task.objective.run.command,
-                                task.objective._context({"n": 1, "flag": True, "order": ("a", "b", "c")}, "/s", None))
+    argv = task.objective._argv(
+        task.objective.run.command,
+        task.objective._context({"n": 1, "flag": True, "order": ("a", "b", "c")}, "/s", None),
+    )
     assert argv[-1] == "--fast"
 
 
@@ -76,15 +80,29 @@ def test_simple_task_renders_placeholders(tmp_path: Path) -> None:
     [
         ("[space\nx = 1", r"task.toml:1: malformed TOML"),
         (SIMPLE.replace('"{n}"', '"{m}"'), r"task.toml:\d+: run.command\[3\]: unknown parameter \{m\}"),
-        (SIMPLE.replace('"sh"', '"no-such-tool-xyz"'), r"task.toml: run.command\[0\]: command not found: no-such-tool-xyz"),
+        (
+            SIMPLE.replace('"sh"', '"no-such-tool-xyz"'),
+            r"task.toml: run.command\[0\]: command not found: no-such-tool-xyz",
+        ),
         (SIMPLE.replace("value=(", "nomatch=("), r"task.toml: objective.pattern: .*matches nothing"),
-        (SIMPLE.replace('"sh", "-c", "echo', '"sh", "-c", "exit 3; echo'), r"task.toml: run: the default configuration fails.*exit code 3"),
+        (
+            SIMPLE.replace('"sh", "-c", "echo', '"sh", "-c", "exit 3; echo'),
+            r"task.toml: run: the default configuration fails.*exit code 3",
+        ),
         ('inputs = ["missing.txt"]\n' + SIMPLE, r"inputs\[0\]: input 'missing.txt' does not exist"),
-        (SIMPLE.replace('metric = "stdout_regex"', 'metric = "speed"'), r"objective.metric: unknown metric 'speed'"),
+        (
+            SIMPLE.replace('metric = "stdout_regex"', 'metric = "speed"'),
+            r"objective.metric: unknown metric 'speed'",
+        ),
         (SIMPLE.replace('type = "int"', 'type = "integer"'), r"space.n: unknown parameter type"),
         (SIMPLE + "\n[bogus]\nx = 1\n", r"task.toml:\d+: bogus: unknown key"),
-        (SIMPLE.replace('command = ["sh", "-c", "echo value=$0 order=$1 $2", "{n}", "{order}", "{flag}"]',
-                        'command = "echo value={n}"'), r"run.command: a string runs through a shell"),
+        (
+            SIMPLE.replace(
+                'command = ["sh", "-c", "echo value=$0 order=$1 $2", "{n}", "{order}", "{flag}"]',
+                'command = "echo value={n}"',
+            ),
+            r"run.command: a string runs through a shell",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path: Path, text: str, expected: str) -> None:
@@ -111,7 +129,8 @@ def test_input_directory_is_rejected(tmp_path: Path) -> None:
 
 def test_check_catches_wrong_output(tmp_path: Path) -> None:
     text = SIMPLE.replace("echo value=$0 order=$1 $2", "echo value=3; echo order=$1").replace(
-        "[timing]", '[check]\nstdout = "exact"\n\n[timing]')
+        "[timing]", '[check]\nstdout = "exact"\n\n[timing]'
+    )
     task = load_task(write(tmp_path, text))
     with pytest.raises(CandidateError, match="wrong output: stdout differs"):
         task.objective({"n": 1, "flag": False, "order": ("b", "a", "c")})
@@ -119,7 +138,11 @@ def test_check_catches_wrong_output(tmp_path: Path) -> None:
 
 
 def test_tuning_table_and_seeds(tmp_path: Path) -> None:
-    text = SIMPLE + '\n[tuning]\nbudget = "2m"\nseed = 3\nworkers = 2\nseeds = [{ n = 5, flag = true, order = ["c", "b", "a"] }]\n'
+    text = (
+        SIMPLE
+        + '\n[tuning]\nbudget = "2m"\nseed = 3\nworkers = 2\n'
+        + 'seeds = [{ n = 5, flag = true, order = ["c", "b", "a"] }]\n'
+    )
     task = load_task(write(tmp_path, text), prepare=False)
     assert task.budget.seconds == 120 and task.seed == 3 and task.workers == 2
     assert task.seeds == [{"n": 5, "flag": True, "order": ("c", "b", "a")}]
@@ -165,8 +188,13 @@ disk_mb = 64
 @needs_gcc
 def test_evaluator_records_every_bad_candidate_with_its_reason(tmp_path: Path) -> None:
     task = load_task(_bad_task(tmp_path))
-    expect = {"segv": "SIGSEGV", "alloc": "memory limit", "disk": "limit", "exit7": "exit code 7",
-              "escape": "Read-only|outside its scratch|Permission denied"}
+    expect = {
+        "segv": "SIGSEGV",
+        "alloc": "memory limit",
+        "disk": "limit",
+        "exit7": "exit code 7",
+        "escape": "Read-only|outside its scratch|Permission denied",
+    }
     for mode, needle in expect.items():
         with pytest.raises(CandidateError, match=needle):
             task.objective({"mode": mode})
@@ -182,8 +210,15 @@ def test_tuner_survives_all_bad_candidates_in_one_run(tmp_path: Path) -> None:
 
     task = load_task(_bad_task(tmp_path))
     modes = task.space.params["mode"].values()
-    result = perftune.tune(task.objective, task.space, budget=len(modes), seed=0, goal=task.goal,
-                           metric=task.metric, seeds=[{"mode": m} for m in modes])
+    result = perftune.tune(
+        task.objective,
+        task.space,
+        budget=len(modes),
+        seed=0,
+        goal=task.goal,
+        metric=task.metric,
+        seeds=[{"mode": m} for m in modes],
+    )
     by_mode = {t.config["mode"]: t for t in result.trials}
     assert set(by_mode) == set(modes)
     assert by_mode["ok"].ok

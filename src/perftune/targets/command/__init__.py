@@ -44,7 +44,7 @@ Schema (names are stable)::
 
     [check.expensive]                   # risk-ranked, within budget; the potential winner always
     budget = 0.1                        # fraction of candidates
-    build = ["gcc", "-fsanitize=address,undefined", "-DBLOCK={block}", "{task_dir}/mm.c", "-o", "{scratch}/mm"]
+    build = ["gcc", "-fsanitize=address", "-DBLOCK={block}", "{task_dir}/mm.c", "-o", "{scratch}/mm"]
     inputs = ["data/other.txt"]         # extra inputs, compared with the default's output on them
     repeats = 2                         # extra runs that must print the same output
 

@@ -101,10 +101,24 @@ class CommandObjective:
     "max_rss": KiB, "n_runs": runs incl. warm-up, "verified": 1.0 | 0.0}``.
     """
 
-    def __init__(self, *, task_path: str, task_dir: str, space: Any, render: dict[str, dict[str, Any]],
-                 build: Any, run: Any, objective: Any, check: Any, timing: TimingOptions,
-                 inputs: tuple[str, ...], env: tuple[tuple[str, str], ...], cwd: str | None,
-                 sandbox_options: dict[str, Any], state_dir: str) -> None:
+    def __init__(
+        self,
+        *,
+        task_path: str,
+        task_dir: str,
+        space: Any,
+        render: dict[str, dict[str, Any]],
+        build: Any,
+        run: Any,
+        objective: Any,
+        check: Any,
+        timing: TimingOptions,
+        inputs: tuple[str, ...],
+        env: tuple[tuple[str, str], ...],
+        cwd: str | None,
+        sandbox_options: dict[str, Any],
+        state_dir: str,
+    ) -> None:
         self.task_path = task_path
         self.task_dir = task_dir
         self.space = space
@@ -126,11 +140,19 @@ class CommandObjective:
     def sandbox(self, *, sanitizer: bool = False) -> Sandbox:
         o = self.sandbox_options
         memory = int(o.get("memory_mb", 2048))
-        limits = Limits(memory_mb=memory * (4 if sanitizer else 1), n_procs=int(o.get("processes", 256)),
-                        disk_mb=int(o.get("disk_mb", 1024)), sanitizer=sanitizer)
-        return Sandbox(limits, isolate_network=bool(o.get("network", True)) if "network" not in o
-                       else not bool(o["network"]), isolate_files=bool(o.get("isolate_files", True)),
-                       scratch_root=o.get("scratch_root"), cpu_affinity=self.timing.pin_cpus)
+        limits = Limits(
+            memory_mb=memory * (4 if sanitizer else 1),
+            n_procs=int(o.get("processes", 256)),
+            disk_mb=int(o.get("disk_mb", 1024)),
+            sanitizer=sanitizer,
+        )
+        return Sandbox(
+            limits,
+            isolate_network=bool(o.get("network", True)) if "network" not in o else not bool(o["network"]),
+            isolate_files=bool(o.get("isolate_files", True)),
+            scratch_root=o.get("scratch_root"),
+            cpu_affinity=self.timing.pin_cpus,
+        )
 
     def check_executables(self) -> None:
         """Raise TaskError naming the key when a step's program cannot be found or executed."""
@@ -141,9 +163,11 @@ class CommandObjective:
 
             for label, p in [("task directory", self.task_dir), *(("input", i) for i in self.inputs)]:
                 if not _executable_by(p if label != "input" else os.path.dirname(p), *user):
-                    raise TaskError(f"{self.task_path}: the {label} {p} is not reachable by the sandbox user "
-                                    f"{sandbox.caps.sandbox_user}: make it and its parent directories "
-                                    "world-readable (chmod o+rx)")
+                    raise TaskError(
+                        f"{self.task_path}: the {label} {p} is not reachable by the sandbox user "
+                        f"{sandbox.caps.sandbox_user}: make it and its parent directories "
+                        "world-readable (chmod o+rx)"
+                    )
         path = dict(self.env).get("PATH", os.environ.get("PATH", os.defpath))
         for section, step in (("build", self.build), ("run", self.run)):
             if step is None or step.shell:
@@ -177,8 +201,9 @@ class CommandObjective:
         out = [self._fill(t, ctx) for t in command]
         return [a for a in out if a != ""]  # an element that renders empty is dropped
 
-    def _step(self, sandbox: Sandbox, step: Any, ctx: Mapping[str, str], scratch: str, timeout_s: float
-              ) -> StepResult:
+    def _step(
+        self, sandbox: Sandbox, step: Any, ctx: Mapping[str, str], scratch: str, timeout_s: float
+    ) -> StepResult:
         env = {k: self._fill(v, ctx) for k, v in self.env}
         env.update({k: self._fill(v, ctx) for k, v in step.env})
         cwd_t = step.cwd or self.cwd
@@ -191,8 +216,9 @@ class CommandObjective:
         argv = self._argv(step.command, ctx)
         if isinstance(argv, list) and argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = os.path.join(self.task_dir, argv[0])
-        return sandbox.run(argv, scratch=scratch, cwd=cwd, env=env, timeout_s=timeout_s, stdin_path=stdin,
-                           shell=step.shell)
+        return sandbox.run(
+            argv, scratch=scratch, cwd=cwd, env=env, timeout_s=timeout_s, stdin_path=stdin, shell=step.shell
+        )
 
     # -- shared state --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -241,22 +267,29 @@ class CommandObjective:
                 if self.build is not None:
                     r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
                     if not r.ok:
-                        raise TaskError(f"{self.task_path}: build: the default configuration fails to build: "
-                                        f"{r.reason}")
+                        raise TaskError(
+                            f"{self.task_path}: build: the default configuration fails to build: {r.reason}"
+                        )
                 for index, input_path in enumerate(self._reference_inputs()):
                     ctx = self._context(config, scratch.path, input_path)
                     r = self._step(sandbox, self.run, ctx, scratch.path, self.run.timeout_s)
                     if not r.ok:
-                        raise TaskError(f"{self.task_path}: run: the default configuration fails, so no reference "
-                                        f"output can be produced: {r.reason}")
+                        raise TaskError(
+                            f"{self.task_path}: run: the default configuration fails, so no reference "
+                            f"output can be produced: {r.reason}"
+                        )
                     if index == 0:
                         try:
                             self._metric(r, ctx, scratch.path)
                         except CandidateError as error:
-                            key = {"stdout_regex": "objective.pattern", "stdout_json": "objective.key",
-                                   "file_size": "objective.file"}.get(self.metric, "objective.metric")
-                            raise TaskError(f"{self.task_path}: {key}: on the default configuration's output: "
-                                            f"{error}") from None
+                            key = {
+                                "stdout_regex": "objective.pattern",
+                                "stdout_json": "objective.key",
+                                "file_size": "objective.file",
+                            }.get(self.metric, "objective.metric")
+                            raise TaskError(
+                                f"{self.task_path}: {key}: on the default configuration's output: {error}"
+                            ) from None
                         ref["wall_s"] = r.wall_s
                     ref["inputs"][str(index)] = self._save_outputs(r, ctx, f"ref{index}")
             self._write("reference.json", ref)
@@ -279,8 +312,10 @@ class CommandObjective:
             try:
                 shutil.copyfile(src, dst)
             except OSError as error:
-                raise TaskError(f"{self.task_path}: check.files[{i}]: the default configuration did not produce "
-                                f"{t!r}: {error.strerror}") from None
+                raise TaskError(
+                    f"{self.task_path}: check.files[{i}]: the default configuration did not produce "
+                    f"{t!r}: {error.strerror}"
+                ) from None
             files.append(dst)
         saved["files"] = files
         return saved
@@ -311,14 +346,17 @@ class CommandObjective:
         if m == "stdout_regex":
             matches = list(re.finditer(self.objective.pattern, text, re.MULTILINE))
             if not matches:
-                raise CandidateError(f"pattern {self.objective.pattern!r} matches nothing in stdout "
-                                     f"({_snippet(text)})")
+                raise CandidateError(
+                    f"pattern {self.objective.pattern!r} matches nothing in stdout ({_snippet(text)})"
+                )
             last = matches[-1]
             token = last.group(1) if last.re.groups else last.group(0)
             try:
                 return float(token)
             except (TypeError, ValueError):
-                raise CandidateError(f"pattern {self.objective.pattern!r} matched {token!r}, not a number") from None
+                raise CandidateError(
+                    f"pattern {self.objective.pattern!r} matched {token!r}, not a number"
+                ) from None
         for line in reversed(text.splitlines()):
             line = line.strip()
             if not line.startswith("{"):
@@ -335,7 +373,9 @@ class CommandObjective:
                 value = value[part]
             if isinstance(value, int | float) and not isinstance(value, bool):
                 return float(value)
-        raise CandidateError(f"no JSON line in stdout has a numeric {self.objective.key!r} ({_snippet(text)})")
+        raise CandidateError(
+            f"no JSON line in stdout has a numeric {self.objective.key!r} ({_snippet(text)})"
+        )
 
     def _compare_text(self, got: str, want: str) -> str | None:
         if self.check.ignore:
@@ -353,11 +393,11 @@ class CommandObjective:
 
     def _cheap_check(self, r: StepResult, ctx: Mapping[str, str], ref: dict[str, Any]) -> str | None:
         if self.check.stdout != "none":
-            if ref["stdout_truncated"] or r.stdout_truncated:
-                if self.check.ignore is None and self.check.stdout == "exact":
-                    if r.stdout_sha256 != ref["stdout_sha256"]:
-                        return "stdout differs from the default configuration's"
-                # too large to compare in detail otherwise: compare what was kept
+            truncated = ref["stdout_truncated"] or r.stdout_truncated
+            exact = self.check.ignore is None and self.check.stdout == "exact"
+            if truncated and exact and r.stdout_sha256 != ref["stdout_sha256"]:
+                return "stdout differs from the default configuration's"
+            # Otherwise compare what was kept (the first 4 MiB of a long output).
             with open(ref["stdout"], "rb") as f:
                 want = f.read().decode(errors="replace")
             problem = self._compare_text(r.stdout.decode(errors="replace"), want)
@@ -375,8 +415,12 @@ class CommandObjective:
             if got == want_b:
                 continue
             if self.check.rtol or self.check.atol or self.check.stdout == "numeric":
-                problem = _compare_numeric(got.decode(errors="replace"), want_b.decode(errors="replace"),
-                                           self.check.rtol, self.check.atol)
+                problem = _compare_numeric(
+                    got.decode(errors="replace"),
+                    want_b.decode(errors="replace"),
+                    self.check.rtol,
+                    self.check.atol,
+                )
                 if problem is None:
                     continue
                 return f"output file {t!r} differs: {problem}"
@@ -412,8 +456,11 @@ class CommandObjective:
                 nonlocal checked_output
                 r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
                 if r.status == "timeout":
-                    why = (f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
-                           if adaptive else "")
+                    why = (
+                        f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
+                        if adaptive
+                        else ""
+                    )
                     raise TrialTimeout(f"run: {r.reason}{why}")
                 if not r.ok:
                     raise CandidateError(f"run: {r.reason}")
@@ -428,8 +475,9 @@ class CommandObjective:
                 rss.append(r.max_rss_kb)
                 return value
 
-            result = measure_adaptively(run_once, incumbent["samples"] if incumbent else None,
-                                        self.timing.settings, goal=self.goal)
+            result = measure_adaptively(
+                run_once, incumbent["samples"] if incumbent else None, self.timing.settings, goal=self.goal
+            )
             value = statistics.median(result.samples)
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
@@ -438,9 +486,15 @@ class CommandObjective:
                     raise CandidateError(f"verification failed: {problem}")
             if result.decision is Decision.BETTER:
                 self._offer_incumbent(result.samples, value, statistics.median(walls))
-        return {self.metric: value, "samples": result.samples, "wall_time": statistics.median(walls),
-                "cpu_time": statistics.median(cpus), "max_rss": float(max(rss)), "n_runs": float(result.n_runs),
-                "verified": verified}
+        return {
+            self.metric: value,
+            "samples": result.samples,
+            "wall_time": statistics.median(walls),
+            "cpu_time": statistics.median(cpus),
+            "max_rss": float(max(rss)),
+            "n_runs": float(result.n_runs),
+            "verified": verified,
+        }
 
     def _offer_incumbent(self, samples: list[float], value: float, wall_s: float) -> None:
         with self._locked():
@@ -464,8 +518,15 @@ class CommandObjective:
         budget = self.check.expensive.budget if self.check.expensive else 0.0
         return BudgetedVerifier.from_dict(data) if data else BudgetedVerifier(budget)
 
-    def _maybe_verify(self, config: Mapping[str, Any], value: float, incumbent: Any, technique: str | None,
-                      scratch: str, ref: dict[str, Any]) -> tuple[str | None, float]:
+    def _maybe_verify(
+        self,
+        config: Mapping[str, Any],
+        value: float,
+        incumbent: Any,
+        technique: str | None,
+        scratch: str,
+        ref: dict[str, Any],
+    ) -> tuple[str | None, float]:
         encoding = self.space.encode(config)
         best = incumbent["value"] if incumbent else None
         potential_winner = best is None or self._better(value, best)
@@ -517,8 +578,16 @@ class CommandObjective:
                 return self._check_runs(sandbox, config, vscratch.path, inputs, ref, run_timeout, ex.repeats)
         return self._check_runs(self.sandbox(), config, scratch, inputs, ref, run_timeout, ex.repeats)
 
-    def _check_runs(self, sandbox: Sandbox, config: Mapping[str, Any], scratch: str, inputs: list[str | None],
-                    ref: dict[str, Any], timeout_s: float, repeats: int) -> str | None:
+    def _check_runs(
+        self,
+        sandbox: Sandbox,
+        config: Mapping[str, Any],
+        scratch: str,
+        inputs: list[str | None],
+        ref: dict[str, Any],
+        timeout_s: float,
+        repeats: int,
+    ) -> str | None:
         for index, input_path in enumerate(inputs):
             ctx = self._context(config, scratch, input_path)
             first_hash = None
@@ -531,8 +600,12 @@ class CommandObjective:
                     problem = self._cheap_check(r, ctx, ref["inputs"][str(index)])
                     if problem:
                         return f"{label}: {problem}"
-                if first_hash is not None and r.stdout_sha256 != first_hash and self.check.stdout == "exact" \
-                        and not self.check.ignore:
+                if (
+                    first_hash is not None
+                    and r.stdout_sha256 != first_hash
+                    and self.check.stdout == "exact"
+                    and not self.check.ignore
+                ):
                     return f"{label}: nondeterministic output (differs between repeated runs)"
                 first_hash = r.stdout_sha256
         return None

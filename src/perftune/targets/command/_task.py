@@ -23,8 +23,22 @@ __all__ = ["CheckSpec", "ExpensiveCheckSpec", "ObjectiveSpec", "StepSpec", "Task
 
 METRICS = ("wall_time", "cpu_time", "max_rss", "file_size", "stdout_regex", "stdout_json")
 BUILTINS = ("scratch", "input", "task_dir")
-_TOP_KEYS = {"name", "description", "constraints", "space", "build", "run", "objective", "check", "timing",
-             "sandbox", "tuning", "env", "inputs", "cwd"}
+_TOP_KEYS = {
+    "name",
+    "description",
+    "constraints",
+    "space",
+    "build",
+    "run",
+    "objective",
+    "check",
+    "timing",
+    "sandbox",
+    "tuning",
+    "env",
+    "inputs",
+    "cwd",
+}
 _STEP_KEYS = {"command", "timeout_s", "shell", "env", "cwd", "stdin", "sanitizer"}
 
 
@@ -128,11 +142,16 @@ class Task:
         """Speedup of trial ``best`` over trial ``default`` with a confidence interval (from samples)."""
         from perftune.measure import speedup_ci
 
-        return speedup_ci(list(default.samples) or [default.value], list(best.samples) or [best.value],
-                          confidence=confidence, goal=self.goal)
+        return speedup_ci(
+            list(default.samples) or [default.value],
+            list(best.samples) or [best.value],
+            confidence=confidence,
+            goal=self.goal,
+        )
 
 
 # -- errors with file, key and line ---------------------------------------------------------------
+
 
 class _Where:
     def __init__(self, path: str, text: str) -> None:
@@ -157,8 +176,14 @@ class _Where:
         return TaskError(f"{where}: {message}")
 
 
-def _get(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: _Where, path: str,
-         default: Any = None) -> Any:
+def _get(
+    table: Mapping[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    where: _Where,
+    path: str,
+    default: Any = None,
+) -> Any:
     if key not in table:
         return default
     value = table[key]
@@ -173,8 +198,12 @@ def _get(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wher
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: _Where, prefix: str) -> None:
     for key in table:
         if key not in allowed:
-            raise where.error(f"{prefix}{key}" if prefix else key,
-                              f"unknown key (allowed: {', '.join(sorted(allowed))})", f"{key} =", f"[{prefix}{key}]")
+            raise where.error(
+                f"{prefix}{key}" if prefix else key,
+                f"unknown key (allowed: {', '.join(sorted(allowed))})",
+                f"{key} =",
+                f"[{prefix}{key}]",
+            )
 
 
 # -- templates --------------------------------------------------------------------------------------
@@ -188,8 +217,10 @@ def template_names(template: str) -> list[str]:
     for _, name, spec, conv in _FORMATTER.parse(template):
         if name is not None:
             if name == "" or spec or conv:
-                raise ValueError(f"placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
-                                 "must be a plain name")
+                raise ValueError(
+                    f"placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
+                    "must be a plain name"
+                )
             names.append(name)
     return names
 
@@ -205,11 +236,15 @@ def _check_template(template: str, known: set[str], where: _Where, key: str) -> 
 
             close = get_close_matches(name, sorted(known), n=1)
             hint = f"; did you mean {{{close[0]}}}?" if close else ""
-            raise where.error(key, f"unknown parameter {{{name}}} in {template!r} (known: "
-                              f"{', '.join(sorted(known))}){hint}", "{" + name + "}")
+            raise where.error(
+                key,
+                f"unknown parameter {{{name}}} in {template!r} (known: {', '.join(sorted(known))}){hint}",
+                "{" + name + "}",
+            )
 
 
 # -- loading --------------------------------------------------------------------------------------
+
 
 def _step(table: Any, where: _Where, section: str, default_timeout_s: float, known: set[str]) -> StepSpec:
     if not isinstance(table, Mapping):
@@ -221,12 +256,17 @@ def _step(table: Any, where: _Where, section: str, default_timeout_s: float, kno
     command = table["command"]
     if isinstance(command, str):
         if not shell:
-            raise where.error(f"{section}.command", "a string runs through a shell: write an array of "
-                              "arguments, or add shell = true")
+            raise where.error(
+                f"{section}.command",
+                "a string runs through a shell: write an array of arguments, or add shell = true",
+            )
         parts: tuple[str, ...] | str = command
         templates = [command]
-    elif isinstance(command, list) and command and all(isinstance(c, str | int | float) and not isinstance(c, bool)
-                                                        for c in command):
+    elif (
+        isinstance(command, list)
+        and command
+        and all(isinstance(c, str | int | float) and not isinstance(c, bool) for c in command)
+    ):
         parts = tuple(str(c) for c in command)
         templates = list(parts)
     else:
@@ -249,7 +289,9 @@ def _step(table: Any, where: _Where, section: str, default_timeout_s: float, kno
     sanitizer = _get(table, "sanitizer", bool, where, f"{section}.sanitizer", None)
     if sanitizer is None:
         sanitizer = any("-fsanitize" in t for t in templates)
-    return StepSpec(parts, float(timeout), shell, tuple((k, str(v)) for k, v in env.items()), cwd, stdin, sanitizer)
+    return StepSpec(
+        parts, float(timeout), shell, tuple((k, str(v)) for k, v in env.items()), cwd, stdin, sanitizer
+    )
 
 
 def _space(doc: Mapping[str, Any], where: _Where) -> tuple[Any, dict[str, dict[str, Any]]]:
@@ -257,31 +299,46 @@ def _space(doc: Mapping[str, Any], where: _Where) -> tuple[Any, dict[str, dict[s
 
     table = doc.get("space")
     if not isinstance(table, Mapping) or not table:
-        raise where.error("space", "missing or empty [space] table (one entry per parameter, e.g. "
-                          "block = { type = \"pow2\", min = 16, max = 512 })", "[space]")
+        raise where.error(
+            "space",
+            "missing or empty [space] table (one entry per parameter, e.g. "
+            'block = { type = "pow2", min = 16, max = 512 })',
+            "[space]",
+        )
     params = {}
     render: dict[str, dict[str, Any]] = {}
     for name, spec in table.items():
         if name in BUILTINS:
             raise where.error(f"space.{name}", f"{name!r} is a reserved placeholder name", f"{name} =")
         if not isinstance(spec, Mapping):
-            raise where.error(f"space.{name}", "expected an inline table such as { type = \"int\", min = 1, max = 8 }",
-                              f"{name} =")
+            raise where.error(
+                f"space.{name}",
+                'expected an inline table such as { type = "int", min = 1, max = 8 }',
+                f"{name} =",
+            )
         spec = dict(spec)
         extra: dict[str, Any] = {}
         for rkey in ("on", "off", "sep"):
             if rkey in spec:
                 value = spec.pop(rkey)
                 if not isinstance(value, str):
-                    raise where.error(f"space.{name}.{rkey}", f"expected a string, got {value!r}", f"{name} =")
+                    raise where.error(
+                        f"space.{name}.{rkey}", f"expected a string, got {value!r}", f"{name} ="
+                    )
                 extra[rkey] = value
         ptype = str(spec.get("type", "")).lower()
         if ("on" in extra or "off" in extra) and ptype != "bool":
             raise where.error(f"space.{name}", "'on'/'off' only apply to type \"bool\"", f"{name} =")
         if "sep" in extra and ptype not in ("permutation", "schedule"):
-            raise where.error(f"space.{name}", "'sep' only applies to type \"permutation\" or \"schedule\"",
-                              f"{name} =")
-        if ptype in ("choice", "ordinal") and "values" in spec and "options" not in spec and ptype == "choice":
+            raise where.error(
+                f"space.{name}", '\'sep\' only applies to type "permutation" or "schedule"', f"{name} ="
+            )
+        if (
+            ptype in ("choice", "ordinal")
+            and "values" in spec
+            and "options" not in spec
+            and ptype == "choice"
+        ):
             spec["options"] = spec.pop("values")
         try:
             params[name] = parameter_from_dict(spec, name)
@@ -335,8 +392,9 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         msg = str(error)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         if m:
-            raise TaskError(f"{path}:{m.group(1)}: malformed TOML: {msg[:m.start()].strip()} "
-                            f"(column {m.group(2)})") from None
+            raise TaskError(
+                f"{path}:{m.group(1)}: malformed TOML: {msg[: m.start()].strip()} (column {m.group(2)})"
+            ) from None
         raise TaskError(f"{path}: malformed TOML: {msg}") from None
     _check_keys(doc, _TOP_KEYS, where, "")
     task_dir = file.resolve().parent
@@ -365,10 +423,13 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     for section, step in (("build", build), ("run", run)):
         if step is None:
             continue
-        if any("{input}" in t for t in ([step.command] if isinstance(step.command, str) else step.command)) \
-                and not input_paths:
-            raise where.error(f"{section}.command", "uses {input} but the task declares no inputs = [...]",
-                              "{input}")
+        if (
+            any("{input}" in t for t in ([step.command] if isinstance(step.command, str) else step.command))
+            and not input_paths
+        ):
+            raise where.error(
+                f"{section}.command", "uses {input} but the task declares no inputs = [...]", "{input}"
+            )
 
     # objective
     obj_table = doc.get("objective", {})
@@ -377,30 +438,42 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     _check_keys(obj_table, {"metric", "goal", "pattern", "key", "file"}, where, "objective.")
     metric = _get(obj_table, "metric", str, where, "objective.metric", "wall_time")
     if metric not in METRICS:
-        raise where.error("objective.metric", f"unknown metric {metric!r} (one of: {', '.join(METRICS)})", metric)
+        raise where.error(
+            "objective.metric", f"unknown metric {metric!r} (one of: {', '.join(METRICS)})", metric
+        )
     default_goal = "min" if metric in ("wall_time", "cpu_time", "max_rss", "file_size") else None
     goal = _get(obj_table, "goal", str, where, "objective.goal", default_goal)
     if goal not in ("min", "max"):
-        raise where.error("objective.goal", "expected \"min\" or \"max\"" if goal else
-                          f"metric {metric!r} needs goal = \"min\" or \"max\"")
+        raise where.error(
+            "objective.goal",
+            'expected "min" or "max"' if goal else f'metric {metric!r} needs goal = "min" or "max"',
+        )
     pattern = _get(obj_table, "pattern", str, where, "objective.pattern")
     key = _get(obj_table, "key", str, where, "objective.key")
     out_file = _get(obj_table, "file", str, where, "objective.file")
     if metric == "stdout_regex":
         if not pattern:
-            raise where.error("objective.pattern", "metric \"stdout_regex\" needs pattern = '...' "
-                              "(its first group, or the whole match, is the number)", "[objective]")
+            raise where.error(
+                "objective.pattern",
+                "metric \"stdout_regex\" needs pattern = '...' "
+                "(its first group, or the whole match, is the number)",
+                "[objective]",
+            )
         try:
             re.compile(pattern, re.MULTILINE)
         except re.error as error:
             raise where.error("objective.pattern", f"bad regular expression: {error}", pattern) from None
     if metric == "stdout_json" and not key:
-        raise where.error("objective.key", "metric \"stdout_json\" needs key = \"...\" (dotted for nested "
-                          "objects)", "[objective]")
+        raise where.error(
+            "objective.key",
+            'metric "stdout_json" needs key = "..." (dotted for nested objects)',
+            "[objective]",
+        )
     if metric == "file_size":
         if not out_file:
-            raise where.error("objective.file", "metric \"file_size\" needs file = \"{scratch}/...\"",
-                              "[objective]")
+            raise where.error(
+                "objective.file", 'metric "file_size" needs file = "{scratch}/..."', "[objective]"
+            )
         _check_template(out_file, known, where, "objective.file")
     objective_spec = ObjectiveSpec(metric, goal, pattern, key, out_file)
 
@@ -415,7 +488,7 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     elif stdout_mode is False:
         stdout_mode = "none"
     if stdout_mode not in ("none", "exact", "numeric"):
-        raise where.error("check.stdout", f"expected \"exact\", \"numeric\" or \"none\", got {stdout_mode!r}")
+        raise where.error("check.stdout", f'expected "exact", "numeric" or "none", got {stdout_mode!r}')
     files = _get(check_table, "files", list, where, "check.files", [])
     for i, f in enumerate(files):
         if not isinstance(f, str):
@@ -436,11 +509,17 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         ex = check_table["expensive"]
         if not isinstance(ex, Mapping):
             raise where.error("check.expensive", "expected a table [check.expensive]")
-        _check_keys(ex, {"budget", "build", "build_timeout_s", "run_timeout_s", "inputs", "repeats", "sanitizer"},
-                    where, "check.expensive.")
+        _check_keys(
+            ex,
+            {"budget", "build", "build_timeout_s", "run_timeout_s", "inputs", "repeats", "sanitizer"},
+            where,
+            "check.expensive.",
+        )
         budget_frac = float(_get(ex, "budget", (int, float), where, "check.expensive.budget", 0.1))
         if not 0 <= budget_frac <= 1:
-            raise where.error("check.expensive.budget", f"a fraction of the candidates in [0, 1], got {budget_frac}")
+            raise where.error(
+                "check.expensive.budget", f"a fraction of the candidates in [0, 1], got {budget_frac}"
+            )
         ex_build = _get(ex, "build", list, where, "check.expensive.build")
         if ex_build is not None:
             for i, t in enumerate(ex_build):
@@ -449,15 +528,20 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         for i, inp in enumerate(_get(ex, "inputs", list, where, "check.expensive.inputs", [])):
             resolved = _resolve_path(str(inp), task_dir)
             if not os.path.isfile(resolved) or not os.access(resolved, os.R_OK):
-                raise where.error(f"check.expensive.inputs[{i}]", f"input {inp!r} is missing or unreadable", inp)
+                raise where.error(
+                    f"check.expensive.inputs[{i}]", f"input {inp!r} is missing or unreadable", inp
+                )
             ex_inputs.append(resolved)
         if ex_inputs and not input_paths:
-            raise where.error("check.expensive.inputs", "extra inputs replace {input}, but the task has no inputs")
+            raise where.error(
+                "check.expensive.inputs", "extra inputs replace {input}, but the task has no inputs"
+            )
         expensive = ExpensiveCheckSpec(
             budget=budget_frac,
             build=tuple(str(t) for t in ex_build) if ex_build is not None else None,
-            build_timeout_s=float(_get(ex, "build_timeout_s", (int, float), where, "check.expensive.build_timeout_s",
-                                       300.0)),
+            build_timeout_s=float(
+                _get(ex, "build_timeout_s", (int, float), where, "check.expensive.build_timeout_s", 300.0)
+            ),
             run_timeout_s=_get(ex, "run_timeout_s", (int, float), where, "check.expensive.run_timeout_s"),
             sanitizer=_get(ex, "sanitizer", bool, where, "check.expensive.sanitizer", True),
             inputs=tuple(ex_inputs),
@@ -469,8 +553,18 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     timing_table = doc.get("timing", {})
     if not isinstance(timing_table, Mapping):
         raise where.error("timing", "expected a table [timing]")
-    allowed_timing = {"min_runs", "max_runs", "warmup_runs", "first_runs", "tie", "confidence", "repeats",
-                      "timeout_factor", "min_timeout_s", "pin_cpus"}
+    allowed_timing = {
+        "min_runs",
+        "max_runs",
+        "warmup_runs",
+        "first_runs",
+        "tie",
+        "confidence",
+        "repeats",
+        "timeout_factor",
+        "min_timeout_s",
+        "pin_cpus",
+    }
     _check_keys(timing_table, allowed_timing, where, "timing.")
     try:
         timing = TimingOptions.from_table(timing_table, metric)
@@ -481,8 +575,12 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     sandbox_table = doc.get("sandbox", {})
     if not isinstance(sandbox_table, Mapping):
         raise where.error("sandbox", "expected a table [sandbox]")
-    _check_keys(sandbox_table, {"memory_mb", "processes", "disk_mb", "network", "isolate_files", "scratch_root",
-                                "keep_scratch"}, where, "sandbox.")
+    _check_keys(
+        sandbox_table,
+        {"memory_mb", "processes", "disk_mb", "network", "isolate_files", "scratch_root", "keep_scratch"},
+        where,
+        "sandbox.",
+    )
     for k in ("memory_mb", "processes", "disk_mb"):
         v = _get(sandbox_table, k, int, where, f"sandbox.{k}")
         if v is not None and v <= 0:
@@ -524,7 +622,9 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     seeds: list[dict[str, Any]] = []
     for i, s in enumerate(seeds_raw):
         if not isinstance(s, Mapping):
-            raise where.error(f"tuning.seeds[{i}]", f"expected an inline table of parameter values, got {s!r}")
+            raise where.error(
+                f"tuning.seeds[{i}]", f"expected an inline table of parameter values, got {s!r}"
+            )
         unknown = [k for k in s if k not in space.params]
         if unknown:
             raise where.error(f"tuning.seeds[{i}]", f"unknown parameter {unknown[0]!r}")
@@ -538,14 +638,36 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
 
     name = _get(doc, "name", str, where, "name", file.stem if file.stem != "task" else task_dir.name)
     objective = CommandObjective(
-        task_path=str(path), task_dir=str(task_dir), space=space, render=render, build=build, run=run,
-        objective=objective_spec, check=check, timing=timing, inputs=tuple(input_paths),
-        env=tuple((k, str(v)) for k, v in env.items()), cwd=cwd, sandbox_options=dict(sandbox_table),
+        task_path=str(path),
+        task_dir=str(task_dir),
+        space=space,
+        render=render,
+        build=build,
+        run=run,
+        objective=objective_spec,
+        check=check,
+        timing=timing,
+        inputs=tuple(input_paths),
+        env=tuple((k, str(v)) for k, v in env.items()),
+        cwd=cwd,
+        sandbox_options=dict(sandbox_table),
         state_dir=_state_dir(),
     )
     objective.check_executables()
-    task = Task(name=name, path=str(path), space=space, objective=objective, goal=goal, metric=metric,
-                budget=budget, seed=seed, workers=workers, seeds=seeds, timeout_s=None, technique=technique)
+    task = Task(
+        name=name,
+        path=str(path),
+        space=space,
+        objective=objective,
+        goal=goal,
+        metric=metric,
+        budget=budget,
+        seed=seed,
+        workers=workers,
+        seeds=seeds,
+        timeout_s=None,
+        technique=technique,
+    )
     if prepare:
         objective.prepare()
     return task
