@@ -16,6 +16,7 @@ from perftune.space import (
     Float,
     Int,
     LogFloat,
+    LogInt,
     Ordinal,
     Permutation,
     Pow2,
@@ -309,3 +310,12 @@ def test_enumerate_limit_and_order() -> None:
     space = Space({"a": Int(1, 3), "b": Bool()}, constraints=["a != 2"])
     assert list(space.enumerate(limit=2)) == [Config(a=1, b=False), Config(a=1, b=True)]
     assert space.cardinality() == 4
+
+
+def test_enumerated_sampling_keeps_log_scale() -> None:
+    space = Space({"n": LogInt(1, 10_000), "odd": Bool()}, constraints=["n % 2 == 1 or not odd"])
+    rng = np.random.default_rng(11)
+    xs = np.array([c["n"] for c in space.sample(rng, 4000)])
+    assert space._enumerated is not None  # small enough to be enumerated
+    counts = [np.sum((xs >= 10**k) & (xs < 10 ** (k + 1))) for k in range(4)]
+    assert all(700 < c < 1300 for c in counts), counts

@@ -134,6 +134,8 @@ class Param(ABC):
 
     type_name: ClassVar[str] = ""
     n_dims: int = 1
+    #: True when :meth:`sample` is uniform over a finite domain (then :meth:`mass` is constant).
+    uniform_mass: ClassVar[bool] = True
 
     name: str
     default: Any | None
@@ -223,6 +225,10 @@ class Param(ABC):
     @abstractmethod
     def sample(self, rng: np.random.Generator) -> Any:
         """A random value."""
+
+    def mass(self, value: Any) -> float:
+        """Probability (up to a constant) that :meth:`sample` returns ``value`` (finite domains)."""
+        return 1.0
 
     def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> Any:
         """A random value near ``value``; ``scale`` is roughly a fraction of the range."""
@@ -369,6 +375,10 @@ class LogInt(Int):
     """
 
     type_name = "logint"
+    uniform_mass = False
+
+    def mass(self, value: Any) -> float:
+        return math.log((value + 1) / value) / self._log_span if self._n > 1 else 1.0
 
     def _validate(self) -> None:
         if self.lo < 1:

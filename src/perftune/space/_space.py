@@ -275,6 +275,7 @@ class Space:
         self._product: int | None = math.prod(c for c in cards if c is not None) if self._finite else None
         self._plan = self._make_plan()
         self._enumerated: list[Config] | None = None
+        self._cumulative: np.ndarray | None = None
         self._count: int | None = None
         self._pruned: dict[str, list[Any]] | None = None
         # name -> [(names before it in a tabulated constraint, their values -> its consistent values)]
@@ -726,6 +727,15 @@ class Space:
             if size > ENUMERATE_LIMIT:
                 return None
             self._enumerated = [self._ordered(v) for v in self._search(None, budget=None)]
+            # Keep each parameter's own distribution (log-uniform...): weight every valid
+            # configuration by its probability under independent sampling.
+            weighted = [n for n in self.names if self.params[n].uniform_mass is False]
+            if weighted and self._enumerated:
+                w = np.ones(len(self._enumerated))
+                for n in weighted:
+                    p = self.params[n]
+                    w *= [p.mass(c[n]) if n in c else 1.0 for c in self._enumerated]
+                self._cumulative = np.cumsum(w)
         return self._enumerated
 
     def _sample_direct(self, rng: np.random.Generator) -> dict[str, Any]:
@@ -765,7 +775,11 @@ class Space:
                     f"no valid configuration exists among all {self._product} combinations: "
                     "constraints may be unsatisfiable"
                 )
-            idx = rng.integers(len(valid), size=n)
+            if self._cumulative is not None:
+                cum = self._cumulative
+                idx = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), len(valid) - 1)
+            else:
+                idx = rng.integers(len(valid), size=n)
             return [valid[int(i)] for i in idx]
         for _ in range(n):
             out.append(self._sample_one(rng))
