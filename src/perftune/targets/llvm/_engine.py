@@ -85,6 +85,10 @@ class Engine:
         """Back to the module given to :meth:`load`."""
         raise NotImplementedError
 
+    def load_state(self, path: str | os.PathLike[str]) -> int:
+        """Makes the module in PATH current, keeping the initial module of :meth:`load`."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -188,6 +192,10 @@ class HelperEngine(Engine):
             self._command(f"load {self._base}")
             for pipeline in self._history:
                 self._command(f"apply {pipeline}")
+        elif self._initial.exists():
+            # The module came from an in-memory snapshot, which died with the process.
+            self._command(f"load {self._initial}")
+            self._base, self._history = self._initial, []
 
     # -- Engine interface ----------------------------------------------------------------------
     def load(self, path: str | os.PathLike[str]) -> int:
@@ -196,6 +204,7 @@ class HelperEngine(Engine):
         except PipelineError as exc:
             raise BenchmarkError(f"{os.fspath(path)}: cannot parse LLVM IR: {exc}") from None
         self._saved.clear()
+        self._command("clear")
         self._command(f"write {self._initial}")
         self._base, self._history = self._initial, []
         return count
@@ -244,6 +253,27 @@ class HelperEngine(Engine):
 
     def reset(self) -> int:
         return self._reload(self._initial)
+
+    def load_state(self, path: str | os.PathLike[str]) -> int:
+        own = self._dir / f"state-{len(self._saved)}-{len(self._history)}.bc"
+        shutil.copyfile(path, own)
+        return self._reload(own)
+
+    # In-memory snapshots (fast; lost if the helper crashes, then EngineCrash says so).
+    def mem_save(self, name: str) -> None:
+        """Keeps an in-memory copy of the current module under NAME (no file is written)."""
+        self._command(f"save {name}")
+
+    def mem_restore(self, name: str) -> int:
+        """Makes the in-memory copy NAME current; returns its instruction count."""
+        # The module no longer derives from base + history: record it by a file only if a
+        # crash happens (then the snapshot is gone and the caller starts over from reset()).
+        count = int(self._command(f"restore {name}"))
+        self._base, self._history = None, []
+        return count
+
+    def mem_drop(self, name: str) -> None:
+        self._command(f"drop {name}")
 
     def _reload(self, path: Path) -> int:
         count = int(self._command(f"load {path}"))
@@ -373,6 +403,10 @@ class OptEngine(Engine):
 
     def reset(self) -> int:
         shutil.copyfile(self._initial, self._current)
+        return self.count()
+
+    def load_state(self, path: str | os.PathLike[str]) -> int:
+        self._run_opt(Path(path), "verify", self._current)
         return self.count()
 
     def close(self) -> None:

@@ -15,7 +15,8 @@
 //   textsize             .text bytes of the object code of the current module            -> ok BYTES
 //   textsize-of PIPELINE .text bytes after PIPELINE, on a copy                           -> ok BYTES
 //   write PATH / writell PATH   bitcode / textual IR of the current module               -> ok
-//   save NAME / restore NAME    keep / bring back a copy of the current module           -> ok [COUNT]
+//   save NAME / restore NAME    keep / bring back an in-memory copy of the module       -> ok [COUNT]
+//   drop NAME / clear    forget one / all saved copies                                   -> ok
 //   reset                back to the module given to `load`                              -> ok COUNT
 //   verify               run the IR verifier                                             -> ok | err MSG
 // Errors that leave the module intact answer "err MESSAGE" (one line). A crash ends the process;
@@ -294,7 +295,6 @@ void handle(const std::string &Cmd, const std::string &Arg) {
       reply("err " + Arg + ": the module is not valid LLVM IR (verifier failed)");
       return;
     }
-    Saved.clear();
     Initial = CloneModule(*M);
     Current = std::move(M);
     TM = makeTargetMachine(*Current, false);
@@ -348,6 +348,14 @@ void handle(const std::string &Cmd, const std::string &Arg) {
     if (It == Saved.end()) return reply("err no saved module named '" + Arg + "'");
     Current = CloneModule(*It->second);
     return replyCount(*Current);
+  }
+  if (Cmd == "clear") {
+    Saved.clear();
+    return reply("ok");
+  }
+  if (Cmd == "drop") {
+    Saved.erase(Arg);
+    return reply("ok");
   }
   if (Cmd == "reset") {
     Current = CloneModule(*Initial);

@@ -1,0 +1,46 @@
+"""Body of ``perftune llvm-passes`` (the click command lives in perftune.cli)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from perftune.targets.llvm._errors import LlvmError
+
+__all__ = ["llvm_passes"]
+
+
+def llvm_passes(
+    benchmark: str,
+    *,
+    seconds: float,
+    search: str,
+    length: int,
+    engine: str,
+    run: bool,
+    as_json: bool,
+    seed: int,
+    emit_json: Callable[[dict[str, Any]], None],
+    echo: Callable[..., None],
+) -> None:
+    """Runs :func:`~perftune.targets.llvm.tune_passes` and prints the outcome.
+
+    Raises:
+        LlvmError: The winning sequence does not validate (the message says why).
+    """
+    from perftune.targets.llvm._tune import tune_passes
+
+    result = tune_passes(benchmark, seconds=seconds, search=search, length=length, engine=engine, seed=seed,
+                         validate=True, run=run)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        echo(f"{result.benchmark}: {result.n_evaluations} evaluations in {result.elapsed_s:.1f} s ({search} search)")
+        echo(f"instructions: start {result.count_start}, -Oz {result.count_oz}, found {result.count_result} "
+             f"(IrInstructionCountOz reward {result.reward:.4f})")
+        checks = "replayed with opt" + (", output matches -O0" if result.validation.output_checked else "")
+        if result.validation.ok:
+            echo(f"validated: {checks}")
+        echo(result.commandline)
+    if not result.validation.ok:
+        raise LlvmError("validation failed: " + "; ".join(result.validation.errors))

@@ -1,0 +1,504 @@
+"""``LlvmEnv``: a Gymnasium environment for LLVM 14 pass ordering, shaped like CompilerGym's.
+
+An episode starts from a benchmark's unoptimised module; each action applies one pass (see
+:data:`~perftune.targets.llvm.ACTIONS`). Observations and rewards are chosen by name:
+
+Observations: ``Ir`` (text), ``InstCount`` (70 counts: totals and per-opcode), ``Autophase``
+(56 program features), ``IrInstructionCount``, ``IrInstructionCountOz``, ``IrInstructionCountO0``,
+``ObjectTextSizeBytes``, ``ObjectTextSizeOz``, ``Runtime`` (seconds, runnable benchmarks). Every one
+is also available on demand as ``env.observation["NAME"]``.
+
+Rewards (per step; their sum over an episode telescopes):
+
+- ``IrInstructionCountOz``: ``(C_prev - C) / max(C0 - C_Oz, 1)``, CompilerGym's; an episode total of
+  1.0 matches ``opt -Oz`` and more beats it;
+- ``IrInstructionCount``: ``C_prev - C``; ``IrInstructionCountNorm``: ``(C_prev - C) / C0``;
+- ``ObjectTextSizeOz``: ``(S_prev - S) / max(S0 - S_Oz, 1)`` with S the object ``.text`` bytes;
+  ``ObjectTextSizeBytes``: ``S_prev - S``;
+- ``Runtime``: ``(T_prev - T) / T0``, the fraction of the unoptimised run time saved.
+
+Example:
+    >>> import gymnasium as gym, perftune.gym  # doctest: +SKIP
+    >>> env = gym.make("perftune/llvm-ic-v0")  # doctest: +SKIP
+    >>> obs, info = env.reset(benchmark="benchmark://perftune-v0/crc32")  # doctest: +SKIP
+    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.from_string("-mem2reg"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import gymnasium
+    from gymnasium import spaces
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError("the LLVM environments need gymnasium: pip install 'perftune[gym]'") from exc
+
+from perftune.targets.llvm._actions import ACTIONS, action_index, pipeline_of
+from perftune.targets.llvm._datasets import Benchmark, get_benchmark
+from perftune.targets.llvm._engine import Engine, EngineCrash, PipelineError, make_engine
+from perftune.targets.llvm._errors import ActionError, LlvmError, StepError
+from perftune.targets.llvm._ir import INSTCOUNT_NAMES
+
+__all__ = [
+    "AUTOPHASE_NAMES",
+    "OBSERVATION_SPACES",
+    "REWARD_SPACES",
+    "ActionSpace",
+    "LlvmEnv",
+    "ValidationResult",
+]
+
+AUTOPHASE_NAMES: tuple[str, ...] = (
+    "BBNumArgsHi", "BBNumArgsLo", "onePred", "onePredOneSuc", "onePredTwoSuc", "oneSuccessor", "twoPred",
+    "twoPredOneSuc", "twoEach", "twoSuccessor", "morePreds", "BB03Phi", "BBHiPhi", "BBNoPhi", "BeginPhi",
+    "BranchCount", "returnInt", "CriticalCount", "NumEdges", "const32Bit", "const64Bit", "numConstZeroes",
+    "numConstOnes", "UncondBranches", "binaryConstArg", "NumAShrInst", "NumAddInst", "NumAllocaInst",
+    "NumAndInst", "BlockMid", "BlockLow", "NumBitCastInst", "NumBrInst", "NumCallInst",
+    "NumGetElementPtrInst", "NumICmpInst", "NumLShrInst", "NumLoadInst", "NumMulInst", "NumOrInst",
+    "NumPHIInst", "NumRetInst", "NumSExtInst", "NumSelectInst", "NumShlInst", "NumStoreInst", "NumSubInst",
+    "NumTruncInst", "NumXorInst", "NumZExtInst", "TotalBlocks", "TotalInsts", "TotalMemInst", "TotalFuncs",
+    "ArgsPhi", "testUnary",
+)
+
+_INT_MAX = np.iinfo(np.int64).max
+
+
+def _int_box(n: int | None) -> spaces.Box:
+    shape = () if n is None else (n,)
+    return spaces.Box(0, _INT_MAX, shape=shape, dtype=np.int64)
+
+
+OBSERVATION_SPACES: dict[str, spaces.Space[Any]] = {
+    "Ir": spaces.Text(max_length=1 << 30, charset=string.printable),
+    "InstCount": _int_box(len(INSTCOUNT_NAMES)),
+    "Autophase": _int_box(len(AUTOPHASE_NAMES)),
+    "IrInstructionCount": _int_box(None),
+    "IrInstructionCountOz": _int_box(None),
+    "IrInstructionCountO0": _int_box(None),
+    "ObjectTextSizeBytes": _int_box(None),
+    "ObjectTextSizeOz": _int_box(None),
+    "Runtime": spaces.Box(0.0, np.inf, shape=(), dtype=np.float64),
+}
+
+REWARD_SPACES: tuple[str, ...] = (
+    "IrInstructionCountOz", "IrInstructionCount", "IrInstructionCountNorm",
+    "ObjectTextSizeOz", "ObjectTextSizeBytes", "Runtime",
+)
+
+DEFAULT_BENCHMARK = "benchmark://perftune-v0/crc32"
+
+
+class ActionSpace(spaces.Discrete):
+    """``Discrete(118)`` with names: ``flags``, ``from_string("-licm")``, ``to_string(i)``."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(len(ACTIONS), seed=seed)
+        self.flags: tuple[str, ...] = tuple(a.flag for a in ACTIONS)
+        self.names = self.flags
+
+    def from_string(self, name: str) -> int:
+        """Index of ``"-licm"``, ``"licm"`` (raises :class:`ActionError` for an unknown name)."""
+        try:
+            return action_index(name)
+        except ValueError as exc:
+            raise ActionError(str(exc)) from None
+
+    def to_string(self, actions: int | Iterable[int]) -> str:
+        """The flag(s) of one action or a sequence, space separated."""
+        if isinstance(actions, int | np.integer):
+            return self.flags[int(actions)]
+        return " ".join(self.flags[int(a)] for a in actions)
+
+
+@dataclass
+class ValidationResult:
+    """Outcome of :meth:`LlvmEnv.validate`.
+
+    Attributes:
+        ok: True when every check passed.
+        commandline: The ``opt`` command line that replays the episode.
+        instruction_count: Count reached by the environment.
+        replayed_instruction_count: Count reached by the command line.
+        output_checked: Whether the program was run and its output compared with -O0.
+        errors: What went wrong, one line each.
+    """
+
+    ok: bool
+    commandline: str
+    instruction_count: int
+    replayed_instruction_count: int | None
+    output_checked: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass
+class _Baselines:
+    count_o0: int
+    count_oz: int
+    text_o0: int | None = None
+    text_oz: int | None = None
+    runtime_o0: float | None = None
+
+
+class _Observation:
+    """``env.observation["NAME"]``: any observation of the current state, computed on demand."""
+
+    def __init__(self, env: LlvmEnv) -> None:
+        self._env = env
+
+    def __getitem__(self, name: str) -> Any:
+        return self._env._observe(name)
+
+    def keys(self) -> list[str]:
+        return list(OBSERVATION_SPACES)
+
+
+class LlvmEnv(gymnasium.Env[Any, np.int64]):
+    """LLVM 14 pass-ordering environment (see the module docstring).
+
+    Args:
+        benchmark: The benchmark of the first episode (URI, path or :class:`Benchmark`);
+            ``reset(benchmark=...)`` changes it.
+        observation_space: Name of the observation returned by ``reset`` and ``step``.
+        reward_space: Name of the reward.
+        engine: ``"helper"`` (persistent C++ process, fast) or ``"opt"`` (one process per step).
+        step_timeout_s: A pass running longer ends the episode with an error.
+        runtime_repeats: Runs per ``Runtime`` measurement (median).
+        render_mode: ``"ansi"`` (``render()`` returns the IR) or ``"human"`` (prints a summary).
+
+    Example:
+        >>> env = LlvmEnv(benchmark="generator://csmith-v0/1")  # doctest: +SKIP
+        >>> env.reset()  # doctest: +SKIP
+        >>> env.multistep([env.action_space.from_string(f) for f in ("-mem2reg", "-instcombine")])  # doctest: +SKIP
+        >>> print(env.commandline())  # doctest: +SKIP
+    """
+
+    metadata = {"render_modes": ["ansi", "human"]}
+
+    def __init__(
+        self,
+        benchmark: str | Benchmark | os.PathLike[str] | None = None,
+        *,
+        observation_space: str = "Autophase",
+        reward_space: str = "IrInstructionCountOz",
+        engine: str = "helper",
+        step_timeout_s: float = 60.0,
+        runtime_repeats: int = 3,
+        render_mode: str | None = None,
+    ) -> None:
+        if observation_space not in OBSERVATION_SPACES:
+            raise LlvmError(
+                f"unknown observation space {observation_space!r}: expected one of {', '.join(OBSERVATION_SPACES)}"
+            )
+        if reward_space not in REWARD_SPACES:
+            raise LlvmError(f"unknown reward space {reward_space!r}: expected one of {', '.join(REWARD_SPACES)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise LlvmError(f"unknown render mode {render_mode!r}: expected 'ansi' or 'human'")
+        self.observation_space_name = observation_space
+        self.reward_space_name = reward_space
+        self.observation_space = OBSERVATION_SPACES[observation_space]
+        self.action_space = ActionSpace()
+        self.render_mode = render_mode
+        self.engine_kind = engine
+        self.step_timeout_s = step_timeout_s
+        self.runtime_repeats = runtime_repeats
+        self.observation = _Observation(self)
+        self._engine: Engine = make_engine(engine, timeout_s=step_timeout_s)
+        self._benchmark: Benchmark | None = get_benchmark(benchmark) if benchmark is not None else None
+        self._loaded: Benchmark | None = None
+        self._baselines: _Baselines | None = None
+        self._actions: list[int] = []
+        self._count = 0
+        self._metric: float | None = None  # previous value of the reward's metric
+        self._episode_reward = 0.0
+        self._done = True
+        self._tmp = Path(tempfile.mkdtemp(prefix="perftune-llvmenv-"))
+
+    # -- properties ------------------------------------------------------------------------------
+    @property
+    def benchmark(self) -> Benchmark:
+        """The benchmark of the current (or next) episode."""
+        if self._benchmark is None:
+            self._benchmark = get_benchmark(DEFAULT_BENCHMARK)
+        return self._benchmark
+
+    @benchmark.setter
+    def benchmark(self, value: str | Benchmark | os.PathLike[str]) -> None:
+        self._benchmark = get_benchmark(value)
+
+    @property
+    def actions(self) -> list[int]:
+        """Actions applied in this episode, in order."""
+        return list(self._actions)
+
+    @property
+    def episode_reward(self) -> float:
+        """Sum of the rewards of this episode."""
+        return self._episode_reward
+
+    @property
+    def instruction_count(self) -> int:
+        """Current ``Module::getInstructionCount()``."""
+        return self._count
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """Instruction counts of the start (O0) and of ``opt -Oz`` for the current benchmark."""
+        b = self._require_baselines()
+        return {"IrInstructionCountO0": b.count_o0, "IrInstructionCountOz": b.count_oz}
+
+    # -- episode ---------------------------------------------------------------------------------
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        benchmark: str | Benchmark | os.PathLike[str] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Starts an episode; ``benchmark=`` (or ``options={"benchmark": ...}``) picks the module."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self.action_space.seed(seed)
+        chosen = benchmark if benchmark is not None else (options or {}).get("benchmark")
+        if chosen is not None:
+            self._benchmark = get_benchmark(chosen)
+        bench = self.benchmark
+        if self._loaded is not None and self._loaded.uri == bench.uri and self._loaded.bitcode == bench.bitcode:
+            self._count = self._engine.reset()
+        else:
+            self._loaded = None
+            self._baselines = None
+            self._count = self._engine.load(bench.bitcode)
+            self._loaded = bench
+            self._baselines = _Baselines(count_o0=self._count, count_oz=self._engine.trial("default<Oz>"))
+        self._actions = []
+        self._episode_reward = 0.0
+        self._done = False
+        self._metric = self._reward_metric()
+        if self.reward_space_name == "Runtime" and self._baselines is not None:
+            self._baselines.runtime_o0 = self._metric
+        info = {"benchmark": bench.uri, "instruction_count": self._count,
+                "instruction_count_oz": self._baselines.count_oz if self._baselines else None}
+        return self._observe(self.observation_space_name), info
+
+    def _to_index(self, action: Any) -> int:
+        if isinstance(action, str):
+            return self.action_space.from_string(action)
+        if isinstance(action, np.ndarray) and action.shape == ():
+            action = action.item()
+        if isinstance(action, bool) or not isinstance(action, int | np.integer) or not 0 <= int(action) < len(ACTIONS):
+            raise ActionError(f"invalid action {action!r}: expected an integer in [0, {len(ACTIONS)}) or a flag")
+        return int(action)
+
+    def _check_can_step(self) -> None:
+        if self._loaded is None:
+            raise StepError("step() before reset(): call reset() first")
+        if self._done:
+            raise StepError("step() after the episode ended: call reset() to start a new one")
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Applies one pass. A crashing or hanging pass ends the episode with ``info["error"]``."""
+        return self.multistep([action])
+
+    def multistep(self, actions: Sequence[Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Applies several passes, observing once at the end; the reward is their sum."""
+        self._check_can_step()
+        indices = [self._to_index(a) for a in actions]
+        info: dict[str, Any] = {}
+        for index in indices:
+            try:
+                self._count = self._engine.apply(ACTIONS[index].pipeline)
+            except (EngineCrash, PipelineError) as exc:
+                self._done = True
+                info["error"] = f"{ACTIONS[index].flag}: {exc}"
+                info["error_type"] = type(exc).__name__
+                break
+            self._actions.append(index)
+        reward = 0.0
+        if not self._done or self._actions:
+            new_metric = self._reward_metric()
+            reward = self._reward(self._metric, new_metric)
+            self._metric = new_metric
+        self._episode_reward += reward
+        info.update({"instruction_count": self._count, "actions": len(self._actions)})
+        observation = self._observe(self.observation_space_name)
+        return observation, reward, self._done, False, info
+
+    # -- rewards ---------------------------------------------------------------------------------
+    def _reward_metric(self) -> float:
+        name = self.reward_space_name
+        if name.startswith("IrInstructionCount"):
+            return float(self._count)
+        if name.startswith("ObjectTextSize"):
+            return float(self._engine.text_size())
+        return self._runtime()
+
+    def _reward(self, before: float | None, after: float) -> float:
+        if before is None:
+            return 0.0
+        b = self._require_baselines()
+        name = self.reward_space_name
+        delta = before - after
+        if name == "IrInstructionCountOz":
+            return delta / max(b.count_o0 - b.count_oz, 1)
+        if name == "IrInstructionCountNorm":
+            return delta / max(b.count_o0, 1)
+        if name == "ObjectTextSizeOz":
+            self._text_baselines()
+            assert b.text_o0 is not None and b.text_oz is not None
+            return delta / max(b.text_o0 - b.text_oz, 1)
+        if name == "Runtime":
+            return delta / max(b.runtime_o0 or 0.0, 1e-9)
+        return delta
+
+    def _require_baselines(self) -> _Baselines:
+        if self._baselines is None:
+            raise StepError("no episode yet: call reset() first")
+        return self._baselines
+
+    def _text_baselines(self) -> None:
+        b = self._require_baselines()
+        if b.text_o0 is None:
+            self._engine.save("__text_baseline")
+            self._engine.reset()
+            b.text_o0 = self._engine.text_size()
+            b.text_oz = self._engine.text_size("default<Oz>")
+            self._engine.restore("__text_baseline")
+
+    def _runtime(self) -> float:
+        from perftune.targets.llvm._run import runtime_s
+
+        path = self._tmp / "runtime.bc"
+        self._engine.write_bitcode(path)
+        return runtime_s(path, self.benchmark, repeats=self.runtime_repeats)
+
+    # -- observations ----------------------------------------------------------------------------
+    def _observe(self, name: str) -> Any:
+        if self._loaded is None:
+            raise StepError("no episode yet: call reset() first")
+        if name == "Ir":
+            return self._engine.ir()
+        if name == "InstCount":
+            counts = self._engine.instcount()
+            return np.array([counts[k] for k in INSTCOUNT_NAMES], dtype=np.int64)
+        if name == "InstCountDict":
+            return self._engine.instcount()
+        if name == "Autophase":
+            features = self._engine.autophase()
+            return np.array([features[k] for k in AUTOPHASE_NAMES], dtype=np.int64)
+        if name == "AutophaseDict":
+            return self._engine.autophase()
+        if name == "IrInstructionCount":
+            return np.int64(self._count)
+        if name == "IrInstructionCountOz":
+            return np.int64(self._require_baselines().count_oz)
+        if name == "IrInstructionCountO0":
+            return np.int64(self._require_baselines().count_o0)
+        if name == "ObjectTextSizeBytes":
+            return np.int64(self._engine.text_size())
+        if name == "ObjectTextSizeOz":
+            self._text_baselines()
+            return np.int64(self._require_baselines().text_oz)
+        if name == "Runtime":
+            return np.float64(self._runtime())
+        raise LlvmError(f"unknown observation {name!r}: expected one of {', '.join(OBSERVATION_SPACES)}")
+
+    # -- CompilerGym-style extras ----------------------------------------------------------------
+    def commandline(self, *, isolate_steps: bool = False, input_path: str | None = None) -> str:
+        """The ``opt`` command line that replays this episode on the benchmark.
+
+        Args:
+            isolate_steps: Put ``invalidate<all>`` between passes, so that each pass sees fresh
+                analyses exactly as a step does (only needed in the rare case where reusing
+                analyses across passes changes the result).
+            input_path: Input file in the command (default: the benchmark's bitcode).
+        """
+        return opt_commandline(self._actions, input_path or str(self.benchmark.bitcode), isolate_steps=isolate_steps)
+
+    def fork(self) -> LlvmEnv:
+        """A new environment in the same state (benchmark, module, actions, rewards so far)."""
+        self._check_has_episode()
+        other = LlvmEnv(
+            self.benchmark,
+            observation_space=self.observation_space_name,
+            reward_space=self.reward_space_name,
+            engine=self.engine_kind,
+            step_timeout_s=self.step_timeout_s,
+            runtime_repeats=self.runtime_repeats,
+            render_mode=self.render_mode,
+        )
+        other._engine.load(self.benchmark.bitcode)
+        other._loaded = self._loaded
+        other._baselines = _Baselines(**vars(self._require_baselines()))
+        state = self._tmp / "fork.bc"
+        self._engine.write_bitcode(state)
+        other._count = other._engine.load_state(state)
+        other._actions = list(self._actions)
+        other._metric = self._metric
+        other._episode_reward = self._episode_reward
+        other._done = self._done
+        return other
+
+    def _check_has_episode(self) -> None:
+        if self._loaded is None:
+            raise StepError("no episode yet: call reset() first")
+
+    def validate(self, *, run: bool = True) -> ValidationResult:
+        """Replays the episode as an ``opt`` command line and, for runnable benchmarks, runs it.
+
+        Checks that the command line reaches the same instruction count, and (with ``run``)
+        that the optimised program prints what the -O0 build prints.
+        """
+        from perftune.targets.llvm._validate import validate_actions
+
+        self._check_has_episode()
+        return validate_actions(self.benchmark, self._actions, self._count, run=run)
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._engine.ir()
+        if self.render_mode == "human":
+            print(f"{self.benchmark.uri}: {self._count} instructions after {len(self._actions)} actions, "
+                  f"episode reward {self._episode_reward:.4f}")
+        return None
+
+    def close(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            engine.close()
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        super().close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def opt_commandline(actions: Sequence[int], input_path: str, *, isolate_steps: bool = False,
+                    output_path: str = "out.bc") -> str:
+    """``opt -passes='...' INPUT -o OUTPUT`` for a sequence of actions."""
+    if not actions:
+        passes = "verify"
+    elif isolate_steps:
+        passes = ",invalidate<all>,".join(ACTIONS[i].pipeline for i in actions)
+    else:
+        passes = pipeline_of(list(actions))
+    return f"opt -passes='{passes}' {input_path} -o {output_path}"
+

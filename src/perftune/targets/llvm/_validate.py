@@ -1,0 +1,85 @@
+"""Validation: replay an action sequence with the ``opt`` command line, run runnable programs."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from perftune.targets.llvm._datasets import Benchmark
+from perftune.targets.llvm._env import ValidationResult, opt_commandline
+from perftune.targets.llvm._errors import LlvmError
+from perftune.targets.llvm._ir import count_instructions
+from perftune.targets.llvm._run import build_module, outputs_match, reference_output, run_executable
+from perftune.targets.llvm._tools import find_tool
+
+__all__ = ["replay_count", "validate_actions"]
+
+
+def replay_count(bench: Benchmark, actions: Sequence[int], out_ll: Path, *, isolate_steps: bool) -> int:
+    """Runs the episode's ``opt`` command line and counts the instructions of its output.
+
+    Raises:
+        LlvmError: ``opt`` failed.
+    """
+    command = opt_commandline(actions, str(bench.bitcode), isolate_steps=isolate_steps, output_path=str(out_ll))
+    argv = command.split()
+    argv[0] = find_tool("opt")
+    argv[1] = argv[1].replace("'", "")
+    result = subprocess.run([*argv, "-S"], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        first = (result.stderr.strip().splitlines() or ["(no message)"])[0]
+        raise LlvmError(f"{bench.uri}: the replay command failed: {first}")
+    return count_instructions(out_ll.read_text())
+
+
+def validate_actions(bench: Benchmark, actions: Sequence[int], expected_count: int, *, run: bool = True) -> ValidationResult:
+    """Checks an episode: the ``opt`` replay reaches ``expected_count``; a runnable program's
+    optimised build prints what its -O0 build prints.
+
+    The command line is tried as one pipeline first; if reusing analyses across passes changes
+    the result, the step-isolated form (``invalidate<all>`` between passes) is used and reported.
+    """
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="perftune-validate-") as tmp:
+        out_ll = Path(tmp) / "replay.ll"
+        commandline = opt_commandline(actions, str(bench.bitcode))
+        replayed: int | None = None
+        try:
+            replayed = replay_count(bench, actions, out_ll, isolate_steps=False)
+            if replayed != expected_count and len(actions) > 1:
+                replayed = replay_count(bench, actions, out_ll, isolate_steps=True)
+                commandline = opt_commandline(actions, str(bench.bitcode), isolate_steps=True)
+        except LlvmError as exc:
+            errors.append(str(exc))
+        if replayed is not None and replayed != expected_count:
+            errors.append(f"{bench.uri}: the command line gives {replayed} instructions, the environment {expected_count}")
+        output_checked = False
+        if run and bench.runnable and replayed is not None:
+            try:
+                reference = reference_output(bench)
+                if reference.timed_out or reference.returncode != 0:
+                    errors.append(f"{bench.uri}: the -O0 reference build does not run cleanly "
+                                  f"({'timed out' if reference.timed_out else f'exit status {reference.returncode}'})")
+                else:
+                    exe = Path(tmp) / "prog"
+                    build_module(out_ll, bench, exe)
+                    got = run_executable(exe, bench)
+                    output_checked = True
+                    if got.timed_out:
+                        errors.append(f"{bench.uri}: the optimised program timed out")
+                    elif got.returncode != reference.returncode:
+                        errors.append(f"{bench.uri}: exit status {got.returncode}, -O0 gives {reference.returncode}")
+                    elif not outputs_match(reference.stdout, got.stdout):
+                        errors.append(f"{bench.uri}: the output differs from the -O0 build")
+            except LlvmError as exc:
+                errors.append(str(exc))
+    return ValidationResult(
+        ok=not errors,
+        commandline=commandline,
+        instruction_count=expected_count,
+        replayed_instruction_count=replayed,
+        output_checked=output_checked,
+        errors=errors,
+    )
