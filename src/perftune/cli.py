@@ -377,6 +377,35 @@ def main(argv: list[str] | None = None) -> None:
 # ---- commands added by other parts go below this line (one block each) ----
 
 
+@cli.command("llvm-passes")
+@click.argument("benchmark")
+@click.option("--seconds", type=float, default=60.0, show_default=True, help="Search time.")
+@click.option("--search", type=click.Choice(["perftune", "random", "greedy"]), default="perftune",
+              show_default=True, help="perftune's ensemble, or CompilerGym's random/greedy baselines.")
+@click.option("--length", type=int, default=80, show_default=True, help="Longest pass sequence searched.")
+@click.option("--engine", type=click.Choice(["helper", "opt"]), default="helper", show_default=True,
+              help="Persistent libLLVM helper (fast) or one opt process per step.")
+@click.option("--no-run", is_flag=True, help="Do not run the program to check its output against -O0.")
+@click.option("--json", "as_json", is_flag=True, help="Print pipeline and instruction counts as JSON.")
+@click.option("--seed", type=int, default=None, help="Seed of the search (default 0).")
+@click.pass_context
+def llvm_passes_cmd(ctx: click.Context, benchmark: str, seconds: float, search: str, length: int, engine: str,
+                    no_run: bool, as_json: bool, seed: int | None) -> None:
+    """Search an LLVM 14 pass sequence that minimises the instruction count of BENCHMARK.
+
+    BENCHMARK is a .c/.ll/.bc file or a URI (benchmark://perftune-v0/crc32, generator://csmith-v0/7).
+    Prints the validated `opt -passes=...` command line.
+
+    \b
+    Example:
+      perftune llvm-passes prog.c --seconds 30
+    """
+    from perftune.targets.llvm._cli import llvm_passes
+
+    llvm_passes(benchmark, seconds=seconds, search=search, length=length, engine=engine, run=not no_run,
+                as_json=as_json, seed=_opt(ctx, "seed", seed) or 0, emit_json=_emit_json, echo=click.echo)
+
+
 @cli.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def doctor_cmd(as_json: bool) -> None:
