@@ -726,7 +726,12 @@ def _group_size(pgid: int) -> int:
 
 
 def _last_line(text: str) -> str:
+    """The most telling line of a stderr tail: a sanitizer's summary, else the last line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for marker in ("SUMMARY: ", "runtime error:", "ERROR: "):
+        for line in reversed(lines):
+            if marker in line:
+                return line[:300]
     return lines[-1][:300] if lines else ""
 
 

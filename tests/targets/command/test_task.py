@@ -270,3 +270,40 @@ def test_examples_load() -> None:
 def test_files_are_world_readable_for_the_sandbox_user() -> None:
     for path in (ROOT / "examples").rglob("*"):
         assert path.stat().st_mode & stat.S_IROTH, path
+
+
+@needs_gcc
+def test_sanitizer_check_catches_a_fast_but_wrong_winner(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "targets" / "command" / "data" / "sum.c", tmp_path / "sum.c")
+    os.chmod(tmp_path / "sum.c", 0o644)
+    text = """
+[space]
+variant = { type = "choice", options = ["SAFE", "FAST"] }
+
+[build]
+command = ["gcc", "-O2", "-D{variant}", "{task_dir}/sum.c", "-o", "{scratch}/sum"]
+
+[run]
+command = ["{scratch}/sum"]
+timeout_s = 20
+
+[check]
+stdout = "exact"
+
+[check.expensive]
+budget = 0.0   # no risk-ranked checks: only the potential winner is checked
+build = ["gcc", "-O1", "-fsanitize=address", "-D{variant}", "{task_dir}/sum.c", "-o", "{scratch}/sum"]
+
+[timing]
+repeats = 3
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))
+    safe = task.objective({"variant": "SAFE"})
+    assert safe["verified"] == 1.0  # the first result is a potential winner: checked
+    with pytest.raises(
+        CandidateError, match="verification failed: .*AddressSanitizer|verification failed: .*exit"
+    ):
+        task.objective({"variant": "FAST"})
+    assert task.verify({"variant": "SAFE"}) is None
+    assert task.verify({"variant": "FAST"}) is not None

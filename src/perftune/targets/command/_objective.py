@@ -504,6 +504,8 @@ class CommandObjective:
 
     def observe(self, trial: Any) -> None:
         """Driver hook (optional): record the outcome and technique of a finished trial."""
+        if (getattr(trial, "reason", None) or "").startswith("CandidateError: verification failed"):
+            return  # the objective has recorded it already, with its features
         try:
             encoding = self.space.encode(trial.config)
         except Exception:
