@@ -36,9 +36,11 @@ from perftune.space._params import Param, parameter_from_dict
 
 __all__ = ["Space"]
 
-# A finite space whose Cartesian product is at most this large is enumerated once (lazily) when it
-# has constraints, and sampled uniformly from its valid configurations.
+# A finite space with constraints is enumerated once (lazily) and then sampled from its valid
+# configurations when its (pruned) Cartesian product is at most ENUMERATE_LIMIT, or when an attempt
+# within ENUMERATE_BUDGET candidate checks finds at most ENUMERATE_LIMIT valid configurations.
 ENUMERATE_LIMIT = 50_000
+ENUMERATE_BUDGET = 100_000
 # Counting valid configurations by enumeration is done up to this Cartesian product.
 COUNT_LIMIT = 1_000_000
 # Candidates tried per sampling/repair before giving up.
@@ -276,6 +278,8 @@ class Space:
         self._plan = self._make_plan()
         self._enumerated: list[Config] | None = None
         self._cumulative: np.ndarray | None = None
+        self._enumeration_failed = False
+        self._conflict_cache: tuple[list[frozenset[int]], list[list[frozenset[int]]]] | None = None
         self._count: int | None = None
         self._pruned: dict[str, list[Any]] | None = None
         # name -> [(names before it in a tabulated constraint, their values -> its consistent values)]
@@ -651,6 +655,7 @@ class Space:
         prefer: Mapping[str, Any] | None = None,
         budget: int | None = SAMPLE_BUDGET,
         pinned: frozenset[str] = frozenset(),
+        stats: dict[str, bool] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Depth-first assignment in plan order with constraint checks as early as possible.
 
@@ -668,6 +673,12 @@ class Space:
             return
         domains = self._domains()
         uniform = _Uniform(rng) if rng is not None else None
+        # Conflict-directed backjumping when looking for one random solution: a level that runs out
+        # of candidates jumps back to the deepest earlier level that took part in its failures.
+        # (Enumeration backtracks chronologically: jumping could skip solutions.)
+        backjump = rng is not None
+        static, check_levels = self._conflict_levels()
+        conflicts: list[set[int]] = [set() for _ in range(n)]
         values: dict[str, Any] = {}
         iters: list[Iterator[Any] | None] = [None] * n
         i = 0
@@ -680,6 +691,8 @@ class Space:
             name, p, when, checks = plan[i]
             it = iters[i]
             if it is None:
+                if backjump:
+                    conflicts[i] = set(static[i])
                 if when is not None and not self._active(when, values):
                     it = iter((_ABSENT,))
                 elif name in pinned and p.contains(prefer.get(name, _ABSENT)):
@@ -692,7 +705,17 @@ class Space:
             if v is _END:
                 iters[i] = None
                 values.pop(name, None)
-                i -= 1
+                conflict = conflicts[i]
+                if backjump and conflict:
+                    h = max(conflict)
+                    conflicts[h] |= conflict
+                    conflicts[h].discard(h)
+                    for k in range(h + 1, i):
+                        iters[k] = None
+                        values.pop(plan[k][0], None)
+                    i = h
+                else:
+                    i -= 1
                 continue
             if v is _ABSENT:
                 values.pop(name, None)
@@ -700,20 +723,53 @@ class Space:
                 values[name] = v
             evals += 1
             if budget is not None and evals > budget:
+                if stats is not None:
+                    stats["budget_hit"] = True
                 return
             ok = True
-            for fn in checks:
+            for k, fn in enumerate(checks):
                 try:
-                    if not fn(values):
-                        ok = False
-                        break
+                    if fn(values):
+                        continue
                 except KeyError:
                     continue
                 except Exception:
-                    ok = False
-                    break
+                    pass
+                ok = False
+                if backjump:
+                    conflicts[i].update(check_levels[i][k])
+                break
             if ok:
                 i += 1
+
+    def _conflict_levels(self) -> tuple[list[frozenset[int]], list[list[frozenset[int]]]]:
+        """For each plan level: the earlier levels its candidate set depends on (``when``, tables),
+        and for each of its checks, the earlier levels the constraint reads."""
+        if self._conflict_cache is not None:
+            return self._conflict_cache
+        position = {name: i for i, (name, *_rest) in enumerate(self._plan)}
+        by_fn = {id(c.fn): c for c in self._constraints}
+        static: list[frozenset[int]] = []
+        per_check: list[list[frozenset[int]]] = []
+        for i, (name, p, _when, checks) in enumerate(self._plan):
+            deps: set[int] = set()
+            if p.when is not None:
+                deps.update(position[n] for n in p.when.names)
+            for prefix, _table in self._tables.get(name, ()):
+                deps.update(position[n] for n in prefix)
+            deps.discard(i)
+            static.append(frozenset(deps))
+            levels = []
+            for fn in checks:
+                c = by_fn.get(id(fn))
+                names = c.names if c is not None and c.names is not None else None
+                if names is None:
+                    levels.append(frozenset(range(i)))
+                else:
+                    levels.append(frozenset(position[n] for n in names if position[n] != i))
+            per_check.append(levels)
+        self._conflict_cache = (static, per_check)
+        return self._conflict_cache
 
     def _enumeration(self) -> list[Config] | None:
         """All valid configurations, for finite spaces small enough (computed once)."""
@@ -724,9 +780,22 @@ class Space:
             size = math.prod(
                 len(domains[n]) if n in domains else (self.params[n].cardinality() or 0) for n in self.names
             )
-            if size > ENUMERATE_LIMIT:
-                return None
-            self._enumerated = [self._ordered(v) for v in self._search(None, budget=None)]
+            if size <= ENUMERATE_LIMIT:
+                found = [self._ordered(v) for v in self._search(None, budget=None)]
+            else:
+                if self._enumeration_failed or self._estimated_valid() > 2 * ENUMERATE_LIMIT:
+                    self._enumeration_failed = True
+                    return None
+                stats: dict[str, bool] = {}
+                found = []
+                for v in self._search(None, budget=ENUMERATE_BUDGET, stats=stats):
+                    found.append(self._ordered(v))
+                    if len(found) > ENUMERATE_LIMIT:
+                        break
+                if stats or len(found) > ENUMERATE_LIMIT:
+                    self._enumeration_failed = True
+                    return None
+            self._enumerated = found
             # Keep each parameter's own distribution (log-uniform...): weight every valid
             # configuration by its probability under independent sampling.
             weighted = [n for n in self.names if self.params[n].uniform_mass is False]
@@ -737,6 +806,14 @@ class Space:
                     w *= [p.mass(c[n]) if n in c else 1.0 for c in self._enumerated]
                 self._cumulative = np.cumsum(w)
         return self._enumerated
+
+    def _estimated_valid(self, n_draws: int = 256) -> float:
+        """Rough number of valid configurations: product times the valid fraction of plain draws."""
+        if self._product is None:
+            return math.inf
+        rng = np.random.default_rng(0)  # fixed: the estimate must not disturb the caller's stream
+        ok = sum(self._check_constraints(self._sample_direct(rng)) for _ in range(n_draws))
+        return self._product * ok / n_draws
 
     def _sample_direct(self, rng: np.random.Generator) -> dict[str, Any]:
         # One numpy call for all scalar parameters: decode(uniform) is their sampling distribution.
