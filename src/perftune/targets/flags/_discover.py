@@ -369,6 +369,13 @@ def _probe_group(cc: str, options: list[str], workdir: str, rejected: dict[str, 
     ok, stderr = _accepts(cc, options, workdir)
     if ok:
         return list(options)
+    # Most complaints name the option: set those aside and retry the rest in one compile.
+    named = [o for o in options if len(options) > 1 and (f"'{o}'" in stderr or f"‘{o}’" in stderr)]
+    if named:
+        for o in named:
+            line = next((ln for ln in stderr.splitlines() if o in ln), stderr)
+            rejected[o] = line.strip()[:200]
+        return _probe_group(cc, [o for o in options if o not in named], workdir, rejected)
     if len(options) == 1:
         rejected[options[0]] = (stderr.splitlines() or ["rejected"])[0][:200]
         return []

@@ -56,6 +56,7 @@ class FlagsResult:
         n_trials: Trials measured by the search.
         failures: Trials that failed, by status (``compile-error``, ``wrong-output``, ...).
         history: ``(elapsed seconds, best speedup over -O3 so far)`` after each trial.
+        trace: ``(elapsed seconds, median run time, options)`` at each new best of the search.
         run_id: The run in the store, when a store was given.
         fell_back: True when the search's winner was not faster than -O3 and -O3 was kept.
     """
@@ -71,6 +72,7 @@ class FlagsResult:
     n_trials: int = 0
     failures: dict[str, int] = field(default_factory=dict)
     history: list[tuple[float, float]] = field(default_factory=list)
+    trace: list[tuple[float, float, list[str]]] = field(default_factory=list)
     run_id: int | None = None
     fell_back: bool = False
     compiler: str = ""
@@ -260,6 +262,7 @@ def tune_flags(
         started = time.monotonic()
         deadline = None if seconds is None else started + seconds
         history: list[tuple[float, float]] = []
+        trace: list[tuple[float, float, list[str]]] = []
         failures: dict[str, int] = {}
         baseline: list[float | None] = [None]
         best: list[tuple[float, Any] | None] = [None]
@@ -303,6 +306,7 @@ def tune_flags(
                             evaluator.baseline_s = m.value
                         if best[0] is None or m.value < best[0][0]:
                             best[0] = (m.value, trial.config)
+                            trace.append((time.monotonic() - started, m.value, render(trial.config, info)))
                     else:
                         status = Status.TIMEOUT if m.status == "timeout" else Status.FAILED
                         tuner.tell(trial, error=f"{m.status}: {m.reason}", status=status)
@@ -326,6 +330,7 @@ def tune_flags(
         result.n_trials = n_done
         result.failures = failures
         result.history = history
+        result.trace = trace
         result.run_id = getattr(tuner, "run_id", None)
         return result
     finally:
