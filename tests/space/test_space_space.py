@@ -190,8 +190,13 @@ def test_sampling_constrained_floats() -> None:
 
 def test_unsatisfiable_constraints_raise() -> None:
     space = Space({"a": Int(1, 10), "b": Int(1, 10)}, constraints=["a + b > 100"])
-    with pytest.raises(UnsatisfiableError, match="constraints may be unsatisfiable"):
+    with pytest.raises(
+        UnsatisfiableError, match="constraint 'a \\+ b > 100' holds for no values of 'a', 'b'"
+    ):
         space.sample(np.random.default_rng(0))
+    two = Space({"a": Int(1, 10), "b": Int(1, 10)}, constraints=["a > 5", "a + b < 5"])
+    with pytest.raises(UnsatisfiableError, match="constraints may be unsatisfiable"):
+        two.sample(np.random.default_rng(0))
     big = Space({"a": Float(0, 1), "b": Int(1, 10**9)}, constraints=["a > 2"])
     with pytest.raises(UnsatisfiableError, match="constraints may be unsatisfiable"):
         big.sample(np.random.default_rng(0))
@@ -319,3 +324,74 @@ def test_enumerated_sampling_keeps_log_scale() -> None:
     assert space._enumerated is not None  # small enough to be enumerated
     counts = [np.sum((xs >= 10**k) & (xs < 10 ** (k + 1))) for k in range(4)]
     assert all(700 < c < 1300 for c in counts), counts
+
+
+def gemm() -> Space:
+    """CLBlast GEMM: 1.3 million combinations, too many valid ones to enumerate."""
+    dims = [8, 16, 32]
+    return Space(
+        {
+            "MWG": Pow2(16, 128),
+            "NWG": Pow2(16, 128),
+            "KWG": Pow2(16, 32),
+            "MDIMC": Ordinal(dims),
+            "NDIMC": Ordinal(dims),
+            "MDIMA": Ordinal(dims),
+            "NDIMB": Ordinal(dims),
+            "KWI": Ordinal([2, 8]),
+            "VWM": Pow2(1, 8),
+            "VWN": Pow2(1, 8),
+            "STRM": Bool(),
+            "STRN": Bool(),
+            "SA": Bool(),
+            "SB": Bool(),
+        },
+        constraints=[
+            "KWG % KWI == 0",
+            "MWG % (MDIMC * VWM) == 0",
+            "NWG % (NDIMC * VWN) == 0",
+            "MWG % (MDIMA * VWM) == 0",
+            "NWG % (NDIMB * VWN) == 0",
+            "KWG % ((MDIMC * NDIMC) // MDIMA) == 0",
+            "KWG % ((MDIMC * NDIMC) // NDIMB) == 0",
+        ],
+    )
+
+
+def test_large_finite_space_is_sampled_constructively() -> None:
+    space = gemm()
+    rng = np.random.default_rng(12)
+    samples = space.sample(rng, 300)
+    assert space._enumerated is None  # too many valid configurations to keep
+    assert all(space.is_valid(c) for c in samples)
+    assert len(set(samples)) > 290
+    # Every value that some valid configuration uses shows up.
+    assert {c["MDIMC"] for c in samples} == {8, 16, 32}
+    assert {c["VWM"] for c in samples} == {1, 2, 4, 8}
+    for c in samples[:50]:
+        assert space.is_valid(space.mutate(c, rng))
+        assert space.is_valid(space.crossover(c, samples[-1], rng))
+        assert all(space.is_valid(n) for n in space.neighbors(c))
+        repaired = space.repair(space.decode(rng.random(space.n_dims)), rng)
+        assert repaired is not None and space.is_valid(repaired)
+    # The constructive sampler alone, without its plain draws, also gives valid configurations.
+    found = [next(space._search(rng)) for _ in range(100)]
+    assert all(space.is_valid(f) for f in found)
+
+
+def test_pruning_and_tables_keep_every_valid_configuration() -> None:
+    space = Space(
+        {"a": Pow2(1, 256), "b": Pow2(1, 256), "c": Int(0, 40), "d": Choice(["x", "y", "z"])},
+        constraints=["a * b <= 64", "a < b", "c % a == 0", "d != 'x' or c > 30", "b + c >= 20"],
+    )
+    brute = {
+        Config(a=a, b=b, c=c, d=d)
+        for a in (1 << k for k in range(9))
+        for b in (1 << k for k in range(9))
+        for c in range(41)
+        for d in "xyz"
+        if a * b <= 64 and a < b and c % a == 0 and (d != "x" or c > 30) and b + c >= 20
+    }
+    assert set(space.enumerate()) == brute
+    rng = np.random.default_rng(13)
+    assert all(Config(next(space._search(rng))) in brute for _ in range(200))
