@@ -11,7 +11,7 @@ Parts:
 
 Example:
     >>> from perftune.targets.llvm import LlvmEnv
-    >>> env = LlvmEnv(benchmark="generator://csmith-v0/1", reward_space="IrInstructionCountOz")  # doctest: +SKIP
+    >>> env = LlvmEnv(benchmark="generator://csmith-v0/1")  # doctest: +SKIP
     >>> obs, info = env.reset()  # doctest: +SKIP
 """
 
@@ -19,9 +19,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perftune.targets.llvm._actions import ACTIONS, COMPILERGYM_FLAGS, UNMAPPED, Action, action_index, pipeline_of
+from perftune.targets.llvm._actions import (
+    ACTIONS,
+    COMPILERGYM_FLAGS,
+    UNMAPPED,
+    Action,
+    action_index,
+    pipeline_of,
+)
+from perftune.targets.llvm._datasets import (
+    BUNDLED_PROGRAMS,
+    Benchmark,
+    bundled_uris,
+    csmith_uris,
+    get_benchmark,
+)
 from perftune.targets.llvm._engine import Engine, EngineCrash, HelperEngine, OptEngine, make_engine
-from perftune.targets.llvm._datasets import BUNDLED_PROGRAMS, Benchmark, bundled_uris, csmith_uris, get_benchmark
 from perftune.targets.llvm._errors import ActionError, BenchmarkError, LlvmError, StepError, ToolMissingError
 
 if TYPE_CHECKING:

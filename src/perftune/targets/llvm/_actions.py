@@ -158,7 +158,11 @@ _TABLE: list[tuple[str, str | None, str]] = [
     ("-pgo-memop-opt", _f("pgo-memop-opt"), "Optimize memory intrinsics by their size profile"),
     ("-partial-inliner", "partial-inliner", "Partial inliner"),
     ("-partially-inline-libcalls", _f("partially-inline-libcalls"), "Partially inline library calls"),
-    ("-post-inline-ee-instrument", _f("ee-instrument<post-inline>"), "Instrument function entry/exit (post-inlining)"),
+    (
+        "-post-inline-ee-instrument",
+        _f("ee-instrument<post-inline>"),
+        "Instrument function entry/exit (post-inlining)",
+    ),
     ("-functionattrs", _cgscc("function-attrs"), "Deduce function attributes"),
     ("-mem2reg", _f("mem2reg"), "Promote memory to register"),
     ("-prune-eh", None, "Remove unused exception handling info (legacy pass manager only)"),
@@ -208,7 +212,9 @@ def action_index(name: str) -> int:
     flag = name if name.startswith("-") else f"-{name}"
     if flag in UNMAPPED:
         raise ValueError(f"action {name!r} has no LLVM 14 counterpart: {UNMAPPED[flag]}")
-    raise ValueError(f"unknown action {name!r}: expected one of the {len(ACTIONS)} flags such as '-instcombine'")
+    raise ValueError(
+        f"unknown action {name!r}: expected one of the {len(ACTIONS)} flags such as '-instcombine'"
+    )
 
 
 def pipeline_of(actions: list[int] | tuple[int, ...]) -> str:

@@ -30,17 +30,32 @@ def llvm_passes(
     """
     from perftune.targets.llvm._tune import tune_passes
 
-    result = tune_passes(benchmark, seconds=seconds, search=search, length=length, engine=engine, seed=seed,
-                         validate=True, run=run)
+    result = tune_passes(
+        benchmark,
+        seconds=seconds,
+        search=search,
+        length=length,
+        engine=engine,
+        seed=seed,
+        validate=True,
+        run=run,
+    )
     if as_json:
         emit_json(result.to_json())
     else:
-        echo(f"{result.benchmark}: {result.n_evaluations} evaluations in {result.elapsed_s:.1f} s ({search} search)")
-        echo(f"instructions: start {result.count_start}, -Oz {result.count_oz}, found {result.count_result} "
-             f"(IrInstructionCountOz reward {result.reward:.4f})")
+        echo(
+            f"{result.benchmark}: {result.n_evaluations} evaluations "
+            f"in {result.elapsed_s:.1f} s ({search} search)"
+        )
+        echo(
+            f"instructions: start {result.count_start}, -Oz {result.count_oz}, found {result.count_result} "
+            f"(IrInstructionCountOz reward {result.reward:.4f})"
+        )
         checks = "replayed with opt" + (", output matches -O0" if result.validation.output_checked else "")
         if result.validation.ok:
             echo(f"validated: {checks}")
+        if result.compile_command:
+            echo(result.compile_command)
         echo(result.commandline)
     if not result.validation.ok:
         raise LlvmError("validation failed: " + "; ".join(result.validation.errors))

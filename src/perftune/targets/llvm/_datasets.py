@@ -74,6 +74,7 @@ class Benchmark:
         run_args: Command-line arguments for a run.
         link_flags: Extra linker flags for a runnable build.
         run_timeout_s: Limit for one run of the program.
+        compile_command: For C sources, the clang command that produces ``bitcode``.
     """
 
     uri: str
@@ -83,6 +84,7 @@ class Benchmark:
     run_args: tuple[str, ...] = ()
     link_flags: tuple[str, ...] = ("-lm",)
     run_timeout_s: float = 30.0
+    compile_command: str | None = None
 
     def __str__(self) -> str:
         return self.uri
@@ -90,7 +92,9 @@ class Benchmark:
 
 def bundled_uris() -> list[str]:
     """URIs of the bundled runnable programs that are present."""
-    return [f"benchmark://perftune-v0/{name}" for name in BUNDLED_PROGRAMS if _bundled_source(name) is not None]
+    return [
+        f"benchmark://perftune-v0/{name}" for name in BUNDLED_PROGRAMS if _bundled_source(name) is not None
+    ]
 
 
 def csmith_uris(seeds: range | list[int]) -> list[str]:
@@ -116,10 +120,18 @@ def _clang_version() -> str:
     return subprocess.run([find_tool("clang"), "--version"], capture_output=True, text=True).stdout
 
 
+_C_FLAGS = ("-xc", "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c", "-w")
+
+
+def compile_command(source: Path | str, output: str, extra: tuple[str, ...] = ()) -> str:
+    """The clang-14 command line that turns a C file into a benchmark's bitcode."""
+    return " ".join(["clang-14", *_C_FLAGS, *extra, str(source), "-o", output])
+
+
 def _compile_c(source_text: bytes, name: str, extra: tuple[str, ...] = ()) -> Path:
     """Compiles C source to unoptimised (but inlinable) bitcode, cached by content."""
     clang = find_tool("clang")
-    flags = ("-xc", "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c", "-w", *extra)
+    flags = (*_C_FLAGS, *extra)
     key = hashlib.sha256(source_text + " ".join(flags).encode() + _clang_version().encode()).hexdigest()[:20]
     out = _benchmark_cache() / f"{name}-{key}.bc"
     if out.exists():
@@ -145,13 +157,24 @@ def _csmith(seed: int) -> Benchmark:
         with tempfile.TemporaryDirectory(prefix="perftune-csmith-") as tmp:
             out = Path(tmp) / "prog.c"
             result = subprocess.run(
-                [csmith, "--seed", str(seed), "--output", str(out)], capture_output=True, text=True, timeout=120
+                [csmith, "--seed", str(seed), "--output", str(out)],
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
             if result.returncode != 0 or not out.exists():
                 raise BenchmarkError(f"{uri}: csmith failed: {result.stderr.strip()[:200]}")
             os.replace(out, cached_c)
     bitcode = _compile_c(cached_c.read_bytes(), f"csmith-{seed}", ("-I", include))
-    return Benchmark(uri, bitcode, source=cached_c, runnable=True, link_flags=(), run_timeout_s=10.0)
+    return Benchmark(
+        uri,
+        bitcode,
+        source=cached_c,
+        runnable=True,
+        link_flags=(),
+        run_timeout_s=10.0,
+        compile_command=compile_command(cached_c, str(bitcode), ("-I", include)),
+    )
 
 
 def _csmith_include() -> str:
@@ -166,10 +189,16 @@ def _llvm_stress(seed: int) -> Benchmark:
     out = _benchmark_cache() / f"llvm-stress-{seed}.ll"
     if not out.exists():
         part = out.with_suffix(f".{os.getpid()}.part")
-        result = subprocess.run([tool, "-seed", str(seed), "-size", "200", "-o", str(part)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [tool, "-seed", str(seed), "-size", "200", "-o", str(part)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if result.returncode != 0:
-            raise BenchmarkError(f"generator://llvm-stress-v0/{seed}: llvm-stress failed: {result.stderr[:200]}")
+            raise BenchmarkError(
+                f"generator://llvm-stress-v0/{seed}: llvm-stress failed: {result.stderr[:200]}"
+            )
         os.replace(part, out)
     return Benchmark(f"generator://llvm-stress-v0/{seed}", out)
 
@@ -187,7 +216,13 @@ def _user_file(uri: str, path: Path) -> Benchmark:
     if suffix == ".c":
         source = path.read_bytes()
         bitcode = _compile_c(source, path.stem)
-        return Benchmark(uri, bitcode, source=path, runnable=b"main" in source)
+        return Benchmark(
+            uri,
+            bitcode,
+            source=path,
+            runnable=b"main" in source,
+            compile_command=compile_command(path, str(bitcode)),
+        )
     if suffix in (".ll", ".bc"):
         return Benchmark(uri, path)
     raise BenchmarkError(f"{uri}: expected a .c, .ll or .bc file")
@@ -219,7 +254,14 @@ def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
             known = ", ".join(n for n in BUNDLED_PROGRAMS if _bundled_source(n) is not None)
             raise BenchmarkError(f"{text}: unknown program {rest!r} (perftune-v0 has: {known})")
         bitcode = _compile_c(source.read_bytes(), rest)
-        return Benchmark(text, bitcode, source=source, runnable=True, run_args=BUNDLED_PROGRAMS[rest])
+        return Benchmark(
+            text,
+            bitcode,
+            source=source,
+            runnable=True,
+            run_args=BUNDLED_PROGRAMS[rest],
+            compile_command=compile_command(source, str(bitcode)),
+        )
     if parsed.scheme == "generator" and dataset == "csmith-v0":
         return _csmith(_seed(text, rest))
     if parsed.scheme == "generator" and dataset == "llvm-stress-v0":

@@ -15,6 +15,7 @@ the module as it was before the failing step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shutil
@@ -123,7 +124,7 @@ class HelperEngine(Engine):
             [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0
         )
         self._buffer = b""
-        self._read_line(self.timeout_s)  # the "ready" banner
+        self._read_line(max(self.timeout_s, 60.0))  # the "ready" banner
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -188,13 +189,15 @@ class HelperEngine(Engine):
         # derives from and replay the (deterministic) pipelines applied since.
         self._kill()
         self._start()
+        # Replaying is not the step that failed: give it a generous limit.
+        limit = max(self.timeout_s, 120.0)
         if self._base is not None:
-            self._command(f"load {self._base}")
+            self._command(f"load {self._base}", timeout_s=limit)
             for pipeline in self._history:
-                self._command(f"apply {pipeline}")
+                self._command(f"apply {pipeline}", timeout_s=limit)
         elif self._initial.exists():
             # The module came from an in-memory snapshot, which died with the process.
-            self._command(f"load {self._initial}")
+            self._command(f"load {self._initial}", timeout_s=limit)
             self._base, self._history = self._initial, []
 
     # -- Engine interface ----------------------------------------------------------------------
@@ -292,10 +295,8 @@ class HelperEngine(Engine):
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 class OptEngine(Engine):
@@ -327,7 +328,9 @@ class OptEngine(Engine):
                 timeout=self.timeout_s,
             )
         except subprocess.TimeoutExpired:
-            raise EngineCrash(f"opt timed out after {self.timeout_s:g} s (passes: {pipeline[:200]})") from None
+            raise EngineCrash(
+                f"opt timed out after {self.timeout_s:g} s (passes: {pipeline[:200]})"
+            ) from None
         if result.returncode != 0:
             lines = [s for s in result.stderr.strip().splitlines() if s and not s.startswith((" ", "#"))]
             message = lines[0] if lines else f"exit status {result.returncode}"
@@ -378,7 +381,9 @@ class OptEngine(Engine):
         obj = self._next().with_suffix(".o")
         result = subprocess.run(
             [find_tool("llc"), "-filetype=obj", str(src), "-o", str(obj)],
-            capture_output=True, text=True, timeout=self.timeout_s,
+            capture_output=True,
+            text=True,
+            timeout=self.timeout_s,
         )
         if result.returncode != 0:
             raise LlvmError(f"llc failed: {result.stderr.strip().splitlines()[:1]}")
@@ -419,17 +424,19 @@ def elf_text_size(data: bytes) -> int:
         raise LlvmError("object code size: not a 64-bit ELF object")
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
     def section(i: int) -> tuple[int, int, int]:
         base = shoff + i * shentsize
-        name, = struct.unpack_from("<I", data, base)
+        (name,) = struct.unpack_from("<I", data, base)
         offset, size = struct.unpack_from("<QQ", data, base + 0x18)
         return name, offset, size
+
     _, str_off, _ = section(shstrndx)
     total = 0
     for i in range(shnum):
         name_off, _, size = section(i)
         end = data.index(b"\0", str_off + name_off)
-        name = data[str_off + name_off:end].decode()
+        name = data[str_off + name_off : end].decode()
         if name == ".text" or name.startswith(".text."):
             total += size
     return total

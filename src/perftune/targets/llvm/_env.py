@@ -21,7 +21,7 @@ Example:
     >>> import gymnasium as gym, perftune.gym  # doctest: +SKIP
     >>> env = gym.make("perftune/llvm-ic-v0")  # doctest: +SKIP
     >>> obs, info = env.reset(benchmark="benchmark://perftune-v0/crc32")  # doctest: +SKIP
-    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.from_string("-mem2reg"))  # doctest: +SKIP
+    >>> obs, reward, terminated, truncated, info = env.step("-mem2reg")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("the LLVM environments need gymnasium: pip install 'perftune[gym]'") from exc
 
+import contextlib
+
 from perftune.targets.llvm._actions import ACTIONS, action_index, pipeline_of
 from perftune.targets.llvm._datasets import Benchmark, get_benchmark
 from perftune.targets.llvm._engine import Engine, EngineCrash, PipelineError, make_engine
@@ -59,15 +61,62 @@ __all__ = [
 ]
 
 AUTOPHASE_NAMES: tuple[str, ...] = (
-    "BBNumArgsHi", "BBNumArgsLo", "onePred", "onePredOneSuc", "onePredTwoSuc", "oneSuccessor", "twoPred",
-    "twoPredOneSuc", "twoEach", "twoSuccessor", "morePreds", "BB03Phi", "BBHiPhi", "BBNoPhi", "BeginPhi",
-    "BranchCount", "returnInt", "CriticalCount", "NumEdges", "const32Bit", "const64Bit", "numConstZeroes",
-    "numConstOnes", "UncondBranches", "binaryConstArg", "NumAShrInst", "NumAddInst", "NumAllocaInst",
-    "NumAndInst", "BlockMid", "BlockLow", "NumBitCastInst", "NumBrInst", "NumCallInst",
-    "NumGetElementPtrInst", "NumICmpInst", "NumLShrInst", "NumLoadInst", "NumMulInst", "NumOrInst",
-    "NumPHIInst", "NumRetInst", "NumSExtInst", "NumSelectInst", "NumShlInst", "NumStoreInst", "NumSubInst",
-    "NumTruncInst", "NumXorInst", "NumZExtInst", "TotalBlocks", "TotalInsts", "TotalMemInst", "TotalFuncs",
-    "ArgsPhi", "testUnary",
+    "BBNumArgsHi",
+    "BBNumArgsLo",
+    "onePred",
+    "onePredOneSuc",
+    "onePredTwoSuc",
+    "oneSuccessor",
+    "twoPred",
+    "twoPredOneSuc",
+    "twoEach",
+    "twoSuccessor",
+    "morePreds",
+    "BB03Phi",
+    "BBHiPhi",
+    "BBNoPhi",
+    "BeginPhi",
+    "BranchCount",
+    "returnInt",
+    "CriticalCount",
+    "NumEdges",
+    "const32Bit",
+    "const64Bit",
+    "numConstZeroes",
+    "numConstOnes",
+    "UncondBranches",
+    "binaryConstArg",
+    "NumAShrInst",
+    "NumAddInst",
+    "NumAllocaInst",
+    "NumAndInst",
+    "BlockMid",
+    "BlockLow",
+    "NumBitCastInst",
+    "NumBrInst",
+    "NumCallInst",
+    "NumGetElementPtrInst",
+    "NumICmpInst",
+    "NumLShrInst",
+    "NumLoadInst",
+    "NumMulInst",
+    "NumOrInst",
+    "NumPHIInst",
+    "NumRetInst",
+    "NumSExtInst",
+    "NumSelectInst",
+    "NumShlInst",
+    "NumStoreInst",
+    "NumSubInst",
+    "NumTruncInst",
+    "NumXorInst",
+    "NumZExtInst",
+    "TotalBlocks",
+    "TotalInsts",
+    "TotalMemInst",
+    "TotalFuncs",
+    "ArgsPhi",
+    "testUnary",
 )
 
 _INT_MAX = np.iinfo(np.int64).max
@@ -91,8 +140,12 @@ OBSERVATION_SPACES: dict[str, spaces.Space[Any]] = {
 }
 
 REWARD_SPACES: tuple[str, ...] = (
-    "IrInstructionCountOz", "IrInstructionCount", "IrInstructionCountNorm",
-    "ObjectTextSizeOz", "ObjectTextSizeBytes", "Runtime",
+    "IrInstructionCountOz",
+    "IrInstructionCount",
+    "IrInstructionCountNorm",
+    "ObjectTextSizeOz",
+    "ObjectTextSizeBytes",
+    "Runtime",
 )
 
 DEFAULT_BENCHMARK = "benchmark://perftune-v0/crc32"
@@ -182,7 +235,7 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
     Example:
         >>> env = LlvmEnv(benchmark="generator://csmith-v0/1")  # doctest: +SKIP
         >>> env.reset()  # doctest: +SKIP
-        >>> env.multistep([env.action_space.from_string(f) for f in ("-mem2reg", "-instcombine")])  # doctest: +SKIP
+        >>> env.multistep(["-mem2reg", "-instcombine"])  # doctest: +SKIP
         >>> print(env.commandline())  # doctest: +SKIP
     """
 
@@ -201,10 +254,13 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
     ) -> None:
         if observation_space not in OBSERVATION_SPACES:
             raise LlvmError(
-                f"unknown observation space {observation_space!r}: expected one of {', '.join(OBSERVATION_SPACES)}"
+                f"unknown observation space {observation_space!r}: "
+                f"expected one of {', '.join(OBSERVATION_SPACES)}"
             )
         if reward_space not in REWARD_SPACES:
-            raise LlvmError(f"unknown reward space {reward_space!r}: expected one of {', '.join(REWARD_SPACES)}")
+            raise LlvmError(
+                f"unknown reward space {reward_space!r}: expected one of {', '.join(REWARD_SPACES)}"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise LlvmError(f"unknown render mode {render_mode!r}: expected 'ansi' or 'human'")
         self.observation_space_name = observation_space
@@ -276,7 +332,11 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         if chosen is not None:
             self._benchmark = get_benchmark(chosen)
         bench = self.benchmark
-        if self._loaded is not None and self._loaded.uri == bench.uri and self._loaded.bitcode == bench.bitcode:
+        if (
+            self._loaded is not None
+            and self._loaded.uri == bench.uri
+            and self._loaded.bitcode == bench.bitcode
+        ):
             self._count = self._engine.reset()
         else:
             self._loaded = None
@@ -290,8 +350,11 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         self._metric = self._reward_metric()
         if self.reward_space_name == "Runtime" and self._baselines is not None:
             self._baselines.runtime_o0 = self._metric
-        info = {"benchmark": bench.uri, "instruction_count": self._count,
-                "instruction_count_oz": self._baselines.count_oz if self._baselines else None}
+        info = {
+            "benchmark": bench.uri,
+            "instruction_count": self._count,
+            "instruction_count_oz": self._baselines.count_oz if self._baselines else None,
+        }
         return self._observe(self.observation_space_name), info
 
     def _to_index(self, action: Any) -> int:
@@ -299,8 +362,14 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
             return self.action_space.from_string(action)
         if isinstance(action, np.ndarray) and action.shape == ():
             action = action.item()
-        if isinstance(action, bool) or not isinstance(action, int | np.integer) or not 0 <= int(action) < len(ACTIONS):
-            raise ActionError(f"invalid action {action!r}: expected an integer in [0, {len(ACTIONS)}) or a flag")
+        if (
+            isinstance(action, bool)
+            or not isinstance(action, int | np.integer)
+            or not 0 <= int(action) < len(ACTIONS)
+        ):
+            raise ActionError(
+                f"invalid action {action!r}: expected an integer in [0, {len(ACTIONS)}) or a flag"
+            )
         return int(action)
 
     def _check_can_step(self) -> None:
@@ -402,18 +471,18 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         if name == "AutophaseDict":
             return self._engine.autophase()
         if name == "IrInstructionCount":
-            return np.int64(self._count)
+            return np.array(self._count, dtype=np.int64)
         if name == "IrInstructionCountOz":
-            return np.int64(self._require_baselines().count_oz)
+            return np.array(self._require_baselines().count_oz, dtype=np.int64)
         if name == "IrInstructionCountO0":
-            return np.int64(self._require_baselines().count_o0)
+            return np.array(self._require_baselines().count_o0, dtype=np.int64)
         if name == "ObjectTextSizeBytes":
-            return np.int64(self._engine.text_size())
+            return np.array(self._engine.text_size(), dtype=np.int64)
         if name == "ObjectTextSizeOz":
             self._text_baselines()
-            return np.int64(self._require_baselines().text_oz)
+            return np.array(self._require_baselines().text_oz, dtype=np.int64)
         if name == "Runtime":
-            return np.float64(self._runtime())
+            return np.array(self._runtime(), dtype=np.float64)
         raise LlvmError(f"unknown observation {name!r}: expected one of {', '.join(OBSERVATION_SPACES)}")
 
     # -- CompilerGym-style extras ----------------------------------------------------------------
@@ -426,7 +495,9 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
                 analyses across passes changes the result).
             input_path: Input file in the command (default: the benchmark's bitcode).
         """
-        return opt_commandline(self._actions, input_path or str(self.benchmark.bitcode), isolate_steps=isolate_steps)
+        return opt_commandline(
+            self._actions, input_path or str(self.benchmark.bitcode), isolate_steps=isolate_steps
+        )
 
     def fork(self) -> LlvmEnv:
         """A new environment in the same state (benchmark, module, actions, rewards so far)."""
@@ -471,8 +542,10 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         if self.render_mode == "ansi":
             return self._engine.ir()
         if self.render_mode == "human":
-            print(f"{self.benchmark.uri}: {self._count} instructions after {len(self._actions)} actions, "
-                  f"episode reward {self._episode_reward:.4f}")
+            print(
+                f"{self.benchmark.uri}: {self._count} instructions after {len(self._actions)} actions, "
+                f"episode reward {self._episode_reward:.4f}"
+            )
         return None
 
     def close(self) -> None:
@@ -485,14 +558,13 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         super().close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
-def opt_commandline(actions: Sequence[int], input_path: str, *, isolate_steps: bool = False,
-                    output_path: str = "out.bc") -> str:
+def opt_commandline(
+    actions: Sequence[int], input_path: str, *, isolate_steps: bool = False, output_path: str = "out.bc"
+) -> str:
     """``opt -passes='...' INPUT -o OUTPUT`` for a sequence of actions."""
     if not actions:
         passes = "verify"
@@ -501,4 +573,3 @@ def opt_commandline(actions: Sequence[int], input_path: str, *, isolate_steps: b
     else:
         passes = pipeline_of(list(actions))
     return f"opt -passes='{passes}' {input_path} -o {output_path}"
-

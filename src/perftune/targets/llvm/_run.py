@@ -46,12 +46,18 @@ def build_module(bitcode: Path, bench: Benchmark, exe: Path) -> None:
     obj = exe.with_suffix(".o")
     result = subprocess.run(
         [find_tool("llc"), "-O2", "-filetype=obj", "--relocation-model=pic", str(bitcode), "-o", str(obj)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if result.returncode != 0:
         raise LlvmError(f"{bench.uri}: llc-14 failed: {_first_line(result.stderr)}")
-    result = subprocess.run([find_tool("clang"), str(obj), "-o", str(exe), *bench.link_flags],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [find_tool("clang"), str(obj), "-o", str(exe), *bench.link_flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if result.returncode != 0:
         raise LlvmError(f"{bench.uri}: linking failed: {_first_line(result.stderr)}")
 
@@ -63,7 +69,9 @@ def run_executable(exe: Path, bench: Benchmark) -> RunOutput:
         proc = subprocess.run([str(exe), *bench.run_args], capture_output=True, timeout=bench.run_timeout_s)
     except subprocess.TimeoutExpired:
         return RunOutput("", -1, timed_out=True, elapsed_s=time.perf_counter() - start)
-    return RunOutput(proc.stdout.decode(errors="replace"), proc.returncode, elapsed_s=time.perf_counter() - start)
+    return RunOutput(
+        proc.stdout.decode(errors="replace"), proc.returncode, elapsed_s=time.perf_counter() - start
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -74,9 +82,19 @@ def reference_output(bench: Benchmark) -> RunOutput:
     with tempfile.TemporaryDirectory(prefix="perftune-ref-") as tmp:
         exe = Path(tmp) / "ref"
         result = subprocess.run(
-            [find_tool("clang"), "-O0", "-w", *_compile_flags(bench), str(bench.source), "-o", str(exe),
-             *bench.link_flags],
-            capture_output=True, text=True, timeout=300,
+            [
+                find_tool("clang"),
+                "-O0",
+                "-w",
+                *_compile_flags(bench),
+                str(bench.source),
+                "-o",
+                str(exe),
+                *bench.link_flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if result.returncode != 0:
             raise LlvmError(f"{bench.uri}: building the -O0 reference failed: {_first_line(result.stderr)}")
@@ -100,7 +118,9 @@ def outputs_match(expected: str, actual: str, *, rel_tol: float = 1e-9) -> bool:
     for a, b in zip(a_tokens, b_tokens, strict=True):
         if a == b:
             continue
-        if not (_NUMBER.fullmatch(a) and _NUMBER.fullmatch(b)) or ("." not in a + b and "e" not in (a + b).lower()):
+        if not (_NUMBER.fullmatch(a) and _NUMBER.fullmatch(b)) or (
+            "." not in a + b and "e" not in (a + b).lower()
+        ):
             return False
         if not math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=1e-12):
             return False

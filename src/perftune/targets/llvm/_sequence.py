@@ -39,7 +39,9 @@ class PassSequence(Param):
 
     type_name = "pass-sequence"
 
-    def __init__(self, options: Sequence[str], *, max_length: int, default: Any = None, when: Any = None) -> None:
+    def __init__(
+        self, options: Sequence[str], *, max_length: int, default: Any = None, when: Any = None
+    ) -> None:
         self.options = tuple(str(o) for o in options)
         if not self.options:
             raise ValueError("PassSequence: needs at least one option")
@@ -103,17 +105,20 @@ class PassSequence(Param):
             block = seq[i:j]
             at = int(rng.integers(n + 1))
             seq[at:at] = block
-            del seq[self.max_length:]
+            del seq[self.max_length :]
         return seq
 
     def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> tuple[str, ...]:
         """One to a few random insert/delete/replace/swap/duplicate moves (more for a larger scale)."""
-        seq = list(value)
-        n_moves = int(rng.geometric(1.0 / (1.0 + 10.0 * max(scale, 0.0))))
-        for _ in range(max(1, n_moves)):
-            seq = self._move(seq, rng)
-        out = tuple(seq)
-        return out if out != tuple(value) else tuple(self._move(list(value), rng))
+        original = tuple(value)
+        n_moves = max(1, int(rng.geometric(1.0 / (1.0 + 10.0 * max(scale, 0.0)))))
+        for _ in range(16):  # a move can be a no-op (swapping equal passes): try again
+            seq = list(original)
+            for _ in range(n_moves):
+                seq = self._move(seq, rng)
+            if tuple(seq) != original:
+                return tuple(seq)
+        return tuple(seq)
 
     def neighbors(self, value: Any) -> list[tuple[str, ...]]:
         """Single deletions and adjacent swaps (deterministic)."""
@@ -121,8 +126,10 @@ class PassSequence(Param):
         out: list[tuple[str, ...]] = []
         seen = {seq}
         for i in range(len(seq)):
-            for cand in (seq[:i] + seq[i + 1 :],
-                         seq[:i] + seq[i + 1 : i + 2] + seq[i : i + 1] + seq[i + 2 :] if i + 1 < len(seq) else None):
+            for cand in (
+                seq[:i] + seq[i + 1 :],
+                seq[:i] + seq[i + 1 : i + 2] + seq[i : i + 1] + seq[i + 2 :] if i + 1 < len(seq) else None,
+            ):
                 if cand is not None and cand not in seen:
                     seen.add(cand)
                     out.append(cand)

@@ -39,23 +39,88 @@ from perftune.targets.llvm._datasets import Benchmark, get_benchmark
 from perftune.targets.llvm._engine import Engine, EngineCrash, HelperEngine, PipelineError, make_engine
 from perftune.targets.llvm._errors import LlvmError
 
-__all__ = ["OZ_LIKE_SEQUENCE", "SEQUENCE_PORTFOLIO", "PassSequenceBandit", "PassTuneResult", "SequenceEvaluator", "tune_passes"]
+__all__ = [
+    "OZ_LIKE_SEQUENCE",
+    "SEQUENCE_PORTFOLIO",
+    "PassSequenceBandit",
+    "PassTuneResult",
+    "SequenceEvaluator",
+    "tune_passes",
+]
 
 #: LLVM 14's -Oz pipeline, approximated with the action space (flag names). Its passes run one
 #: after another here, while -Oz interleaves inlining with per-function cleanup.
 OZ_LIKE_SEQUENCE: tuple[str, ...] = (
-    "-forceattrs", "-inferattrs", "-lower-expect", "-simplifycfg", "-sroa", "-early-cse", "-ipsccp",
-    "-called-value-propagation", "-globalopt", "-mem2reg", "-deadargelim", "-instcombine", "-simplifycfg",
-    "-inline", "-functionattrs", "-sroa", "-early-cse-memssa", "-speculative-execution", "-jump-threading",
-    "-correlated-propagation", "-simplifycfg", "-instcombine", "-tailcallelim", "-simplifycfg", "-reassociate",
-    "-loop-instsimplify", "-loop-simplifycfg", "-licm", "-loop-rotate", "-licm", "-simple-loop-unswitch",
-    "-simplifycfg", "-instcombine", "-loop-idiom", "-indvars", "-loop-deletion", "-sroa", "-mldst-motion",
-    "-gvn", "-sccp", "-bdce", "-instcombine", "-jump-threading", "-correlated-propagation", "-adce",
-    "-memcpyopt", "-dse", "-licm", "-simplifycfg", "-instcombine", "-globalopt", "-globaldce",
-    "-elim-avail-extern", "-rpo-functionattrs", "-float2int", "-lower-constant-intrinsics", "-loop-rotate",
-    "-loop-deletion", "-loop-load-elim", "-instcombine", "-simplifycfg", "-instcombine", "-licm",
-    "-alignment-from-assumptions", "-loop-sink", "-instsimplify", "-div-rem-pairs", "-simplifycfg",
-    "-globaldce", "-constmerge",
+    "-forceattrs",
+    "-inferattrs",
+    "-lower-expect",
+    "-simplifycfg",
+    "-sroa",
+    "-early-cse",
+    "-ipsccp",
+    "-called-value-propagation",
+    "-globalopt",
+    "-mem2reg",
+    "-deadargelim",
+    "-instcombine",
+    "-simplifycfg",
+    "-inline",
+    "-functionattrs",
+    "-sroa",
+    "-early-cse-memssa",
+    "-speculative-execution",
+    "-jump-threading",
+    "-correlated-propagation",
+    "-simplifycfg",
+    "-instcombine",
+    "-tailcallelim",
+    "-simplifycfg",
+    "-reassociate",
+    "-loop-instsimplify",
+    "-loop-simplifycfg",
+    "-licm",
+    "-loop-rotate",
+    "-licm",
+    "-simple-loop-unswitch",
+    "-simplifycfg",
+    "-instcombine",
+    "-loop-idiom",
+    "-indvars",
+    "-loop-deletion",
+    "-sroa",
+    "-mldst-motion",
+    "-gvn",
+    "-sccp",
+    "-bdce",
+    "-instcombine",
+    "-jump-threading",
+    "-correlated-propagation",
+    "-adce",
+    "-memcpyopt",
+    "-dse",
+    "-licm",
+    "-simplifycfg",
+    "-instcombine",
+    "-globalopt",
+    "-globaldce",
+    "-elim-avail-extern",
+    "-rpo-functionattrs",
+    "-float2int",
+    "-lower-constant-intrinsics",
+    "-loop-rotate",
+    "-loop-deletion",
+    "-loop-load-elim",
+    "-instcombine",
+    "-simplifycfg",
+    "-instcombine",
+    "-licm",
+    "-alignment-from-assumptions",
+    "-loop-sink",
+    "-instsimplify",
+    "-div-rem-pairs",
+    "-simplifycfg",
+    "-globaldce",
+    "-constmerge",
 )
 
 _SNAPSHOT_EVERY = 6
@@ -90,6 +155,8 @@ class PassTuneResult:
     validation: Any = None
     history: list[tuple[float, int]] = field(default_factory=list)  # (seconds, best count) improvements
     benchmark_path: str = ""
+    compile_command: str | None = None
+    n_removed: int = 0
 
     @property
     def reward(self) -> float:
@@ -121,7 +188,12 @@ class PassTuneResult:
             "pipeline": self.pipeline,
             "flags": self.flags,
             "commandline": self.commandline,
-            "instruction_count": {"start": self.count_start, "result": self.count_result, "oz": self.count_oz},
+            "compile_command": self.compile_command,
+            "instruction_count": {
+                "start": self.count_start,
+                "result": self.count_result,
+                "oz": self.count_oz,
+            },
             "reward_ir_instruction_count_oz": self.reward,
             "n_evaluations": self.n_evaluations,
             "elapsed_s": self.elapsed_s,
@@ -227,12 +299,22 @@ class PassSequenceBandit(AUCBandit):
 
     name: ClassVar[str] = SEQUENCE_TECHNIQUE
 
-    def __init__(self, space: Any, *, seed: int | None = None, settings: BanditSettings | None = None) -> None:
+    def __init__(
+        self, space: Any, *, seed: int | None = None, settings: BanditSettings | None = None
+    ) -> None:
         super().__init__(space, seed=seed, settings=settings or BanditSettings(techniques=SEQUENCE_PORTFOLIO))
 
 
-def _search_perftune(ev: SequenceEvaluator, deadline: float, length: int, seed: int, technique: str,
-                     max_evals: int | None, history: list[tuple[float, int]], t0: float) -> list[int]:
+def _search_perftune(
+    ev: SequenceEvaluator,
+    deadline: float,
+    length: int,
+    seed: int,
+    technique: str,
+    max_evals: int | None,
+    history: list[tuple[float, int]],
+    t0: float,
+) -> list[int]:
     from perftune.drive import Tuner
     from perftune.space import Space
     from perftune.targets.llvm._sequence import PassSequence
@@ -241,8 +323,7 @@ def _search_perftune(ev: SequenceEvaluator, deadline: float, length: int, seed: 
         _register_sequence_technique()
     seeds = _seed_sequences(length)
     space = Space({"passes": PassSequence([a.name for a in ACTIONS], max_length=length, default=seeds[0])})
-    tuner = Tuner(space, goal="min", seed=seed, technique=technique,
-                  seeds=[{"passes": s} for s in seeds[1:]])
+    tuner = Tuner(space, goal="min", seed=seed, technique=technique, seeds=[{"passes": s} for s in seeds[1:]])
     best_count = ev.count_start
     best: list[int] = []
     n = 0
@@ -264,8 +345,15 @@ def _search_perftune(ev: SequenceEvaluator, deadline: float, length: int, seed: 
     return best
 
 
-def _search_random(ev: SequenceEvaluator, deadline: float, seed: int, patience: int, max_evals: int | None,
-                   history: list[tuple[float, int]], t0: float) -> list[int]:
+def _search_random(
+    ev: SequenceEvaluator,
+    deadline: float,
+    seed: int,
+    patience: int,
+    max_evals: int | None,
+    history: list[tuple[float, int]],
+    t0: float,
+) -> list[int]:
     rng = np.random.default_rng(seed)
     best_count, best = ev.count_start, []
     n = 0
@@ -292,8 +380,9 @@ def _search_random(ev: SequenceEvaluator, deadline: float, seed: int, patience: 
     return best
 
 
-def _search_greedy(ev: SequenceEvaluator, deadline: float, history: list[tuple[float, int]],
-                   t0: float) -> list[int]:
+def _search_greedy(
+    ev: SequenceEvaluator, deadline: float, history: list[tuple[float, int]], t0: float
+) -> list[int]:
     ev.engine.reset()
     current = ev.count_start
     chosen: list[int] = []
@@ -315,6 +404,28 @@ def _search_greedy(ev: SequenceEvaluator, deadline: float, history: list[tuple[f
         chosen.append(best_action)
         history.append((time.monotonic() - t0, current))
     return chosen
+
+
+def _drop_useless(
+    ev: SequenceEvaluator, actions: list[int], count: int, deadline: float
+) -> tuple[list[int], int, int]:
+    """Removes passes, last first, whose removal does not increase the instruction count."""
+    seq = list(actions)
+    removed = 0
+    position = len(seq) - 1
+    while position >= 0 and time.monotonic() < deadline:
+        candidate = seq[:position] + seq[position + 1 :]
+        try:
+            new = ev.count(candidate)
+        except (EngineCrash, PipelineError):
+            new = count + 1
+        if new <= count:
+            seq, count = candidate, new
+            removed += 1
+        position -= 1
+    if removed:
+        count = ev.count(seq)
+    return seq, count, removed
 
 
 def tune_passes(
@@ -358,7 +469,8 @@ def tune_passes(
     bench = get_benchmark(benchmark)
     ev = SequenceEvaluator(bench, engine=engine)
     t0 = time.monotonic()
-    deadline = t0 + seconds
+    # The last tenth of the time goes to dropping passes that do not help (a shorter command line).
+    deadline = t0 + (0.9 * seconds if search == "perftune" else seconds)
     history: list[tuple[float, int]] = []
     try:
         if search == "perftune":
@@ -367,12 +479,22 @@ def tune_passes(
             best = _search_random(ev, deadline, seed, patience, evals, history, t0)
         else:
             best = _search_greedy(ev, deadline, history, t0)
-        elapsed = time.monotonic() - t0
         count = ev.count(best)
+        best, count, n_removed = _drop_useless(ev, best, count, t0 + seconds)
+        elapsed = time.monotonic() - t0
         result = PassTuneResult(
-            benchmark=bench.uri, search=search, actions=best, count_start=ev.count_start, count_result=count,
-            count_oz=ev.count_oz, n_evaluations=ev.n_evaluations, elapsed_s=elapsed, history=history,
+            benchmark=bench.uri,
+            search=search,
+            actions=best,
+            count_start=ev.count_start,
+            count_result=count,
+            count_oz=ev.count_oz,
+            n_evaluations=ev.n_evaluations,
+            elapsed_s=elapsed,
+            history=history,
             benchmark_path=str(bench.bitcode),
+            compile_command=bench.compile_command,
+            n_removed=n_removed,
         )
     finally:
         ev.close()

@@ -23,7 +23,9 @@ def replay_count(bench: Benchmark, actions: Sequence[int], out_ll: Path, *, isol
     Raises:
         LlvmError: ``opt`` failed.
     """
-    command = opt_commandline(actions, str(bench.bitcode), isolate_steps=isolate_steps, output_path=str(out_ll))
+    command = opt_commandline(
+        actions, str(bench.bitcode), isolate_steps=isolate_steps, output_path=str(out_ll)
+    )
     argv = command.split()
     argv[0] = find_tool("opt")
     argv[1] = argv[1].replace("'", "")
@@ -34,7 +36,9 @@ def replay_count(bench: Benchmark, actions: Sequence[int], out_ll: Path, *, isol
     return count_instructions(out_ll.read_text())
 
 
-def validate_actions(bench: Benchmark, actions: Sequence[int], expected_count: int, *, run: bool = True) -> ValidationResult:
+def validate_actions(
+    bench: Benchmark, actions: Sequence[int], expected_count: int, *, run: bool = True
+) -> ValidationResult:
     """Checks an episode: the ``opt`` replay reaches ``expected_count``; a runnable program's
     optimised build prints what its -O0 build prints.
 
@@ -54,14 +58,19 @@ def validate_actions(bench: Benchmark, actions: Sequence[int], expected_count: i
         except LlvmError as exc:
             errors.append(str(exc))
         if replayed is not None and replayed != expected_count:
-            errors.append(f"{bench.uri}: the command line gives {replayed} instructions, the environment {expected_count}")
+            errors.append(
+                f"{bench.uri}: the command line gives {replayed} instructions, "
+                f"the environment {expected_count}"
+            )
         output_checked = False
         if run and bench.runnable and replayed is not None:
             try:
                 reference = reference_output(bench)
                 if reference.timed_out or reference.returncode != 0:
-                    errors.append(f"{bench.uri}: the -O0 reference build does not run cleanly "
-                                  f"({'timed out' if reference.timed_out else f'exit status {reference.returncode}'})")
+                    errors.append(
+                        f"{bench.uri}: the -O0 reference build does not run cleanly "
+                        f"({'timed out' if reference.timed_out else f'exit status {reference.returncode}'})"
+                    )
                 else:
                     exe = Path(tmp) / "prog"
                     build_module(out_ll, bench, exe)
@@ -70,7 +79,9 @@ def validate_actions(bench: Benchmark, actions: Sequence[int], expected_count: i
                     if got.timed_out:
                         errors.append(f"{bench.uri}: the optimised program timed out")
                     elif got.returncode != reference.returncode:
-                        errors.append(f"{bench.uri}: exit status {got.returncode}, -O0 gives {reference.returncode}")
+                        errors.append(
+                            f"{bench.uri}: exit status {got.returncode}, -O0 gives {reference.returncode}"
+                        )
                     elif not outputs_match(reference.stdout, got.stdout):
                         errors.append(f"{bench.uri}: the output differs from the -O0 build")
             except LlvmError as exc:

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perftune.targets.llvm import BenchmarkError, ToolMissingError, bundled_uris, get_benchmark
+from perftune.targets.llvm._tools import find_tool
+
+
+def test_bundled_suite_has_own_and_flag_target_programs() -> None:
+    uris = bundled_uris()
+    for name in ("crc32", "nbody", "sieve", "strsearch"):
+        assert f"benchmark://perftune-v0/{name}" in uris
+    bench = get_benchmark("perftune-v0/sieve")  # short form
+    assert bench.uri == "benchmark://perftune-v0/sieve" and bench.runnable and bench.bitcode.exists()
+    assert bench.compile_command is not None and "-disable-llvm-passes" in bench.compile_command
+
+
+def test_csmith_is_compiled_like_compilergym(helper) -> None:  # type: ignore[no-untyped-def]
+    bench = get_benchmark("generator://csmith-v0/2")
+    assert bench.runnable and bench.source is not None and "csmith" in bench.source.read_text()[:400].lower()
+    # -O1 -disable-llvm-passes: unoptimised but without optnone, so passes (and inlining) apply
+    start = helper.load(bench.bitcode)
+    assert helper.trial("cgscc(inline)") != start
+    assert get_benchmark("csmith-v0/2").bitcode == bench.bitcode  # cached
+
+
+def test_llvm_stress(helper) -> None:  # type: ignore[no-untyped-def]
+    bench = get_benchmark("generator://llvm-stress-v0/5")
+    assert not bench.runnable
+    start = helper.load(bench.bitcode)
+    assert start > 0 and helper.trial("default<Oz>") <= start
+
+
+def test_user_files(tmp_path: Path, loop_c: Path, loop_ll: Path) -> None:
+    assert get_benchmark(loop_c).runnable
+    assert get_benchmark(f"file://{loop_ll}").bitcode == loop_ll
+    with pytest.raises(BenchmarkError, match="no such file"):
+        get_benchmark(tmp_path / "missing.c")
+    with pytest.raises(BenchmarkError, match="expected a .c, .ll or .bc"):
+        (tmp_path / "x.txt").write_text("x")
+        get_benchmark(tmp_path / "x.txt")
+    broken = tmp_path / "broken.c"
+    broken.write_text("int main( {")
+    with pytest.raises(BenchmarkError, match="clang-14 cannot compile it"):
+        get_benchmark(broken)
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("benchmark://perftune-v0/nosuch", "unknown program 'nosuch'"),
+        ("generator://csmith-v0/abc", "seed must be a non-negative integer"),
+        ("benchmark://cbench-v1/qsort", "unknown dataset"),
+    ],
+)
+def test_bad_uris(uri: str, message: str) -> None:
+    with pytest.raises(BenchmarkError, match=message):
+        get_benchmark(uri)
+
+
+def test_missing_tool_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    find_tool.cache_clear()
+    monkeypatch.setenv("PERFTUNE_CSMITH", "/nonexistent/csmith")
+    try:
+        with pytest.raises(ToolMissingError, match="csmith: not found .*apt-get install csmith"):
+            find_tool("csmith")
+        with pytest.raises(ToolMissingError, match="csmith"):
+            get_benchmark("generator://csmith-v0/999999")
+    finally:
+        find_tool.cache_clear()

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from perftune.cli import cli
+from perftune.targets.llvm import tune_passes
+from perftune.targets.llvm._validate import validate_actions
+
+
+@pytest.mark.parametrize("search", ["perftune", "random", "greedy"])
+def test_searches_find_validated_sequences(search: str) -> None:
+    result = tune_passes("benchmark://perftune-v0/crc32", seconds=4, search=search, seed=1)
+    assert result.validation.ok, result.validation.errors
+    assert result.validation.output_checked
+    assert result.validation.replayed_instruction_count == result.count_result
+    assert result.count_result < result.count_start
+    assert result.n_evaluations > 0 and result.reward > 0.5
+
+
+def test_perftune_search_beats_the_oz_like_seed_and_replays() -> None:
+    from perftune.targets.llvm import action_index, get_benchmark
+    from perftune.targets.llvm._tune import SequenceEvaluator, _seed_sequences
+
+    bench = get_benchmark("benchmark://perftune-v0/crc32")
+    ev = SequenceEvaluator(bench)
+    seed_best = min(ev.count([action_index(n) for n in s]) for s in _seed_sequences(80))
+    ev.close()
+    result = tune_passes(bench, seconds=6, seed=0)
+    assert result.count_result <= seed_best
+    check = validate_actions(bench, result.actions, result.count_result, run=False)
+    assert check.ok
+
+
+def test_cli_json_and_text() -> None:
+    runner = CliRunner()
+    out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "3", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["validated"] is True
+    assert set(data["instruction_count"]) == {"start", "result", "oz"}
+    assert data["pipeline"] and data["commandline"].startswith("opt -passes=")
+    out = runner.invoke(
+        cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--search", "greedy"]
+    )
+    assert out.exit_code == 0, out.output
+    assert out.output.strip().splitlines()[-1].startswith("opt -passes='")
+
+
+def test_cli_bad_benchmark_is_one_line() -> None:
+    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/nosuch", "--seconds", "1"])
+    assert out.exit_code != 0
+    assert "unknown program 'nosuch'" in out.output
