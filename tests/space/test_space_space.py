@@ -18,6 +18,7 @@ from perftune.space import (
     LogFloat,
     LogInt,
     Ordinal,
+    Param,
     Permutation,
     Pow2,
     Schedule,
@@ -395,3 +396,44 @@ def test_pruning_and_tables_keep_every_valid_configuration() -> None:
     assert set(space.enumerate()) == brute
     rng = np.random.default_rng(13)
     assert all(Config(next(space._search(rng))) in brute for _ in range(200))
+
+
+class Evens(Param):
+    """A user-defined parameter type that only lists its values (no iter_values)."""
+
+    type_name = "evens"
+
+    def __init__(self, n: int, **kw: object) -> None:
+        self.n = n
+        super().__init__(**kw)  # type: ignore[arg-type]
+
+    def natural_default(self) -> int:
+        return 0
+
+    def contains(self, value: object) -> bool:
+        return isinstance(value, int) and value % 2 == 0 and 0 <= value < 2 * self.n
+
+    def cardinality(self) -> int:
+        return self.n
+
+    def values(self) -> list[int]:
+        return [2 * k for k in range(self.n)]
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return 2 * int(rng.integers(self.n))
+
+    def encode(self, value: object) -> np.ndarray:
+        return np.array([(int(value) // 2 + 0.5) / self.n])  # type: ignore[call-overload]
+
+    def decode(self, vec: object) -> int:
+        return 2 * min(int(float(vec[0]) * self.n), self.n - 1)  # type: ignore[index]
+
+
+def test_user_defined_parameter_types_work_in_a_space() -> None:
+    space = Space({"e": Evens(50), "k": Int(0, 9)}, constraints=["e % 3 == 0", "e + k > 90"])
+    valid = {Config(e=e, k=k) for e in range(0, 100, 2) for k in range(10) if e % 3 == 0 and e + k > 90}
+    assert set(space.enumerate()) == valid
+    rng = np.random.default_rng(14)
+    assert all(c in valid for c in space.sample(rng, 100))
+    assert all(Config(next(space._search(rng))) in valid for _ in range(50))
+    assert all(space.mutate(c, rng) in valid for c in space.sample(rng, 20))

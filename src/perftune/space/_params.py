@@ -136,6 +136,9 @@ class Param(ABC):
     n_dims: int = 1
     #: True when :meth:`sample` is uniform over a finite domain (then :meth:`mass` is constant).
     uniform_mass: ClassVar[bool] = True
+    #: True when ``decode([u])`` with ``u`` uniform in [0, 1) has the distribution of :meth:`sample`
+    #: (one-dimensional types): the space then samples many parameters with one numpy call.
+    decode_is_sample: ClassVar[bool] = False
 
     name: str
     default: Any | None
@@ -212,6 +215,10 @@ class Param(ABC):
 
     def iter_values(self) -> Iterator[Any]:
         """Every value of a finite domain, in order (may be very many)."""
+        if type(self).values is not Param.values:  # a subclass that only lists its values
+            listed = self.values()
+            if listed is not None:
+                return iter(listed)
         raise SpaceError(f"{self.label()}: has infinitely many values")
 
     def values(self) -> list[Any] | None:
@@ -297,6 +304,7 @@ class Int(Param):
     """
 
     type_name = "int"
+    decode_is_sample = True
 
     def __init__(
         self, lo: int, hi: int, *, default: Any = None, when: str | Expression | None = None
@@ -493,6 +501,7 @@ class Float(Param):
     """
 
     type_name = "float"
+    decode_is_sample = True
 
     def __init__(
         self, lo: float, hi: float, *, default: Any = None, when: str | Expression | None = None
@@ -632,6 +641,7 @@ class Choice(Param):
     """
 
     type_name = "choice"
+    decode_is_sample = True
 
     def __init__(
         self, options: Sequence[Any], *, default: Any = None, when: str | Expression | None = None

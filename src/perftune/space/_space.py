@@ -623,11 +623,10 @@ class Space:
             n = len(dom)
             if n == 0:
                 return
-            if p.n_dims == 1:
-                # The first candidate follows the parameter's own distribution (log-uniform...).
-                first = p.decode((uniform(),))
-                if _hashable(first) in self._domain_sets[name]:
-                    yield first
+            # The first candidate follows the parameter's own distribution (log-uniform...).
+            first = p.decode((uniform(),)) if p.decode_is_sample else p.sample(rng)
+            if _hashable(first) in self._domain_sets[name]:
+                yield first
             if n <= EXHAUSTIVE_VALUES:
                 # Every value once, in a cheap pseudo-random order: random start, co-prime stride.
                 start = int(uniform() * n)
@@ -638,7 +637,7 @@ class Space:
             else:
                 for _ in range(RANDOM_CANDIDATES):
                     yield dom[int(uniform() * n)]
-        elif p.n_dims == 1:
+        elif p.decode_is_sample:
             # Continuous: half plain samples, half drawn towards a bound, where budget-like
             # constraints ("x + y <= 0.05") tend to be satisfied.
             for _ in range(RANDOM_CANDIDATES):
@@ -821,7 +820,7 @@ class Space:
         out: dict[str, Any] = {}
         for k, (name, p, when) in enumerate(self._activity):
             if when is None or self._active(when, out):
-                out[name] = p.decode((u[k],)) if p.n_dims == 1 else p.sample(rng)
+                out[name] = p.decode((u[k],)) if p.decode_is_sample else p.sample(rng)
         return out
 
     def sample(self, rng: np.random.Generator | int | None = None, n: int = 1) -> list[Config]:
