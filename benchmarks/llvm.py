@@ -1,0 +1,165 @@
+"""LLVM pass-ordering benchmarks: search quality (IrInstructionCountOz) and step throughput.
+
+Quality: for csmith seeds 1..N and the bundled runnable suite (benchmark://perftune-v0/*), each
+search gets at most SECONDS of wall time per benchmark; the table gives each benchmark's
+IrInstructionCountOz episode reward ((C0 - C) / max(C0 - C_Oz, 1), as on CompilerGym's
+leaderboard), and the geometric mean per search. Searches: perftune's ensemble
+(`tune_passes(search="perftune")`), CompilerGym's random search and greedy search baselines.
+Every winning sequence is replayed with `opt` (and the program run against its -O0 build);
+a failed validation is reported in the table. "bound" is the largest reward possible on that
+benchmark (an empty module: C0 / (C0 - C_Oz)).
+
+Throughput: median milliseconds per environment step (uniformly random actions from the
+unoptimised module, the episode reset every 20 steps) for the persistent helper and the
+one-`opt`-per-step fallback, on modules of about 200, 8k and 14k instructions.
+
+Usage:
+    python benchmarks/llvm.py                       # full: 20 csmith seeds + suite, 60 s per search
+    python benchmarks/llvm.py --seconds 20 --seeds 10 --out benchmarks/results/llvm-reduced.md
+    python benchmarks/llvm.py --only throughput
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SEARCHES = ("perftune", "random", "greedy")
+THROUGHPUT_MODULES = {  # benchmark -> nominal size
+    "generator://csmith-v0/5": "200",
+    "generator://csmith-v0/3": "8k",
+    "generator://csmith-v0/2": "14k",
+}
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name"):
+                cpu = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    load = os.getloadavg()
+    return (f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+            f"load average at start {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
+
+
+def geomean(values: list[float]) -> float:
+    positive = [max(v, 1e-9) for v in values]
+    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else float("nan")
+
+
+def quality(uris: list[str], seconds: float, searches: tuple[str, ...], out) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    from perftune.targets.llvm import tune_passes
+
+    rewards: dict[str, list[float]] = {s: [] for s in searches}
+    header = "| benchmark | C0 | C_Oz | bound | " + " | ".join(f"{s} reward (C, evals)" for s in searches) + " |"
+    out(header)
+    out("|---|---:|---:|---:|" + "---:|" * len(searches))
+    for uri in uris:
+        cells = []
+        c0 = coz = None
+        for search in searches:
+            result = tune_passes(uri, seconds=seconds, search=search, seed=0, validate=True, run=True)
+            c0, coz = result.count_start, result.count_oz
+            ok = result.validation is not None and result.validation.ok
+            rewards[search].append(result.reward)
+            mark = "" if ok else " **INVALID: " + "; ".join(result.validation.errors)[:80] + "**"
+            cells.append(f"{result.reward:.3f} ({result.count_result}, {result.n_evaluations}){mark}")
+        assert c0 is not None and coz is not None
+        bound = c0 / max(c0 - coz, 1)
+        out(f"| {uri} | {c0} | {coz} | {bound:.3f} | " + " | ".join(cells) + " |")
+    out("| **geometric mean** | | | | " + " | ".join(f"**{geomean(rewards[s]):.4f}**" for s in searches) + " |")
+    return {s: geomean(rewards[s]) for s in searches}
+
+
+def throughput(out, n_helper: int = 60, n_opt: int = 20) -> None:  # type: ignore[no-untyped-def]
+    from perftune.targets.llvm import ACTIONS, LlvmEnv
+
+    out("| module | instructions | helper ms/step (median) | opt fallback ms/step (median) | speed-up |")
+    out("|---|---:|---:|---:|---:|")
+    for uri, size in THROUGHPUT_MODULES.items():
+        medians = {}
+        count0 = 0
+        for engine, n_steps in (("helper", n_helper), ("opt", n_opt)):
+            env = LlvmEnv(uri, engine=engine, observation_space="IrInstructionCount")
+            rng = np.random.default_rng(0)
+            times = []
+            try:
+                _, info = env.reset()
+                count0 = info["instruction_count"]
+                for i in range(n_steps):
+                    if i % 20 == 0 and i:
+                        env.reset()
+                    action = int(rng.integers(len(ACTIONS)))
+                    t = time.perf_counter()
+                    _, _, terminated, _, _ = env.step(action)
+                    times.append(time.perf_counter() - t)
+                    if terminated:
+                        env.reset()
+            finally:
+                env.close()
+            medians[engine] = statistics.median(times) * 1000
+        out(f"| {uri} (~{size}) | {count0} | {medians['helper']:.2f} | {medians['opt']:.1f} | "
+            f"{medians['opt'] / medians['helper']:.0f}x |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="search time per benchmark and search")
+    parser.add_argument("--seeds", type=int, default=20, help="csmith seeds 1..N")
+    parser.add_argument("--no-suite", action="store_true", help="skip the bundled runnable programs")
+    parser.add_argument("--searches", default=",".join(SEARCHES))
+    parser.add_argument("--only", choices=["quality", "throughput"], default=None)
+    parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
+    args = parser.parse_args(argv)
+
+    from perftune.targets.llvm import bundled_uris, csmith_uris
+
+    lines: list[str] = []
+
+    def out(text: str = "") -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    out("# LLVM pass ordering benchmark")
+    out()
+    out(f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`")
+    out(f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    out(f"- machine: {machine()}")
+    out("- note: the machine is shared with other jobs while this runs; timings (and so the number of")
+    out("  evaluations each search gets in its time) are disturbed.")
+    out()
+    if args.only in (None, "throughput"):
+        out("## Step throughput")
+        out()
+        throughput(out)
+        out()
+    if args.only in (None, "quality"):
+        uris = csmith_uris(range(1, args.seeds + 1)) + ([] if args.no_suite else bundled_uris())
+        searches = tuple(s for s in args.searches.split(",") if s)
+        out(f"## IrInstructionCountOz reward, {args.seconds:g} s per benchmark and search")
+        out()
+        out(f"{len(uris)} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
+        out()
+        quality(uris, args.seconds, searches, out)
+        out()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
