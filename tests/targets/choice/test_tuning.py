@@ -88,3 +88,20 @@ def test_increa_survives_failing_configurations():
         increa(lambda c, s: 1 / 0, Space({"x": Float(0.0, 1.0)}), sizes=[1, 2], seed=0)
     with pytest.raises(ChoiceError, match="sizes is empty"):
         increa(objective, Space({"x": Float(0.0, 1.0)}), sizes=[])
+
+
+def test_increa_can_explore_with_a_perftune_technique():
+    space = Space({"x": Float(0.0, 1.0), "k": Int(0, 20)})
+    res = increa(_noisy(3), space, sizes=[1, 4, 16], seed=5, technique="bandit",
+                 cost=lambda c, size, v: float(size), settings=LadderSettings(population=12, generations=2))
+    assert space.is_valid(res.best)
+    assert res.value < 1.2
+    assert res.rungs[0].n_measurements >= 12 + 2 * 6
+
+
+def test_simplify_levels_merges_equal_neighbours():
+    from perftune.targets.choice import simplify_levels
+
+    assert simplify_levels([2, 24, 254], ["merge", "insertion", "insertion", "radix"]) == (
+        (2, 254), ("merge", "insertion", "radix"))
+    assert simplify_levels([5], ["quick", "quick"]) == ((), ("quick",))

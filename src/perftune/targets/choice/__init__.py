@@ -36,7 +36,7 @@ from perftune.targets.choice._file import (
 from perftune.targets.choice._ladder import LadderResult, LadderSettings, Rung, increa
 from perftune.targets.choice._levels import LevelTable, level_config, tune_levels
 from perftune.targets.choice._site import AlgorithmSite, current_choices, registered_sites, use_choices
-from perftune.targets.choice._tune import SiteTuning, tune_sites
+from perftune.targets.choice._tune import SiteTuning, simplify_levels, tune_sites
 
 __all__ = [
     "DEFAULT_CHOICES_PATH",
@@ -61,6 +61,7 @@ __all__ = [
     "level_config",
     "load_choices",
     "registered_sites",
+    "simplify_levels",
     "tune_accuracy",
     "tune_levels",
     "tune_sites",

@@ -123,6 +123,7 @@ def tune_levels(
     seed: int | None = None,
     seeds_for_level: Callable[[int, LevelTable], Sequence[Any]] | None = None,
     name: str = "levels",
+    margin: float = 0.0,
 ) -> LevelTable:
     """Fill a levels x accuracy-bins table by dynamic programming from the coarsest level up.
 
@@ -141,6 +142,7 @@ def tune_levels(
         seed: Random seed.
         seeds_for_level: Configurations to try first at a level.
         name: Table name (its key in the tuned-choices file).
+        margin: Safety margin on the training inputs (see :func:`tune_accuracy`).
 
     Returns:
         A :class:`LevelTable`. Cells no candidate reached are None (one warning lists them).
@@ -165,6 +167,7 @@ def tune_levels(
                 held_out=held_out_for_level(level) if held_out_for_level else (), budget=budget_per_level,
                 higher_is_better=higher_is_better, seed=None if seed is None else seed + i,
                 seeds=seeds_for_level(level, table) if seeds_for_level else (), name=f"{name}[{level}]",
+                margin=margin,
             )
         table.rows[level] = row
         missing += [f"level {level} target {b.target:g}" for b in row.unreachable]

@@ -312,12 +312,17 @@ class AlgorithmSite:
         finally:
             self._cutoffs, self._names, self._funcs, self._single, self.source = saved
 
-    def selector(self, max_levels: int = 4) -> Any:
-        """A :class:`perftune.space.Selector` parameter over this site's alternatives and size range."""
+    def selector(self, max_levels: int = 4, size_range: tuple[int, int] | None = None) -> Any:
+        """A :class:`perftune.space.Selector` parameter over this site's alternatives.
+
+        Args:
+            max_levels: Most levels.
+            size_range: Where cutoffs may go (default: the site's ``size_range``).
+        """
         from perftune.space import Selector
 
         self._require_alternatives()
-        return Selector(list(self._alts), max_levels=max_levels, size_range=self.size_range,
+        return Selector(list(self._alts), max_levels=max_levels, size_range=size_range or self.size_range,
                         default=_levels_value((), (self.default,)))
 
     def to_entry(self) -> tuple[tuple[int, ...], tuple[str, ...]]:

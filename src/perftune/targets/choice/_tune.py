@@ -26,7 +26,7 @@ from perftune.targets.choice._file import ChoiceError, ChoicesFile, load_choices
 from perftune.targets.choice._ladder import LadderResult, LadderSettings, increa
 from perftune.targets.choice._site import AlgorithmSite
 
-__all__ = ["SiteTuning", "tune_sites"]
+__all__ = ["SiteTuning", "simplify_levels", "tune_sites"]
 
 
 @dataclass
@@ -61,6 +61,22 @@ def _log_int(rng: np.random.Generator, lo: int, hi: int) -> int:
     if hi <= lo:
         return lo
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+
+def simplify_levels(cutoffs: Sequence[int], choices: Sequence[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Drop cutoffs between two levels that run the same algorithm (same behaviour, shorter table).
+
+    Example:
+        >>> simplify_levels([2, 24, 254], ["merge", "insertion", "insertion", "radix"])
+        ((2, 254), ('merge', 'insertion', 'radix'))
+    """
+    cut: list[int] = []
+    names = [choices[0]]
+    for c, name in zip(cutoffs, choices[1:], strict=True):
+        if name != names[-1]:
+            cut.append(c)
+            names.append(name)
+    return tuple(cut), tuple(names)
 
 
 def tune_sites(
@@ -98,7 +114,9 @@ def tune_sites(
         raise ChoiceError(f"tune_sites: site names repeat: {names}")
     if list(sizes) != sorted(set(sizes)) or not sizes or sizes[0] < 1:
         raise ChoiceError(f"tune_sites: sizes must be positive and strictly increasing, got {list(sizes)}")
-    space = Space({s.name: s.selector(max_levels=max_levels) for s in sites})
+    # Cutoffs above the largest tuned size would never be measured: keep them inside the ladder.
+    space = Space({s.name: s.selector(max_levels=max_levels, size_range=(
+        s.size_range[0], max(s.size_range[0] + 1, min(s.size_range[1], sizes[-1])))) for s in sites})
     by_name = {s.name: s for s in sites}
     input_rng = np.random.default_rng(None if seed is None else seed + 7919)
 
@@ -143,8 +161,59 @@ def tune_sites(
         for alt in s.alternatives:
             seeds.append(Config({**base, s.name: Levels(cutoffs=(), choices=(alt,))}))
     ladder = increa(objective, space, list(sizes), settings=settings, seed=seed, seeds=seeds, propose=propose)
+    # A level is only checked on the sizes the measurements happened to visit; before trusting a
+    # selector, run the program once at both ends of every level's size range.
+    top = sizes[-1]
+    survivors = [(_trim(c, top), v) for c, v in ladder.survivors]
+    chosen, chosen_value = survivors[0]
+    if check is not None:
+        for config, value in survivors:
+            problem = _verify(config, by_name, program, make_input, check, sizes[-1], input_rng)
+            if problem is None:
+                chosen, chosen_value = config, value
+                break
+            ladder.failures.append((config, sizes[-1], problem))
+        else:
+            raise ChoiceError(f"tune_sites: every surviving selector gave a wrong output; last: {problem}")
     out = ChoicesFile()
     for name in names:
-        lv = ladder.best[name]
-        out.set_site(name, lv.cutoffs, lv.choices)
-    return SiteTuning(choices=out, time_s=ladder.value, ladder=ladder)
+        lv = chosen[name]
+        out.set_site(name, *simplify_levels(lv.cutoffs, lv.choices))
+    return SiteTuning(choices=out, time_s=chosen_value, ladder=ladder)
+
+
+def _trim(config: Any, top: int) -> Any:
+    """Drop levels that start above the largest tuned size: nothing was measured there, so the level
+    serving the largest size serves every larger one."""
+    from perftune.space import Levels
+
+    out = {}
+    for name, lv in dict(config).items():
+        keep = sum(1 for c in lv.cutoffs if c <= top)
+        cut, ch = simplify_levels(lv.cutoffs[:keep], lv.choices[: keep + 1])
+        out[name] = Levels(cutoffs=cut, choices=ch)
+    return config.replace(**out)
+
+
+def _verify(config: Any, sites: dict[str, AlgorithmSite], program: Callable[[Any], Any],
+            make_input: Callable[[int, np.random.Generator], Any], check: Callable[[Any, Any], bool],
+            top: int, rng: np.random.Generator) -> str | None:
+    test_sizes: set[int] = set()
+    for name in sites:
+        lv = config[name]
+        edges = [1, *lv.cutoffs, top + 1]
+        for lo, hi in zip(edges, edges[1:], strict=False):
+            test_sizes.update(n for n in (lo, hi - 1) if 1 <= n <= top)
+    with contextlib.ExitStack() as stack:
+        for name, site in sites.items():
+            stack.enter_context(site.use(config[name]))
+        for n in sorted(test_sizes):
+            data = make_input(n, rng)
+            reference = list(data) if isinstance(data, list) else data
+            try:
+                ok = check(reference, program(data))
+            except Exception as e:  # a crash on an untested size is a wrong selector, not a tuner crash
+                return f"{type(e).__name__} at size {n} with {dict(config)}: {e}"
+            if not ok:
+                return f"wrong output at size {n} with {dict(config)}"
+    return None
