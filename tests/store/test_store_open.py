@@ -129,3 +129,11 @@ def test_run_records_environment_overrides(tmp_path: Path) -> None:
         run = store.create_run("r", None, {}, "min", None, environment={"git_commit": "abc", "gpu": "none"})
         assert run.environment["git_commit"] == "abc" and run.environment["gpu"] == "none"
         assert "cpu_model" in run.environment
+
+
+def test_public_names_are_complete() -> None:
+    import perftune.store as store_module
+
+    public = {n for n in vars(store_module) if not n.startswith("_")} - {"annotations"}
+    assert set(store_module.__all__) == public
+    assert all(getattr(store_module, n) is not None for n in store_module.__all__)

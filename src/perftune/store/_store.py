@@ -201,6 +201,7 @@ class Store:
         self._spaces: dict[int, Space | None] = {}
         self._closed = False
         self._raw: Any = None
+        self._pid = os.getpid()
         try:
             self._migrate(schema_version)
             if schema_version == schema.SCHEMA_VERSION:
@@ -227,6 +228,22 @@ class Store:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"store {self.location} is closed")
+        if self._pid != os.getpid():
+            self._reconnect_after_fork()
+
+    def _reconnect_after_fork(self) -> None:
+        # A SQLite or libpq connection must be neither used nor closed in a forked child (SQLite's
+        # "how to corrupt" list): keep the parent's objects alive, untouched, and connect anew.
+        _INHERITED.append((self._engine, self._raw, getattr(self, "_cursor", None)))
+        self._pid = os.getpid()
+        if self._sqlite and self._url.database in (None, "", ":memory:"):
+            self._closed = True
+            raise RuntimeError("an in-memory store cannot be used by a forked process: use a store file")
+        self._lock = threading.RLock()  # another thread of the parent may have held it at fork time
+        self._engine = create_engine_for(self._url)
+        if self._raw is not None:
+            self._raw = None
+            self._connect_hot_path()
 
     def _backoff(self, deadline: float, delay: float, exc: BaseException, what: str) -> float:
         if time.monotonic() >= deadline:
@@ -342,6 +359,9 @@ class Store:
                 "unnest(%(sample_values)s::double precision[]) WITH ORDINALITY AS s(value, idx)) "
                 "SELECT count(*) FROM new_trial"
             )
+        self._connect_hot_path()
+
+    def _connect_hot_path(self) -> None:
         try:
             self._raw = self._engine.raw_connection()
         except sa.exc.DBAPIError as exc:
@@ -384,8 +404,8 @@ class Store:
             _float_or_none(trial.finished_at),
         )
         samples = [(run_id, trial.id, i, float(v)) for i, v in enumerate(trial.samples)]
+        self._check_open()
         with self._lock:
-            self._check_open()
             if self._sqlite:
                 return self._add_trial_sqlite(run_id, trial.id, row, samples)
             params = dict(zip(_TRIAL_KEYS, row, strict=True))
@@ -865,6 +885,9 @@ class Store:
 
     def close(self) -> None:
         """Release the database connections; calling it again does nothing."""
+        if self._pid != os.getpid():  # a forked child: leave the parent's connections alone
+            self._closed = True
+            return
         with self._lock:
             if self._closed:
                 return
@@ -885,6 +908,10 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
+
+
+# Connections inherited through fork(), kept referenced so that they are never closed in the child.
+_INHERITED: list[tuple[Any, ...]] = []
 
 
 class _NameTaken(Exception):

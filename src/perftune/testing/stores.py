@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -421,6 +422,28 @@ class StoreConformance:
             assert [t.id for t in store.trials(again.id)] == [0]
             assert store.load_checkpoint(again.id) == (1, b"state")
 
+    def test_usable_in_a_forked_child(self, store_url: str, space: Space) -> None:
+        """A worker forked while the store is open gets its own connection; the parent's is untouched."""
+        if not self.persistent or not hasattr(os, "fork"):
+            pytest.skip("needs a persistent store and fork()")
+        with open_store(store_url) as store:
+            run = store.create_run("r", space, {}, "min", None)
+            store.add_trial(run.id, make_trial(0))
+            pid = os.fork()
+            if pid == 0:  # the child: report through the exit status, never return into pytest
+                code = 1
+                try:
+                    store.add_trial(run.id, make_trial(1))
+                    code = 0 if store.count(run.id) == 2 else 2
+                    store.close()
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            store.add_trial(run.id, make_trial(2))
+            assert [t.id for t in store.trials(run.id)] == [0, 1, 2]
+
+    @pytest.mark.slow
     def test_concurrent_writers_lose_and_duplicate_nothing(
         self, store_url: str, space: Space, tmp_path: Path
     ) -> None:
