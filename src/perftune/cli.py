@@ -160,7 +160,8 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     if warm_start:
         seeds += _warm_start_seeds(st, warm_start, spec.space)
     tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
-                  name=name or _free_name(st, spec.name), settings={"task": os.path.abspath(task)},
+                  name=name or _free_name(st, spec.name),
+                  settings={"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)},
                   technique=spec.technique or "bandit")
     _tune_task(tuner, spec, Budget.coerce(limit), n_workers, executor, scheduler, as_json)
 
@@ -200,6 +201,17 @@ def _speedup(result: Any, spec: Any) -> Any:
         return spec.speedup(result.best, result.default)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def _task_fingerprint(path: str) -> str:
+    """A hash of what defines the objective (build, run, objective, check): resuming needs the same."""
+    import hashlib
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    parts = {key: data.get(key) for key in ("build", "run", "objective", "check", "inputs", "env", "target")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _free_name(st: Any, base: str) -> str:
@@ -250,7 +262,13 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     task = (info.settings or {}).get("task")
     if not task:
         raise PerftuneError(f"resume: run {info.name!r} was not started from a task file; resume it with Tuner.resume() in Python")
+    if not os.path.exists(task):
+        raise PerftuneError(f"resume: the task file of run {info.name!r} is gone: {task}")
     spec = load_task(task)
+    recorded = (info.settings or {}).get("task_fingerprint")
+    if recorded and recorded != _task_fingerprint(task):
+        raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) since run "
+                            f"{info.name!r} started; start a new run (perftune run --warm-start {info.name})")
     tuner = Tuner.resume(info.id, st, space=spec.space)
     items = list(_opt(ctx, "budget", budget) or ())
     extra = [b for b in items if b.startswith("+")]

@@ -155,3 +155,28 @@ def test_help_is_there_for_newcomers():
     result = invoke("--help")
     assert "perftune run" in result.output and "--store" in result.output
     assert "--budget" in invoke("run", "--help").output
+
+
+def test_resume_bad_input_is_one_line_and_leaves_data_untouched(tmp_path):
+    task = write_task(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert invoke("--store", db, "run", str(task), "--budget", "4", "--seed", "1").exit_code == 0
+    before = json.loads(invoke("--store", db, "show", "latest", "--json").output)["trials"]
+
+    missing = CliRunner().invoke(cli, ["--store", db, "resume", "no-such-run"])
+    assert missing.exit_code == 2 and "no-such-run" in missing.output
+
+    task.write_text(task.read_text().replace("max = 1.0", "max = 2.0"))  # another space
+    other_space = CliRunner().invoke(cli, ["--store", db, "resume", "square", "--budget", "+2"])
+    assert other_space.exit_code == 2 and "different space" in other_space.output
+
+    task.write_text(task.read_text().replace("max = 2.0", "max = 1.0").replace("- 3) ** 2", "- 4) ** 2"))
+    other_objective = CliRunner().invoke(cli, ["--store", db, "resume", "square", "--budget", "+2"])
+    assert other_objective.exit_code == 2 and "changed its objective" in other_objective.output
+
+    bad_scheduler = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "2", "--executor", "dask",
+                                             "--scheduler", "tcp://127.0.0.1:1"])
+    assert bad_scheduler.exit_code == 2 and "Dask scheduler" in bad_scheduler.output
+
+    after = json.loads(invoke("--store", db, "show", "square", "--json").output)["trials"]
+    assert after == before

@@ -91,15 +91,11 @@ class DaskExecutor:
         if self._timeout_s is not None:
             soonest = min(t for _, t in self._futures.values()) + self._timeout_s - time.time()
             wait_s = max(0.0, soonest) if wait_s is None else max(0.0, min(wait_s, soonest))
-        # Poll rather than distributed.wait(), which needs a process-wide default client.
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-        pause_s = 0.001
-        while True:
-            done = [f for f in self._futures if f.done()]
-            if done or (deadline is not None and time.monotonic() >= deadline):
-                break
-            time.sleep(pause_s if deadline is None else max(0.0, min(pause_s, deadline - time.monotonic())))
-            pause_s = min(pause_s * 2, 0.02)
+        try:
+            with self._client.as_current():  # wait() looks for the current client, not ours
+                done, _ = self._distributed.wait(list(self._futures), timeout=wait_s, return_when="FIRST_COMPLETED")
+        except (TimeoutError, self._distributed.TimeoutError):
+            done = set()
         results: list[tuple[int, Outcome]] = []
         for future in done:
             ticket, started = self._futures.pop(future)

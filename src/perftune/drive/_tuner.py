@@ -648,6 +648,8 @@ class Tuner:
                 executor = InlineExecutor(objective, self.metric)
             else:
                 executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
+        if hasattr(self._technique, "set_parallelism"):
+            self._technique.set_parallelism(executor.capacity)
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
         bar = _Progress(self, limit) if progress else None
         self._stop_reason = ""

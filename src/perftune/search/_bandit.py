@@ -274,6 +274,11 @@ class AUCBandit:
             return None
         return _RANDOM if i < 0 else self.names[i]
 
+    def set_parallelism(self, n_in_flight: int) -> None:
+        """With ``n`` evaluations in flight the driver must propose ``n`` times as fast: the deciding
+        allowance per proposal shrinks accordingly (called by the driver)."""
+        self.parallelism = max(1, int(n_in_flight))
+
     def set_deterministic(self, flag: bool = True) -> None:
         """Turn clock-based throttling off (``True``) so that a seeded run is reproducible."""
         self.deterministic = bool(flag)
@@ -301,7 +306,7 @@ class AUCBandit:
         m = self.measurement_s()
         if d is None or m is None:
             return True
-        allowance = s.cost_fraction * m + s.free_decide_s
+        allowance = s.cost_fraction * m / getattr(self, "parallelism", 1) + s.free_decide_s
         if d <= allowance:
             return True
         return bool(self._gate_rng.random() < allowance / d)
