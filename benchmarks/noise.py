@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=TimingSettings().confidence)
     parser.add_argument("--min-runs", type=int, default=TimingSettings().min_runs)
+    parser.add_argument("--futility-confidence", type=float, default=TimingSettings().futility_confidence)
     parser.add_argument("--max-runs", type=int, default=TimingSettings().max_runs)
     parser.add_argument("--first-runs", type=int, default=TimingSettings().first_runs)
     args = parser.parse_args()
@@ -91,6 +92,7 @@ def main() -> None:
         warmup_runs=0,
         confidence=args.confidence,
         min_runs=args.min_runs,
+        futility_confidence=args.futility_confidence,
     )
     rows = {"fixed": [0, 0, []], "adaptive": [0, 0, []]}
     t0 = time.perf_counter()

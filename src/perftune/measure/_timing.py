@@ -69,6 +69,7 @@ class TimingSettings:
     tie: float = 0.01
     confidence: float = 0.95
     first_runs: int = 30
+    futility_confidence: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_runs <= self.max_runs:
@@ -80,8 +81,12 @@ class TimingSettings:
 
     @property
     def per_look_confidence(self) -> float:
+        return self.per_look(self.confidence)
+
+    def per_look(self, confidence: float) -> float:
+        """Bonferroni: the confidence of each look so that all looks together keep ``confidence``."""
         n_looks = max(1, self.max_runs - self.min_runs + 1)
-        return 1.0 - (1.0 - self.confidence) / n_looks
+        return 1.0 - (1.0 - confidence) / n_looks
 
 
 def _t_quantile(p: float, df: float) -> float:
@@ -193,8 +198,14 @@ def measure_adaptively(
         result.decision = Decision.BETTER
         return result
     confidence = s.per_look_confidence
+    futility = s.per_look(s.futility_confidence) if s.futility_confidence is not None else confidence
     while True:
         decision = compare(result.samples, incumbent, tie=s.tie, confidence=confidence, goal=goal)
+        if decision is Decision.UNDECIDED and futility != confidence:
+            # Stopping a hopeless candidate early needs less certainty than crowning a new best.
+            loose = compare(result.samples, incumbent, tie=s.tie, confidence=futility, goal=goal)
+            if loose in (Decision.WORSE, Decision.SAME):
+                decision = loose
         if decision is Decision.UNDECIDED and len(result.samples) >= s.max_runs:
             d, _, _, _ = _diff_interval(result.samples, incumbent, 0.5, goal)
             decision = Decision.BETTER if d < 0 else Decision.SAME
