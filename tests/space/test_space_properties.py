@@ -238,6 +238,12 @@ def test_is_valid_agrees_with_brute_force(
     assert set(space.enumerate()) == reference
     assert space.cardinality() == len(reference)
     rng = np.random.default_rng(seed)
+    # The constructive search (tables, backjumping) is complete on finite domains: it finds a valid
+    # configuration exactly when one exists.
+    for _ in range(5):
+        found = next(space._search(rng), None)
+        assert (found is None) == (not reference)
+        assert found is None or Config(found) in reference
     if not reference:
         with pytest.raises(UnsatisfiableError):
             space.sample(rng)
