@@ -47,8 +47,10 @@ class ModelSettings:
     """Settings of the model-based technique.
 
     Attributes:
-        estimator: ``"extra-trees"`` or ``"random-forest"``.
+        estimator: ``"random-forest"`` (bootstrap, best splits) or ``"extra-trees"`` (random splits).
         n_trees: Trees in the ensemble.
+        max_features: Fraction of the features considered at each split.
+        min_samples_leaf: Smallest leaf of a tree.
         window: Most recent results in the training set.
         n_best: Best results always kept in the training set.
         min_points: Random proposals until this many results are known.
@@ -61,10 +63,14 @@ class ModelSettings:
         xi: Exploration margin of EI (fraction of the spread of the training losses).
         refit_every_max: Largest number of new results between refits.
         p_random: Probability of a purely random proposal (keeps the model honest).
+        enumerate_limit: A finite space with at most this many valid configurations is enumerated
+            once, and the acquisition is maximised exactly over all of them (0: never).
     """
 
-    estimator: str = "extra-trees"
+    estimator: str = "random-forest"
     n_trees: int = 16
+    max_features: float = 0.8
+    min_samples_leaf: int = 1
     window: int = 160
     n_best: int = 32
     min_points: int = 8
@@ -77,6 +83,7 @@ class ModelSettings:
     xi: float = 0.01
     refit_every_max: int = 8
     p_random: float = 0.05
+    enumerate_limit: int = 20_000
 
     def __post_init__(self) -> None:
         check_settings(
@@ -203,6 +210,31 @@ class ModelBased(BaseTechnique):
         self._y_best = 0.0
         self._y_spread = 1.0
         self._log = False
+        self._enum: list[Config] | None = None  # every valid configuration of a small finite space
+        self._enum_x: np.ndarray | None = None
+        self._enum_tried = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The enumeration is derived data (rebuilt deterministically on demand): keep checkpoints small.
+        state = dict(self.__dict__)
+        state["_enum"] = None
+        state["_enum_x"] = None
+        state["_enum_tried"] = False
+        return state
+
+    def _enumeration(self) -> list[Config] | None:
+        if not self._enum_tried:
+            self._enum_tried = True
+            limit = self.settings.enumerate_limit
+            size = self.space.cardinality()  # the product of the domains: an upper bound
+            if limit > 0 and size is not None and size <= 10 * limit:
+                configs = []
+                for config in self.space.enumerate(limit=limit + 1):
+                    configs.append(config)
+                if len(configs) <= limit:
+                    self._enum = configs
+                    self._enum_x = self._features.rows(configs).astype(np.float32)
+        return self._enum
 
     # ------------------------------------------------------------------ learning
     def _learn(self, trial: Trial, loss: float | None) -> None:
@@ -265,8 +297,8 @@ class ModelBased(BaseTechnique):
             for _ in range(s.n_trees):
                 tree = DecisionTreeRegressor(
                     splitter="best" if forest else "random",
-                    max_features=1.0 if forest else 0.8,
-                    min_samples_leaf=1,
+                    max_features=s.max_features,
+                    min_samples_leaf=s.min_samples_leaf,
                     random_state=int(self.rng.integers(2**31 - 1)),
                 )
                 if forest:
@@ -283,7 +315,9 @@ class ModelBased(BaseTechnique):
 
     # ------------------------------------------------------------------ acquisition
     def _acquisition(self, configs: list[Config]) -> np.ndarray:
-        x = self._features.rows(configs).astype(np.float32)
+        return self._acquisition_rows(self._features.rows(configs).astype(np.float32))
+
+    def _acquisition_rows(self, x: np.ndarray) -> np.ndarray:
         preds = np.stack([_tree_predict(t, x) for t in self._model])
         mu = preds.mean(axis=0)
         sigma = preds.std(axis=0)
@@ -307,6 +341,20 @@ class ModelBased(BaseTechnique):
 
     def _build_pool(self) -> None:
         s = self.settings
+        enum = self._enumeration()
+        if enum is not None:
+            assert self._enum_x is not None
+            scores = self._acquisition_rows(self._enum_x)
+            order = np.argsort(-scores, kind="stable")
+            pool: list[Config] = []
+            for j in order.tolist():
+                if self.is_new(enum[j]):
+                    pool.append(enum[j])
+                    if len(pool) >= s.pool:
+                        break
+            self._pool = pool
+            self._pool_scores = [0.0] * len(pool)
+            return
         rng = self.rng
         space = self.space
         cands: dict[Config, None] = {}

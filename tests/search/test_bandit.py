@@ -1,0 +1,199 @@
+"""The AUC bandit: credit assignment, exploration, cost awareness, de-duplication, introspection."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from typing import ClassVar
+
+import pytest
+
+from perftune.errors import PerftuneError
+from perftune.search import AUCBandit, BanditSettings, RandomSearch, create, register
+from perftune.search import _registry as registry
+from perftune.search._bandit import _AUCWindow
+from perftune.space import Choice, Float, Int, Space
+from perftune.testing.techniques import (
+    AskTellLoop,
+    mixed_objective,
+    mixed_space,
+    smooth_objective,
+    smooth_space,
+)
+from perftune.trial import Status, Trial
+
+
+class SlowRandom(RandomSearch):
+    """Random search that takes 4 ms to decide each proposal (stands in for an expensive model)."""
+
+    name: ClassVar[str] = "test-slow-random"
+
+    def _propose(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.004)
+        return super()._propose()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _slow_registered():
+    register(SlowRandom)
+    yield
+    registry._registered.pop(SlowRandom.name, None)
+
+
+def auc_reference(outcomes: list[int]) -> float:
+    """OpenTuner's definition, computed from scratch."""
+    score = sum((pos + 1) * o for pos, o in enumerate(outcomes))
+    n = len(outcomes)
+    return score * 2.0 / (n * (n + 1.0)) if n else 0.0
+
+
+def test_auc_window_matches_the_definition_while_sliding() -> None:
+    window = _AUCWindow(2, size=7)
+    history: list[tuple[int, int]] = []
+    pattern = [(0, 1), (1, 0), (0, 0), (0, 1), (1, 1), (1, 0), (0, 1), (0, 0), (1, 1), (0, 1), (1, 0), (0, 0)]
+    for t, o in pattern * 3:
+        window.add(t, bool(o))
+        history.append((t, o))
+        recent = history[-7:]
+        for k in (0, 1):
+            assert window.auc(k) == pytest.approx(auc_reference([o for tt, o in recent if tt == k]))
+            assert window.uses[k] == sum(1 for tt, _ in recent if tt == k)
+
+
+def test_unused_technique_is_explored_first() -> None:
+    window = _AUCWindow(3, size=10)
+    window.add(0, True)
+    window.add(1, False)
+    assert window.exploration(2) == float("inf")
+
+
+def test_credit_goes_to_the_technique_whose_proposals_become_new_bests() -> None:
+    space = Space({"x": Int(0, 10_000)})
+    bandit = AUCBandit(space, seed=1, settings=BanditSettings(techniques=("random", "greedy-normal")))
+    loop = AskTellLoop(bandit, _minus_x)  # every larger x is a new best: greedy climbs, random rarely wins
+    loop.run(120)
+    credits = bandit.credits()
+    assert set(credits) == {"random", "greedy-normal"}
+    assert all(0.0 <= c <= 1.0 for c in credits.values())
+    assert bandit.wins["greedy-normal"] > bandit.wins["random"]
+    assert bandit.counts["greedy-normal"] > bandit.counts["random"]
+    assert sum(bandit.counts.values()) == 120
+
+
+def _minus_x(config):  # type: ignore[no-untyped-def]
+    return -float(config["x"])
+
+
+def test_trials_it_did_not_propose_update_the_best_but_earn_no_credit() -> None:
+    space = Space({"x": Float(0, 1)})
+    bandit = AUCBandit(space, seed=2, settings=BanditSettings(techniques=("random", "de")))
+    seed_trial = Trial(
+        id=0, config=space.default(), status=Status.OK, value=-5.0, loss=-5.0, technique="seed"
+    )
+    bandit.tell([seed_trial])
+    assert bandit.best_loss == -5.0
+    assert sum(bandit.wins.values()) == 0
+    assert bandit.credits() == {"random": 0.0, "de": 0.0}
+
+
+def test_proposer_of_labels_configurations_in_flight() -> None:
+    bandit = create("default", smooth_space(), seed=3)
+    configs = bandit.ask(5)
+    names = {bandit.proposer_of(c) for c in configs}
+    assert names <= set(bandit.names) | {"random"}
+    assert None not in names
+
+
+def test_cost_aware_throttles_an_expensive_technique_on_a_trivial_objective() -> None:
+    settings = BanditSettings(techniques=("test-slow-random", "random"), exploration=1.0)
+    bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
+    loop = AskTellLoop(bandit, smooth_objective, duration_s=0.0)
+    bandit.set_deterministic(False)  # the loop sets it, like a seeded driver; this test needs the clock
+    loop.run(300)
+    assert bandit.counts["test-slow-random"] < 30  # about 1% expected; unthrottled it would get ~50%
+    assert bandit.deciding_time_s["test-slow-random"] > 0
+    assert bandit.decide_s_per_proposal()["test-slow-random"] is not None
+
+
+def test_cost_aware_lets_an_expensive_technique_run_on_a_slow_objective() -> None:
+    settings = BanditSettings(techniques=("test-slow-random", "random"), exploration=1.0)
+    bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
+    loop = AskTellLoop(bandit, smooth_objective, duration_s=1.0)  # trials say they took 1 s to measure
+    bandit.set_deterministic(False)
+    loop.run(60)
+    assert bandit.measurement_s() == pytest.approx(1.0)
+    assert bandit.counts["test-slow-random"] >= 15
+
+
+def test_deterministic_mode_ignores_the_clock() -> None:
+    runs = []
+    for _ in range(2):
+        settings = BanditSettings(techniques=("test-slow-random", "random", "greedy-normal"))
+        bandit = AUCBandit(smooth_space(), seed=5, settings=settings)
+        loop = AskTellLoop(bandit, smooth_objective, duration_s=0.0)  # sets deterministic mode
+        loop.run(40)
+        runs.append(loop.proposals)
+    assert runs[0] == runs[1]
+
+
+def test_duplicates_fall_back_to_other_techniques_then_random() -> None:
+    space = Space({"a": Choice(["x", "y", "z", "w"]), "b": Int(0, 3)})
+    bandit = AUCBandit(space, seed=6, settings=BanditSettings(techniques=("coordinate-descent",)))
+    loop = AskTellLoop(bandit, _sum_ab)
+    trials = loop.run(16)
+    assert len({t.config for t in trials}) == 16  # the whole space, no repeats
+    assert loop.n_repeats == 0
+    assert bandit.ask(1) == []  # exhausted: nothing new to propose
+
+
+def _sum_ab(config):  # type: ignore[no-untyped-def]
+    return "xyzw".index(config["a"]) + config["b"]
+
+
+def test_counts_credits_and_times_survive_pickling() -> None:
+    bandit = create("bandit", mixed_space(), seed=7)
+    loop = AskTellLoop(bandit, mixed_objective)
+    loop.run(30)
+    copy = pickle.loads(pickle.dumps(bandit))
+    assert copy.counts == bandit.counts
+    assert copy.credits() == bandit.credits()
+    assert copy.deciding_time_s == bandit.deciding_time_s
+    assert sum(copy.counts.values()) == 30
+
+
+def test_default_portfolio_and_alias() -> None:
+    bandit = create("default", smooth_space(), seed=0)
+    assert isinstance(bandit, AUCBandit)
+    assert {"model", "de", "ga", "coordinate-descent", "random"} <= set(bandit.names)
+
+
+def test_technique_settings_reach_the_sub_techniques() -> None:
+    from perftune.search import DESettings
+
+    settings = BanditSettings(
+        techniques=("de", "random"), technique_settings={"de": DESettings(population=6)}
+    )
+    bandit = AUCBandit(smooth_space(), seed=0, settings=settings)
+    assert bandit.techniques[0].population == 6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({"techniques": ()}, "at least one"),
+        ({"techniques": ("de", "de")}, "duplicate"),
+        ({"techniques": ("bandit",)}, "itself"),
+        ({"exploration": -1.0}, "exploration"),
+        ({"window": 0}, "window"),
+        ({"technique_settings": {"pso": None}}, "not in the portfolio"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(kwargs, text) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PerftuneError, match=text) as info:
+        BanditSettings(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_technique_in_portfolio() -> None:
+    with pytest.raises(PerftuneError, match="unknown technique 'nope'"):
+        AUCBandit(smooth_space(), seed=0, settings=BanditSettings(techniques=("nope",)))
