@@ -50,12 +50,10 @@ RESULTS = HERE / "results"
 RAW = RESULTS / "quality_raw"
 sys.path.insert(0, str(PEERS_DIR))
 
-from _problems import BUDGETS, all_problem_specs, make_problem  # noqa: E402
+from _problems import BUDGETS, all_problem_specs, make_problem, parse_seeds  # noqa: E402
 
-KT_STRATEGIES = [
-    "genetic_algorithm", "simulated_annealing", "diff_evo", "pso", "mls", "greedy_ils",
-    "dual_annealing", "bayes_opt", "firefly_algorithm", "basinhopping",
-]
+# Kernel Tuner's main strategies (each counted as a tool); run_kerneltuner.py accepts a few more.
+KT_STRATEGIES = ["genetic_algorithm", "simulated_annealing", "diff_evo", "pso", "greedy_ils", "bayes_opt"]
 PEER_ENVS = {"optuna": "requirements-optuna.txt", "opentuner": "requirements-opentuner.txt",
              "kerneltuner": "requirements-kerneltuner.txt"}
 
@@ -113,15 +111,24 @@ def run_job(spec: dict[str, Any], tool: str, seeds: str, budget: int) -> tuple[s
     out_dir = RAW / name
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f"{tool.replace(':', '_')}.jsonl.part"
-    tmp.unlink(missing_ok=True)
+    # Resume an interrupted job: keep the seeds it finished (each line is one finished run).
+    wanted = parse_seeds(seeds)
+    done = set()
+    if tmp.exists():
+        kept = [line for line in tmp.read_text().splitlines() if line.strip().endswith("}")]
+        kept = [line for line in kept if json.loads(line)["seed"] in wanted]
+        done = {json.loads(line)["seed"] for line in kept}
+        tmp.write_text("".join(line + "\n" for line in kept))
+    todo = [s for s in wanted if s not in done]
+    seeds = ",".join(str(s) for s in todo)
     t0 = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(PEERS_DIR), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
     proc = subprocess.run(
-        ["nice", "-n", "5", *cmd, "--spec", json.dumps(spec), "--tool", tool, "--seeds", seeds,
-         "--budget", str(budget), "--out", str(tmp)],
+        [*cmd, "--spec", json.dumps(spec), "--tool", tool, "--seeds", seeds, "--budget", str(budget),
+         "--out", str(tmp)],
         capture_output=True, text=True, env=env, cwd=ROOT,
-    )
+    ) if todo else subprocess.CompletedProcess([], 0, "", "")
     wall = time.perf_counter() - t0
     if proc.returncode != 0 or not tmp.exists():
         return name, tool, wall, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
@@ -412,8 +419,8 @@ def main() -> None:
                 if table_only and spec["kind"] != "table":
                     continue
                 jobs.append((spec, tool, args.seeds, problem.default_budget_max))
-        # Long jobs first so that the pool ends together.
-        jobs.sort(key=lambda j: (j[1] in ("opentuner",) or j[1].startswith("perftune"), j[3]), reverse=True)
+        # The development spaces first (they carry the targets), then the other problems.
+        jobs.sort(key=lambda j: j[0]["kind"] != "table")
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for name, tool, wall, err in pool.map(lambda j: run_job(*j), jobs):
                 print(f"{name:22s} {tool:26s} {wall:7.1f} s {err}", flush=True)

@@ -340,12 +340,12 @@ class Ledger:
     ``evaluate(config)`` returns ``(status, value)`` with status ``ok``, ``failed`` (counted),
     ``invalid`` or ``repeat`` (not counted). It raises :class:`BudgetSpent` when a new
     measurement would exceed the budget, and also when the tool has made ``max_asks`` proposals
-    in all (a tool that only repeats itself is stalled; its best so far stands).
+    in all (10 x budget + 500: a tool that only repeats itself is stalled; its best so far stands).
     """
 
     def __init__(self, problem: Problem, budget: int, max_asks: int | None = None) -> None:
         self.problem, self.budget = problem, budget
-        self.max_asks = max_asks if max_asks is not None else 50 * budget + 2000
+        self.max_asks = max_asks if max_asks is not None else 10 * budget + 500
         self.values: list[float | None] = []
         self.seen: dict[tuple[Any, ...], float | None] = {}
         self.n_asked = self.n_invalid = self.n_repeat = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import random
 import tempfile
 from typing import Any
@@ -33,6 +34,11 @@ from opentuner.search.manipulator import (
 )
 
 logging.disable(logging.WARNING)
+
+# A converged OpenTuner run proposes only configurations it has measured; after this many generations
+# in a row without a new one, the run is over (its best so far stands).
+MAX_IDLE_GENERATIONS = 200
+DATABASE = os.environ.get("QUALITY_OT_DB", "sqlite:///{tmp}/ot.db")
 
 
 def manipulator(problem: Problem) -> ConfigurationManipulator:
@@ -75,7 +81,7 @@ def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> dict[str,
     np.random.seed(seed)
     parser = argparse.ArgumentParser(parents=opentuner.argparsers())
     with tempfile.TemporaryDirectory() as tmp:
-        args = parser.parse_args(["--no-dups", "--database", f"sqlite:///{tmp}/ot.db"])
+        args = parser.parse_args(["--no-dups", "--database", DATABASE.format(tmp=tmp)])
         interface = DefaultMeasurementInterface(
             args=args, manipulator=manipulator(problem), project_name="quality",
             program_name=problem.name, program_version=str(seed),
@@ -85,12 +91,13 @@ def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> dict[str,
         try:
             while not ledger.done:
                 dr = api.get_next_desired_result()
-                if dr is None:  # nothing new this generation
+                if dr is None:  # nothing new this generation: OpenTuner only re-proposed measured ones
                     n_none += 1
-                    if n_none > 1000:
+                    if n_none > MAX_IDLE_GENERATIONS:
                         ledger.stalled = True
                         break
                     continue
+                n_none = 0
                 status, value = ledger.evaluate(to_config(problem, dr.configuration.data))
                 if status == "ok":
                     api.report_result(dr, Result(time=float(value)))
