@@ -43,36 +43,58 @@ sys.path.insert(0, str(ROOT / "examples" / "choice"))
 
 def header() -> None:
     try:
-        model = next(line.split(":", 1)[1].strip() for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if line.startswith("Model name"))
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in subprocess.run(
+                ["lscpu"], capture_output=True, text=True, check=False
+            ).stdout.splitlines()
+            if line.startswith("Model name")
+        )
     except StopIteration:
         model = platform.processor() or "unknown"
     load = os.getloadavg()
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"# date: {_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
-    print(f"# machine: {os.cpu_count()} CPUs, {model}; Python {platform.python_version()}, numpy {np.__version__}")
-    print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-          "(the machine is shared with other jobs: wall-clock timings may be disturbed)")
+    print(
+        f"# machine: {os.cpu_count()} CPUs, {model}; "
+        f"Python {platform.python_version()}, numpy {np.__version__}"
+    )
+    print(
+        f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        "(the machine is shared with other jobs: wall-clock timings may be disturbed)"
+    )
     print()
 
 
 # ---- sort -------------------------------------------------------------------------------------------
 
+
 def bench_sort(quick: bool) -> bool:
     import sort
+
     from perftune.targets.choice import LadderSettings, tune_sites
 
     n = 20_000 if quick else 100_000
     sizes = [64, 512, 4096, n] if quick else [64, 512, 4096, 32768, n]
     t0 = time.perf_counter()
-    tuned = tune_sites(sort.hybrid_sort, [sort.sort_site], make_input=sort.random_input, sizes=sizes,
-                       check=sort.is_sorted_copy, settings=LadderSettings(population=24, generations=4), seed=0)
+    tuned = tune_sites(
+        sort.hybrid_sort,
+        [sort.sort_site],
+        make_input=sort.random_input,
+        sizes=sizes,
+        check=sort.is_sorted_copy,
+        settings=LadderSettings(population=24, generations=4),
+        seed=0,
+    )
     tuning_s = time.perf_counter() - t0
     cut, names = tuned.choices.sites["sort"]
     print(f"## sort: tuned in {tuning_s:.1f} s ({tuned.ladder.n_measurements} measurements, sizes {sizes})")
     print(f"tuned selector: {names[0]}" + "".join(f" <{c}> {a}" for c, a in zip(cut, names[1:], strict=True)))
 
-    contenders = {"tuned hybrid": (cut, names), **{f"{a} only": ((), (a,)) for a in ("merge", "quick", "radix")}}
+    contenders = {
+        "tuned hybrid": (cut, names),
+        **{f"{a} only": ((), (a,)) for a in ("merge", "quick", "radix")},
+    }
     rng = np.random.default_rng(12345)
     times: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(9):
@@ -98,15 +120,21 @@ def bench_sort(quick: bool) -> bool:
     print("|---|---:|---:|---:|")
     for k in med:
         print(f"| {k} | {med[k] * 1e3:.1f} | {min(times[k]) * 1e3:.1f} | {max(times[k]) * 1e3:.1f} |")
-    print(f"| insertion only | ~{ins_est * 1e3:.0f} (extrapolated from n=2000; too slow, counts as beaten) | | |")
+    print(
+        f"| insertion only | ~{ins_est * 1e3:.0f} "
+        "(extrapolated from n=2000; too slow, counts as beaten) | | |"
+    )
     gain = 1 - med["tuned hybrid"] / med[best_leaf]
     ok = gain >= 0.10
-    print(f"\ntuned hybrid vs best single leaf ({best_leaf}): {gain * 100:.1f}% faster -> "
-          f"{'PASS' if ok else 'FAIL'} (claim: >= 10%)\n")
+    print(
+        f"\ntuned hybrid vs best single leaf ({best_leaf}): {gain * 100:.1f}% faster -> "
+        f"{'PASS' if ok else 'FAIL'} (claim: >= 10%)\n"
+    )
     return ok
 
 
 # ---- poisson ----------------------------------------------------------------------------------------
+
 
 def _time_solver(fn, problems, repeats: int) -> float:
     """Median over repeats of the mean time per right-hand side."""
@@ -132,10 +160,20 @@ def bench_poisson(quick: bool) -> bool:
     top = 6 if quick else 8
     targets = poisson.TARGETS
     t0 = time.perf_counter()
-    table = poisson.tune(top_level=top, budget_per_level=30 if quick else 70, n_train=4, n_held_out=12, seed=0,
-                         targets=targets, margin=0.1)
+    table = poisson.tune(
+        top_level=top,
+        budget_per_level=30 if quick else 70,
+        n_train=4,
+        n_held_out=12,
+        seed=0,
+        targets=targets,
+        margin=0.1,
+    )
     tuning_s = time.perf_counter() - t0
-    print(f"## poisson: levels 2..{top} x bins {list(targets)} (digits of error reduction) tuned in {tuning_s:.1f} s")
+    print(
+        f"## poisson: levels 2..{top} x bins {list(targets)} (digits of error reduction) "
+        f"tuned in {tuning_s:.1f} s"
+    )
     print("\ntuned table, time per solve on the training inputs:\n")
     print("```\n" + table.format() + "\n```")
     rng = np.random.default_rng(777)
@@ -148,10 +186,14 @@ def bench_poisson(quick: bool) -> bool:
             for _ in range(k):
                 poisson.vcycle(u, p.f, top, pre, post, 1.0)
             return u
+
         return run
 
-    print(f"\n| bin (digits) | tuned config (level {top}) | worst digits on 20 held-back | tuned ms | best fixed V-cycle "
-          "| its worst digits | fixed ms | tuned/fixed |")
+    print(
+        f"\n| bin (digits) | tuned config (level {top}) | worst digits on 20 held-back | tuned ms "
+        "| best fixed V-cycle "
+        "| its worst digits | fixed ms | tuned/fixed |"
+    )
     print("|---:|---|---:|---:|---|---:|---:|---:|")
     all_ok = True
     for j, target in enumerate(targets):
@@ -176,21 +218,32 @@ def bench_poisson(quick: bool) -> bool:
         assert best is not None
         _, pre, post, k, wfix = best
         same = cfg == {"algo": "vcycle", "cycles": k, "pre": pre, "post": post, "weight": 1.0}
-        t_tuned, t_fixed = _time_pair([lambda p, cfg=cfg: poisson.solve(top, cfg, p.f, table),
-                                       vcycles(pre, post, k)], held, repeats)
+        t_tuned, t_fixed = _time_pair(
+            [lambda p, cfg=cfg: poisson.solve(top, cfg, p.f, table), vcycles(pre, post, k)], held, repeats
+        )
         ratio = t_tuned / t_fixed
         # "No slower": the same V-cycle is no slower by definition; otherwise allow 3% timing noise.
         all_ok &= met and (same or ratio <= 1.03)
-        print(f"| {target:g} | {cfg} | {worst:.2f} {'ok' if met else 'MISSED'} | {t_tuned * 1e3:.2f} | "
-              f"{k} x V({pre},{post}) | {wfix:.2f} | {t_fixed * 1e3:.2f} | {ratio:.2f}{' (same)' if same else ''} |")
-    print("\n(tuned and fixed are timed interleaved, median of the repeats; 'same' = the tuned cell is that V-cycle)")
-    print(f"every bin met on all 20 held-back right-hand sides and tuned no slower (3% noise allowance) than the "
-          "best fixed V-cycle: "
-          f"{'PASS' if all_ok else 'FAIL'}\n")
+        print(
+            f"| {target:g} | {cfg} | {worst:.2f} {'ok' if met else 'MISSED'} | {t_tuned * 1e3:.2f} | "
+            f"{k} x V({pre},{post}) | {wfix:.2f} | {t_fixed * 1e3:.2f} | "
+            f"{ratio:.2f}{' (same)' if same else ''} |"
+        )
+    print(
+        "\n(tuned and fixed are timed interleaved, median of the repeats; "
+        "'same' = the tuned cell is that V-cycle)"
+    )
+    print(
+        "every bin met on all 20 held-back right-hand sides and tuned no slower "
+        "(3% noise allowance) than the "
+        "best fixed V-cycle: "
+        f"{'PASS' if all_ok else 'FAIL'}\n"
+    )
     return all_ok
 
 
 # ---- increa -----------------------------------------------------------------------------------------
+
 
 class NoisyKernel:
     """A simulated tunable kernel: time(config, n) with a size-dependent optimum and 5% noise.
@@ -206,9 +259,14 @@ class NoisyKernel:
     @staticmethod
     def true_time(c, n: float) -> float:
         opt_block = 5.0 + 0.6 * math.log10(n / 1000.0)
-        per_item = (1.0 + 0.8 * (c["x"] - 0.62) ** 2 + 0.05 * (math.log2(c["block"]) - opt_block) ** 2
-                    + 0.02 * abs(c["unroll"] - 4) + {"a": 0.0, "b": 0.06, "c": 0.12}[c["algo"]]
-                    + (0.04 if c["prefetch"] else 0.0) * (1 if n > 3e4 else -1))
+        per_item = (
+            1.0
+            + 0.8 * (c["x"] - 0.62) ** 2
+            + 0.05 * (math.log2(c["block"]) - opt_block) ** 2
+            + 0.02 * abs(c["unroll"] - 4)
+            + {"a": 0.0, "b": 0.06, "c": 0.12}[c["algo"]]
+            + (0.04 if c["prefetch"] else 0.0) * (1 if n > 3e4 else -1)
+        )
         setup = 400.0 * (1 + 0.25 * c["unroll"]) * (0.6 if c["algo"] == "c" else 1.0)
         return (n * per_item + setup) * 1e-6  # simulated seconds
 
@@ -219,8 +277,15 @@ class NoisyKernel:
 def increa_space():
     from perftune.space import Bool, Choice, Float, Int, Pow2, Space
 
-    return Space({"x": Float(0.0, 1.0), "block": Pow2(1, 1024), "unroll": Int(1, 8),
-                  "algo": Choice(["a", "b", "c"]), "prefetch": Bool()})
+    return Space(
+        {
+            "x": Float(0.0, 1.0),
+            "block": Pow2(1, 1024),
+            "unroll": Int(1, 8),
+            "algo": Choice(["a", "b", "c"]),
+            "prefetch": Bool(),
+        }
+    )
 
 
 def bench_increa(quick: bool) -> bool:
@@ -250,21 +315,35 @@ def bench_increa(quick: bool) -> bool:
         row = {"seed": seed, "flat": flat_true, "flat_cost": flat_cost}
         for label, technique in variants.items():
             kern = NoisyKernel(1000 + seed)
-            lad = increa(kern, increa_space(), sizes, seed=seed, technique=technique,
-                         settings=LadderSettings(population=32, generations=6),
-                         cost=lambda c, n, v: NoisyKernel.true_time(c, n))
+            lad = increa(
+                kern,
+                increa_space(),
+                sizes,
+                seed=seed,
+                technique=technique,
+                settings=LadderSettings(population=32, generations=6),
+                cost=lambda c, n, v: NoisyKernel.true_time(c, n),
+            )
             row[label] = NoisyKernel.true_time(lad.best, full)
             row[label + "_cost"] = lad.cost_s
         rows.append(row)
 
-    print(f"## increa: noisy simulated kernel (5% noise), sizes {[int(s) for s in sizes]}, {n_seeds} seeds; "
-          f"flat = perftune.tune (bandit) with {flat_budget} measurements at the full size")
-    print("\n| seed | flat true time (s) | flat cost (s) | " + " | ".join(
-        f"{v} time/flat | {v} cost/flat" for v in variants) + " |")
+    print(
+        f"## increa: noisy simulated kernel (5% noise), sizes {[int(s) for s in sizes]}, {n_seeds} seeds; "
+        f"flat = perftune.tune (bandit) with {flat_budget} measurements at the full size"
+    )
+    print(
+        "\n| seed | flat true time (s) | flat cost (s) | "
+        + " | ".join(f"{v} time/flat | {v} cost/flat" for v in variants)
+        + " |"
+    )
     print("|---:|---:|---:|" + "---:|---:|" * len(variants))
     for r in rows:
-        print(f"| {r['seed']} | {r['flat']:.4f} | {r['flat_cost']:.2f} | " + " | ".join(
-            f"{r[v] / r['flat']:.4f} | {r[v + '_cost'] / r['flat_cost']:.3f}" for v in variants) + " |")
+        print(
+            f"| {r['seed']} | {r['flat']:.4f} | {r['flat_cost']:.2f} | "
+            + " | ".join(f"{r[v] / r['flat']:.4f} | {r[v + '_cost'] / r['flat_cost']:.3f}" for v in variants)
+            + " |"
+        )
     ok_all = True
     print()
     for v in variants:
@@ -273,15 +352,19 @@ def bench_increa(quick: bool) -> bool:
         within = sum(q <= 1.02 for q in ratios)
         ok = statistics.median(ratios) <= 1.02 and max(costs) <= 0.25
         ok_all &= ok if v == "increa" else True
-        print(f"{v}: result/flat median {statistics.median(ratios):.4f}, mean {statistics.mean(ratios):.4f}, "
-              f"worst {max(ratios):.4f}; within 2% on {within}/{len(rows)} seeds; "
-              f"cost/flat median {statistics.median(costs):.3f}, max {max(costs):.3f} -> {'PASS' if ok else 'FAIL'} "
-              "(claim: median within 2%, every seed <= 25% of the cost)")
+        print(
+            f"{v}: result/flat median {statistics.median(ratios):.4f}, mean {statistics.mean(ratios):.4f}, "
+            f"worst {max(ratios):.4f}; within 2% on {within}/{len(rows)} seeds; "
+            f"cost/flat median {statistics.median(costs):.3f}, max {max(costs):.3f} "
+            f"-> {'PASS' if ok else 'FAIL'} "
+            "(claim: median within 2%, every seed <= 25% of the cost)"
+        )
     print()
     return ok_all
 
 
 # ---- dispatch ---------------------------------------------------------------------------------------
+
 
 def bench_dispatch(quick: bool) -> bool:
     from perftune.targets.choice import AlgorithmSite
@@ -293,8 +376,11 @@ def bench_dispatch(quick: bool) -> bool:
     xs = list(range(100))
     n = 200_000 if quick else 2_000_000
     rows = []
-    for label, cut, names in (("4 levels", [16, 256, 4096], ["a", "b", "c", "d"]), ("2 levels", [64], ["a", "b"]),
-                              ("1 level", [], ["a"])):
+    for label, cut, names in (
+        ("4 levels", [16, 256, 4096], ["a", "b", "c", "d"]),
+        ("2 levels", [64], ["a", "b"]),
+        ("1 level", [], ["a"]),
+    ):
         site.set(cut, names)
         direct = min(timeit.repeat(lambda: leaf(xs), number=n, repeat=5)) / n
         via = min(timeit.repeat(lambda: site(xs), number=n, repeat=5)) / n
@@ -305,7 +391,10 @@ def bench_dispatch(quick: bool) -> bool:
     for label, d, v in rows:
         print(f"| {label} | {d * 1e9:.0f} | {v * 1e9:.0f} | {(v - d) * 1e9:.0f} |")
     worst = max(v - d for _, d, v in rows)
-    print(f"\nworst overhead {worst * 1e9:.0f} ns -> {'PASS' if worst < 1e-6 else 'FAIL'} (claim: well under 1 us)\n")
+    print(
+        f"\nworst overhead {worst * 1e9:.0f} ns -> {'PASS' if worst < 1e-6 else 'FAIL'} "
+        "(claim: well under 1 us)\n"
+    )
     return worst < 1e-6
 
 

@@ -91,9 +91,18 @@ def make_dataset(rng: np.random.Generator, n: int = 4000, k: int = 12, dim: int 
     """Gaussian blobs of unequal sizes and spreads, with a long many-restart reference run."""
     centres = rng.uniform(-10, 10, size=(k, dim))
     sizes = rng.multinomial(n, rng.dirichlet(np.ones(k) * 2))
-    x = np.concatenate([c + rng.normal(0, rng.uniform(0.5, 2.5), size=(m, dim)) for c, m in zip(centres, sizes)])
-    ref = min(_inertia(x, kmeans({"init": "kmeans++", "iters": 300, "sample_frac": 1.0, "restarts": 1, "seed": s},
-                                 x, k))[1] for s in range(8))
+    x = np.concatenate(
+        [
+            c + rng.normal(0, rng.uniform(0.5, 2.5), size=(m, dim))
+            for c, m in zip(centres, sizes, strict=False)
+        ]
+    )
+    ref = min(
+        _inertia(
+            x, kmeans({"init": "kmeans++", "iters": 300, "sample_frac": 1.0, "restarts": 1, "seed": s}, x, k)
+        )[1]
+        for s in range(8)
+    )
     return Dataset(points=x, k=k, reference_inertia=ref)
 
 
@@ -104,17 +113,24 @@ def program(config: Any, data: Dataset) -> np.ndarray:
 def space() -> Any:
     from perftune.space import Choice, Float, Int, Space
 
-    return Space({
-        "init": Choice(["kmeans++", "random"]),
-        "iters": Int(1, 40),
-        "sample_frac": Float(0.05, 1.0),
-        "restarts": Int(1, 4),
-        "seed": Int(0, 0),
-    })
+    return Space(
+        {
+            "init": Choice(["kmeans++", "random"]),
+            "iters": Int(1, 40),
+            "sample_frac": Float(0.05, 1.0),
+            "restarts": Int(1, 4),
+            "seed": Int(0, 0),
+        }
+    )
 
 
-def tune(budget: int = 80, seed: int = 0, n_train: int = 3, n_held_out: int = 5,
-         targets: tuple[float, ...] = TARGETS):
+def tune(
+    budget: int = 80,
+    seed: int = 0,
+    n_train: int = 3,
+    n_held_out: int = 5,
+    targets: tuple[float, ...] = TARGETS,
+):
     """One shared run over all quality bins; returns the :class:`AccuracyTable`."""
     from perftune.space import Config
     from perftune.targets.choice import tune_accuracy
@@ -122,8 +138,18 @@ def tune(budget: int = 80, seed: int = 0, n_train: int = 3, n_held_out: int = 5,
     rng = np.random.default_rng(seed)
     train = [make_dataset(rng) for _ in range(n_train)]
     held = [make_dataset(rng) for _ in range(n_held_out)]
-    return tune_accuracy(program, space(), accuracy=quality, targets=targets, inputs=train, held_out=held,
-                         budget=budget, seed=seed, seeds=[Config(DEFAULT)], name="kmeans")
+    return tune_accuracy(
+        program,
+        space(),
+        accuracy=quality,
+        targets=targets,
+        inputs=train,
+        held_out=held,
+        budget=budget,
+        seed=seed,
+        seeds=[Config(DEFAULT)],
+        name="kmeans",
+    )
 
 
 def cluster(x: np.ndarray, k: int, min_quality: float) -> np.ndarray:

@@ -35,7 +35,9 @@ def blocked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     c = np.empty((n, n), dtype=np.result_type(a, b))
     for i in (0, h):
         for j in (0, h):
-            c[i:i + h, j:j + h] = matmul_site(a[i:i + h, :h], b[:h, j:j + h]) + matmul_site(a[i:i + h, h:], b[h:, j:j + h])
+            c[i : i + h, j : j + h] = matmul_site(a[i : i + h, :h], b[:h, j : j + h]) + matmul_site(
+                a[i : i + h, h:], b[h:, j : j + h]
+            )
     return c
 
 
@@ -79,8 +81,15 @@ def close_enough(pair: tuple[np.ndarray, np.ndarray], out: np.ndarray) -> bool:
 def tune(sizes: tuple[int, ...] = (64, 256, 1024), seed: int = 0, save: bool = True):
     from perftune.targets.choice import LadderSettings, tune_sites
 
-    result = tune_sites(lambda pair: matmul(*pair), [matmul_site], make_input=random_pair, sizes=list(sizes),
-                        check=close_enough, settings=LadderSettings(population=12, generations=2), seed=seed)
+    result = tune_sites(
+        lambda pair: matmul(*pair),
+        [matmul_site],
+        make_input=random_pair,
+        sizes=list(sizes),
+        check=close_enough,
+        settings=LadderSettings(population=12, generations=2),
+        seed=seed,
+    )
     if save:
         print("wrote", result.save())
     return result

@@ -88,7 +88,8 @@ def residual(u: np.ndarray, f: np.ndarray) -> np.ndarray:
     inv_h2 = float((u.shape[0] - 1) ** 2)
     r = np.zeros_like(u)
     r[1:-1, 1:-1] = f[1:-1, 1:-1] - inv_h2 * (
-        4 * u[1:-1, 1:-1] - u[:-2, 1:-1] - u[2:, 1:-1] - u[1:-1, :-2] - u[1:-1, 2:])
+        4 * u[1:-1, 1:-1] - u[:-2, 1:-1] - u[2:, 1:-1] - u[1:-1, :-2] - u[1:-1, 2:]
+    )
     return r
 
 
@@ -97,8 +98,9 @@ def restrict(r: np.ndarray) -> np.ndarray:
     nc = (r.shape[0] - 1) // 2 + 1
     rc = np.zeros((nc, nc))
     c, m, p = slice(2, -1, 2), slice(1, -2, 2), slice(3, None, 2)
-    rc[1:-1, 1:-1] = (4 * r[c, c] + 2 * (r[m, c] + r[p, c] + r[c, m] + r[c, p])
-                      + r[m, m] + r[p, m] + r[m, p] + r[p, p]) / 16
+    rc[1:-1, 1:-1] = (
+        4 * r[c, c] + 2 * (r[m, c] + r[p, c] + r[c, m] + r[c, p]) + r[m, m] + r[p, m] + r[m, p] + r[p, p]
+    ) / 16
     return rc
 
 
@@ -166,8 +168,9 @@ def random_problem(level: int, rng: np.random.Generator) -> Problem:
     x = np.linspace(0, 1, n + 2)[1:-1]
     xx, yy = np.meshgrid(x, x, indexing="ij")
     kx, ky = rng.integers(1, 6, size=2)
-    f[1:-1, 1:-1] = (np.sin(kx * np.pi * xx) * np.sin(ky * np.pi * yy) * rng.normal(0, 50)
-                     + rng.normal(0, 10, size=(n, n)))
+    f[1:-1, 1:-1] = np.sin(kx * np.pi * xx) * np.sin(ky * np.pi * yy) * rng.normal(0, 50) + rng.normal(
+        0, 10, size=(n, n)
+    )
     return Problem(f=f, u_exact=direct(f, level))
 
 
@@ -204,8 +207,11 @@ def seeds_for_level(level: int, table: Any) -> list[Any]:
 
     if level <= MIN_LEVEL:
         return []
-    return [Config({"algo": "vcycle", "cycles": k, "pre": p, "post": 1, "weight": 1.0})
-            for k in (1, 2, 3, 4, 6, 8) for p in (1, 2)]
+    return [
+        Config({"algo": "vcycle", "cycles": k, "pre": p, "post": 1, "weight": 1.0})
+        for k in (1, 2, 3, 4, 6, 8)
+        for p in (1, 2)
+    ]
 
 
 def program(level: int, config: Any, problem: Problem, table: Any) -> np.ndarray:
@@ -216,8 +222,15 @@ def accuracy(u: np.ndarray, problem: Problem) -> float:
     return digits(u, problem)
 
 
-def tune(top_level: int = 7, budget_per_level: int = 40, n_train: int = 3, n_held_out: int = 5,
-         seed: int = 0, targets: tuple[float, ...] = TARGETS, margin: float = 0.25):
+def tune(
+    top_level: int = 7,
+    budget_per_level: int = 40,
+    n_train: int = 3,
+    n_held_out: int = 5,
+    seed: int = 0,
+    targets: tuple[float, ...] = TARGETS,
+    margin: float = 0.25,
+):
     """Fill the levels x bins table for levels 2..top_level; returns the :class:`LevelTable`.
 
     ``margin`` (digits) is the safety margin a cell must keep above its target on the training inputs.
@@ -226,11 +239,21 @@ def tune(top_level: int = 7, budget_per_level: int = 40, n_train: int = 3, n_hel
 
     rng = np.random.default_rng(seed)
     train = {lv: [random_problem(lv, rng) for _ in range(n_train)] for lv in range(MIN_LEVEL, top_level + 1)}
-    held = {lv: [random_problem(lv, rng) for _ in range(n_held_out)] for lv in range(MIN_LEVEL, top_level + 1)}
+    held = {
+        lv: [random_problem(lv, rng) for _ in range(n_held_out)] for lv in range(MIN_LEVEL, top_level + 1)
+    }
     return tune_levels(
-        program, space_for_level, levels=list(range(MIN_LEVEL, top_level + 1)), accuracy=accuracy,
-        targets=targets, inputs_for_level=train.__getitem__, held_out_for_level=held.__getitem__,
-        budget_per_level=budget_per_level, seed=seed, seeds_for_level=seeds_for_level, name="poisson",
+        program,
+        space_for_level,
+        levels=list(range(MIN_LEVEL, top_level + 1)),
+        accuracy=accuracy,
+        targets=targets,
+        inputs_for_level=train.__getitem__,
+        held_out_for_level=held.__getitem__,
+        budget_per_level=budget_per_level,
+        seed=seed,
+        seeds_for_level=seeds_for_level,
+        name="poisson",
         margin=margin,
     )
 
@@ -268,8 +291,11 @@ def main(argv: list[str]) -> None:
     problem = random_problem(level, np.random.default_rng(123))
     t0 = time.perf_counter()
     u = solver.solve(problem.f, acc)
-    print(f"level {level}: {digits(u, problem):.2f} digits (asked {acc}) in {(time.perf_counter() - t0) * 1e3:.1f} ms "
-          f"with {solver.table.config_for(level, acc)}")
+    print(
+        f"level {level}: {digits(u, problem):.2f} digits (asked {acc}) "
+        f"in {(time.perf_counter() - t0) * 1e3:.1f} ms "
+        f"with {solver.table.config_for(level, acc)}"
+    )
 
 
 if __name__ == "__main__":

@@ -110,9 +110,15 @@ def tune(sizes: tuple[int, ...] = (64, 512, 4096, 32768, 100_000), seed: int = 0
     """Tune the sort site bottom-up by size; returns the :class:`SiteTuning`."""
     from perftune.targets.choice import LadderSettings, tune_sites
 
-    result = tune_sites(hybrid_sort, [sort_site], make_input=random_input, sizes=list(sizes),
-                        check=is_sorted_copy, settings=LadderSettings(population=24, generations=4),
-                        seed=seed)
+    result = tune_sites(
+        hybrid_sort,
+        [sort_site],
+        make_input=random_input,
+        sizes=list(sizes),
+        check=is_sorted_copy,
+        settings=LadderSettings(population=24, generations=4),
+        seed=seed,
+    )
     if save:
         print("wrote", result.save())
     return result

@@ -64,9 +64,18 @@ def problems(seed, n):
 
 @pytest.fixture(scope="module")
 def table():
-    return tune_accuracy(integrate, space(), accuracy=digits, targets=TARGETS, inputs=problems(1, 3),
-                         held_out=problems(2, 6), budget=60, seed=3, name="integral",
-                         margin=0.1)
+    return tune_accuracy(
+        integrate,
+        space(),
+        accuracy=digits,
+        targets=TARGETS,
+        inputs=problems(1, 3),
+        held_out=problems(2, 6),
+        budget=60,
+        seed=3,
+        name="integral",
+        margin=0.1,
+    )
 
 
 def test_one_run_gives_every_bin_loosest_first(table):
@@ -87,7 +96,7 @@ def test_every_cell_meets_its_target_on_fresh_held_back_inputs(table):
 
 def test_table_is_monotone(table):
     times = [b.time_s for b in table.bins]
-    assert all(t_loose <= t_tight for t_loose, t_tight in zip(times, times[1:]))
+    assert all(t_loose <= t_tight for t_loose, t_tight in zip(times, times[1:], strict=False))
 
 
 def test_runtime_lookup_round_trips_through_file(table, tmp_path):
@@ -109,9 +118,19 @@ def test_missing_table_uses_default_or_says_so():
 
 def test_unreachable_target_is_reported_with_best_accuracy():
     small = Space({"rule": Choice(["trapezoid"]), "n": LogInt(2, 50)})
-    with pytest.warns(UnreachableTargetWarning, match=r"no configuration reached digits \[9.0\] \(best digits found: "):
-        t = tune_accuracy(integrate, small, accuracy=digits, targets=[2.0, 9.0], inputs=problems(1, 2),
-                          budget=20, seed=0, name="weak")
+    with pytest.warns(
+        UnreachableTargetWarning, match=r"no configuration reached digits \[9.0\] \(best digits found: "
+    ):
+        t = tune_accuracy(
+            integrate,
+            small,
+            accuracy=digits,
+            targets=[2.0, 9.0],
+            inputs=problems(1, 2),
+            budget=20,
+            seed=0,
+            name="weak",
+        )
     assert t.bins[0].reached and not t.bins[1].reached
     assert t.bins[1].best_accuracy < 9.0
     with pytest.raises(ChoiceError, match="best digits found"):
@@ -127,9 +146,11 @@ def test_metric_that_raises_sometimes_is_reported_once_and_tuning_goes_on():
     rng = np.random.default_rng(5)
     inputs = [Integrand(rng) for _ in range(3)]
     inputs[0].b = -1.0
-    with pytest.warns(AccuracyMetricWarning, match="'picky' raised .*ValueError: cannot score") as rec:
-        with pytest.raises(ChoiceError, match="every candidate failed; first failure: accuracy metric 'picky'"):
-            tune_accuracy(integrate, space(), accuracy=picky, targets=[2.0], inputs=inputs, budget=5, seed=0)
+    with (
+        pytest.warns(AccuracyMetricWarning, match="'picky' raised .*ValueError: cannot score") as rec,
+        pytest.raises(ChoiceError, match="every candidate failed; first failure: accuracy metric 'picky'"),
+    ):
+        tune_accuracy(integrate, space(), accuracy=picky, targets=[2.0], inputs=inputs, budget=5, seed=0)
     assert len(rec) == 1
 
 
@@ -144,8 +165,16 @@ def test_metric_raising_for_some_configs_still_gives_a_table():
 
     seeds = [Config({"rule": "simpson", "n": 4})]
     with pytest.warns(AccuracyMetricWarning, match="OverflowError: too big"):
-        t = tune_accuracy(prog, space(), accuracy=fussy, targets=[3.0], inputs=problems(1, 2), budget=25,
-                          seed=1, seeds=seeds)
+        t = tune_accuracy(
+            prog,
+            space(),
+            accuracy=fussy,
+            targets=[3.0],
+            inputs=problems(1, 2),
+            budget=25,
+            seed=1,
+            seeds=seeds,
+        )
     assert t.bins[0].reached and t.failures
 
 
@@ -153,18 +182,30 @@ def test_error_metric_lower_is_better():
     def rel_error(out, f):
         return abs(out - f.exact) / abs(f.exact)
 
-    t = tune_accuracy(integrate, space(), accuracy=rel_error, targets=[1e-3, 1e-6], higher_is_better=False,
-                      inputs=problems(1, 2), held_out=problems(4, 2), budget=40, seed=2)
+    t = tune_accuracy(
+        integrate,
+        space(),
+        accuracy=rel_error,
+        targets=[1e-3, 1e-6],
+        higher_is_better=False,
+        inputs=problems(1, 2),
+        held_out=problems(4, 2),
+        budget=40,
+        seed=2,
+    )
     assert [b.target for b in t.bins] == [1e-3, 1e-6]
     assert all(b.accuracy <= b.target for b in t.bins)
     assert t.config_for(1e-4) == t.bins[1].config
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"targets": []}, "no accuracy targets"),
-    ({"inputs": []}, "no training inputs"),
-    ({"budget": 0}, "budget must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"targets": []}, "no accuracy targets"),
+        ({"inputs": []}, "no training inputs"),
+        ({"budget": 0}, "budget must be >= 1"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     args = {"accuracy": digits, "targets": [1.0], "inputs": problems(1, 1), "budget": 5}
     args.update(kwargs)

@@ -8,10 +8,16 @@ import pytest
 from perftune.targets.choice import LadderSettings, accuracy_config, tune_accuracy, tune_sites, use_choices
 
 
-@pytest.mark.parametrize("cutoffs, choices", [
-    ((), ("library",)), ((), ("strassen",)), ((), ("blocked",)),
-    ((16, 64), ("library", "blocked", "strassen")), ((32,), ("library", "strassen")),
-])
+@pytest.mark.parametrize(
+    "cutoffs, choices",
+    [
+        ((), ("library",)),
+        ((), ("strassen",)),
+        ((), ("blocked",)),
+        ((16, 64), ("library", "blocked", "strassen")),
+        ((32,), ("library", "strassen")),
+    ],
+)
 def test_matmul_leaves_agree_with_numpy(examples_path, cutoffs, choices):
     import matmul
 
@@ -25,9 +31,15 @@ def test_matmul_leaves_agree_with_numpy(examples_path, cutoffs, choices):
 def test_matmul_tunes(examples_path):
     import matmul
 
-    result = tune_sites(lambda pair: matmul.matmul(*pair), [matmul.matmul_site], make_input=matmul.random_pair,
-                        sizes=[16, 64], check=matmul.close_enough,
-                        settings=LadderSettings(population=6, generations=1), seed=0)
+    result = tune_sites(
+        lambda pair: matmul.matmul(*pair),
+        [matmul.matmul_site],
+        make_input=matmul.random_pair,
+        sizes=[16, 64],
+        check=matmul.close_enough,
+        settings=LadderSettings(population=6, generations=1),
+        seed=0,
+    )
     cut, names = result.choices.sites["matmul"]
     assert list(cut) == sorted(set(cut)) and set(names) <= {"library", "blocked", "strassen"}
 
@@ -38,8 +50,17 @@ def test_kmeans_accuracy_bins_hold_on_held_back_data(examples_path, tmp_path):
     rng = np.random.default_rng(3)
     train = [kmeans.make_dataset(rng, n=500, k=5, dim=2) for _ in range(2)]
     held = [kmeans.make_dataset(rng, n=500, k=5, dim=2) for _ in range(3)]
-    table = tune_accuracy(kmeans.program, kmeans.space(), accuracy=kmeans.quality, targets=[0.8, 0.97],
-                          inputs=train, held_out=held, budget=16, seed=0, name="kmeans")
+    table = tune_accuracy(
+        kmeans.program,
+        kmeans.space(),
+        accuracy=kmeans.quality,
+        targets=[0.8, 0.97],
+        inputs=train,
+        held_out=held,
+        budget=16,
+        seed=0,
+        name="kmeans",
+    )
     for b in table.bins:
         assert b.reached
         assert min(kmeans.quality(kmeans.program(b.config, d), d) for d in held) >= b.target

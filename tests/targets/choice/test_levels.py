@@ -58,7 +58,7 @@ def test_rows_are_monotone(poisson_table):
     _, table = poisson_table
     for lv in table.levels:
         times = [b.time_s for b in table.rows[lv].bins]
-        assert all(a <= b for a, b in zip(times, times[1:]))
+        assert all(a <= b for a, b in zip(times, times[1:], strict=False))
 
 
 def test_round_trip_and_runtime_lookup(poisson_table, tmp_path):
@@ -77,5 +77,11 @@ def test_round_trip_and_runtime_lookup(poisson_table, tmp_path):
 
 def test_levels_must_be_coarsest_first():
     with pytest.raises(ChoiceError, match="coarsest first"):
-        tune_levels(lambda *a: None, lambda *a: None, levels=[3, 2], accuracy=lambda o, x: 0.0,
-                    targets=[1.0], inputs_for_level=lambda lv: [0])
+        tune_levels(
+            lambda *a: None,
+            lambda *a: None,
+            levels=[3, 2],
+            accuracy=lambda o, x: 0.0,
+            targets=[1.0],
+            inputs_for_level=lambda lv: [0],
+        )

@@ -19,10 +19,17 @@ from perftune.targets.choice import (
 def test_tuned_sort_cutoffs_increase_and_round_trip(examples_path, tmp_path):
     import sort
 
-    result = tune_sites(sort.hybrid_sort, [sort.sort_site], make_input=sort.random_input, sizes=[32, 128, 512],
-                        check=sort.is_sorted_copy, settings=LadderSettings(population=10, generations=2), seed=4)
+    result = tune_sites(
+        sort.hybrid_sort,
+        [sort.sort_site],
+        make_input=sort.random_input,
+        sizes=[32, 128, 512],
+        check=sort.is_sorted_copy,
+        settings=LadderSettings(population=10, generations=2),
+        seed=4,
+    )
     cut, names = result.choices.sites["sort"]
-    assert all(b > a for a, b in zip(cut, cut[1:]))
+    assert all(b > a for a, b in zip(cut, cut[1:], strict=False))
     assert len(names) == len(cut) + 1 and set(names) <= set(sort.sort_site.alternatives)
     assert result.ladder.rungs[0].n_measurements > result.ladder.rungs[-1].n_measurements
     path = result.save(tmp_path / "tuned.json")
@@ -40,8 +47,15 @@ def test_wrong_leaf_is_never_chosen(examples_path):
     def broken(xs):
         return list(xs)[::-1]
 
-    result = tune_sites(sort.hybrid_sort, [sort.sort_site], make_input=sort.random_input, sizes=[16, 64],
-                        check=sort.is_sorted_copy, settings=LadderSettings(population=8, generations=1), seed=0)
+    result = tune_sites(
+        sort.hybrid_sort,
+        [sort.sort_site],
+        make_input=sort.random_input,
+        sizes=[16, 64],
+        check=sort.is_sorted_copy,
+        settings=LadderSettings(population=8, generations=1),
+        seed=0,
+    )
     assert "broken" not in result.choices.sites["sort"][1]
     assert any("wrong output" in reason for _, _, reason in result.ladder.failures)
 
@@ -67,8 +81,14 @@ def _noisy(seed):
 
 def test_increa_finds_the_optimum_on_a_noisy_objective():
     space = Space({"x": Float(0.0, 1.0), "k": Int(0, 20)})
-    res = increa(_noisy(1), space, sizes=[1, 4, 16], seed=2, cost=lambda c, size, v: float(size),
-                 settings=LadderSettings(population=16, generations=3))
+    res = increa(
+        _noisy(1),
+        space,
+        sizes=[1, 4, 16],
+        seed=2,
+        cost=lambda c, size, v: float(size),
+        settings=LadderSettings(population=16, generations=3),
+    )
     assert abs(res.best["x"] - 0.3) < 0.2
     assert res.cost_s == sum(r.cost_s for r in res.rungs)
     # Most of the measurements happen at the cheapest size.
@@ -92,8 +112,15 @@ def test_increa_survives_failing_configurations():
 
 def test_increa_can_explore_with_a_perftune_technique():
     space = Space({"x": Float(0.0, 1.0), "k": Int(0, 20)})
-    res = increa(_noisy(3), space, sizes=[1, 4, 16], seed=5, technique="bandit",
-                 cost=lambda c, size, v: float(size), settings=LadderSettings(population=12, generations=2))
+    res = increa(
+        _noisy(3),
+        space,
+        sizes=[1, 4, 16],
+        seed=5,
+        technique="bandit",
+        cost=lambda c, size, v: float(size),
+        settings=LadderSettings(population=12, generations=2),
+    )
     assert space.is_valid(res.best)
     assert res.value < 1.2
     assert res.rungs[0].n_measurements >= 12 + 2 * 6
@@ -103,5 +130,7 @@ def test_simplify_levels_merges_equal_neighbours():
     from perftune.targets.choice import simplify_levels
 
     assert simplify_levels([2, 24, 254], ["merge", "insertion", "insertion", "radix"]) == (
-        (2, 254), ("merge", "insertion", "radix"))
+        (2, 254),
+        ("merge", "insertion", "radix"),
+    )
     assert simplify_levels([5], ["quick", "quick"]) == ((), ("quick",))

@@ -8,7 +8,8 @@
 * :func:`increa` — the incremental (small-to-large input size) ladder underneath.
 
 Example:
-    >>> from perftune.targets.choice import AlgorithmSite
+    >>> from perftune.targets.choice import AlgorithmSite, ChoicesFile, use_choices
+    >>> _ = use_choices(ChoicesFile())  # an empty tuned-choices file: every site runs its default
     >>> total = AlgorithmSite("doc-total", {"builtin": sum})
     >>> total([1, 2, 3])
     6

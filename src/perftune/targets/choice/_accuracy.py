@@ -81,7 +81,8 @@ class AccuracyBin:
         time_s: Its mean time per input on the training inputs.
         accuracy: Its worst accuracy on the training inputs.
         verified_accuracy: Its worst accuracy on the held-back inputs (None if none were given).
-        best_accuracy: Best worst-case accuracy seen over all candidates (tells how far an unreachable target is).
+        best_accuracy: Best worst-case accuracy seen over all candidates (how far an unreachable
+            target is).
     """
 
     target: float
@@ -97,14 +98,25 @@ class AccuracyBin:
         return self.config is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "config": self.config, "time_s": self.time_s, "accuracy": self.accuracy,
-                "verified_accuracy": self.verified_accuracy, "best_accuracy": self.best_accuracy}
+        return {
+            "target": self.target,
+            "config": self.config,
+            "time_s": self.time_s,
+            "accuracy": self.accuracy,
+            "verified_accuracy": self.verified_accuracy,
+            "best_accuracy": self.best_accuracy,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AccuracyBin:
-        return cls(target=float(d["target"]), config=d.get("config"), time_s=d.get("time_s"),
-                   accuracy=d.get("accuracy"), verified_accuracy=d.get("verified_accuracy"),
-                   best_accuracy=d.get("best_accuracy"))
+        return cls(
+            target=float(d["target"]),
+            config=d.get("config"),
+            time_s=d.get("time_s"),
+            accuracy=d.get("accuracy"),
+            verified_accuracy=d.get("verified_accuracy"),
+            best_accuracy=d.get("best_accuracy"),
+        )
 
 
 @dataclass
@@ -138,9 +150,11 @@ class AccuracyTable:
             if self._meets(b.target, accuracy) and b.reached:
                 return b
         reached = [b.target for b in self.bins if b.reached]
-        best = max((b.best_accuracy for b in self.bins if b.best_accuracy is not None),
-                   default=None) if self.higher_is_better else min(
-            (b.best_accuracy for b in self.bins if b.best_accuracy is not None), default=None)
+        best = (
+            max((b.best_accuracy for b in self.bins if b.best_accuracy is not None), default=None)
+            if self.higher_is_better
+            else min((b.best_accuracy for b in self.bins if b.best_accuracy is not None), default=None)
+        )
         raise ChoiceError(
             f"table {self.name!r}: no tuned configuration reaches {self.metric} {accuracy:g} "
             f"(tuned targets reached: {reached}; best {self.metric} found: {best})"
@@ -153,8 +167,13 @@ class AccuracyTable:
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "accuracy", "metric": self.metric, "higher_is_better": self.higher_is_better,
-                "n_measurements": self.n_measurements, "bins": [b.to_dict() for b in self.bins]}
+        return {
+            "kind": "accuracy",
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "n_measurements": self.n_measurements,
+            "bins": [b.to_dict() for b in self.bins],
+        }
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> AccuracyTable:
@@ -164,8 +183,13 @@ class AccuracyTable:
             bins = [AccuracyBin.from_dict(b) for b in d["bins"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ChoiceError(f"table {name!r}: malformed bins ({e})") from None
-        return cls(name=name, bins=bins, metric=str(d.get("metric", "accuracy")),
-                   higher_is_better=bool(d.get("higher_is_better", True)), n_measurements=int(d.get("n_measurements", 0)))
+        return cls(
+            name=name,
+            bins=bins,
+            metric=str(d.get("metric", "accuracy")),
+            higher_is_better=bool(d.get("higher_is_better", True)),
+            n_measurements=int(d.get("n_measurements", 0)),
+        )
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge this table into the tuned-choices file and write it."""
@@ -181,8 +205,10 @@ class AccuracyTable:
                 va = "-" if b.verified_accuracy is None else f"{b.verified_accuracy:.4g}"
                 lines.append(f"{b.target:>10.4g} {b.time_s:>10.4g} {b.accuracy:>10.4g} {va:>10}  {b.config}")
             else:
-                lines.append(f"{b.target:>10.4g} {'-':>10} {'-':>10} {'-':>10}  unreachable "
-                             f"(best found {b.best_accuracy})")
+                lines.append(
+                    f"{b.target:>10.4g} {'-':>10} {'-':>10} {'-':>10}  unreachable "
+                    f"(best found {b.best_accuracy})"
+                )
         return "\n".join(lines)
 
 
@@ -204,15 +230,21 @@ def accuracy_config(name: str, accuracy: float, default: Mapping[str, Any] | Non
 class _Cand:
     config: Any
     time_s: float = math.nan
-    accuracy: float = math.nan          # worst case over training inputs, in "higher is better" sign
+    accuracy: float = math.nan  # worst case over training inputs, in "higher is better" sign
     ok: bool = False
 
 
 class _AccuracySearch:
     """Shared population over all bins; the ranking of a candidate depends on the bin."""
 
-    def __init__(self, program: Callable[[Any, Any], Any], metric: Callable[[Any, Any], float],
-                 inputs: Sequence[Any], sign: float, metric_name: str) -> None:
+    def __init__(
+        self,
+        program: Callable[[Any, Any], Any],
+        metric: Callable[[Any, Any], float],
+        inputs: Sequence[Any],
+        sign: float,
+        metric_name: str,
+    ) -> None:
         self.program, self.metric, self.inputs, self.sign = program, metric, inputs, sign
         self.metric_name = metric_name
         self.cands: dict[Any, _Cand] = {}
@@ -249,7 +281,9 @@ class _AccuracySearch:
             msg = f"accuracy metric {self.metric_name!r} raised on {dict(config)}: {e}"
             self.failures.append(msg)
             if not self._warned:
-                warnings.warn(msg + "; dropping such candidates and going on", AccuracyMetricWarning, stacklevel=4)
+                warnings.warn(
+                    msg + "; dropping such candidates and going on", AccuracyMetricWarning, stacklevel=4
+                )
                 self._warned = True
         except Exception as e:  # the program failing for a configuration is an outcome
             self.failures.append(f"program raised on {dict(config)}: {type(e).__name__}: {e}")
@@ -316,7 +350,7 @@ def tune_accuracy(
     if budget < 1:
         raise ChoiceError(f"tune_accuracy({name!r}): budget must be >= 1, got {budget}")
     sign = 1.0 if higher_is_better else -1.0
-    mname = metric_name or getattr(accuracy, "__name__", "accuracy")
+    mname = str(metric_name or getattr(accuracy, "__name__", "accuracy"))
     # Work in "higher is better" internally; sort bins loosest first.
     signed = sorted({sign * float(t) for t in targets})
     rng = np.random.default_rng(seed)
@@ -395,11 +429,22 @@ def tune_accuracy(
         tight, loose = bins[i + 1], bins[i]
         if tight.reached and (not loose.reached or (tight.time_s or 0) < (loose.time_s or 0)):
             keep_best = loose.best_accuracy
-            bins[i] = AccuracyBin(target=loose.target, config=tight.config, time_s=tight.time_s,
-                                  accuracy=tight.accuracy, verified_accuracy=tight.verified_accuracy,
-                                  best_accuracy=keep_best)
-    table = AccuracyTable(name=name, bins=bins, metric=mname, higher_is_better=higher_is_better,
-                          n_measurements=search.n_measurements, failures=search.failures)
+            bins[i] = AccuracyBin(
+                target=loose.target,
+                config=tight.config,
+                time_s=tight.time_s,
+                accuracy=tight.accuracy,
+                verified_accuracy=tight.verified_accuracy,
+                best_accuracy=keep_best,
+            )
+    table = AccuracyTable(
+        name=name,
+        bins=bins,
+        metric=mname,
+        higher_is_better=higher_is_better,
+        n_measurements=search.n_measurements,
+        failures=search.failures,
+    )
     if table.unreachable:
         warnings.warn(
             f"tune_accuracy({name!r}): no configuration reached {mname} "

@@ -63,15 +63,16 @@ class ChoicesFileWarning(UserWarning):
 
 
 def choices_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """Where the tuned-choices file lives: ``path``, else ``$PERFTUNE_CHOICES``, else ``./perftune-choices.json``."""
+    """Where the tuned-choices file is: ``path``, else ``$PERFTUNE_CHOICES``, else the default path."""
     if path is not None:
         return Path(path)
     env = os.environ.get(ENV_VAR)
     return Path(env) if env else Path(DEFAULT_CHOICES_PATH)
 
 
-def check_selector(name: str, cutoffs: Sequence[Any], choices: Sequence[Any], where: str = "") -> tuple[
-        tuple[int, ...], tuple[str, ...]]:
+def check_selector(
+    name: str, cutoffs: Sequence[Any], choices: Sequence[Any], where: str = ""
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Validate one selector; return it as tuples. Raises ChoiceError with one line naming the problem."""
     at = f"{where}site {name!r}"
     if isinstance(cutoffs, (str, bytes)) or not isinstance(cutoffs, Sequence):
@@ -133,7 +134,9 @@ class ChoicesFile:
         return {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
-            "sites": {k: {"cutoffs": list(c), "choices": list(ch)} for k, (c, ch) in sorted(self.sites.items())},
+            "sites": {
+                k: {"cutoffs": list(c), "choices": list(ch)} for k, (c, ch) in sorted(self.sites.items())
+            },
             "tables": {k: self.tables[k] for k in sorted(self.tables)},
         }
 
@@ -146,7 +149,9 @@ class ChoicesFile:
             raise ChoiceError(f"{where}format {doc.get('format')!r} is not {FORMAT_NAME!r}")
         version = doc.get("version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
-            raise ChoiceError(f"{where}version {version!r} is not supported (this perftune reads {FORMAT_VERSION})")
+            raise ChoiceError(
+                f"{where}version {version!r} is not supported (this perftune reads {FORMAT_VERSION})"
+            )
         out = cls()
         sites = doc.get("sites", {})
         if not isinstance(sites, dict):

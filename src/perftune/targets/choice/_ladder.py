@@ -93,8 +93,12 @@ class LadderResult:
 class _Samples:
     """Measurements of configurations at sizes; medians on demand."""
 
-    def __init__(self, objective: Callable[[Any, Any], float], cost: Callable[[Any, Any, float], float] | None,
-                 sign: float) -> None:
+    def __init__(
+        self,
+        objective: Callable[[Any, Any], float],
+        cost: Callable[[Any, Any, float], float] | None,
+        sign: float,
+    ) -> None:
         self.objective = objective
         self.cost = cost
         self.sign = sign
@@ -186,8 +190,17 @@ def increa(
             pop.append(c)
     n_parents = max(2, st.population // 2)
     if technique is not None:
-        pop = _explore_with_tuner(rec, space, s0, r0, pop, technique, seed, goal,
-                                  st.population + st.generations * (st.population - n_parents))
+        pop = _explore_with_tuner(
+            rec,
+            space,
+            s0,
+            r0,
+            pop,
+            technique,
+            seed,
+            goal,
+            st.population + st.generations * (st.population - n_parents),
+        )
     elif len(pop) < st.population:
         pop.extend(c for c in space.sample(rng, n=st.population - len(pop)) if c not in pop)
     for c in pop:
@@ -247,7 +260,11 @@ def increa(
         for c in new:
             if rec.n(c, below) == 0:
                 rec.measure(c, below, rungs[k - 1])
-        n_keep = max(st.min_keep, math.ceil(len(survivors) * st.keep)) if last else max(st.min_keep, len(survivors))
+        n_keep = (
+            max(st.min_keep, math.ceil(len(survivors) * st.keep))
+            if last
+            else max(st.min_keep, len(survivors))
+        )
         promoted = rec.ranked(survivors + new, below)[: max(st.min_keep, len(survivors))]
         if last:
             promoted = promoted[: max(st.min_keep, n_keep)]
@@ -264,7 +281,9 @@ def increa(
     top = sizes[-1]
     final = [c for c in survivors if (c, top) in rec.data]
     if not final:
-        reasons = "; ".join(sorted({r for _, _, r in rec.failures})[:3]) or "no candidate reached the largest size"
+        reasons = (
+            "; ".join(sorted({r for _, _, r in rec.failures})[:3]) or "no candidate reached the largest size"
+        )
         raise ChoiceError(f"increa: no configuration could be measured at size {top!r}: {reasons}")
     return LadderResult(
         best=final[0],
@@ -277,8 +296,17 @@ def increa(
     )
 
 
-def _explore_with_tuner(rec: _Samples, space: Any, size: Any, rung: Rung, seeds: list[Any], technique: str,
-                        seed: int | None, goal: str, n: int) -> list[Any]:
+def _explore_with_tuner(
+    rec: _Samples,
+    space: Any,
+    size: Any,
+    rung: Rung,
+    seeds: list[Any],
+    technique: str,
+    seed: int | None,
+    goal: str,
+    n: int,
+) -> list[Any]:
     from perftune.drive import Tuner
 
     tuner = Tuner(space, goal=goal, seed=seed, technique=technique, seeds=[dict(c) for c in seeds], budget=n)

@@ -6,10 +6,9 @@ from the coarsest level up: each level is a variable-accuracy tuning (:func:`tun
 candidates may only call cells of lower levels, which are already tuned and fixed.
 
 Example:
-    >>> # doctest: +SKIP
     >>> table = tune_levels(solve, space_for_level, levels=[2, 3, 4, 5], targets=[1, 3, 5, 7],
-    ...                     accuracy=digits, inputs_for_level=rhs, budget_per_level=40)
-    >>> table.config_for(5, accuracy=5)
+    ...                     accuracy=digits, inputs_for_level=rhs, budget_per_level=40)  # doctest: +SKIP
+    >>> table.config_for(5, accuracy=5)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perftune.targets.choice._accuracy import AccuracyBin, AccuracyTable, UnreachableTargetWarning, tune_accuracy
+from perftune.targets.choice._accuracy import (
+    AccuracyTable,
+    UnreachableTargetWarning,
+    tune_accuracy,
+)
 from perftune.targets.choice._file import ChoiceError, load_choices
 from perftune.targets.choice._site import current_choices
 
@@ -32,6 +35,7 @@ class LevelTable:
     """Tuned configurations per (level, accuracy bin); each level's row is an :class:`AccuracyTable`.
 
     Example:
+        >>> from perftune.targets.choice import AccuracyBin
         >>> row = AccuracyTable("r", [AccuracyBin(1.0, {"it": 1}), AccuracyBin(2.0, {"it": 3})])
         >>> t = LevelTable("doc", [1.0, 2.0], rows={3: row})
         >>> t.cell(3, 1), t.config_for(3, 1.5)
@@ -53,7 +57,9 @@ class LevelTable:
         try:
             return self.rows[level]
         except KeyError:
-            raise ChoiceError(f"table {self.name!r}: level {level} is not tuned (tuned: {self.levels})") from None
+            raise ChoiceError(
+                f"table {self.name!r}: level {level} is not tuned (tuned: {self.levels})"
+            ) from None
 
     def cell(self, level: int, bin_index: int) -> dict[str, Any] | None:
         """Configuration of bin ``bin_index`` (loosest first) at ``level``; None if unreachable."""
@@ -67,9 +73,13 @@ class LevelTable:
         return self.row(level).config_for(accuracy)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "levels", "metric": self.metric, "higher_is_better": self.higher_is_better,
-                "targets": list(self.targets),
-                "rows": {str(lv): self.rows[lv].to_dict() for lv in self.levels}}
+        return {
+            "kind": "levels",
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "targets": list(self.targets),
+            "rows": {str(lv): self.rows[lv].to_dict() for lv in self.levels},
+        }
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> LevelTable:
@@ -80,8 +90,13 @@ class LevelTable:
             targets = [float(t) for t in d["targets"]]
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ChoiceError(f"table {name!r}: malformed level table ({e})") from None
-        return cls(name=name, targets=targets, rows=rows, metric=str(d.get("metric", "accuracy")),
-                   higher_is_better=bool(d.get("higher_is_better", True)))
+        return cls(
+            name=name,
+            targets=targets,
+            rows=rows,
+            metric=str(d.get("metric", "accuracy")),
+            higher_is_better=bool(d.get("higher_is_better", True)),
+        )
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge this table into the tuned-choices file and write it."""
@@ -96,7 +111,9 @@ class LevelTable:
         for lv in self.levels:
             cells = []
             for b in self.rows[lv].bins:
-                cells.append(f"{b.time_s * 1e3:>12.3f}ms" if b.reached and b.time_s is not None else f"{'-':>14}")
+                cells.append(
+                    f"{b.time_s * 1e3:>12.3f}ms" if b.reached and b.time_s is not None else f"{'-':>14}"
+                )
             lines.append(f"{lv:>6} " + " ".join(cells))
         return "\n".join(lines)
 
@@ -149,8 +166,12 @@ def tune_levels(
     """
     if list(levels) != sorted(set(levels)) or not levels:
         raise ChoiceError(f"tune_levels({name!r}): levels must be given coarsest first, without repeats")
-    table = LevelTable(name=name, targets=sorted(float(t) for t in targets),
-                       metric=getattr(accuracy, "__name__", "accuracy"), higher_is_better=higher_is_better)
+    table = LevelTable(
+        name=name,
+        targets=sorted(float(t) for t in targets),
+        metric=getattr(accuracy, "__name__", "accuracy"),
+        higher_is_better=higher_is_better,
+    )
     if not higher_is_better:
         table.targets.reverse()
     missing: list[str] = []
@@ -163,17 +184,26 @@ def tune_levels(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnreachableTargetWarning)
             row = tune_accuracy(
-                run, space, accuracy=accuracy, targets=targets, inputs=inputs_for_level(level),
-                held_out=held_out_for_level(level) if held_out_for_level else (), budget=budget_per_level,
-                higher_is_better=higher_is_better, seed=None if seed is None else seed + i,
-                seeds=seeds_for_level(level, table) if seeds_for_level else (), name=f"{name}[{level}]",
+                run,
+                space,
+                accuracy=accuracy,
+                targets=targets,
+                inputs=inputs_for_level(level),
+                held_out=held_out_for_level(level) if held_out_for_level else (),
+                budget=budget_per_level,
+                higher_is_better=higher_is_better,
+                seed=None if seed is None else seed + i,
+                seeds=seeds_for_level(level, table) if seeds_for_level else (),
+                name=f"{name}[{level}]",
                 margin=margin,
             )
         table.rows[level] = row
         missing += [f"level {level} target {b.target:g}" for b in row.unreachable]
     if missing:
         best = {lv: row.bins[0].best_accuracy for lv, row in table.rows.items()}
-        warnings.warn(f"tune_levels({name!r}): unreachable cells: {missing} (best accuracy per level: {best})",
-                      UnreachableTargetWarning, stacklevel=2)
+        warnings.warn(
+            f"tune_levels({name!r}): unreachable cells: {missing} (best accuracy per level: {best})",
+            UnreachableTargetWarning,
+            stacklevel=2,
+        )
     return table
-

@@ -70,7 +70,9 @@ def current_choices() -> ChoicesFile:
     return _LOADED
 
 
-def use_choices(source: ChoicesFile | str | os.PathLike[str] | None = None, *, strict: bool = False) -> ChoicesFile:
+def use_choices(
+    source: ChoicesFile | str | os.PathLike[str] | None = None, *, strict: bool = False
+) -> ChoicesFile:
     """Make ``source`` the tuned choices of this process and re-resolve every site.
 
     Args:
@@ -119,13 +121,25 @@ class AlgorithmSite:
         size_range: ``(lo, hi)`` sizes the tuner may place cutoffs in.
 
     Example:
+        >>> _ = use_choices(ChoicesFile())  # an empty tuned-choices file: every site runs its default
         >>> site = AlgorithmSite("doc-sum", {"builtin": sum, "loop": lambda xs: sum(x for x in xs)})
         >>> site([1, 2, 3])
         6
     """
 
-    __slots__ = ("_alts", "_cutoffs", "_default", "_funcs", "_names", "_single", "_size", "name",
-                 "size_range", "source", "__weakref__")
+    __slots__ = (
+        "_alts",
+        "_cutoffs",
+        "_default",
+        "_funcs",
+        "_names",
+        "_single",
+        "_size",
+        "name",
+        "size_range",
+        "source",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -149,7 +163,9 @@ class AlgorithmSite:
         self._alts: dict[str, Callable[..., Any]] = {}
         if alternatives is not None:
             if not isinstance(alternatives, Mapping) or not alternatives:
-                raise ChoiceError(f"site {name!r} has no alternatives: pass {{'name': function, ...}} with at least one")
+                raise ChoiceError(
+                    f"site {name!r} has no alternatives: pass {{'name': function, ...}} with at least one"
+                )
             for alt_name, fn in alternatives.items():
                 self._add(alt_name, fn)
         self._default = default
@@ -164,7 +180,9 @@ class AlgorithmSite:
 
     def _add(self, alt_name: str, fn: Callable[..., Any]) -> None:
         if not isinstance(alt_name, str) or not alt_name:
-            raise ChoiceError(f"site {self.name!r}: alternative names must be non-empty strings, got {alt_name!r}")
+            raise ChoiceError(
+                f"site {self.name!r}: alternative names must be non-empty strings, got {alt_name!r}"
+            )
         if not callable(fn):
             raise ChoiceError(f"site {self.name!r}: alternative {alt_name!r} is not callable")
         if alt_name in self._alts:
@@ -202,7 +220,9 @@ class AlgorithmSite:
         if self._default is None:
             return next(iter(self._alts))
         if self._default not in self._alts:
-            raise ChoiceError(f"site {self.name!r}: default {self._default!r} is not one of {sorted(self._alts)}")
+            raise ChoiceError(
+                f"site {self.name!r}: default {self._default!r} is not one of {sorted(self._alts)}"
+            )
         return self._default
 
     def _require_alternatives(self) -> None:
@@ -290,12 +310,17 @@ class AlgorithmSite:
     def set(self, cutoffs: Sequence[int] | Any, choices: Sequence[str] | None = None) -> None:
         """Set the selector: ``set(levels)`` or ``set(cutoffs, choices)``. Validated."""
         if choices is None:
-            cutoffs, choices = cutoffs.cutoffs, cutoffs.choices
+            levels: Any = cutoffs
+            if not (hasattr(levels, "cutoffs") and hasattr(levels, "choices")):
+                raise ChoiceError(f"site {self.name!r}: set() takes a Levels value or (cutoffs, choices)")
+            cutoffs, choices = levels.cutoffs, levels.choices
         self._require_alternatives()
         cut, names = check_selector(self.name, list(cutoffs), list(choices))
         unknown = [n for n in names if n not in self._alts]
         if unknown:
-            raise ChoiceError(f"site {self.name!r}: unknown alternatives {unknown}; known: {list(self._alts)}")
+            raise ChoiceError(
+                f"site {self.name!r}: unknown alternatives {unknown}; known: {list(self._alts)}"
+            )
         self._install(cut, names, "set")
 
     def reset(self) -> None:
@@ -322,8 +347,12 @@ class AlgorithmSite:
         from perftune.space import Selector
 
         self._require_alternatives()
-        return Selector(list(self._alts), max_levels=max_levels, size_range=size_range or self.size_range,
-                        default=_levels_value((), (self.default,)))
+        return Selector(
+            list(self._alts),
+            max_levels=max_levels,
+            size_range=size_range or self.size_range,
+            default=_levels_value((), (self.default,)),
+        )
 
     def to_entry(self) -> tuple[tuple[int, ...], tuple[str, ...]]:
         """The current selector as (cutoffs, choices) tuples, for :meth:`ChoicesFile.set_site`."""

@@ -5,9 +5,14 @@ next, larger size, where a survivor may keep its selector or grow a new top leve
 algorithm above a new cutoff between the two sizes). The ladder itself is :func:`increa`.
 
 Example:
-    >>> # doctest: +SKIP
-    >>> result = tune_sites(my_sort, [sort_site], make_input=random_list, sizes=[100, 1000, 10000])
-    >>> result.save()            # writes ./perftune-choices.json (or $PERFTUNE_CHOICES)
+    >>> from perftune.targets.choice import use_choices
+    >>> _ = use_choices(ChoicesFile())  # start from an empty tuned-choices file
+    >>> site = AlgorithmSite("doc-tune", {"builtin": sorted, "twice": lambda xs: sorted(sorted(xs))})
+    >>> result = tune_sites(site, [site], make_input=lambda n, rng: rng.integers(0, 99, n).tolist(),
+    ...                     sizes=[8, 64], seed=0)
+    >>> set(result.choices.sites["doc-tune"][1]) <= {"builtin", "twice"}
+    True
+    >>> path = result.save()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -63,7 +68,9 @@ def _log_int(rng: np.random.Generator, lo: int, hi: int) -> int:
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
 
-def simplify_levels(cutoffs: Sequence[int], choices: Sequence[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def simplify_levels(
+    cutoffs: Sequence[int], choices: Sequence[str]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Drop cutoffs between two levels that run the same algorithm (same behaviour, shorter table).
 
     Example:
@@ -115,8 +122,15 @@ def tune_sites(
     if list(sizes) != sorted(set(sizes)) or not sizes or sizes[0] < 1:
         raise ChoiceError(f"tune_sites: sizes must be positive and strictly increasing, got {list(sizes)}")
     # Cutoffs above the largest tuned size would never be measured: keep them inside the ladder.
-    space = Space({s.name: s.selector(max_levels=max_levels, size_range=(
-        s.size_range[0], max(s.size_range[0] + 1, min(s.size_range[1], sizes[-1])))) for s in sites})
+    space = Space(
+        {
+            s.name: s.selector(
+                max_levels=max_levels,
+                size_range=(s.size_range[0], max(s.size_range[0] + 1, min(s.size_range[1], sizes[-1]))),
+            )
+            for s in sites
+        }
+    )
     by_name = {s.name: s for s in sites}
     input_rng = np.random.default_rng(None if seed is None else seed + 7919)
 
@@ -195,9 +209,15 @@ def _trim(config: Any, top: int) -> Any:
     return config.replace(**out)
 
 
-def _verify(config: Any, sites: dict[str, AlgorithmSite], program: Callable[[Any], Any],
-            make_input: Callable[[int, np.random.Generator], Any], check: Callable[[Any, Any], bool],
-            top: int, rng: np.random.Generator) -> str | None:
+def _verify(
+    config: Any,
+    sites: dict[str, AlgorithmSite],
+    program: Callable[[Any], Any],
+    make_input: Callable[[int, np.random.Generator], Any],
+    check: Callable[[Any, Any], bool],
+    top: int,
+    rng: np.random.Generator,
+) -> str | None:
     test_sizes: set[int] = set()
     for name in sites:
         lv = config[name]
