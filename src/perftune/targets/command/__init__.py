@@ -54,6 +54,7 @@ Schema (names are stable)::
     warmup_runs = 1
     tie = 0.01                          # "the same" within 1%
     confidence = 0.95
+    futility_confidence = 0.8           # optional: stop hopeless candidates sooner
     repeats = 5                         # instead: exactly this many runs
     timeout_factor = 3.0                # adaptive run limit = 3 x the incumbent's time ...
     min_timeout_s = 1.0                 # ... but at least this

@@ -65,7 +65,7 @@ class TimingOptions:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
                 kw[key] = value
-        for key in ("tie", "confidence"):
+        for key in ("tie", "confidence", "futility_confidence"):
             if key in table:
                 kw[key] = float(table[key])
         if "max_runs" in kw and "first_runs" not in kw:

@@ -564,6 +564,7 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         "timeout_factor",
         "min_timeout_s",
         "pin_cpus",
+        "futility_confidence",
     }
     _check_keys(timing_table, allowed_timing, where, "timing.")
     try:
