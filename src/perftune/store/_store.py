@@ -152,8 +152,8 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, default=_json_default, sort_keys=True, separators=(",", ":"))
+def _dumps(obj: Any, *, sort_keys: bool = True) -> str:
+    return json.dumps(obj, default=_json_default, sort_keys=sort_keys, separators=(",", ":"))
 
 
 def _float_or_none(x: Any) -> float | None:
@@ -498,7 +498,8 @@ class Store:
             "status": "running",
             "goal": goal,
             "metric": metric,
-            "space": _dumps(space.to_dict()) if space is not None else None,
+            # Parameter order is part of the space (it fixes the encoding): never sort it.
+            "space": _dumps(space.to_dict(), sort_keys=False) if space is not None else None,
             "space_fingerprint": space.fingerprint() if space is not None else None,
             "settings": _dumps(dict(settings or {})),
             "environment": _dumps(env),

@@ -146,6 +146,8 @@ class StoreConformance:
         assert run.settings == {"budget": 100, "technique": "bandit"}
         assert run.space_fingerprint == space.fingerprint()
         assert run.load_space().fingerprint() == space.fingerprint()
+        assert run.load_space().names == space.names  # the order fixes the encoding
+        assert run.space == space.to_dict()
         for key in ("cpu_model", "cpu_count", "os", "python"):
             assert key in run.environment
         assert store.get_run(run.id) == run
@@ -442,6 +444,33 @@ class StoreConformance:
             assert os.waitstatus_to_exitcode(status) == 0
             store.add_trial(run.id, make_trial(2))
             assert [t.id for t in store.trials(run.id)] == [0, 1, 2]
+
+    @pytest.mark.slow
+    def test_concurrent_first_open(self, store_url: str) -> None:
+        """Several drivers open a store that does not exist yet: one builds the schema, none fails."""
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        code = (
+            "import sys; from perftune.store import open_store; "
+            "s = open_store(sys.argv[1]); print(s.create_run(None, None, {}, 'min', None).name)"
+        )
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, store_url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for _ in range(4)
+        ]
+        names = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            names.append(out.strip())
+        with open_store(store_url) as store:
+            assert sorted(r.name for r in store.list_runs()) == sorted(names)
+            assert len(set(names)) == 4
 
     @pytest.mark.slow
     def test_concurrent_writers_lose_and_duplicate_nothing(
