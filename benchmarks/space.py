@@ -133,6 +133,8 @@ def mixed_space() -> Space:
 
 def valid_fraction(space: Space, rng: np.random.Generator, n: int = 20_000) -> float:
     """Fraction of the space's draws ignoring constraints (each parameter sampled alone) that are valid."""
+    if space._enumerated is not None and space._product:
+        return len(space._enumerated) / space._product
     if space.cardinality() is not None and space._product is not None and space._product <= 2_000_000:
         count = space.cardinality()
         if count is not None and count < space._product:

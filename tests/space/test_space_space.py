@@ -437,3 +437,28 @@ def test_user_defined_parameter_types_work_in_a_space() -> None:
     assert all(c in valid for c in space.sample(rng, 100))
     assert all(Config(next(space._search(rng))) in valid for _ in range(50))
     assert all(space.mutate(c, rng) in valid for c in space.sample(rng, 20))
+
+
+def test_when_may_name_a_parameter_declared_later() -> None:
+    space = Space({"x": Int(1, 3, when="flag"), "flag": Bool(default=True)})
+    assert space.default() == {"x": 1, "flag": True}
+    assert list(space.default()) == ["x", "flag"]  # declaration order
+    assert set(space.enumerate()) == {Config(flag=False), *(Config(flag=True, x=k) for k in (1, 2, 3))}
+
+
+def test_many_conditional_flags() -> None:
+    # The shape of a compiler-flags space: hundreds of on/off flags, parameters that exist only
+    # when their flag is on, and a few constraints.
+    n = 300
+    params: dict[str, Param] = {f"f{i}": Bool() for i in range(n)}
+    params |= {f"p{i}": Int(0, 100, when=f"f{i}") for i in range(n // 2)}
+    space = Space(params, constraints=["p0 + p1 < 150", "not (f7 and f8)"])
+    rng = np.random.default_rng(15)
+    samples = space.sample(rng, 50)
+    assert all(space.is_valid(c) for c in samples)
+    for c in samples[:10]:
+        m = space.mutate(c, rng)
+        assert space.is_valid(m) and m != c
+        ns = space.neighbors(c)
+        assert len(ns) >= n - 2 and all(space.is_valid(x) for x in ns)
+        assert any(("p3" in x) != ("p3" in c) for x in ns)  # flipping f3 adds or removes p3

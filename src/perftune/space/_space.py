@@ -259,16 +259,35 @@ class Space:
         self._checks_of: dict[str, list[ConstraintFn]] = {
             n: [c.fn for c in self._constraints if c.names is None or n in c.names] for n in names
         }
-        # Parameters whose change can switch another parameter on or off.
+        # Parameters whose change can switch another parameter on or off, and for each of them the
+        # parameters whose activity may follow (transitively, in activity order).
         self._controls = frozenset(n for p in params.values() if p.when is not None for n in p.when.names)
+        self._position = {n: i for i, n in enumerate(order)}
+        direct: dict[str, set[str]] = {}
+        for n, p in params.items():
+            for dep in p.when.names if p.when is not None else ():
+                direct.setdefault(dep, set()).add(n)
+        self._dependents: dict[str, tuple[tuple[str, Param, ConstraintFn], ...]] = {}
+        for n in self._controls:
+            seen: set[str] = set()
+            stack = [n]
+            while stack:
+                for d in direct.get(stack.pop(), ()):
+                    if d not in seen:
+                        seen.add(d)
+                        stack.append(d)
+            self._dependents[n] = tuple(
+                (d, params[d], params[d].when._fn)  # type: ignore[union-attr]
+                for d in sorted(seen, key=self._position.__getitem__)
+            )
 
         # Encoding layout.
         self.slices: dict[str, slice] = {}
         start = 0
         for name in names:
-            d = params[name].n_dims
-            self.slices[name] = slice(start, start + d)
-            start += d
+            width = params[name].n_dims
+            self.slices[name] = slice(start, start + width)
+            start += width
         self.n_dims: int = start
         self._default_enc = {n: np.asarray(params[n].encode(params[n].default_value()), float) for n in names}
 
@@ -287,19 +306,33 @@ class Space:
         self._unsat: str | None = None
 
     def _make_plan(self) -> list[tuple[str, Param, ConstraintFn | None, list[ConstraintFn]]]:
-        """Order the parameters so that each constraint is checked as soon as its names are assigned."""
+        """Order the parameters so that each constraint is checked as soon as its names are assigned.
+
+        Parameters that constraints read (and those their ``when=`` conditions need) come first,
+        chosen greedily: the one that completes most constraints, then the one with fewest values.
+        The other parameters follow in activity order: no constraint can fail on them, so a search
+        never backtracks into them, and enumeration never repeats the constrained part for them.
+        """
         params = self.params
-        remaining = list(self.names)
-        assigned: set[str] = set()
         expr_cons = [c for c in self._constraints if c.names is not None]
-        mentions = {n: sum(1 for c in expr_cons if n in (c.names or ())) for n in self.names}
+        needed: set[str] = set()
+        stack = [n for c in expr_cons for n in c.names or ()]
+        while stack:
+            n = stack.pop()
+            if n not in needed:
+                needed.add(n)
+                w = params[n].when
+                stack.extend(w.names if w is not None else ())
+        mentions = {n: 0 for n in needed}
+        for c in expr_cons:
+            for n in c.names or ():
+                mentions[n] += 1
+        declared = {n: i for i, n in enumerate(self.names)}
+        remaining = [n for n in self._activity_order if n in needed]
+        assigned: set[str] = set()
         order: list[str] = []
         while remaining:
-            ready = [
-                n
-                for n in remaining
-                if params[n].when is None or params[n].when.names <= assigned  # type: ignore[union-attr]
-            ]
+            ready = [n for n in remaining if params[n].when is None or params[n].when.names <= assigned]  # type: ignore[union-attr]
 
             def score(n: str) -> tuple[int, int, int, int]:
                 completes = sum(
@@ -308,27 +341,24 @@ class Space:
                     if n in (c.names or ()) and (c.names or frozenset()) - assigned <= {n}
                 )
                 card = params[n].cardinality()
-                return (-completes, card if card is not None else 1 << 62, -mentions[n], self.names.index(n))
+                return (-completes, card if card is not None else 1 << 62, -mentions[n], declared[n])
 
             best = min(ready, key=score)
             order.append(best)
             assigned.add(best)
             remaining.remove(best)
+        order.extend(n for n in self._activity_order if n not in needed)
+        last = {}
+        position = {n: i for i, n in enumerate(order)}
+        for c in self._constraints:
+            last[id(c)] = (
+                max((position[n] for n in c.names), default=0) if c.names is not None else len(order) - 1
+            )
         plan = []
-        done: set[str] = set()
         for i, name in enumerate(order):
-            done.add(name)
-            checks = [
-                c.fn
-                for c in self._constraints
-                if (c.names is not None and name in c.names and c.names <= done)
-                or (c.names is None and i == len(order) - 1)
-            ]
+            checks = [c.fn for c in self._constraints if last[id(c)] == i]
             w = params[name].when
             plan.append((name, params[name], w._fn if w is not None else None, checks))
-        if not order:
-            # No parameters: callable constraints are checked on the empty configuration.
-            pass
         return plan
 
     def __getstate__(self) -> dict[str, Any]:
@@ -812,7 +842,7 @@ class Space:
             return math.inf
         rng = np.random.default_rng(0)  # fixed: the estimate must not disturb the caller's stream
         ok = sum(self._check_constraints(self._sample_direct(rng)) for _ in range(n_draws))
-        return self._product * ok / n_draws
+        return (self._product * ok) // n_draws  # integers: products can exceed any float
 
     def _sample_direct(self, rng: np.random.Generator) -> dict[str, Any]:
         # One numpy call for all scalar parameters: decode(uniform) is their sampling distribution.
@@ -947,6 +977,33 @@ class Space:
                 best.append(c)
         return best[int(rng.integers(len(best)))]
 
+    def _follow(self, trial: dict[str, Any], changed: list[str], rng: np.random.Generator | None) -> bool:
+        """Update the activity of the parameters that depend on ``changed`` (in place).
+
+        Newly active parameters get their default (``rng`` None) or a random value; the names
+        whose presence changed are appended to ``changed``. Returns True when any did.
+        """
+        dependents = [d for n in changed if n in self._controls for d in self._dependents[n]]
+        if not dependents:
+            return False
+        if len(changed) > 1:
+            dependents = sorted(dict.fromkeys(dependents), key=lambda d: self._position[d[0]])
+        moved = False
+        for name, p, when in dependents:
+            try:
+                active = bool(when(trial))
+            except Exception:
+                active = False
+            if active and name not in trial:
+                trial[name] = p.default_value() if rng is None else p.sample(rng)
+            elif not active and name in trial:
+                del trial[name]
+            else:
+                continue
+            changed.append(name)
+            moved = True
+        return moved
+
     def _changed_ok(self, trial: dict[str, Any], changed: Sequence[str]) -> bool:
         """Validity of ``trial``: a valid configuration whose ``changed`` parameters got new legal values."""
         if len(changed) == 1:
@@ -1010,9 +1067,11 @@ class Space:
                     hopeless = True  # pruned: in no valid configuration
             if hopeless or trial == base:
                 continue
-            if base_ok and not (self._has_when and self._controls.intersection(chosen)):
-                if self._changed_ok(trial, chosen):
-                    return self._ordered(trial)
+            if base_ok:
+                changed = list(chosen)
+                moved = self._has_when and self._follow(trial, changed, rng)
+                if self._changed_ok(trial, changed):
+                    return self._ordered(trial) if moved else Config._trusted(trial)
                 continue
             trial = self._complete(trial, rng)
             if self.is_valid(Config._trusted(trial)):
@@ -1036,14 +1095,15 @@ class Space:
         for name in self.names:
             if name not in base:
                 continue
-            simple = fast and name not in self._controls
             for v in self.params[name].neighbors(base[name]):
                 trial = dict(base)
                 trial[name] = v
-                if simple:
-                    # Only the constraints that read this parameter can change their verdict.
-                    if self._changed_ok(trial, (name,)):
-                        out.append(Config._trusted(trial))
+                if fast:
+                    # Only the constraints that read the changed parameters can change their verdict.
+                    changed = [name]
+                    moved = self._has_when and self._follow(trial, changed, None)
+                    if self._changed_ok(trial, changed):
+                        out.append(self._ordered(trial) if moved else Config._trusted(trial))
                     continue
                 if self._has_when:
                     trial = self._complete(trial, None)
