@@ -148,7 +148,18 @@ def test_tuning_table_and_seeds(tmp_path: Path) -> None:
     assert task.seeds == [{"n": 5, "flag": True, "order": ("c", "b", "a")}]
 
 
+def _require_protections() -> None:
+    from perftune.measure import Sandbox
+
+    prot = Sandbox().protections()
+    if not prot["processes"]:
+        pytest.skip("no process limit can be enforced here: the fork bomb would run unprotected")
+    if not prot["disk"]:
+        pytest.skip("no disk limit can be enforced here")
+
+
 def _bad_task(tmp_path: Path) -> Path:
+    _require_protections()
     src = tmp_path / "bad.c"
     shutil.copy(BAD_C, src)
     os.chmod(src, 0o644)

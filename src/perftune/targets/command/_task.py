@@ -676,8 +676,19 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
 
 def _state_dir() -> str:
     """A directory shared by the worker processes of this run (incumbent, reference, risk model)."""
-    path = tempfile.mkdtemp(prefix="perftune-task-")
     owner = os.getpid()
+    root = tempfile.gettempdir()
+    # Remove the state of runs whose process died without cleaning up (killed, os._exit).
+    for name in os.listdir(root):
+        parts = name.split("-")
+        if name.startswith("perftune-task-") and len(parts) >= 4 and parts[2].isdigit():
+            try:
+                os.kill(int(parts[2]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass
+    path = tempfile.mkdtemp(prefix=f"perftune-task-{owner}-", dir=root)
 
     def cleanup() -> None:
         if os.getpid() == owner:
