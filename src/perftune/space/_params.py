@@ -367,7 +367,11 @@ class Int(Param):
         return [v for v in (value - 1, value + 1) if self.lo <= v <= self.hi]
 
     def encode(self, value: Any) -> np.ndarray:
-        return np.array([_bucket_encode(value - self.lo, self._n)])
+        return np.array([self.encode1(value)])
+
+    def encode1(self, value: Any) -> float:
+        """The one coordinate of :meth:`encode` (one-dimensional types)."""
+        return _bucket_encode(value - self.lo, self._n)
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> int:
         return self.lo + _bucket_decode(vec[0], self._n)
@@ -414,11 +418,11 @@ class LogInt(Int):
                 out.append(v)
         return out
 
-    def encode(self, value: Any) -> np.ndarray:
+    def encode1(self, value: Any) -> float:
         if self._n == 1:
-            return np.array([0.5])
+            return 0.5
         mid = 0.5 * (math.log(value) + math.log(value + 1))
-        return np.array([(mid - self._log_lo) / self._log_span])
+        return (mid - self._log_lo) / self._log_span
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> int:
         x = _unit(vec[0])
@@ -485,8 +489,8 @@ class Pow2(Int):
     def neighbors(self, value: Any) -> list[Any]:
         return [v for v in (value // 2, value * 2) if self.lo <= v <= self.hi]
 
-    def encode(self, value: Any) -> np.ndarray:
-        return np.array([_bucket_encode(value.bit_length() - 1 - self._e_lo, self._e_n)])
+    def encode1(self, value: Any) -> float:
+        return _bucket_encode(value.bit_length() - 1 - self._e_lo, self._e_n)
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> int:
         return 1 << (self._e_lo + _bucket_decode(vec[0], self._e_n))
@@ -582,6 +586,10 @@ class Float(Param):
 
     def encode(self, value: Any) -> np.ndarray:
         return np.array([self._to_unit(value)])
+
+    def encode1(self, value: Any) -> float:
+        """The one coordinate of :meth:`encode`."""
+        return self._to_unit(value)
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> float:
         return self._from_unit(_unit(vec[0]))
@@ -697,7 +705,11 @@ class Choice(Param):
         return [o for j, o in enumerate(self.options) if j != i]
 
     def encode(self, value: Any) -> np.ndarray:
-        return np.array([_bucket_encode(self.index(value), self._n)])
+        return np.array([self.encode1(value)])
+
+    def encode1(self, value: Any) -> float:
+        """The one coordinate of :meth:`encode`."""
+        return _bucket_encode(self.index(value), self._n)
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> Any:
         return self.options[_bucket_decode(vec[0], self._n)]

@@ -289,7 +289,8 @@ class Space:
             self.slices[name] = slice(start, start + width)
             start += width
         self.n_dims: int = start
-        self._default_enc = {n: np.asarray(params[n].encode(params[n].default_value()), float) for n in names}
+        self._default_enc = {n: params[n].encode(params[n].default_value()).tolist() for n in names}
+        self._encoders = [(n, params[n], getattr(params[n], "encode1", None)) for n in names]
 
         cards = [params[n].cardinality() for n in names]
         self._finite = all(c is not None for c in cards)
@@ -1142,22 +1143,30 @@ class Space:
     # -- encoding ------------------------------------------------------------------------------------
     def encode(self, config: Mapping[str, Any]) -> np.ndarray:
         """Position in ``[0, 1] ** n_dims``; inactive parameters encode as their default."""
-        data = self._data(config)
-        parts = []
-        for name in self.names:
+        data = config._data if type(config) is Config else self._data(config)
+        out: list[float] = []
+        for name, p, encode1 in self._encoders:
             v = data.get(name, _ABSENT)
-            parts.append(self._default_enc[name] if v is _ABSENT else self.params[name].encode(v))
-        return np.concatenate(parts) if parts else np.zeros(0)
+            if v is _ABSENT:
+                out.extend(self._default_enc[name])
+            elif encode1 is not None:
+                out.append(encode1(v))
+            else:
+                out.extend(p.encode(v).tolist())
+        return np.array(out, dtype=float)
 
     def decode(self, vec: Sequence[float] | np.ndarray) -> Config:
         """A configuration of legal values with activity fixed (constraints may fail: use repair)."""
         vec = np.asarray(vec, dtype=float)
         if vec.shape != (self.n_dims,):
             raise ValueError(f"expected a vector of {self.n_dims} numbers, got shape {vec.shape}")
+        xs = vec.tolist()
         out: dict[str, Any] = {}
+        slices = self.slices
         for name, p, when in self._activity:
             if when is None or self._active(when, out):
-                out[name] = p.decode(vec[self.slices[name]])
+                sl = slices[name]
+                out[name] = p.decode((xs[sl.start],) if p.n_dims == 1 else vec[sl])
         return self._ordered(out)
 
     # -- enumeration ---------------------------------------------------------------------------------
