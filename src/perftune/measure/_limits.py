@@ -463,6 +463,19 @@ class StepCgroup:
         except (OSError, ValueError):
             return False
 
+    def memory_limit_reached(self) -> bool:
+        """The step ran into its memory limit at least once (it may have survived by reclaiming)."""
+        if not self.memory_dir:
+            return False
+        try:
+            if self._caps.memory_cgroup_version == 2:
+                events = Path(self.memory_dir, "memory.events").read_text()
+                counts = dict(line.split() for line in events.splitlines() if line.strip())
+                return int(counts.get("max", 0)) > 0
+            return int(Path(self.memory_dir, "memory.failcnt").read_text().strip() or 0) > 0
+        except (OSError, ValueError):
+            return False
+
     def peak_memory_bytes(self) -> int | None:
         if not self.memory_dir:
             return None

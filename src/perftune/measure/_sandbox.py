@@ -652,6 +652,9 @@ class Sandbox:
             if pids_hit:
                 r.limit = "processes"
                 r.reason += f" (process limit of {limits.n_procs} was hit)"
+            elif memory_by_cgroup and cgroup is not None and cgroup.memory_limit_reached():
+                r.limit = "memory"
+                r.reason += f" (memory limit of {limits.memory_mb} MB was reached)"
         elif r.outside_writes:
             r.status = "failed"
             r.reason = "wrote outside its scratch directory: " + ", ".join(r.outside_writes[:3])
