@@ -685,7 +685,7 @@ class Space:
         prefer: Mapping[str, Any] | None = None,
         budget: int | None = SAMPLE_BUDGET,
         pinned: frozenset[str] = frozenset(),
-        stats: dict[str, bool] | None = None,
+        stats: dict[str, int] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Depth-first assignment in plan order with constraint checks as early as possible.
 
@@ -709,6 +709,7 @@ class Space:
         backjump = rng is not None
         static, check_levels = self._conflict_levels()
         conflicts: list[set[int]] = [set() for _ in range(n)]
+        sampled = [False] * n  # level i draws random candidates (not every value)
         values: dict[str, Any] = {}
         iters: list[Iterator[Any] | None] = [None] * n
         i = 0
@@ -723,6 +724,7 @@ class Space:
             if it is None:
                 if backjump:
                     conflicts[i] = set(static[i])
+                sampled[i] = False
                 if when is not None and not self._active(when, values):
                     it = iter((_ABSENT,))
                 elif name in pinned and p.contains(prefer.get(name, _ABSENT)):
@@ -730,12 +732,18 @@ class Space:
                 else:
                     allowed = self._allowed(name, values) if self._tables else None
                     it = self._candidates(name, p, rng, uniform, prefer.get(name, _ABSENT), domains, allowed)
+                    dom = domains.get(name)
+                    sampled[i] = allowed is None and (dom is None or len(dom) > EXHAUSTIVE_VALUES)
                 iters[i] = it
             v = next(it, _END)
             if v is _END:
                 iters[i] = None
                 values.pop(name, None)
                 conflict = conflicts[i]
+                if backjump and not conflict and sampled[i]:
+                    # Random candidates failed for reasons that do not depend on earlier levels:
+                    # draw more here (the budget bounds this) rather than give up.
+                    continue
                 if backjump and conflict:
                     h = max(conflict)
                     conflicts[h] |= conflict
@@ -752,9 +760,11 @@ class Space:
             else:
                 values[name] = v
             evals += 1
+            if stats is not None:
+                stats["evals"] = evals
             if budget is not None and evals > budget:
                 if stats is not None:
-                    stats["budget_hit"] = True
+                    stats["budget_hit"] = 1
                 return
             ok = True
             for k, fn in enumerate(checks):
@@ -816,13 +826,13 @@ class Space:
                 if self._enumeration_failed or self._estimated_valid() > 2 * ENUMERATE_LIMIT:
                     self._enumeration_failed = True
                     return None
-                stats: dict[str, bool] = {}
+                stats: dict[str, int] = {}
                 found = []
                 for v in self._search(None, budget=ENUMERATE_BUDGET, stats=stats):
                     found.append(self._ordered(v))
                     if len(found) > ENUMERATE_LIMIT:
                         break
-                if stats or len(found) > ENUMERATE_LIMIT:
+                if stats.get("budget_hit") or len(found) > ENUMERATE_LIMIT:
                     self._enumeration_failed = True
                     return None
             self._enumerated = found
@@ -898,12 +908,15 @@ class Space:
             data = self._sample_direct(rng)
             if self._check_constraints(data):
                 return self._ordered(data)
+        n_checked = 2
         for _ in range(SAMPLE_RESTARTS):
-            found = next(self._search(rng, budget=SAMPLE_BUDGET // SAMPLE_RESTARTS), None)
+            stats: dict[str, int] = {}
+            found = next(self._search(rng, budget=SAMPLE_BUDGET // SAMPLE_RESTARTS, stats=stats), None)
             if found is not None:
                 return self._ordered(found)
+            n_checked += stats.get("evals", 0)
         raise UnsatisfiableError(
-            f"no valid configuration found after {SAMPLE_BUDGET} tries: constraints may be unsatisfiable"
+            f"no valid configuration found after {n_checked} tries: constraints may be unsatisfiable"
         )
 
     # -- repair and operators -------------------------------------------------------------------------
