@@ -462,3 +462,8 @@ def test_many_conditional_flags() -> None:
         ns = space.neighbors(c)
         assert len(ns) >= n - 2 and all(space.is_valid(x) for x in ns)
         assert any(("p3" in x) != ("p3" in c) for x in ns)  # flipping f3 adds or removes p3
+
+
+def test_equal_spaces_hash_equally() -> None:
+    assert hash(convolution()) == hash(convolution()) and convolution() == convolution()
+    assert len({convolution(), convolution(), gemm()}) == 2

@@ -381,7 +381,12 @@ class Space:
             return NotImplemented
         return self.to_dict() == other.to_dict()
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        # Equal spaces have equal fingerprints; computed once (a space does not change).
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self._hash = hash(self.fingerprint())
+        return h
 
     @property
     def constraints(self) -> list[str | Callable[[Config], Any]]:
