@@ -87,10 +87,11 @@ def _opt(ctx: click.Context, key: str, value: Any) -> Any:
     return value
 
 
-def _open(ctx: click.Context, store: str | None = None) -> Any:
+def _open(ctx: click.Context, store: str | None = None, *, must_exist: bool = True) -> Any:
+    """The store; commands that only read (and resume) refuse to create an empty one from a typo."""
     from perftune.store import open_store
 
-    return open_store(_opt(ctx, "store", store))
+    return open_store(_opt(ctx, "store", store), must_exist=must_exist)
 
 
 def _trial_json(trial: Any) -> dict[str, Any] | None:
@@ -155,7 +156,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
         limit = Budget(evals=50)
     seed = _opt(ctx, "seed", seed) if _opt(ctx, "seed", seed) is not None else spec.seed
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
-    st = _open(ctx, store)
+    st = _open(ctx, store, must_exist=False)
     seeds = list(spec.seeds)
     if warm_start:
         seeds += _warm_start_seeds(st, warm_start, spec.space)
@@ -478,7 +479,7 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     result = tune_flags(
         list(sources), run_args, compiler=compiler, budget=_opt(ctx, "budget", budget) or "5m",
         workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol, abs_tol=abs_tol,
-        link_args=shlex.split(link), store=_open(ctx, store), seed=_opt(ctx, "seed", seed),
+        link_args=shlex.split(link), store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed),
         include_params=not no_params, reduce=not no_reduce, on_trial=progress,
     )
     if as_json:

@@ -146,9 +146,17 @@ def test_malformed_store_url_is_one_line_without_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_unknown_run_is_a_clear_error(tmp_path):
-    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "show", "nope"])
+def test_unknown_run_or_missing_store_is_a_clear_error(tmp_path):
+    task = write_task(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert invoke("--store", db, "run", str(task), "--budget", "2").exit_code == 0
+    result = CliRunner().invoke(cli, ["--store", db, "show", "nope"])
     assert result.exit_code == 2 and "nope" in result.output
+    # A typo in the store path must not create an empty store.
+    typo = tmp_path / "typo.db"
+    result = CliRunner().invoke(cli, ["--store", str(typo), "runs"])
+    assert result.exit_code == 2 and result.output.startswith("perftune: error:")
+    assert not typo.exists()
 
 
 def test_help_is_there_for_newcomers():

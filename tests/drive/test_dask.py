@@ -51,3 +51,15 @@ def test_worker_killed_mid_evaluation_is_rescheduled(tmp_path):
 def test_unreachable_scheduler_is_one_clear_error():
     with pytest.raises(PerftuneError, match="cannot reach the Dask scheduler"):
         perftune.tune(lambda c: 1.0, space(), budget=3, executor="dask", scheduler="tcp://127.0.0.1:1")
+
+
+def test_the_local_cluster_example_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).parents[2] / "examples" / "dask_local" / "tune_on_dask.py"
+    proc = subprocess.run([sys.executable, str(example), "local:2", f"sqlite:///{tmp_path / 'd.db'}"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "30 trials on Dask workers" in proc.stdout
