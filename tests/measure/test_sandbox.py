@@ -157,3 +157,16 @@ def test_doctor_lists_every_protection() -> None:
     ):
         assert expected in names
     assert all(isinstance(active, bool) and detail for _, active, detail in rows)
+
+
+def test_steps_can_be_pinned_to_cores() -> None:
+    sandbox = Sandbox(cpu_affinity=[0])
+    r = run(sandbox, ["grep", "Cpus_allowed_list", "/proc/self/status"])
+    assert r.ok and r.stdout.split()[-1] == b"0"
+
+
+def test_all_names_are_exported() -> None:
+    import perftune.measure as measure
+
+    public = {n for n in dir(measure) if not n.startswith("_")} - {"annotations"}
+    assert public == set(measure.__all__)

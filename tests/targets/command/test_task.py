@@ -318,3 +318,85 @@ warmup_runs = 0
         task.objective({"variant": "FAST"})
     assert task.verify({"variant": "SAFE"}) is None
     assert task.verify({"variant": "FAST"}) is not None
+
+
+def test_json_metric_stdin_env_and_shell(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("hello\n")
+    os.chmod(tmp_path / "in.txt", 0o644)
+    text = """
+inputs = ["in.txt"]
+env = { GREETING = "hi-{n}" }
+
+[space]
+n = { type = "int", min = 1, max = 3 }
+
+[run]
+command = "read line; echo \\"$GREETING $line\\"; echo '{{\\"result\\": {{\\"score\\": {n}}}}}'"
+shell = true
+stdin = "{input}"
+
+[objective]
+metric = "stdout_json"
+key = "result.score"
+goal = "max"
+
+[check]
+stdout = "exact"
+ignore = '^(hi-[0-9] hello|[{])'  # what may differ: the greeting and the JSON line
+
+[timing]
+repeats = 2
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))
+    out = task.objective({"n": 3})
+    assert out["stdout_json"] == 3.0 and out["samples"] == [3.0, 3.0]
+    ref = Path(task.objective.state_dir, "ref0.stdout").read_text()
+    assert ref.splitlines()[0] == "hi-1 hello"  # env template rendered, stdin read
+
+
+def test_file_size_metric_and_file_check(tmp_path: Path) -> None:
+    text = """
+[space]
+reps = { type = "int", min = 1, max = 50, default = 50 }
+case = { type = "choice", options = ["lower", "upper"] }
+
+[run]
+command = ["sh", "-c", "yes abc | head -n $0 > out.txt; printf 'x%.0s' $(seq $0) > blob", "{reps}"]
+
+[objective]
+metric = "file_size"
+file = "{scratch}/blob"
+
+[check]
+files = ["{scratch}/out.txt"]
+"""
+    task = load_task(write(tmp_path, text))
+    assert task.goal == "min"
+    with pytest.raises(CandidateError, match="output file .* differs"):
+        task.objective({"reps": 10, "case": "lower"})
+    assert task.objective({"reps": 50, "case": "upper"})["file_size"] == 50.0
+
+
+def test_numeric_tolerance_check(tmp_path: Path) -> None:
+    text = """
+[space]
+eps = { type = "choice", options = ["0", "0.0000001", "0.1"] }
+
+[run]
+command = ["sh", "-c", "echo \\"total: $(echo \\"1 + $0\\" | bc -l)\\"", "{eps}"]
+
+[check]
+stdout = "numeric"
+rtol = 1e-6
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    if shutil.which("bc") is None:
+        pytest.skip("needs bc")
+    task = load_task(write(tmp_path, text))
+    task.objective({"eps": "0.0000001"})
+    with pytest.raises(CandidateError, match="number 1"):
+        task.objective({"eps": "0.1"})
