@@ -322,7 +322,9 @@ class OptEngine(Engine):
     def _run_opt(self, src: Path, pipeline: str, dst: Path) -> None:
         try:
             result = subprocess.run(
-                [self._opt, f"-passes={pipeline}", str(src), "-S", "-o", str(dst)],
+                # The use-list order is kept in the text, so that each step sees the module exactly
+                # as an in-memory pipeline would (passes walk use lists).
+                [self._opt, f"-passes={pipeline}", str(src), "-S", "-preserve-ll-uselistorder", "-o", str(dst)],
                 capture_output=True,
                 text=True,
                 timeout=self.timeout_s,
@@ -390,7 +392,12 @@ class OptEngine(Engine):
         return elf_text_size(obj.read_bytes())
 
     def write_bitcode(self, path: str | os.PathLike[str]) -> None:
-        self._run_opt(self._current, "verify", Path(path))
+        result = subprocess.run(
+            [self._opt, "-passes=verify", str(self._current), "-preserve-bc-uselistorder", "-o", str(path)],
+            capture_output=True, text=True, timeout=self.timeout_s,
+        )
+        if result.returncode != 0:
+            raise LlvmError(f"writing bitcode failed: {result.stderr.strip()[:200]}")
 
     def ir(self) -> str:
         return self._current.read_text()

@@ -6,7 +6,7 @@
 //   c++ -O2 _helper.cpp $(llvm-config-14 --cxxflags --ldflags --libs) -o helper
 //
 // Protocol: one command per line on stdin, one reply line on stdout.
-//   load PATH            parse .ll/.bc, make it the current and the "initial" module -> ok COUNT
+//   load PATH            parse .ll/.bc and make it the current module                   -> ok COUNT
 //   apply PIPELINE       run a pipeline (opt -passes=... syntax) on the current module -> ok COUNT
 //   trial PIPELINE       like apply, on a copy; the current module is unchanged          -> ok COUNT
 //   count                instruction count (Module::getInstructionCount)                 -> ok COUNT
@@ -17,7 +17,6 @@
 //   write PATH / writell PATH   bitcode / textual IR of the current module               -> ok
 //   save NAME / restore NAME    keep / bring back an in-memory copy of the module       -> ok [COUNT]
 //   drop NAME / clear    forget one / all saved copies                                   -> ok
-//   reset                back to the module given to `load`                              -> ok COUNT
 //   verify               run the IR verifier                                             -> ok | err MSG
 // Errors that leave the module intact answer "err MESSAGE" (one line). A crash ends the process;
 // the Python side restarts it.
@@ -27,6 +26,7 @@
 #include "llvm/Analysis/AliasAnalysis.h"
 #include "llvm/Analysis/CFG.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/CFG.h"
 #include "llvm/IR/Constants.h"
@@ -46,7 +46,6 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
-#include "llvm/Transforms/Utils/Cloning.h"
 
 #include <cstdio>
 #include <iostream>
@@ -60,8 +59,32 @@ namespace {
 
 LLVMContext Ctx;
 std::unique_ptr<Module> Current;
-std::unique_ptr<Module> Initial;
-std::map<std::string, std::unique_ptr<Module>> Saved;
+// Snapshots are bitcode with the use-list order preserved: passes walk use lists, so a copy made
+// with CloneModule (which reorders them) can optimise differently from the original, and the
+// count after "restore" + passes would not match an `opt` replay. Bitcode with use-list order
+// reproduces the module exactly (it is what `opt -preserve-bc-uselistorder` relies on).
+std::map<std::string, std::string> Saved;
+
+std::string toBitcode(const Module &M) {
+  std::string Buffer;
+  raw_string_ostream OS(Buffer);
+  WriteBitcodeToFile(M, OS, /*ShouldPreserveUseListOrder=*/true);
+  OS.flush();
+  return Buffer;
+}
+
+std::unique_ptr<Module> fromBitcode(const std::string &Buffer) {
+  Expected<std::unique_ptr<Module>> M = parseBitcodeFile(MemoryBufferRef(Buffer, "snapshot"), Ctx);
+  if (!M) {
+    // Cannot happen for bitcode we wrote ourselves; make it loud rather than wrong.
+    errs() << "snapshot does not parse: " << toString(M.takeError()) << "\n";
+    std::abort();
+  }
+  return std::move(*M);
+}
+
+// An exact copy of M (see above).
+std::unique_ptr<Module> exactCopy(const Module &M) { return fromBitcode(toBitcode(M)); }
 std::unique_ptr<TargetMachine> TM;  // as `opt` builds it: from the module triple, default CPU
 
 void reply(const std::string &Line) {
@@ -119,7 +142,7 @@ bool runPipeline(Module &M, StringRef Pipeline, std::string &ErrOut) {
 }
 
 bool textSize(const Module &M, uint64_t &Bytes, std::string &ErrOut) {
-  std::unique_ptr<Module> Copy = CloneModule(M);
+  std::unique_ptr<Module> Copy = exactCopy(M);
   std::unique_ptr<TargetMachine> CodegenTM = makeTargetMachine(*Copy, true);
   if (!CodegenTM) {
     ErrOut = "no code generator for target triple '" + M.getTargetTriple() + "'";
@@ -295,7 +318,6 @@ void handle(const std::string &Cmd, const std::string &Arg) {
       reply("err " + Arg + ": the module is not valid LLVM IR (verifier failed)");
       return;
     }
-    Initial = CloneModule(*M);
     Current = std::move(M);
     TM = makeTargetMachine(*Current, false);
     replyCount(*Current);
@@ -311,7 +333,7 @@ void handle(const std::string &Cmd, const std::string &Arg) {
     return replyCount(*Current);
   }
   if (Cmd == "trial") {
-    std::unique_ptr<Module> Copy = CloneModule(*Current);
+    std::unique_ptr<Module> Copy = exactCopy(*Current);
     if (!runPipeline(*Copy, Arg, Err)) return reply("err " + Err);
     return replyCount(*Copy);
   }
@@ -322,7 +344,7 @@ void handle(const std::string &Cmd, const std::string &Arg) {
     std::unique_ptr<Module> Copy;
     const Module *Target = Current.get();
     if (Cmd == "textsize-of") {
-      Copy = CloneModule(*Current);
+      Copy = exactCopy(*Current);
       if (!runPipeline(*Copy, Arg, Err)) return reply("err " + Err);
       Target = Copy.get();
     }
@@ -334,19 +356,19 @@ void handle(const std::string &Cmd, const std::string &Arg) {
     std::error_code EC;
     raw_fd_ostream OS(Arg, EC);
     if (EC) return reply("err " + Arg + ": " + EC.message());
-    if (Cmd == "write") WriteBitcodeToFile(*Current, OS);
+    if (Cmd == "write") WriteBitcodeToFile(*Current, OS, /*ShouldPreserveUseListOrder=*/true);
     else Current->print(OS, nullptr);
     OS.close();
     return reply("ok");
   }
   if (Cmd == "save") {
-    Saved[Arg] = CloneModule(*Current);
+    Saved[Arg] = toBitcode(*Current);
     return reply("ok");
   }
   if (Cmd == "restore") {
     auto It = Saved.find(Arg);
     if (It == Saved.end()) return reply("err no saved module named '" + Arg + "'");
-    Current = CloneModule(*It->second);
+    Current = fromBitcode(It->second);
     return replyCount(*Current);
   }
   if (Cmd == "clear") {
@@ -356,10 +378,6 @@ void handle(const std::string &Cmd, const std::string &Arg) {
   if (Cmd == "drop") {
     Saved.erase(Arg);
     return reply("ok");
-  }
-  if (Cmd == "reset") {
-    Current = CloneModule(*Initial);
-    return replyCount(*Current);
   }
   if (Cmd == "verify") {
     std::string Msg;

@@ -106,7 +106,14 @@ def _body_lines(ir: str):
 
 
 def _is_instruction(line: str) -> bool:
-    return len(line) > 2 and line[0] == " " and line[1] == " " and line[2] not in " ;]"
+    # "uselistorder" directives (opt -preserve-ll-uselistorder) are not instructions.
+    return (
+        len(line) > 2
+        and line[0] == " "
+        and line[1] == " "
+        and line[2] not in " ;]"
+        and not line.startswith("  uselistorder")
+    )
 
 
 def count_instructions(ir: str) -> int:
