@@ -324,7 +324,8 @@ class OptEngine(Engine):
             result = subprocess.run(
                 # The use-list order is kept in the text, so that each step sees the module exactly
                 # as an in-memory pipeline would (passes walk use lists).
-                [self._opt, f"-passes={pipeline}", str(src), "-S", "-preserve-ll-uselistorder", "-o", str(dst)],
+                [self._opt, f"-passes={pipeline}", str(src), "-S", "-preserve-ll-uselistorder",
+                 "-o", str(dst)],
                 capture_output=True,
                 text=True,
                 timeout=self.timeout_s,

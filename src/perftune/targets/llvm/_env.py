@@ -565,11 +565,17 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
 def opt_commandline(
     actions: Sequence[int], input_path: str, *, isolate_steps: bool = False, output_path: str = "out.bc"
 ) -> str:
-    """``opt -passes='...' INPUT -o OUTPUT`` for a sequence of actions."""
+    """``opt -passes='...' INPUT -o OUTPUT`` for a sequence of actions (shell-quoted)."""
+    import shlex
+
+    passes = passes_text(actions, isolate_steps=isolate_steps)
+    return f"opt -passes='{passes}' {shlex.quote(input_path)} -o {shlex.quote(output_path)}"
+
+
+def passes_text(actions: Sequence[int], *, isolate_steps: bool = False) -> str:
+    """The ``-passes=`` value for a sequence of actions (``verify`` when empty)."""
     if not actions:
-        passes = "verify"
-    elif isolate_steps:
-        passes = ",invalidate<all>,".join(ACTIONS[i].pipeline for i in actions)
-    else:
-        passes = pipeline_of(list(actions))
-    return f"opt -passes='{passes}' {input_path} -o {output_path}"
+        return "verify"
+    if isolate_steps:
+        return ",invalidate<all>,".join(ACTIONS[i].pipeline for i in actions)
+    return pipeline_of(list(actions))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perftune.targets.llvm._datasets import Benchmark
-from perftune.targets.llvm._env import ValidationResult, opt_commandline
+from perftune.targets.llvm._env import ValidationResult, opt_commandline, passes_text
 from perftune.targets.llvm._errors import LlvmError
 from perftune.targets.llvm._ir import count_instructions
 from perftune.targets.llvm._run import build_module, outputs_match, reference_output, run_executable
@@ -23,13 +23,9 @@ def replay_count(bench: Benchmark, actions: Sequence[int], out_ll: Path, *, isol
     Raises:
         LlvmError: ``opt`` failed.
     """
-    command = opt_commandline(
-        actions, str(bench.bitcode), isolate_steps=isolate_steps, output_path=str(out_ll)
-    )
-    argv = command.split()
-    argv[0] = find_tool("opt")
-    argv[1] = argv[1].replace("'", "")
-    result = subprocess.run([*argv, "-S"], capture_output=True, text=True, timeout=600)
+    passes = passes_text(actions, isolate_steps=isolate_steps)
+    argv = [find_tool("opt"), f"-passes={passes}", str(bench.bitcode), "-o", str(out_ll), "-S"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         first = (result.stderr.strip().splitlines() or ["(no message)"])[0]
         raise LlvmError(f"{bench.uri}: the replay command failed: {first}")
