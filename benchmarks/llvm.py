@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from perftune.targets.llvm import bundled_uris, csmith_uris
+    # Import everything now: a long run must not pick up half-edited modules later.
+    from perftune.targets.llvm import _env, _run, _tune, _validate  # noqa: F401
 
     lines: list[str] = []
 
