@@ -400,3 +400,48 @@ warmup_runs = 0
     task.objective({"eps": "0.0000001"})
     with pytest.raises(CandidateError, match="number 1"):
         task.objective({"eps": "0.1"})
+
+
+def test_expensive_check_uses_extra_inputs_and_repeats(tmp_path: Path) -> None:
+    (tmp_path / "small.txt").write_text("abc\n")
+    (tmp_path / "big.txt").write_text("x" * 200 + "\n")
+    for name in ("small.txt", "big.txt"):
+        os.chmod(tmp_path / name, 0o644)
+    text = """
+inputs = ["small.txt"]
+
+[space]
+mode = { type = "choice", options = ["good", "truncating", "random"] }
+
+[run]
+command = ["sh", "-c", '''
+case $0 in
+  good) echo "score 1"; cat "$1" ;;
+  truncating) echo "score 2"; cut -c1-20 "$1" ;;
+  random) echo "score 3"; cat "$1"; [ -e seen ] && echo again; touch seen ;;
+esac''', "{mode}", "{input}"]
+
+[objective]
+metric = "stdout_regex"
+pattern = 'score (\\d+)'
+goal = "max"
+
+[check]
+stdout = "exact"
+ignore = "^score"
+
+[check.expensive]
+budget = 0.0
+inputs = ["big.txt"]
+repeats = 1
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))
+    assert task.objective({"mode": "good"})["verified"] == 1.0
+    with pytest.raises(CandidateError, match="verification failed: input big.txt: stdout differs"):
+        task.objective({"mode": "truncating"})
+    with pytest.raises(CandidateError, match="verification failed: .*differs"):
+        task.objective({"mode": "random"})

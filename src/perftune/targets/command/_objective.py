@@ -388,7 +388,10 @@ class CommandObjective:
             for i, (a, b) in enumerate(zip(got.splitlines(), want.splitlines(), strict=False), 1):
                 if a != b:
                     return f"line {i}: got {a[:80]!r}, expected {b[:80]!r}"
-            return f"output has {len(got.splitlines())} lines, the reference {len(want.splitlines())}"
+            n_got, n_want = len(got.splitlines()), len(want.splitlines())
+            if n_got == n_want:
+                return "the outputs differ only in line endings or a trailing newline"
+            return f"output has {n_got} lines, the reference {n_want}"
         return None
 
     def _cheap_check(self, r: StepResult, ctx: Mapping[str, str], ref: dict[str, Any]) -> str | None:
