@@ -272,10 +272,13 @@ def test_private_task_directory_is_reported(tmp_path: Path) -> None:
         load_task(path)
 
 
-def test_examples_load() -> None:
+def test_examples_load_and_pickle() -> None:
+    import pickle
+
     for name in ("c_matmul", "python_metric"):
         task = load_task(ROOT / "examples" / name / "task.toml", prepare=False)
         assert task.space.is_valid(task.space.default()) and task.budget is not None
+        assert pickle.loads(pickle.dumps(task)).objective.metric == task.metric  # workers may be spawned
 
 
 def test_files_are_world_readable_for_the_sandbox_user() -> None:

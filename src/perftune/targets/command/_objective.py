@@ -347,7 +347,7 @@ class CommandObjective:
             matches = list(re.finditer(self.objective.pattern, text, re.MULTILINE))
             if not matches:
                 raise CandidateError(
-                    f"pattern {self.objective.pattern!r} matches nothing in stdout ({_snippet(text)})"
+                    f"pattern '{self.objective.pattern}' matches nothing in stdout ({_snippet(text)})"
                 )
             last = matches[-1]
             token = last.group(1) if last.re.groups else last.group(0)
@@ -355,7 +355,7 @@ class CommandObjective:
                 return float(token)
             except (TypeError, ValueError):
                 raise CandidateError(
-                    f"pattern {self.objective.pattern!r} matched {token!r}, not a number"
+                    f"pattern '{self.objective.pattern}' matched {token!r}, not a number"
                 ) from None
         for line in reversed(text.splitlines()):
             line = line.strip()
