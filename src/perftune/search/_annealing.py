@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perftune.search._base import BaseTechnique, BoundedDict, check_settings
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["AnnealingSettings", "SimulatedAnnealing"]
@@ -71,7 +71,7 @@ class SimulatedAnnealing(BaseTechnique):
     Settings: ClassVar[type] = AnnealingSettings
     settings: AnnealingSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self.temperature = self.settings.t_start
         self._current: Config | None = None

@@ -8,7 +8,9 @@ over a sliding window of (technique, was_new_best) outcomes: AUC(t) is the area 
 recent outcomes, weighting recent new-best results more (``sum(pos_i * o_i) * 2 / (u * (u + 1))`` with
 positions 1..u oldest to newest), and the second term explores techniques used less. A technique earns
 credit when its proposal becomes a new global best. Ties are broken at random (seeded). Every technique
-is told every result, so population and model techniques learn from each other's finds.
+learns from every proposer's results, so population and model techniques use each other's finds; the
+results are queued and told to a technique right before its next ask (all of its own, the latest
+``tell_window`` of the others', and the best), so a technique that is rarely chosen costs O(1) per trial.
 
 Cost awareness: the bandit times each technique's ``ask`` (deciding time per proposal, averaged over its
 last calls) and compares it with the measurement time of the trials (``finished_at - started_at``).
@@ -79,6 +81,9 @@ class BanditSettings:
             before it is throttled.
         free_decide_s: Deciding time per proposal that is never throttled (seconds).
         max_retries: How many times a technique that proposed a duplicate is asked again.
+        tell_window: Results of other proposers kept for a technique until its next ask (it is always
+            told the results of its own proposals, and the best result). A technique learns when it is
+            asked, so one that is rarely chosen costs O(1) per trial, not a full ``tell`` per trial.
         technique_settings: Settings per technique name (a mapping, stored as sorted pairs).
     """
 
@@ -89,6 +94,7 @@ class BanditSettings:
     cost_fraction: float = 0.05
     free_decide_s: float = 5e-5
     max_retries: int = 3
+    tell_window: int = 64
     technique_settings: Any = ()
 
     def __post_init__(self) -> None:
@@ -168,20 +174,27 @@ class _AUCWindow:
 
 
 class _CostMeter:
-    """Mean deciding time per proposal over the last few asks of one technique."""
+    """Mean deciding time per proposal over the last few asks of one technique (running sums)."""
 
     def __init__(self, size: int = 32) -> None:
-        self.times: deque[float] = deque(maxlen=size)
-        self.props: deque[int] = deque(maxlen=size)
+        self.size = size
+        self.items: deque[tuple[float, int]] = deque()
+        self.seconds = 0.0
+        self.proposals = 0
 
     def add(self, seconds: float, n_proposals: int) -> None:
-        self.times.append(seconds)
-        self.props.append(n_proposals)
+        self.items.append((seconds, n_proposals))
+        self.seconds += seconds
+        self.proposals += n_proposals
+        if len(self.items) > self.size:
+            old_s, old_n = self.items.popleft()
+            self.seconds -= old_s
+            self.proposals -= old_n
 
     def per_proposal(self) -> float | None:
-        if not self.times:
+        if not self.items:
             return None
-        return sum(self.times) / max(1, sum(self.props))
+        return max(0.0, self.seconds) / max(1, self.proposals)
 
 
 class AUCBandit:
@@ -245,6 +258,11 @@ class AUCBandit:
         self.deterministic = False
         self._measure_s: deque[float] = deque(maxlen=64)
         self._measure_sum = 0.0
+        # Results waiting to be told to each technique: its own (all of them) and others' (the latest).
+        self._inbox_own: list[list[Trial]] = [[] for _ in self.names]
+        self._inbox_other: list[deque[Trial]] = [deque(maxlen=settings.tell_window) for _ in self.names]
+        self._evicted = [False] * len(self.names)
+        self.best_trial: Trial | None = None
         self._proposer: BoundedDict = BoundedDict(65_536)  # config -> technique index (in flight)
         self._seen: BoundedDict = BoundedDict(262_144)  # configs proposed or told
 
@@ -294,20 +312,34 @@ class AUCBandit:
 
     def _order(self) -> list[int]:
         n = len(self.names)
-        tiebreak = self.rng.permutation(n)
-        scores = [self._score(i) for i in range(n)]
-        return sorted(range(n), key=lambda i: (-scores[i], int(tiebreak[i])))
+        tiebreak = self.rng.permutation(n).tolist()
+        window = self._window
+        c = self.settings.exploration
+        n_hist = len(window.history)
+        log_term = 2.0 * math.log2(n_hist) if n_hist > 1 else 0.0
+        keys = []
+        for i in range(n):
+            u = window.uses[i]
+            score = math.inf if u == 0 else window.s1[i] * 2.0 / (u * (u + 1.0)) + c * math.sqrt(log_term / u)
+            keys.append((-score, tiebreak[i], i))
+        keys.sort()
+        return [k[2] for k in keys]
 
-    def _allowed(self, i: int) -> bool:
+    def _allowance(self) -> float | None:
+        """Deciding time per proposal a technique may use unthrottled (None: no throttling)."""
         s = self.settings
         if not s.cost_aware or self.deterministic:
+            return None
+        m = self.measurement_s()
+        if m is None:
+            return None
+        return s.cost_fraction * m + s.free_decide_s
+
+    def _allowed(self, i: int, allowance: float | None) -> bool:
+        if allowance is None:
             return True
         d = self._ask_cost[i].per_proposal()
-        m = self.measurement_s()
-        if d is None or m is None:
-            return True
-        allowance = s.cost_fraction * m / getattr(self, "parallelism", 1) + s.free_decide_s
-        if d <= allowance:
+        if d is None or d <= allowance:
             return True
         return bool(self._gate_rng.random() < allowance / d)
 
@@ -323,12 +355,14 @@ class AUCBandit:
 
     def _ask_one(self) -> Config | None:
         seen = self._seen
+        allowance = self._allowance()
         for i in self._order():
-            if not self._allowed(i):
+            if not self._allowed(i, allowance):
                 continue
             technique = self.techniques[i]
             for _ in range(self.settings.max_retries):
                 t0 = time.perf_counter()
+                self._deliver(i)
                 proposals = technique.ask(1)
                 dt = time.perf_counter() - t0
                 self._ask_cost[i].add(dt, len(proposals))
@@ -358,7 +392,10 @@ class AUCBandit:
 
     # ------------------------------------------------------------------ learning
     def tell(self, trials: Sequence[Trial]) -> None:
-        """Credit the proposers of new bests, record measurement times, tell every technique."""
+        """Credit the proposers of new bests, record measurement times, queue the results for every technique.
+
+        Each technique is told its queued results right before its next ``ask`` (or on :meth:`flush`).
+        """
         trials = [t for t in trials if t.status is not Status.PENDING]
         if not trials:
             return
@@ -366,6 +403,8 @@ class AUCBandit:
             self._seen[trial.config] = True
             i = self._proposer.pop(trial.config, None)
             if trial.status is Status.CANCELLED:
+                if i is not None and i >= 0:
+                    self._inbox_own[i].append(trial)  # its proposer may be waiting for it
                 continue
             loss = loss_of(trial)
             new_best = loss is not None and (self.best_loss is None or loss < self.best_loss)
@@ -382,10 +421,39 @@ class AUCBandit:
                     self._measure_sum -= self._measure_s[0]
                 self._measure_s.append(duration)
                 self._measure_sum += duration
-        for i, technique in enumerate(self.techniques):
+            for j in range(len(self.techniques)):
+                if j == i:
+                    self._inbox_own[j].append(trial)
+                else:
+                    inbox = self._inbox_other[j]
+                    if len(inbox) == inbox.maxlen:
+                        self._evicted[j] = True
+                    inbox.append(trial)
+            if new_best:
+                self.best_trial = trial
+
+    def _deliver(self, i: int) -> None:
+        """Tell technique ``i`` what happened since its last ask (bounded, see ``tell_window``)."""
+        own, other = self._inbox_own[i], self._inbox_other[i]
+        if not own and not other:
+            return
+        batch: list[Trial] = []
+        best = self.best_trial
+        if self._evicted[i] and best is not None and all(t is not best for t in (*other, *own)):
+            batch.append(best)  # the best result always reaches everyone
+        batch.extend(other)
+        batch.extend(own)
+        other.clear()
+        own.clear()
+        self._evicted[i] = False
+        self.techniques[i].tell(batch)
+
+    def flush(self) -> None:
+        """Tell every technique all pending results now (they are otherwise told when next asked)."""
+        for i, name in enumerate(self.names):
             t0 = time.perf_counter()
-            technique.tell(trials)
-            self.deciding_time_s[self.names[i]] += time.perf_counter() - t0
+            self._deliver(i)
+            self.deciding_time_s[name] += time.perf_counter() - t0
 
     def __repr__(self) -> str:
         return f"AUCBandit(seed={self.seed}, techniques={self.names})"

@@ -23,7 +23,7 @@ from perftune.search._base import check_settings
 from perftune.search._sequential import SequentialTechnique
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
 
 __all__ = ["CoordinateDescent", "CoordinateDescentSettings", "multiplicative_neighbors"]
 
@@ -77,7 +77,7 @@ class CoordinateDescent(SequentialTechnique):
     Settings: ClassVar[type] = CoordinateDescentSettings
     settings: CoordinateDescentSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._center: Config | None = None
         self._center_f = math.inf
@@ -142,7 +142,13 @@ class CoordinateDescent(SequentialTechnique):
             self._improved = False
             return self._next_batch()
         j = min(range(len(losses)), key=losses.__getitem__)
-        if losses[j] < self._center_f:
+        best = self.best_loss
+        if best is not None and self.best_config is not None and best < min(self._center_f, losses[j]):
+            # Another technique found better: continue the descent from there.
+            self._center = self.best_config
+            self._center_f = best
+            self._improved = True
+        elif losses[j] < self._center_f:
             self._center = self._cands[j]
             self._center_f = losses[j]
             self._improved = True

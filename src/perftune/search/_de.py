@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from perftune.search._base import BaseTechnique, BoundedDict, check_settings
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["DESettings", "DifferentialEvolution"]
@@ -79,7 +79,7 @@ class DifferentialEvolution(BaseTechnique):
     Settings: ClassVar[type] = DESettings
     settings: DESettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         d = max(1, space.n_dims)
         p = self.settings.population or int(min(40, max(10, 4 * d)))

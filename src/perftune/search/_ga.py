@@ -14,12 +14,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perftune.search._base import BaseTechnique, check_settings
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["GASettings", "GeneticAlgorithm"]
@@ -61,7 +61,7 @@ class GeneticAlgorithm(BaseTechnique):
     Settings: ClassVar[type] = GASettings
     settings: GASettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._pop: list[tuple[float, Config]] = []
 

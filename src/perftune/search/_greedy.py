@@ -17,14 +17,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from perftune.search._base import BaseTechnique, check_settings
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["GreedySettings", "GreedyNormal", "GreedyUniform"]
@@ -69,7 +69,7 @@ class _Greedy(BaseTechnique):
     Settings: ClassVar[type] = GreedySettings
     settings: GreedySettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._elite: list[tuple[float, int, Config]] = []  # sorted (loss, id, config)
         self.sigma = min(max(self.settings.sigma_start, self.settings.sigma_min), self.settings.sigma_max)

@@ -36,7 +36,7 @@ from perftune.search._base import BaseTechnique, check_settings
 from perftune.trial import Status
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["ModelBased", "ModelSettings"]
@@ -194,7 +194,7 @@ class ModelBased(BaseTechnique):
     Settings: ClassVar[type] = ModelSettings
     settings: ModelSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         s = self.settings
         self._features = _Features(space)
@@ -323,7 +323,7 @@ class ModelBased(BaseTechnique):
         sigma = preds.std(axis=0)
         s = self.settings
         if s.acquisition == "lcb":
-            return -(mu - s.kappa * sigma)
+            return np.asarray(-(mu - s.kappa * sigma), dtype=float)
         from scipy.special import ndtr
 
         imp = self._y_best - mu - s.xi * self._y_spread
@@ -332,7 +332,7 @@ class ModelBased(BaseTechnique):
         ei = imp * ndtr(z) + safe * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
         ei = np.where(sigma > 1e-12, ei, np.maximum(imp, 0.0))
         # Tie-break flat EI (far from the incumbent) by the predicted mean.
-        return ei - 1e-9 * mu
+        return np.asarray(ei - 1e-9 * mu, dtype=float)
 
     def _fresh(self, configs: list[Config], into: dict[Config, None]) -> None:
         for c in configs:

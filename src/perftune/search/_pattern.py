@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from perftune.search._base import check_settings
 from perftune.search._sequential import SequentialTechnique
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
 
 __all__ = ["PatternSearch", "PatternSearchSettings"]
 
@@ -65,7 +65,7 @@ class PatternSearch(SequentialTechnique):
     Settings: ClassVar[type] = PatternSearchSettings
     settings: PatternSearchSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._center = np.zeros(space.n_dims)
         self._center_f = np.inf

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from perftune.search._base import BaseTechnique, BoundedDict, check_settings
 from perftune.search._de import reflect
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["PSOSettings", "ParticleSwarm"]
@@ -66,7 +66,7 @@ class ParticleSwarm(BaseTechnique):
     Settings: ClassVar[type] = PSOSettings
     settings: PSOSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         s = self.settings
         d = max(1, space.n_dims)

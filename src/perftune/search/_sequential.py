@@ -15,7 +15,7 @@ into ask/tell:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from perftune.search._base import BaseTechnique
 from perftune.search._de import reflect
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
     from perftune.trial import Trial
 
 __all__ = ["SequentialTechnique"]
@@ -35,7 +35,7 @@ class SequentialTechnique(BaseTechnique):
     stall_asks: ClassVar[int] = 64
     max_steps: ClassVar[int] = 256
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._batch: list[Config] = []
         self._results: dict[Config, float] = {}

@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from perftune.search._base import check_settings
 from perftune.search._sequential import SequentialTechnique
 
 if TYPE_CHECKING:
-    from perftune.space import Config
+    from perftune.space import Config, Space
 
 __all__ = ["NelderMead", "NelderMeadSettings"]
 
@@ -66,7 +66,7 @@ class NelderMead(SequentialTechnique):
     Settings: ClassVar[type] = NelderMeadSettings
     settings: NelderMeadSettings
 
-    def __init__(self, space, *, seed=None, settings=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         d = space.n_dims
         self._x = np.zeros((d + 1, d))
@@ -136,7 +136,7 @@ class NelderMead(SequentialTechnique):
         return self._iterate()
 
     def _centroid(self) -> np.ndarray:
-        return self._x[:-1].mean(axis=0)
+        return np.asarray(self._x[:-1].mean(axis=0), dtype=float)
 
     def _iterate(self) -> list[Config]:
         s = self.settings
