@@ -203,3 +203,19 @@ def test_resume_continues_from_checkpoint_without_remeasuring(tmp_path):
     # A seeded resumed run equals an uninterrupted one.
     straight = perftune.tune(quadratic, small_space(), budget=35, seed=7)
     assert [t.config for t in straight.trials] == [t.config for t in result.trials]
+
+
+@pytest.mark.timeout(60)
+def test_resume_reissues_an_old_ticket_that_later_tickets_wait_for(tmp_path):
+    # With many evaluations in flight a crash can leave a ticket older than the lag unfinished; resuming
+    # must issue it again first instead of waiting for it forever.
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tuner = Tuner(small_space(), seed=3, lag=2, store=url, name="gap")
+    first, second, third = tuner.ask(), tuner.ask(), tuner.ask()
+    tuner.tell(second, quadratic(second.config))
+    tuner.tell(third, quadratic(third.config))
+    tuner.checkpoint()  # ticket 0 still in flight; ticket 3 would need its result
+    resumed = Tuner.resume("gap", url)
+    result = resumed.run(quadratic, 8)
+    assert sorted(t.id for t in result.trials) == list(range(8))
+    assert result.trials[0].config == first.config

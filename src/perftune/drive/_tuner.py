@@ -660,9 +660,11 @@ class Tuner:
                 while len(in_flight) < executor.capacity:
                     if deadline is not None and time.monotonic() >= deadline:
                         break
-                    if not self._ready():
-                        break
-                    trial = self._next_trial(limit)
+                    trial = self._take_reissue()  # issued before a crash: needs no readiness
+                    if trial is None:
+                        if not self._ready():
+                            break
+                        trial = self._next_trial(limit)
                     if trial is None:
                         exhausted = True
                         break
