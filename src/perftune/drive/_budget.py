@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 from perftune.errors import BudgetError
 
@@ -12,6 +13,7 @@ __all__ = ["Budget", "parse_budget"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
 _UNIT_S = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_Limit = TypeVar("_Limit", int, float)
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,13 @@ class Budget:
         if other is None:
             return self
 
-        def tighter(a: float | None, b: float | None) -> float | None:
+        def tighter(a: _Limit | None, b: _Limit | None) -> _Limit | None:
             return b if a is None else a if b is None else min(a, b)
 
         return Budget(
-            evals=tighter(self.evals, other.evals),  # type: ignore[arg-type]
+            evals=tighter(self.evals, other.evals),
             seconds=tighter(self.seconds, other.seconds),
-            patience=tighter(self.patience, other.patience),  # type: ignore[arg-type]
+            patience=tighter(self.patience, other.patience),
             target=self.target if self.target is not None else other.target,
         )
 
@@ -92,7 +94,8 @@ def parse_budget(items: list[str] | tuple[str, ...]) -> Budget:
             continue
         match = _DURATION.match(text)
         if not match:
-            raise BudgetError(f"--budget {text!r}: expected a number of evaluations (200) or a duration (90s, 10m, 1h)")
+            raise BudgetError(f"--budget {text!r}: expected a number of evaluations (200) "
+                              "or a duration (90s, 10m, 1h)")
         s = float(match.group(1)) * _UNIT_S[match.group(2)]
         if s <= 0:
             raise BudgetError(f"--budget {text}: a duration must be positive")
