@@ -20,7 +20,15 @@ Objective = Callable[[Any], Any]
 
 @dataclass
 class Outcome:
-    """What one evaluation produced; sent back from workers, so plain and picklable."""
+    """What one evaluation produced; sent back from workers, so plain and picklable.
+
+    Example:
+        >>> from perftune.trial import Status
+        >>> Outcome(Status.OK, value=1.5).value
+        1.5
+        >>> evaluate(lambda c: 1 / 0, {}, None).reason
+        'ZeroDivisionError: division by zero'
+    """
 
     status: Status
     value: float | None = None
@@ -54,7 +62,8 @@ def interpret(raw: Any, metric: str | None) -> tuple[float, dict[str, float], li
             raise ValueError("objective returned NaN")
         return number, {}, []
     if not isinstance(raw, Mapping):
-        raise ValueError(f"objective returned {type(raw).__name__}; expected a number or a mapping of metrics")
+        raise ValueError(f"objective returned {type(raw).__name__}; "
+                         "expected a number or a mapping of metrics")
     metrics: dict[str, float] = {}
     samples: list[float] = []
     for key, val in raw.items():
@@ -66,14 +75,16 @@ def interpret(raw: Any, metric: str | None) -> tuple[float, dict[str, float], li
             metrics[str(key)] = num
     if metric is not None:
         if metric not in metrics:
-            raise ValueError(f"objective's result has no numeric metric {metric!r} (has: {', '.join(sorted(metrics)) or 'none'})")
+            known = ", ".join(sorted(metrics)) or "none"
+            raise ValueError(f"objective's result has no numeric metric {metric!r} (has: {known})")
         value = metrics[metric]
     elif "value" in metrics:
         value = metrics["value"]
     elif len(metrics) == 1:
         value = next(iter(metrics.values()))
     else:
-        raise ValueError(f"objective returned several metrics ({', '.join(sorted(metrics))}); name one with metric=")
+        raise ValueError(f"objective returned several metrics ({', '.join(sorted(metrics))}); "
+                         "name one with metric=")
     if math.isnan(value):
         raise ValueError("objective returned NaN")
     return value, metrics, samples
