@@ -33,7 +33,7 @@ class SequentialTechnique(BaseTechnique):
     """Base of techniques written as a procedure over batches (see the module docstring)."""
 
     stall_asks: ClassVar[int] = 64
-    max_steps: ClassVar[int] = 256
+    max_steps: ClassVar[int] = 64
 
     def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
