@@ -8,6 +8,7 @@ a pipe, so that a worker that crashes or hangs costs only its own trial and is r
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -23,7 +24,14 @@ __all__ = ["Executor", "InlineExecutor", "ProcessExecutor"]
 
 
 class Executor(Protocol):
-    """Runs evaluations; the driver submits tickets and collects outcomes."""
+    """Runs evaluations; the driver submits tickets and collects outcomes.
+
+    Example:
+        >>> ex: Executor = InlineExecutor(lambda c: c["x"] * 2, None)
+        >>> ex.submit(0, {"x": 3})
+        >>> [(ticket, outcome.value) for ticket, outcome in ex.collect(None)]
+        [(0, 6.0)]
+    """
 
     capacity: int
 
@@ -34,7 +42,15 @@ class Executor(Protocol):
 
 
 class InlineExecutor:
-    """Evaluates in the calling process, one at a time (the cheapest for fast objectives)."""
+    """Evaluates in the calling process, one at a time (the cheapest for fast objectives).
+
+    Example:
+        >>> ex = InlineExecutor(lambda c: {"time": c["x"], "size": 10}, metric="time")
+        >>> ex.submit(7, {"x": 0.5})
+        >>> ticket, outcome = ex.collect(None)[0]
+        >>> (ticket, outcome.value, outcome.metrics)
+        (7, 0.5, {'time': 0.5, 'size': 10.0})
+    """
 
     capacity = 1
 
@@ -96,10 +112,8 @@ class _Worker:
 
     def kill(self) -> None:
         if self.process.is_alive():
-            try:
-                os.kill(self.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
-            except ProcessLookupError:
-                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
         self.process.join(timeout=5)
         self.conn.close()
 
@@ -112,6 +126,17 @@ class ProcessExecutor:
         metric: Name of the metric to optimise when the objective returns a mapping.
         workers: Number of evaluations in flight.
         timeout_s: Kill an evaluation (and its worker) after this many seconds; the trial is TIMEOUT.
+
+    Example:
+        >>> ex = ProcessExecutor(lambda c: c["x"] + 1, None, workers=2)
+        >>> ex.submit(0, {"x": 1})
+        >>> ex.submit(1, {"x": 2})
+        >>> done: list[tuple[int, Outcome]] = []
+        >>> while len(done) < 2:
+        ...     done += ex.collect(5.0)
+        >>> sorted((ticket, outcome.value) for ticket, outcome in done)
+        [(0, 2.0), (1, 3.0)]
+        >>> ex.close()
     """
 
     def __init__(self, objective: Callable[[Any], Any], metric: str | None, workers: int,
@@ -208,10 +233,8 @@ class ProcessExecutor:
     def close(self) -> None:
         for worker in self._workers:
             if worker.ticket is None and worker.process.is_alive():
-                try:
+                with contextlib.suppress(OSError):
                     worker.conn.send(None)
-                except OSError:
-                    pass
         deadline = time.time() + 2
         for worker in self._workers:
             worker.process.join(timeout=max(0.0, deadline - time.time()))
