@@ -24,7 +24,8 @@ def _import_distributed() -> Any:
     try:
         import distributed
     except ImportError:  # pragma: no cover - depends on the installation
-        raise PerftuneError("the Dask executor needs dask.distributed: pip install 'perftune[dask]'") from None
+        raise PerftuneError(
+            "the Dask executor needs dask.distributed: pip install 'perftune[dask]'") from None
     return distributed
 
 
@@ -93,7 +94,8 @@ class DaskExecutor:
             wait_s = max(0.0, soonest) if wait_s is None else max(0.0, min(wait_s, soonest))
         try:
             with self._client.as_current():  # wait() looks for the current client, not ours
-                done, _ = self._distributed.wait(list(self._futures), timeout=wait_s, return_when="FIRST_COMPLETED")
+                done, _ = self._distributed.wait(list(self._futures), timeout=wait_s,
+                                                 return_when="FIRST_COMPLETED")
         except (TimeoutError, self._distributed.TimeoutError):
             done = set()
         results: list[tuple[int, Outcome]] = []
@@ -106,7 +108,8 @@ class DaskExecutor:
                     error = future.exception()
                 except Exception as exc:  # cancelled futures raise on exception()
                     error = exc
-                results.append((ticket, Outcome(Status.FAILED, reason=f"dask task failed: {type(error).__name__}: {error}",
+                reason = f"dask task failed: {type(error).__name__}: {error}"
+                results.append((ticket, Outcome(Status.FAILED, reason=reason,
                                                 started_at=started, finished_at=time.time())))
         if self._timeout_s is not None:
             now = time.time()
@@ -114,7 +117,8 @@ class DaskExecutor:
                 if now - started >= self._timeout_s:
                     del self._futures[future]
                     future.cancel()
-                    results.append((ticket, Outcome(Status.TIMEOUT, reason=f"ran past the {self._timeout_s:g} s timeout",
+                    reason = f"ran past the {self._timeout_s:g} s timeout"
+                    results.append((ticket, Outcome(Status.TIMEOUT, reason=reason,
                                                     started_at=started, finished_at=now)))
         return results
 
@@ -123,7 +127,8 @@ class DaskExecutor:
         out = []
         for future, (ticket, started) in self._futures.items():
             future.cancel()
-            out.append((ticket, Outcome(Status.CANCELLED, reason=reason, started_at=started, finished_at=now)))
+            out.append((ticket, Outcome(Status.CANCELLED, reason=reason,
+                                        started_at=started, finished_at=now)))
         self._futures.clear()
         return out
 
