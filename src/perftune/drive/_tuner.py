@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -50,6 +50,15 @@ class Result:
         run_id: Numeric id of the run in the store (None without a store).
         run_name: Name of the run in the store.
         stop_reason: Why the run ended ("budget", "time", "patience", "target", "space exhausted", ...).
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> space = Space({"n": Int(0, 5, default=4)})
+        >>> result = tune(lambda c: (c["n"] - 1) ** 2 + 1, space, budget=6, seed=0)
+        >>> (result.best.config["n"], result.default.value, result.improvement)
+        (1, 10.0, 10.0)
+        >>> result.counts()
+        {'ok': 6}
     """
 
     best: Trial | None
@@ -97,7 +106,7 @@ class _State:
     seed: int | None
     lag: int
     technique: Any
-    rng: dict[str, Any]
+    rng: Mapping[str, Any]
     next_id: int
     applied_upto: int
     queue: list[tuple[Any, str]]
@@ -207,7 +216,8 @@ class Tuner:
 
         self._technique_name = technique
         self.lag = (DEFAULT_LAG if lag is None else lag) if seed is not None else 0
-        technique_seed = seed if seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        # SeedSequence() draws its entropy from the OS: always an int.
+        technique_seed = seed if seed is not None else cast(int, np.random.SeedSequence().entropy) % (2**31)
         self._rng = np.random.default_rng(technique_seed + 7919)
         self._technique = search.create(technique, space, seed=technique_seed)
         if seed is not None and hasattr(self._technique, "set_deterministic"):
@@ -309,7 +319,8 @@ class Tuner:
         if budget.patience is not None and self._n_since_best >= budget.patience:
             return "patience"
         if budget.target is not None and self._best is not None and self._best.value is not None:
-            reached = self._best.value <= budget.target if self.goal == "min" else self._best.value >= budget.target
+            best = self._best.value
+            reached = best <= budget.target if self.goal == "min" else best >= budget.target
             if reached:
                 return "target"
         return None
@@ -362,8 +373,8 @@ class Tuner:
                 continue  # never measured, never counted
             ticket = self._by_config.get(config)
             if ticket is None:
-                origin = proposer(config) if proposer is not None else None
-                return config, origin or self._technique_name
+                origin = (proposer(config) if proposer is not None else None) or self._technique_name
+                return config, origin
             # A repeat: answer from the cache (when its result may already be known to the search).
             known = self._trials.get(ticket)
             if known is not None and (self.seed is None or ticket < self._applied_upto):
@@ -388,7 +399,8 @@ class Tuner:
             self._stop_reason = reason
             return None
         if not self._ready():
-            waiting = [i for i in range(self._applied_upto, self._next_id - self.lag) if i not in self._trials]
+            need = self._next_id - self.lag
+            waiting = [i for i in range(self._applied_upto, need) if i not in self._trials]
             raise PerftuneError(
                 f"ask(): this seeded run applies results in ticket order (lag {self.lag}); "
                 f"tell the result of trial {waiting[0]} first")
@@ -535,7 +547,7 @@ class Tuner:
 
         st_store = store if store is not None and not isinstance(store, str) else open_store(store)
         info = st_store.get_run(run)
-        stored_space = Space.from_dict(info.space)
+        stored_space = Space.from_dict(info.space or {})  # {} fails like None: "expected ... 'params'"
         if space is not None and space.fingerprint() != stored_space.fingerprint():
             raise PerftuneError(f"resume: run {info.name!r} was made with a different space")
         loaded = st_store.load_checkpoint(info.id)
@@ -544,7 +556,8 @@ class Tuner:
         _, blob = loaded
         state: _State = pickle.loads(blob)
         if state.version != _STATE_VERSION:
-            raise PerftuneError(f"resume: checkpoint of run {info.name!r} has format v{state.version}, expected v{_STATE_VERSION}")
+            raise PerftuneError(f"resume: checkpoint of run {info.name!r} has format v{state.version}, "
+                                f"expected v{_STATE_VERSION}")
         tuner = cls(space if space is not None else stored_space, goal=state.goal, seed=state.seed,
                     store=st_store, technique=state.technique_name, metric=state.metric,
                     _resume_state=state, _resume_run=info)
@@ -555,7 +568,7 @@ class Tuner:
     def _replay_store(self, stored: list[Trial]) -> None:
         """Bring the resumed state in line with what the store holds."""
         checkpoint_next = self._next_id
-        self._stored_after: dict[int, Trial] = {}
+        self._stored_after = {}
         for trial in sorted(stored, key=lambda t: t.id):
             if self.seed is not None and trial.id >= checkpoint_next:
                 # Issued and finished after the checkpoint: a seeded run re-derives the same proposal for
@@ -643,7 +656,7 @@ class Tuner:
             executor = DaskExecutor(objective, self.metric, workers, scheduler or "local:2", timeout_s)
         elif isinstance(executor, str) and executor != "local":
             raise PerftuneError(f"executor must be 'local' or 'dask', got {executor!r}")
-        if executor is None or executor == "local":
+        if executor is None or isinstance(executor, str):  # "local": any other name was refused above
             if workers == 1 and timeout_s is None:
                 executor = InlineExecutor(objective, self.metric)
             else:
@@ -671,7 +684,8 @@ class Tuner:
                     in_flight.add(trial.id)
                     executor.submit(trial.id, trial.config)
                 if not in_flight:
-                    if not exhausted and not self._stop_reason and not (deadline and time.monotonic() >= deadline):
+                    timed_out = deadline and time.monotonic() >= deadline
+                    if not exhausted and not self._stop_reason and not timed_out:
                         continue
                     break
                 wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
