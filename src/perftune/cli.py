@@ -458,7 +458,7 @@ def doctor_cmd(as_json: bool) -> None:
 def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compiler: str,
               seed_flags: tuple[str, ...], rel_tol: float, abs_tol: float, link: str, no_params: bool,
               no_reduce: bool, as_json: bool, store: str | None, seed: int | None, workers: int | None,
-              budget: tuple[str, ...]) -> None:
+              budget: tuple[str, ...], **common: Any) -> None:
     """Tune gcc flags, params, -O level and -march for SOURCES (baseline: plain -O3).
 
     \b
@@ -468,6 +468,9 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     import shlex
 
     from perftune.targets.flags import tune_flags
+
+    if common.get("executor", "local") != "local":
+        raise PerftuneError("flags: builds and timed runs stay on this machine; --executor dask is not supported")
 
     best_seen: list[float] = [0.0]
 
