@@ -38,6 +38,10 @@ class Migration:
         version: The schema version after this step.
         description: What the step does, for humans.
         apply: Runs the DDL (and any data fix-up) inside the caller's transaction.
+
+    Example:
+        >>> [(m.version, m.description) for m in migrations][0]
+        (1, 'runs, trials, samples and the meta table')
     """
 
     version: int

@@ -125,7 +125,19 @@ class RunInfo:
 
 
 class HistoryPoint(NamedTuple):
-    """One trial in a run's history, with the best value reached so far (in the user's units)."""
+    """One trial in a run's history, with the best value reached so far (in the user's units).
+
+    Example:
+        >>> from perftune.space import Config
+        >>> from perftune.trial import Status, Trial
+        >>> with open_store("sqlite://") as store:
+        ...     run = store.create_run("demo", None, {}, "min", None)
+        ...     for i, v in enumerate([3.0, 1.0, 2.0]):
+        ...         _ = store.add_trial(run.id, Trial(id=i, config=Config({"x": i}), status=Status.OK,
+        ...                                           value=v, loss=v))
+        ...     store.history(run.id)[2]
+        HistoryPoint(trial_id=2, status='ok', value=2.0, best_value=1.0)
+    """
 
     trial_id: int
     status: str
