@@ -164,7 +164,7 @@ def test_counts_credits_and_times_survive_pickling() -> None:
 def test_default_portfolio_and_alias() -> None:
     bandit = create("default", smooth_space(), seed=0)
     assert isinstance(bandit, AUCBandit)
-    assert {"model", "de", "ga", "coordinate-descent", "random"} <= set(bandit.names)
+    assert {"model", "ga", "coordinate-descent", "random"} <= set(bandit.names)
 
 
 def test_technique_settings_reach_the_sub_techniques() -> None:
