@@ -214,6 +214,7 @@ def test_task_from_toml(tmp_path) -> None:  # type: ignore[no-untyped-def]
     )
     assert task.sources == ("a.c",) and task.run_args == ("10", "x y") and task.cwd == str(tmp_path)
     assert task.rel_tol == 1e-6 and task.seeds == ("-O2 -funroll-loops",)
+    assert task.name == "task" and task.compiler == "gcc"
     with pytest.raises(TaskError, match=r"task.toml: key target.sourcez"):
         task_from_toml({"kind": "flags", "sourcez": ["a.c"]}, path)
     with pytest.raises(TaskError, match=r"key target.sources"):

@@ -11,7 +11,8 @@ Knobs, named as identifiers so that ``when=`` expressions can mention them:
   that only values that differ from the compiler's default reach the command line. A param that only
   matters when a flag is on is active only then (``when="funroll_loops == 'on'"``).
 
-The default configuration renders as plain ``-O3``: the baseline.
+The default configuration renders as plain ``-O3``: the baseline. One constraint keeps ``-Ofast`` from
+being paired with ``-fno-fast-math`` (that pair is -O3 under another name).
 
 Example:
     >>> info = discover("gcc")  # doctest: +SKIP
@@ -165,7 +166,11 @@ def build_space(
                 params[p.name] = Pow2(lo, hi, default=p.default, when=when)
             else:
                 params[p.name] = LogInt(lo, hi, default=p.default, when=when)
-    return Space(params)
+    constraints = []
+    if "fast" in levels and "ffast_math" in params:
+        # -Ofast is -O3 -ffast-math: -Ofast -fno-fast-math only duplicates -O3 under another name.
+        constraints.append("O != 'fast' or ffast_math != 'off'")
+    return Space(params, constraints)
 
 
 def render(config: Mapping[str, Any], info: CompilerInfo) -> list[str]:

@@ -56,6 +56,7 @@ class FlagsTask:
     sources: tuple[str, ...]
     run_args: tuple[str, ...]
     cwd: str
+    path: str = ""
     compiler: str = "gcc"
     rel_tol: float = 0.0
     abs_tol: float = 0.0
@@ -64,6 +65,11 @@ class FlagsTask:
     seeds: tuple[str, ...] = ()
     include_params: bool = True
     run_timeout_s: float = 60.0
+
+    @property
+    def name(self) -> str:
+        """Run name: the task file's stem."""
+        return os.path.splitext(os.path.basename(self.path))[0] if self.path else "flags"
 
     def run(
         self,
@@ -148,6 +154,7 @@ def task_from_toml(table: Mapping[str, Any], path: str) -> FlagsTask:
         sources=sources,
         run_args=_str_list(table, "run", path),
         cwd=os.path.dirname(os.path.abspath(path)),
+        path=str(path),
         compiler=compiler,
         rel_tol=_number(table, "rel_tol", path, 0.0),
         abs_tol=_number(table, "abs_tol", path, 0.0),

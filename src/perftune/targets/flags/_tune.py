@@ -46,7 +46,7 @@ class FlagsResult:
 
     Attributes:
         flags: The minimal winning option set (what to put on the command line).
-        winner_flags: The options of the best configuration found by the search.
+        winner_flags: The best option set of the search as confirmed against -O3 (before reduction).
         command_line: The full compiler command line with ``flags``.
         speedup: Speedup of ``flags`` over plain -O3 (ratio of median run times).
         ci: Confidence interval (95%) of ``speedup``.
@@ -166,6 +166,7 @@ def tune_flags(
     technique: str = "bandit",
     reduce: bool = True,
     confirm_runs: int = 10,
+    n_finalists: int = 3,
     run_timeout_s: float = 60.0,
     include_params: bool = True,
     heuristic_seeds: bool = True,
@@ -192,6 +193,7 @@ def tune_flags(
         technique: Search technique (registered name).
         reduce: Reduce the winner to a minimal flag set.
         confirm_runs: Interleaved runs of winner and -O3 for the final comparison.
+        n_finalists: The best option sets of the search that are confirmed against -O3.
         run_timeout_s: Upper limit of one run.
         include_params: Tune ``--param``s as well.
         heuristic_seeds: Also seed ``-O3 -march=native`` (with and without ``-funroll-loops``) and
@@ -263,6 +265,7 @@ def tune_flags(
         deadline = None if seconds is None else started + seconds
         history: list[tuple[float, float]] = []
         trace: list[tuple[float, float, list[str]]] = []
+        finished: list[tuple[float, Any]] = []
         failures: dict[str, int] = {}
         baseline: list[float | None] = [None]
         best: list[tuple[float, Any] | None] = [None]
@@ -304,6 +307,7 @@ def tune_flags(
                         if trial.technique == "default":
                             baseline[0] = m.value
                             evaluator.baseline_s = m.value
+                        finished.append((m.value, trial.config))
                         if best[0] is None or m.value < best[0][0]:
                             best[0] = (m.value, trial.config)
                             trace.append((time.monotonic() - started, m.value, render(trial.config, info)))
@@ -322,10 +326,17 @@ def tune_flags(
         if with_close is not None and store is not None:
             with_close()
 
-        winner_config = best[0][1] if best[0] is not None else space.default()
-        winner = render(winner_config, info)
+        # The few best option sets of the search go to the confirmation: under noise the single
+        # best-measured one is often a lucky draw (the winner's curse).
+        finalists: list[list[str]] = []
+        for _, config in sorted(finished, key=lambda vc: vc[0]):
+            flags = render(config, info)
+            if flags != ["-O3"] and flags not in finalists:
+                finalists.append(flags)
+            if len(finalists) >= n_finalists:
+                break
         result = _confirm_and_reduce(
-            evaluator, info, winner, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler
+            evaluator, info, finalists, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler
         )
         result.n_trials = n_done
         result.failures = failures
@@ -368,32 +379,46 @@ def _speedup(base_s: Sequence[float], cand_s: Sequence[float]) -> tuple[float, f
 def _confirm_and_reduce(
     evaluator: Evaluator,
     info: CompilerInfo,
-    winner: list[str],
+    finalists: list[list[str]],
     *,
     reduce: bool,
     confirm_runs: int,
     compiler_name: str = "gcc",
 ) -> FlagsResult:
+    """Confirm the finalists against -O3, reduce the best confirmed one, and measure the result.
+
+    Never worse than -O3: a finalist must beat -O3 in its interleaved confirmation to be kept; a
+    reduced set that then measures slower than -O3 falls back to the unreduced winner, and that to -O3.
+    """
     baseline = ["-O3"]
-    fell_back = False
-    final = list(winner)
-    if final != baseline:
-        base_s, win_s = _interleaved(evaluator, baseline, final, confirm_runs)
-        speed, lo, hi = _speedup(base_s, win_s)
-        if speed <= 1.0:
-            final, fell_back = list(baseline), True
+    winner: list[str] = list(baseline)
+    best_estimate = 1.0
+    for flags in finalists:
+        base_s, cand_s = _interleaved(evaluator, baseline, flags, confirm_runs)
+        estimate, _, _ = _speedup(base_s, cand_s)
+        if estimate > best_estimate:
+            winner, best_estimate = list(flags), estimate
+    fell_back = bool(finalists) and winner == baseline
     contributions: dict[str, float] = {}
+    final = list(winner)
     if reduce and final != baseline:
         final, contributions = reduce_flags(evaluator, final)
-    if final != baseline:
-        base_s, fin_s = _interleaved(evaluator, baseline, final, confirm_runs)
+    speed = lo = hi = 1.0
+    fin_s: list[float] = []
+    base_s = []
+    for choice in [final, winner] if final != winner else [final]:
+        if choice == baseline:
+            break
+        base_s, fin_s = _interleaved(evaluator, baseline, choice, confirm_runs)
         speed, lo, hi = _speedup(base_s, fin_s)
-        if speed < 1.0:
-            # The reduced set lost its edge under re-measurement: never end worse than -O3.
-            final, fell_back, contributions = list(baseline), True, {}
+        if speed >= 1.0:
+            if choice is winner and final != winner:
+                contributions = {}  # the reduced set lost its edge: the full winner stands
+            final = list(choice)
+            break
+    else:
+        final, fell_back, contributions = list(baseline), True, {}
     if final == baseline:
-        if not fell_back and winner != baseline:
-            fell_back = True
         base_s = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2)).samples or [float("nan")]
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
 
