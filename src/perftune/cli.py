@@ -42,13 +42,15 @@ def _emit_json(payload: dict[str, Any]) -> None:
 
 def _budget_option(f: Any) -> Any:
     return click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
-                        help="Trials (200) or wall time (90s, 10m, 1h); give twice for both, the first reached ends the run.")(f)
+                        help="Trials (200) or wall time (90s, 10m, 1h); "
+                             "give twice for both, the first reached ends the run.")(f)
 
 
 def _common_options(f: Any) -> Any:
     f = _budget_option(f)
     f = click.option("--scheduler", default=None, metavar="ADDRESS",
-                     help="With --executor dask: tcp://host:8786, or local:N for a local cluster of N workers.")(f)
+                     help="With --executor dask: tcp://host:8786, "
+                          "or local:N for a local cluster of N workers.")(f)
     f = click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
                      help="Where evaluations run: local processes or a Dask cluster.")(f)
     f = click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")(f)
@@ -60,7 +62,8 @@ def _common_options(f: Any) -> Any:
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="perftune")
 @click.option("--store", envvar="PERFTUNE_STORE", default=None, metavar="URL",
-              help="Results store: a SQLite path or an SQLAlchemy URL (default: ./perftune.db, or $PERFTUNE_STORE).")
+              help="Results store: a SQLite path or an SQLAlchemy URL "
+                   "(default: ./perftune.db, or $PERFTUNE_STORE).")
 @click.option("--seed", type=int, default=None, help="Seed for every run started by this command.")
 @click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")
 @_budget_option
@@ -98,9 +101,10 @@ def _trial_json(trial: Any) -> dict[str, Any] | None:
     if trial is None:
         return None
     return {
-        "id": trial.id, "status": trial.status.value, "value": trial.value, "config": json.loads(trial.config.to_json()),
-        "metrics": trial.metrics, "samples": trial.samples, "reason": trial.reason, "technique": trial.technique,
-        "worker": trial.worker, "started_at": trial.started_at, "finished_at": trial.finished_at,
+        "id": trial.id, "status": trial.status.value, "value": trial.value,
+        "config": json.loads(trial.config.to_json()), "metrics": trial.metrics, "samples": trial.samples,
+        "reason": trial.reason, "technique": trial.technique, "worker": trial.worker,
+        "started_at": trial.started_at, "finished_at": trial.finished_at,
     }
 
 
@@ -113,20 +117,22 @@ def _print_result(result: Any, *, as_json: bool, speedup: Any = None) -> None:
     if as_json:
         _emit_json({
             "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
-            "counts": result.counts(), "best": _trial_json(result.best), "default": _trial_json(result.default),
-            "improvement_over_default": improvement, "speedup_ci": ci,
+            "counts": result.counts(), "best": _trial_json(result.best),
+            "default": _trial_json(result.default), "improvement_over_default": improvement, "speedup_ci": ci,
         })
         return
     console = Console()
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
-    console.print(f"run [bold]{result.run_name}[/] (id {result.run_id}): {len(result.trials)} trials ({counts}); "
+    console.print(f"run [bold]{result.run_name}[/] (id {result.run_id}): "
+                  f"{len(result.trials)} trials ({counts}); "
                   f"stopped: {result.stop_reason or 'budget'}")
     if result.best is None:
         console.print("[red]no successful trial[/]")
         return
     if result.default is not None and result.default.ok:
         console.print(f"default configuration: {result.default.value:.6g}")
-    console.print(f"best: [bold green]{result.best.value:.6g}[/] (trial {result.best.id}, by {result.best.technique})")
+    console.print(f"best: [bold green]{result.best.value:.6g}[/] "
+                  f"(trial {result.best.id}, by {result.best.technique})")
     console.print(f"best configuration: {result.best.config.to_json()}")
     if ci is not None:
         console.print(f"improvement over the default configuration: [bold]{ci['speedup']:.3f}x[/] "
@@ -262,14 +268,16 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     info = st.get_run(run)
     task = (info.settings or {}).get("task")
     if not task:
-        raise PerftuneError(f"resume: run {info.name!r} was not started from a task file; resume it with Tuner.resume() in Python")
+        raise PerftuneError(f"resume: run {info.name!r} was not started from a task file; "
+                            "resume it with Tuner.resume() in Python")
     if not os.path.exists(task):
         raise PerftuneError(f"resume: the task file of run {info.name!r} is gone: {task}")
     spec = load_task(task)
     recorded = (info.settings or {}).get("task_fingerprint")
     if recorded and recorded != _task_fingerprint(task):
-        raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) since run "
-                            f"{info.name!r} started; start a new run (perftune run --warm-start {info.name})")
+        raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) "
+                            f"since run {info.name!r} started; "
+                            f"start a new run (perftune run --warm-start {info.name})")
     tuner = Tuner.resume(info.id, st, space=spec.space)
     items = list(_opt(ctx, "budget", budget) or ())
     extra = [b for b in items if b.startswith("+")]
@@ -333,16 +341,17 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
             reasons[key] = reasons.get(key, 0) + 1
     if as_json:
         _emit_json({"run": {"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
-                            "metric": info.metric, "created_at": str(info.created_at), "settings": info.settings,
-                            "environment": getattr(info, "environment", None)},
-                    "counts": counts, "failures": reasons, "best": _trial_json(best), "default": _trial_json(default),
-                    "trials": [_trial_json(t) for t in trials]})
+                            "metric": info.metric, "created_at": str(info.created_at),
+                            "settings": info.settings, "environment": getattr(info, "environment", None)},
+                    "counts": counts, "failures": reasons, "best": _trial_json(best),
+                    "default": _trial_json(default), "trials": [_trial_json(t) for t in trials]})
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    console.print(f"run [bold]{info.name}[/] (id {info.id}), {info.status}, goal {info.goal}, {len(trials)} trials")
+    console.print(f"run [bold]{info.name}[/] (id {info.id}), {info.status}, goal {info.goal}, "
+                  f"{len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     if default is not None and default.ok:
         console.print(f"default configuration: {default.value:.6g}")
@@ -355,8 +364,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
         console.print(table)
     table = Table("trial", "status", "value", "technique", "config", title="last 15 trials")
     for t in trials[-15:]:
-        table.add_row(str(t.id), t.status.value, "-" if t.value is None else f"{t.value:.6g}", str(t.technique),
-                      t.config.to_json()[:80])
+        value = "-" if t.value is None else f"{t.value:.6g}"
+        table.add_row(str(t.id), t.status.value, value, str(t.technique), t.config.to_json()[:80])
     console.print(table)
 
 
@@ -452,7 +461,8 @@ def doctor_cmd(as_json: bool) -> None:
 @click.option("--link", default="-lm", show_default=True, metavar='"OPTS"', help="Options after the sources.")
 @click.option("--no-params", is_flag=True, help="Do not tune --param values.")
 @click.option("--no-reduce", is_flag=True, help="Skip the reduction to a minimal flag set.")
-@click.option("--json", "as_json", is_flag=True, help="Print flags, command line and speedup (with CI) as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print flags, command line and speedup (with CI) as JSON.")
 @_common_options
 @click.pass_context
 def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compiler: str,
@@ -470,7 +480,8 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     from perftune.targets.flags import tune_flags
 
     if common.get("executor", "local") != "local":
-        raise PerftuneError("flags: builds and timed runs stay on this machine; --executor dask is not supported")
+        raise PerftuneError("flags: builds and timed runs stay on this machine; "
+                            "--executor dask is not supported")
 
     best_seen: list[float] = [0.0]
 
@@ -491,7 +502,9 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     lo, hi = result.ci
     click.echo(f"{result.n_trials} trials; speedup over -O3: {result.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f})"
                + ("; the search found nothing faster than -O3" if result.fell_back else ""))
-    for opt, share in sorted(result.contributions.items(), key=lambda kv: -abs(kv[1]) if kv[1] == kv[1] else 0):
+    # NaN shares (options required for the output) sort as 0.
+    by_share = sorted(result.contributions.items(), key=lambda kv: -abs(kv[1]) if kv[1] == kv[1] else 0)
+    for opt, share in by_share:
         what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
         click.echo(f"  {opt}: {what}")
     click.echo(result.command_line)
