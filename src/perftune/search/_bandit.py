@@ -339,6 +339,8 @@ class AUCBandit:
         if allowance is None:
             return True
         d = self._ask_cost[i].per_proposal()
+        if d is None:
+            d = getattr(self.techniques[i], "decide_cost_hint_s", None)
         if d is None or d <= allowance:
             return True
         return bool(self._gate_rng.random() < allowance / d)

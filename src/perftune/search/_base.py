@@ -128,6 +128,9 @@ class BaseTechnique:
     max_attempts: ClassVar[int] = 6
     #: Bounds of the result cache and of the pending set.
     known_limit: ClassVar[int] = 4096
+    #: Expected deciding time per proposal (seconds), used by a cost-aware ensemble before it has
+    #: measured the technique; None for cheap techniques.
+    decide_cost_hint_s: ClassVar[float | None] = None
 
     def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
         if settings is None:

@@ -192,6 +192,7 @@ class ModelBased(BaseTechnique):
 
     name: ClassVar[str] = "model"
     Settings: ClassVar[type] = ModelSettings
+    decide_cost_hint_s: ClassVar[float | None] = 0.02  # a fit and an acquisition pass (and the first import)
     settings: ModelSettings
 
     def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
