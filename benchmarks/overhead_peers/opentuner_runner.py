@@ -15,7 +15,7 @@ from opentuner.api import TuningRunManager
 from opentuner.measurement.interface import DefaultMeasurementInterface
 from opentuner.resultsdb.models import Result
 from opentuner.search.manipulator import BooleanParameter
-from opentuner.tuningrunmain import argparser
+import opentuner
 
 n_trials, max_s, db = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 manipulator = ConfigurationManipulator()
@@ -25,7 +25,7 @@ manipulator.add_parameter(LogFloatParameter("rate", 1e-4, 1.0))
 manipulator.add_parameter(EnumParameter("tile", [16, 32, 64, 128, 256]))
 manipulator.add_parameter(EnumParameter("algo", ["a", "b", "c", "d"]))
 manipulator.add_parameter(BooleanParameter("unroll"))
-args = argparse.ArgumentParser(parents=argparser).parse_args(["--database", f"sqlite:///{db}", "--no-dups"])
+args = argparse.ArgumentParser(parents=opentuner.argparsers()).parse_args(["--database", f"sqlite:///{db}", "--no-dups"])
 interface = DefaultMeasurementInterface(args=args, manipulator=manipulator, project_name="overhead",
                                         program_name="overhead", program_version="1")
 api = TuningRunManager(interface, args)
