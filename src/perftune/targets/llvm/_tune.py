@@ -124,6 +124,7 @@ OZ_LIKE_SEQUENCE: tuple[str, ...] = (
 )
 
 _SNAPSHOT_EVERY = 6
+_MAX_CANDIDATES = 8
 _MAX_SNAPSHOTS = 48
 _NONE = "none"
 
@@ -157,6 +158,7 @@ class PassTuneResult:
     benchmark_path: str = ""
     compile_command: str | None = None
     n_removed: int = 0
+    n_rejected: int = 0  # better candidates that failed validation
 
     @property
     def reward(self) -> float:
@@ -199,6 +201,7 @@ class PassTuneResult:
             "elapsed_s": self.elapsed_s,
             "validated": None if validation is None else bool(validation.ok),
             "validation_errors": [] if validation is None else list(validation.errors),
+            "rejected_candidates": self.n_rejected,
         }
 
 
@@ -312,7 +315,7 @@ def _search_perftune(
     seed: int,
     technique: str,
     max_evals: int | None,
-    history: list[tuple[float, int]],
+    history: list[Any],
     t0: float,
 ) -> list[int]:
     from perftune.drive import Tuner
@@ -341,7 +344,7 @@ def _search_perftune(
         tuner.tell(trial, float(count))
         if count < best_count:
             best_count, best = count, actions
-            history.append((time.monotonic() - t0, count))
+            history.append((time.monotonic() - t0, count, list(actions)))
     return best
 
 
@@ -351,7 +354,7 @@ def _search_random(
     seed: int,
     patience: int,
     max_evals: int | None,
-    history: list[tuple[float, int]],
+    history: list[Any],
     t0: float,
 ) -> list[int]:
     rng = np.random.default_rng(seed)
@@ -374,14 +377,14 @@ def _search_random(
                 episode_best, since = count, 0
                 if count < best_count:
                     best_count, best = count, list(episode)
-                    history.append((time.monotonic() - t0, count))
+                    history.append((time.monotonic() - t0, count, list(best)))
             else:
                 since += 1
     return best
 
 
 def _search_greedy(
-    ev: SequenceEvaluator, deadline: float, history: list[tuple[float, int]], t0: float
+    ev: SequenceEvaluator, deadline: float, history: list[Any], t0: float
 ) -> list[int]:
     ev.engine.reset()
     current = ev.count_start
@@ -402,7 +405,7 @@ def _search_greedy(
             break
         current = ev.engine.apply(ACTIONS[best_action].pipeline)
         chosen.append(best_action)
-        history.append((time.monotonic() - t0, current))
+        history.append((time.monotonic() - t0, current, list(chosen)))
     return chosen
 
 
@@ -471,16 +474,40 @@ def tune_passes(
     t0 = time.monotonic()
     # The last tenth of the time goes to dropping passes that do not help (a shorter command line).
     deadline = t0 + (0.9 * seconds if search == "perftune" else seconds)
-    history: list[tuple[float, int]] = []
+    history: list[Any] = []  # (seconds, count, actions) at every improvement
+    validation = None
+    n_removed = 0
     try:
         if search == "perftune":
-            best = _search_perftune(ev, deadline, length, seed, technique, evals, history, t0)
+            _search_perftune(ev, deadline, length, seed, technique, evals, history, t0)
         elif search == "random":
-            best = _search_random(ev, deadline, seed, patience, evals, history, t0)
+            _search_random(ev, deadline, seed, patience, evals, history, t0)
         else:
-            best = _search_greedy(ev, deadline, history, t0)
-        count = ev.count(best)
-        best, count, n_removed = _drop_useless(ev, best, count, t0 + seconds)
+            _search_greedy(ev, deadline, history, t0)
+        # Candidates, best first. The search optimises the count only, and some passes miscompile
+        # (LLVM 14's -attributor does on some csmith programs): the winner is the best candidate
+        # that validates (opt replay, and the program's output against -O0 when it is runnable).
+        candidates: list[list[int]] = []
+        for _, _, actions in sorted(history, key=lambda h: h[1]):
+            if actions not in candidates:
+                candidates.append(actions)
+        candidates = candidates[:_MAX_CANDIDATES] + [[]]
+        best: list[int] = []
+        count = ev.count_start
+        for i, actions in enumerate(candidates):
+            count = ev.count(actions)
+            if i == 0:
+                actions, count, n_removed = _drop_useless(ev, actions, count, t0 + seconds)
+            if not validate:
+                best = actions
+                break
+            from perftune.targets.llvm._validate import validate_actions
+
+            validation = validate_actions(bench, actions, count, run=run)
+            if validation.ok:
+                best = actions
+                break
+            n_removed = 0
         elapsed = time.monotonic() - t0
         result = PassTuneResult(
             benchmark=bench.uri,
@@ -491,15 +518,13 @@ def tune_passes(
             count_oz=ev.count_oz,
             n_evaluations=ev.n_evaluations,
             elapsed_s=elapsed,
-            history=history,
+            history=[(t, c) for t, c, _ in history],
             benchmark_path=str(bench.bitcode),
             compile_command=bench.compile_command,
             n_removed=n_removed,
+            validation=validation,
+            n_rejected=i,
         )
     finally:
         ev.close()
-    if validate:
-        from perftune.targets.llvm._validate import validate_actions
-
-        result.validation = validate_actions(bench, result.actions, result.count_result, run=run)
     return result
