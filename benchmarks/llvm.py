@@ -64,7 +64,9 @@ def quality(uris: list[str], seconds: float, searches: tuple[str, ...], out) -> 
     from perftune.targets.llvm import tune_passes
 
     rewards: dict[str, list[float]] = {s: [] for s in searches}
-    header = "| benchmark | C0 | C_Oz | bound | " + " | ".join(f"{s} reward (C, evals)" for s in searches) + " |"
+    bounds: list[float] = []
+    columns = " | ".join(f"{s} reward (C, evals)" for s in searches)
+    header = f"| benchmark | C0 | C_Oz | bound | {columns} |"
     out(header)
     out("|---|---:|---:|---:|" + "---:|" * len(searches))
     for uri in uris:
@@ -76,11 +78,15 @@ def quality(uris: list[str], seconds: float, searches: tuple[str, ...], out) -> 
             ok = result.validation is not None and result.validation.ok
             rewards[search].append(result.reward)
             mark = "" if ok else " **INVALID: " + "; ".join(result.validation.errors)[:80] + "**"
+            if result.n_rejected:
+                mark += f" [{result.n_rejected} better rejected by validation]"
             cells.append(f"{result.reward:.3f} ({result.count_result}, {result.n_evaluations}){mark}")
         assert c0 is not None and coz is not None
         bound = c0 / max(c0 - coz, 1)
+        bounds.append(bound)
         out(f"| {uri} | {c0} | {coz} | {bound:.3f} | " + " | ".join(cells) + " |")
-    out("| **geometric mean** | | | | " + " | ".join(f"**{geomean(rewards[s]):.4f}**" for s in searches) + " |")
+    means = " | ".join(f"**{geomean(rewards[s]):.4f}**" for s in searches)
+    out(f"| **geometric mean** | | | {geomean(bounds):.3f} | {means} |")
     return {s: geomean(rewards[s]) for s in searches}
 
 
@@ -125,9 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
 
-    from perftune.targets.llvm import bundled_uris, csmith_uris
     # Import everything now: a long run must not pick up half-edited modules later.
-    from perftune.targets.llvm import _env, _run, _tune, _validate  # noqa: F401
+    from perftune.targets.llvm import _env, _run, _tune, _validate, bundled_uris, csmith_uris  # noqa: F401
 
     lines: list[str] = []
 
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     out("# LLVM pass ordering benchmark")
     out()
     out(f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`")
-    out(f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    out(f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     out(f"- machine: {machine()}")
     out("- note: the machine is shared with other jobs while this runs; timings (and so the number of")
     out("  evaluations each search gets in its time) are disturbed.")
