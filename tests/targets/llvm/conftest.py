@@ -70,7 +70,7 @@ def csmith_bench():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def helper() -> Iterator[object]:
-    _need("llvm-config-14", "opt")
+    _need("llvm-config-14", "opt-14")
     from perftune.targets.llvm import HelperEngine
 
     engine = HelperEngine()

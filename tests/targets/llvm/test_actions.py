@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from perftune.targets.llvm import ACTIONS, COMPILERGYM_FLAGS, UNMAPPED, action_index, pipeline_of
+from perftune.targets.llvm._tools import find_tool
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "llvm-actions.md"
 
@@ -42,7 +43,13 @@ def test_every_action_runs_alone(helper, loop_ll: Path) -> None:  # type: ignore
 def test_every_action_is_accepted_by_opt(loop_ll: Path) -> None:
     # One opt process checks the whole list parses with LLVM 14's own pipeline parser.
     result = subprocess.run(
-        ["opt", f"-passes={pipeline_of(list(range(len(ACTIONS))))}", str(loop_ll), "-o", "/dev/null"],
+        [
+            find_tool("opt"),
+            f"-passes={pipeline_of(list(range(len(ACTIONS))))}",
+            str(loop_ll),
+            "-o",
+            "/dev/null",
+        ],
         capture_output=True,
         text=True,
     )

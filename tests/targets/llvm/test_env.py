@@ -189,13 +189,16 @@ def test_chain_command_line_reproduces_the_steps(env: LlvmEnv, tmp_path: Path) -
     import subprocess
 
     from perftune.targets.llvm._ir import count_instructions
+    from perftune.targets.llvm._tools import find_tool
     from perftune.targets.llvm._validate import opt_chain_commandline
 
     env.reset()
     env.multistep(["-mem2reg", "-sancov", "-instcombine", "-sancov", "-simplifycfg"])
     out = tmp_path / "out.bc"
     command = opt_chain_commandline(env.actions, str(env.benchmark.bitcode), str(out))
-    subprocess.run(["bash", "-c", command], check=True)
-    text = subprocess.run(["opt", "-passes=verify", str(out), "-S", "-o", "-"], capture_output=True,
-                          text=True, check=True).stdout
+    opt = find_tool("opt")
+    subprocess.run(["bash", "-c", command.replace("opt -passes", f"{opt} -passes")], check=True)
+    text = subprocess.run(
+        [opt, "-passes=verify", str(out), "-S", "-o", "-"], capture_output=True, text=True, check=True
+    ).stdout
     assert count_instructions(text) == env.instruction_count
