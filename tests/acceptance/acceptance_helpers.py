@@ -127,13 +127,35 @@ def logged_task(folder: Path, recorder: Recorder, sleep: float = 0.0) -> Path:
 
 
 def perftune(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run the real ``perftune`` command in a subprocess."""
-    full_env = dict(os.environ)
-    full_env.pop("PERFTUNE_STORE", None)
-    full_env.update(env or {})
-    return subprocess.run([*PERFTUNE, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+             timeout: float = 240, subprocess_: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the ``perftune`` command: in this process through click's runner (fast), or with
+    ``subprocess_=True`` as a real subprocess (for what only a process shows: tracebacks, signals)."""
+    if subprocess_:
+        full_env = dict(os.environ)
+        full_env.pop("PERFTUNE_STORE", None)
+        full_env.update(env or {})
+        return subprocess.run([*PERFTUNE, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                              timeout=timeout)
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    runner_env: dict[str, str | None] = {"PERFTUNE_STORE": None, "COLUMNS": "200"}
+    runner_env.update(env or {})
+    old = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner(env=runner_env).invoke(cli, list(args), prog_name="perftune")
+    finally:
+        os.chdir(old)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        import traceback
+
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["perftune", *args], result.exit_code, result.stdout, stderr)
 
 
 def perftune_json(*args: str, **kw: Any) -> dict[str, Any]:

@@ -426,7 +426,7 @@ def test_cli_json_output_is_pure_json_and_errors_stay_on_stderr(task_dir):
     db = str(task_dir / "p.db")
     proc = run_cli("--store", db, "run", str(task), "--budget", "3", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["schema"] == 1
-    bad = run_cli("--store", db, "show", "nope", "--json")
+    bad = run_cli("--store", db, "show", "nope", "--json", subprocess_=True)
     one_line_error(bad)
     assert bad.stdout == ""
 
@@ -536,5 +536,5 @@ def test_cli_bad_input_in_a_task_file_writes_nothing(task_dir):
     task = write_task(task_dir)
     for budget in ("0", "0s", "-1", "1x"):
         one_line_error(run_cli("--store", str(db), "run", str(task), "--budget", budget))
-    one_line_error(run_cli("--store", "nosuchdb://x", "run", str(task), "--budget", "2"))
+    one_line_error(run_cli("--store", "nosuchdb://x", "run", str(task), "--budget", "2", subprocess_=True))
     assert not db.exists() or perftune_json("--store", str(db), "runs", "--json")["runs"] == []
