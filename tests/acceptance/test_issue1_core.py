@@ -538,3 +538,32 @@ def test_cli_bad_input_in_a_task_file_writes_nothing(task_dir):
         one_line_error(run_cli("--store", str(db), "run", str(task), "--budget", budget))
     one_line_error(run_cli("--store", "nosuchdb://x", "run", str(task), "--budget", "2", subprocess_=True))
     assert not db.exists() or perftune_json("--store", str(db), "runs", "--json")["runs"] == []
+
+
+def test_show_and_runs_for_humans_list_failures_by_reason(task_dir):
+    text = SQUARE.replace("print('value', ({x} - 3) ** 2 + {y})",
+                          "import sys; sys.exit('odd x is not supported') if {x} % 2 else print('value', {x} ** 2)")
+    task = write_task(task_dir, text)
+    db = str(task_dir / "p.db")
+    assert run_cli("--store", db, "run", str(task), "--budget", "12", "--seed", "5").returncode == 0
+    shown = run_cli("--store", db, "show", "latest")
+    assert shown.returncode == 0 and "failure reason" in shown.stdout and "odd x is not supported" in shown.stdout
+    assert "default configuration" in shown.stdout and "best" in shown.stdout
+    listed = run_cli("--store", db, "runs")
+    assert listed.returncode == 0 and "square" in listed.stdout and "12" in listed.stdout
+    counts = perftune_json("--store", db, "show", "latest", "--json")["counts"]
+    assert counts.get("failed", 0) >= 1 and sum(counts.values()) == 12
+
+
+def test_cli_time_budget_cancels_in_flight_candidates(task_dir, recorder):
+    from acceptance_helpers import logged_task
+
+    task = logged_task(task_dir, recorder, sleep=1.5)
+    db = str(task_dir / "p.db")
+    result = perftune_json("--store", db, "run", str(task), "--budget", "2s", "--budget", "100", "--workers", "2",
+                           "--json")
+    assert result["stop_reason"] == "time"
+    shown = perftune_json("--store", db, "show", "latest", "--json")
+    cancelled = [t for t in shown["trials"] if t["status"] == "cancelled"]
+    assert cancelled and all(t["reason"] == "time budget reached" for t in cancelled)
+    assert shown["counts"].get("ok", 0) + len(cancelled) == len(shown["trials"])

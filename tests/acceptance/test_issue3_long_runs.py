@@ -340,3 +340,48 @@ def test_a_run_status_is_finished_after_a_clean_exit(tmp_path):
     assert store.load_checkpoint(result.run_id)[0] == 4
     assert all(t.status is Status.OK for t in store.trials(result.run_id))
     store.close()
+
+
+def test_checkpoints_every_t_seconds(tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    store = open_store(url)
+    seen = []
+
+    def objective(config):
+        time.sleep(0.06)
+        return float(config["x"] ** 2)
+
+    tuner = Tuner(Space({"x": Int(-50, 50)}), seed=1, store=url, name="t", checkpoint_every=10_000,
+                  checkpoint_interval_s=0.05)
+    tuner.run(objective, 8, on_trial=lambda t: seen.append(store.load_checkpoint(store.get_run("t").id)[0]))
+    # Every trial took longer than the interval: a checkpoint follows each one (at most one trial behind).
+    assert all(n - c <= 1 for n, c in enumerate(seen, start=1)), seen
+    store.close()
+
+
+def test_ctrl_c_in_python_checkpoints_and_resume_does_not_remeasure(tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    space = Space({"x": Int(-50, 50, default=0), "y": Float(0.0, 1.0, default=0.5)})
+    calls = []
+
+    def objective(config):
+        calls.append(config)
+        if len(calls) == 7:
+            raise KeyboardInterrupt  # Ctrl-C while the 7th evaluation runs in this process
+        return (config["x"] - 5) ** 2 + config["y"]
+
+    tuner = Tuner(space, seed=2, store=url, name="ki")
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run(objective, 15)
+    store = open_store(url)
+    assert store.get_run("ki").status == "interrupted"
+    assert store.load_checkpoint(store.get_run("ki").id)[0] == 6
+    assert [t.id for t in store.trials(store.get_run("ki").id)] == list(range(6))
+    interrupted = calls[6]
+    result = Tuner.resume("ki", url).run(objective, 15)
+    assert [t.id for t in result.trials] == list(range(15))
+    assert calls[7] == interrupted  # the cancelled evaluation is issued again, first
+    assert len(calls) == 7 + 9 and len(set(calls)) == 15  # nothing finished was measured twice
+    straight = perftune.tune(lambda c: (c["x"] - 5) ** 2 + c["y"], space, budget=15, seed=2)
+    assert [t.config for t in straight.trials] == [t.config for t in result.trials]
+    store.close()
