@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RUFF_PATHS = ["src/perftune/drive", "src/perftune/store", "src/perftune/cli.py"]
-MYPY_STRICT_PATHS = ["src/perftune/drive", "src/perftune/store"]
+RUFF_PATHS = ["src/perftune/space", "src/perftune/search", "src/perftune/drive", "src/perftune/store", "src/perftune/cli.py"]
+MYPY_STRICT_PATHS = ["src/perftune/space", "src/perftune/search", "src/perftune/drive", "src/perftune/store"]
 DOCUMENTED_PACKAGES = ["perftune.drive", "perftune.store"]
 
 

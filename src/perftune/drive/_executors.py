@@ -77,7 +77,6 @@ class InlineExecutor:
         pass
 
 
-_objective_in_worker: Callable[[Any], Any] | None = None
 
 
 def _worker_main(conn: Connection, objective: Callable[[Any], Any], metric: str | None) -> None:
