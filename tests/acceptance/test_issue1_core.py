@@ -176,12 +176,23 @@ def test_ask_tell_failures_and_metrics_reach_the_store(tmp_path):
         tuner.tell(c, 1.0)  # told twice
 
 
-def test_a_trial_may_hold_several_samples_and_its_value_is_their_median():
+def test_a_trial_keeps_all_its_samples(tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    tuner = Tuner(plane(), seed=0, store=url)
+    trial = tuner.ask()
+    done = tuner.tell(trial, 2.5, samples=[3.0, 1.0, 2.0, 10.0, 2.5])
+    assert done.samples == [3.0, 1.0, 2.0, 10.0, 2.5]
+    assert open_store(url).trials(tuner.run_id)[0].samples == [3.0, 1.0, 2.0, 10.0, 2.5]
+
+
+@pytest.mark.xfail(strict=True, reason="tell(trial, samples=[...]) without a value raises 'give a value, metrics=, "
+                                       "error= or status=' (drive/_tuner.py Tuner.tell); the issue says a trial's "
+                                       "value is the median of its samples")
+def test_a_trial_told_only_its_samples_takes_their_median():
     tuner = Tuner(plane(), seed=0)
     trial = tuner.ask()
-    done = tuner.tell(trial, 2.0, samples=[3.0, 1.0, 2.0, 10.0, 2.5])
-    assert done.samples == [3.0, 1.0, 2.0, 10.0, 2.5]
-    assert done.value == 2.0  # what the user reported; the repeats are kept
+    done = tuner.tell(trial, samples=[3.0, 1.0, 2.0, 10.0, 2.5])
+    assert done.value == 2.5 and done.ok
 
 
 # ---------------------------------------------------------------- the cache and validity
@@ -567,3 +578,34 @@ def test_cli_time_budget_cancels_in_flight_candidates(task_dir, recorder):
     cancelled = [t for t in shown["trials"] if t["status"] == "cancelled"]
     assert cancelled and all(t["reason"] == "time budget reached" for t in cancelled)
     assert shown["counts"].get("ok", 0) + len(cancelled) == len(shown["trials"])
+
+
+def test_a_task_trial_holds_its_repeats_and_its_value_is_their_median(task_dir):
+    text = SQUARE.replace("print('value', ({x} - 3) ** 2 + {y})",
+                          "import random; print('value', random.random() + ({x}) ** 2)").replace(
+        "repeats = 1", "repeats = 5")
+    db = str(task_dir / "p.db")
+    assert run_cli("--store", db, "run", str(write_task(task_dir, text)), "--budget", "3").returncode == 0
+    for trial in perftune_json("--store", db, "show", "latest", "--json")["trials"]:
+        assert len(trial["samples"]) == 5 and len(set(trial["samples"])) == 5
+        assert trial["value"] == pytest.approx(sorted(trial["samples"])[2])
+
+
+@pytest.mark.xfail(strict=True, reason="--workers -1 is refused only by Tuner.run, after run_cmd created the run: "
+                                       "a 'running' run with 0 trials stays in the store (cli.py run_cmd)")
+def test_cli_bad_worker_count_is_one_line_and_writes_nothing(task_dir):
+    db = str(task_dir / "p.db")
+    task = write_task(task_dir)
+    assert "workers" in one_line_error(run_cli("--store", db, "run", str(task), "--budget", "2", "--workers", "-1"))
+    assert not Path(db).exists() or perftune_json("--store", db, "runs", "--json")["runs"] == []
+
+
+@pytest.mark.xfail(strict=True, reason="a negative seed reaches numpy.random.default_rng and ends in a ValueError "
+                                       "traceback (drive/_tuner.py Tuner.__init__ does not check seed)")
+def test_negative_seed_is_one_clear_line(task_dir):
+    task = write_task(task_dir)
+    line = one_line_error(run_cli("--store", str(task_dir / "p.db"), "run", str(task), "--budget", "2", "--seed",
+                                  "-1", subprocess_=True))
+    assert "seed" in line
+    with pytest.raises(PerftuneError, match="seed"):
+        perftune.tune(quadratic, plane(), budget=2, seed=-1)
