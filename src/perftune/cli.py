@@ -460,6 +460,8 @@ def doctor_cmd(as_json: bool) -> None:
 @click.option("--abs-tol", type=float, default=0.0, show_default=True, help="Absolute tolerance for numbers.")
 @click.option("--link", default="-lm", show_default=True, metavar='"OPTS"', help="Options after the sources.")
 @click.option("--no-params", is_flag=True, help="Do not tune --param values.")
+@click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+              help="Time runs by wall clock, or by CPU time (steadier on a busy machine; one-thread programs).")
 @click.option("--no-reduce", is_flag=True, help="Skip the reduction to a minimal flag set.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print flags, command line and speedup (with CI) as JSON.")
@@ -495,6 +497,7 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol, abs_tol=abs_tol,
         link_args=shlex.split(link), store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed),
         include_params=not no_params, reduce=not no_reduce, on_trial=progress,
+        clock=common.get("clock", "wall"),
     )
     if as_json:
         _emit_json(result.to_json())
