@@ -461,7 +461,7 @@ def doctor_cmd(as_json: bool) -> None:
 @click.option("--link", default="-lm", show_default=True, metavar='"OPTS"', help="Options after the sources.")
 @click.option("--no-params", is_flag=True, help="Do not tune --param values.")
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
-              help="Time runs by wall clock, or by CPU time (steadier on a busy machine; one-thread programs).")
+              help="Time runs by wall clock, or by CPU time (steadier on a busy machine, one thread).")
 @click.option("--no-reduce", is_flag=True, help="Skip the reduction to a minimal flag set.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print flags, command line and speedup (with CI) as JSON.")
