@@ -1,4 +1,6 @@
-"""Helpers (and fixtures, see conftest.py) of the acceptance tests (issues [1] and [3]): world-readable task folders, the real CLI.
+"""Helpers (and fixtures, see conftest.py) of the acceptance tests of issues [1] and [3].
+
+World-readable task folders, a recorder of measurements, and the real CLI.
 
 Candidates of task files run as an unprivileged user (``nobody``) when the tests run as root, so
 every task folder here is world-readable and files that candidates write go to a world-writable folder.
@@ -48,7 +50,7 @@ LOGGED = textwrap.dedent("""
     x = { type = "int", min = -20, max = 20, default = 0 }
     y = { type = "int", min = 0, max = 9, default = 5 }
     [run]
-    command = ["python3", "-c", "import socket, time; s = socket.create_connection(('127.0.0.1', {port})); s.sendall(b'{x} {y}\\\\n'); s.close(); time.sleep({sleep}); print('value', ({x} - 3) ** 2 + {y})"]
+    command = ["python3", "-c", "{program}"]
     timeout_s = 30
     [objective]
     metric = "stdout_regex"
@@ -59,7 +61,11 @@ LOGGED = textwrap.dedent("""
     warmup_runs = 0
     [sandbox]
     network = true
-""")
+""").replace(
+    "{program}",
+    "import socket, time; s = socket.create_connection(('127.0.0.1', {port})); s.sendall(b'{x} {y}\\\\n'); "
+    "s.close(); time.sleep({sleep}); print('value', ({x} - 3) ** 2 + {y})",
+)
 
 
 class Recorder:
@@ -126,16 +132,22 @@ def logged_task(folder: Path, recorder: Recorder, sleep: float = 0.0) -> Path:
     return write_task(folder, LOGGED, port=recorder.port, sleep=sleep)
 
 
-def perftune(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float = 240, subprocess_: bool = False) -> subprocess.CompletedProcess[str]:
+def perftune(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 240,
+    subprocess_: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run the ``perftune`` command: in this process through click's runner (fast), or with
     ``subprocess_=True`` as a real subprocess (for what only a process shows: tracebacks, signals)."""
     if subprocess_:
         full_env = dict(os.environ)
         full_env.pop("PERFTUNE_STORE", None)
         full_env.update(env or {})
-        return subprocess.run([*PERFTUNE, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            [*PERFTUNE, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        )
     from click.testing import CliRunner
 
     from perftune.cli import cli
@@ -154,7 +166,8 @@ def perftune(*args: str, cwd: Path | None = None, env: dict[str, str] | None = N
         import traceback
 
         stderr += "Traceback (most recent call last):\n" + "".join(
-            traceback.format_exception(result.exception))
+            traceback.format_exception(result.exception)
+        )
     return subprocess.CompletedProcess(["perftune", *args], result.exit_code, result.stdout, stderr)
 
 

@@ -19,14 +19,21 @@ import time
 from pathlib import Path
 
 import pytest
+from acceptance_helpers import PERFTUNE, SQUARE, one_line_error, perftune_json, write_task
+from acceptance_helpers import perftune as run_cli
 
 import perftune
 from perftune import Budget, Status, Tuner
-from perftune.errors import BudgetError, ExpressionError, PerftuneError, SpaceError, StoreError, UnsatisfiableError
+from perftune.errors import (
+    BudgetError,
+    ExpressionError,
+    PerftuneError,
+    SpaceError,
+    StoreError,
+    UnsatisfiableError,
+)
 from perftune.space import Bool, Choice, Float, Int, Pow2, Space
 from perftune.store import open_store
-
-from acceptance_helpers import PERFTUNE, SQUARE, one_line_error, perftune as run_cli, perftune_json, write_task
 
 
 def quadratic(config):
@@ -96,7 +103,9 @@ def test_patience_counts_trials_without_improvement_and_target_works_for_max():
     assert result.stop_reason == "budget" and len(result.trials) == 25
     # goal="max": the target is reached when the value is at least the target.
     space = Space({"n": Int(0, 1000, default=0)})
-    hit = perftune.tune(lambda c: float(c["n"]), space, budget=Budget(evals=2000, target=900.0), goal="max", seed=3)
+    hit = perftune.tune(
+        lambda c: float(c["n"]), space, budget=Budget(evals=2000, target=900.0), goal="max", seed=3
+    )
     assert hit.stop_reason == "target" and hit.best.value >= 900 and len(hit.trials) < 2000
 
 
@@ -111,8 +120,11 @@ def test_bad_budget_is_a_budget_error(bad):
         perftune.tune(quadratic, plane(), budget=bad)
 
 
-@pytest.mark.xfail(strict=True, reason="tune() creates the run in the store before it checks the budget "
-                                       "(src/perftune/drive/_tuner.py, tune(): Tuner(...) before run(budget))")
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune() creates the run in the store before it checks the budget "
+    "(src/perftune/drive/_tuner.py, tune(): Tuner(...) before run(budget))",
+)
 def test_budget_of_zero_writes_nothing_to_the_store(tmp_path):
     url = f"sqlite:///{tmp_path / 'p.db'}"
     open_store(url).close()
@@ -185,9 +197,12 @@ def test_a_trial_keeps_all_its_samples(tmp_path):
     assert open_store(url).trials(tuner.run_id)[0].samples == [3.0, 1.0, 2.0, 10.0, 2.5]
 
 
-@pytest.mark.xfail(strict=True, reason="tell(trial, samples=[...]) without a value raises 'give a value, metrics=, "
-                                       "error= or status=' (drive/_tuner.py Tuner.tell); the issue says a trial's "
-                                       "value is the median of its samples")
+@pytest.mark.xfail(
+    strict=True,
+    reason="tell(trial, samples=[...]) without a value raises 'give a value, metrics=, "
+    "error= or status=' (drive/_tuner.py Tuner.tell); the issue says a trial's "
+    "value is the median of its samples",
+)
 def test_a_trial_told_only_its_samples_takes_their_median():
     tuner = Tuner(plane(), seed=0)
     trial = tuner.ask()
@@ -240,7 +255,10 @@ def test_default_first_then_seeds_and_both_recorded_in_the_store(tmp_path):
     result = perftune.tune(quadratic, plane(), budget=8, seed=7, seeds=seeds, store=url)
     stored = open_store(url).trials(result.run_id)
     assert [(t.technique, dict(t.config)) for t in stored[:3]] == [
-        ("default", {"x": 0, "y": 0.5}), ("seed", seeds[0]), ("seed", seeds[1])]
+        ("default", {"x": 0, "y": 0.5}),
+        ("seed", seeds[0]),
+        ("seed", seeds[1]),
+    ]
     assert result.default.id == 0 and result.default.technique == "default"
     assert result.best.value == 0.0 and result.best.technique == "seed"
 
@@ -298,8 +316,11 @@ def test_environment_is_recorded_with_every_run(tmp_path):
         assert env["gcc"].startswith("gcc")
 
 
-@pytest.mark.xfail(strict=True, reason="the git commit recorded is that of the current folder, not of the tuned "
-                                       "program's task folder (cli.py run_cmd passes no environment= to the store)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the git commit recorded is that of the current folder, not of the tuned "
+    "program's task folder (cli.py run_cmd passes no environment= to the store)",
+)
 def test_cli_records_the_git_commit_of_the_tuned_program(task_dir, tmp_path):
     repo = task_dir / "program"
     repo.mkdir()
@@ -309,8 +330,9 @@ def test_cli_records_the_git_commit_of_the_tuned_program(task_dir, tmp_path):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "-C", str(repo), "add", "task.toml"], check=True)
     subprocess.run([*git, "-C", str(repo), "commit", "-qm", "program"], check=True)
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     db = str(tmp_path / "p.db")
@@ -372,7 +394,10 @@ def test_default_store_is_perftune_db_in_the_current_folder_or_env(task_dir, tmp
     assert perftune_json("runs", "--json", cwd=other, env=env)["runs"][0]["trials"] == 3
     # An explicit --store wins over the environment.
     explicit = tmp_path / "explicit.db"
-    assert run_cli("--store", str(explicit), "run", str(task), "--budget", "2", cwd=other, env=env).returncode == 0
+    assert (
+        run_cli("--store", str(explicit), "run", str(task), "--budget", "2", cwd=other, env=env).returncode
+        == 0
+    )
     assert len(perftune_json("runs", "--json", cwd=other, env=env)["runs"]) == 1
 
 
@@ -443,18 +468,24 @@ def test_cli_json_output_is_pure_json_and_errors_stay_on_stderr(task_dir):
 
 
 def _run_on_a_terminal(task_dir: Path, stdout_too: bool) -> tuple[int, str, str]:
-    """Run ``perftune run`` with stderr (and optionally stdout) on a pseudo-terminal: (rc, terminal, stdout)."""
+    """Run ``perftune run`` with stderr (and maybe stdout) on a pseudo-terminal: (rc, terminal, stdout)."""
     # Half of the candidates fail, so that failures show.
-    text = SQUARE.replace("print('value', ({x} - 3) ** 2 + {y})",
-                          "import sys; sys.exit(1) if {x} % 2 else print('value', ({x} - 3) ** 2 + {y})")
+    text = SQUARE.replace(
+        "print('value', ({x} - 3) ** 2 + {y})",
+        "import sys; sys.exit(1) if {x} % 2 else print('value', ({x} - 3) ** 2 + {y})",
+    )
     task = write_task(task_dir, text)
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "PERFTUNE_STORE"}
     env["COLUMNS"] = "200"
     out_file = task_dir / "stdout.txt"
     with out_file.open("w") as out:
-        proc = subprocess.Popen([*PERFTUNE, "--store", str(task_dir / "p.db"), "run", str(task), "--budget", "12",
-                                 "--seed", "1"], stdout=slave if stdout_too else out, stderr=slave, env=env)
+        proc = subprocess.Popen(
+            [*PERFTUNE, "--store", str(task_dir / "p.db"), "run", str(task), "--budget", "12", "--seed", "1"],
+            stdout=slave if stdout_too else out,
+            stderr=slave,
+            env=env,
+        )
         os.close(slave)
         seen = b""
         while True:
@@ -480,8 +511,11 @@ def test_cli_shows_a_progress_bar_with_evaluations_best_failures_and_rate(task_d
     assert re.search(r"failures [1-9]", terminal), "odd x fails: the bar must count the failures"
 
 
-@pytest.mark.xfail(strict=True, reason="the progress bar is drawn on stdout although the CLI checks stderr for a "
-                                       "terminal (drive/_tuner.py _Progress: Progress() without a stderr console)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the progress bar is drawn on stdout although the CLI checks stderr for a "
+    "terminal (drive/_tuner.py _Progress: Progress() without a stderr console)",
+)
 def test_progress_bar_goes_to_the_terminal_when_stdout_is_redirected(task_dir):
     rc, terminal, stdout = _run_on_a_terminal(task_dir, stdout_too=False)
     assert rc == 0, terminal
@@ -552,13 +586,19 @@ def test_cli_bad_input_in_a_task_file_writes_nothing(task_dir):
 
 
 def test_show_and_runs_for_humans_list_failures_by_reason(task_dir):
-    text = SQUARE.replace("print('value', ({x} - 3) ** 2 + {y})",
-                          "import sys; sys.exit('odd x is not supported') if {x} % 2 else print('value', {x} ** 2)")
+    text = SQUARE.replace(
+        "print('value', ({x} - 3) ** 2 + {y})",
+        "import sys; sys.exit('odd x is not supported') if {x} % 2 else print('value', {x} ** 2)",
+    )
     task = write_task(task_dir, text)
     db = str(task_dir / "p.db")
     assert run_cli("--store", db, "run", str(task), "--budget", "12", "--seed", "5").returncode == 0
     shown = run_cli("--store", db, "show", "latest")
-    assert shown.returncode == 0 and "failure reason" in shown.stdout and "odd x is not supported" in shown.stdout
+    assert (
+        shown.returncode == 0
+        and "failure reason" in shown.stdout
+        and "odd x is not supported" in shown.stdout
+    )
     assert "default configuration" in shown.stdout and "best" in shown.stdout
     listed = run_cli("--store", db, "runs")
     assert listed.returncode == 0 and "square" in listed.stdout and "12" in listed.stdout
@@ -571,8 +611,9 @@ def test_cli_time_budget_cancels_in_flight_candidates(task_dir, recorder):
 
     task = logged_task(task_dir, recorder, sleep=1.5)
     db = str(task_dir / "p.db")
-    result = perftune_json("--store", db, "run", str(task), "--budget", "2s", "--budget", "100", "--workers", "2",
-                           "--json")
+    result = perftune_json(
+        "--store", db, "run", str(task), "--budget", "2s", "--budget", "100", "--workers", "2", "--json"
+    )
     assert result["stop_reason"] == "time"
     shown = perftune_json("--store", db, "show", "latest", "--json")
     cancelled = [t for t in shown["trials"] if t["status"] == "cancelled"]
@@ -581,9 +622,9 @@ def test_cli_time_budget_cancels_in_flight_candidates(task_dir, recorder):
 
 
 def test_a_task_trial_holds_its_repeats_and_its_value_is_their_median(task_dir):
-    text = SQUARE.replace("print('value', ({x} - 3) ** 2 + {y})",
-                          "import random; print('value', random.random() + ({x}) ** 2)").replace(
-        "repeats = 1", "repeats = 5")
+    text = SQUARE.replace(
+        "print('value', ({x} - 3) ** 2 + {y})", "import random; print('value', random.random() + ({x}) ** 2)"
+    ).replace("repeats = 1", "repeats = 5")
     db = str(task_dir / "p.db")
     assert run_cli("--store", db, "run", str(write_task(task_dir, text)), "--budget", "3").returncode == 0
     for trial in perftune_json("--store", db, "show", "latest", "--json")["trials"]:
@@ -591,21 +632,40 @@ def test_a_task_trial_holds_its_repeats_and_its_value_is_their_median(task_dir):
         assert trial["value"] == pytest.approx(sorted(trial["samples"])[2])
 
 
-@pytest.mark.xfail(strict=True, reason="--workers -1 is refused only by Tuner.run, after run_cmd created the run: "
-                                       "a 'running' run with 0 trials stays in the store (cli.py run_cmd)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="--workers -1 is refused only by Tuner.run, after run_cmd created the run: "
+    "a 'running' run with 0 trials stays in the store (cli.py run_cmd)",
+)
 def test_cli_bad_worker_count_is_one_line_and_writes_nothing(task_dir):
     db = str(task_dir / "p.db")
     task = write_task(task_dir)
-    assert "workers" in one_line_error(run_cli("--store", db, "run", str(task), "--budget", "2", "--workers", "-1"))
+    assert "workers" in one_line_error(
+        run_cli("--store", db, "run", str(task), "--budget", "2", "--workers", "-1")
+    )
     assert not Path(db).exists() or perftune_json("--store", db, "runs", "--json")["runs"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="a negative seed reaches numpy.random.default_rng and ends in a ValueError "
-                                       "traceback (drive/_tuner.py Tuner.__init__ does not check seed)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a negative seed reaches numpy.random.default_rng and ends in a ValueError "
+    "traceback (drive/_tuner.py Tuner.__init__ does not check seed)",
+)
 def test_negative_seed_is_one_clear_line(task_dir):
     task = write_task(task_dir)
-    line = one_line_error(run_cli("--store", str(task_dir / "p.db"), "run", str(task), "--budget", "2", "--seed",
-                                  "-1", subprocess_=True))
+    line = one_line_error(
+        run_cli(
+            "--store",
+            str(task_dir / "p.db"),
+            "run",
+            str(task),
+            "--budget",
+            "2",
+            "--seed",
+            "-1",
+            subprocess_=True,
+        )
+    )
     assert "seed" in line
     with pytest.raises(PerftuneError, match="seed"):
         perftune.tune(quadratic, plane(), budget=2, seed=-1)
