@@ -30,6 +30,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -80,8 +81,8 @@ def _opentuner_python(given: str | None) -> str:
 class Harness:
     """Builds and times option sets of one program the same way for every tool."""
 
-    def __init__(self, source: Path, args: list[str], rel_tol: float, workdir: str) -> None:
-        self.source, self.args, self.rel_tol, self.workdir = source, args, rel_tol, workdir
+    def __init__(self, source: Path, args: list[str], rel_tol: float, workdir: str, clock: str) -> None:
+        self.source, self.args, self.rel_tol, self.workdir, self.clock = source, args, rel_tol, workdir, clock
         self.reference = self._run(self.build(["-O2"]))[1]
 
     def build(self, flags: list[str]) -> str:
@@ -94,16 +95,24 @@ class Harness:
         return out
 
     def _run(self, binary: str) -> tuple[float, str]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         r = subprocess.run([binary, *self.args], capture_output=True, text=True, timeout=600)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if r.returncode != 0:
             raise RuntimeError(f"harness run failed: exit {r.returncode}")
+        if self.clock == "cpu":
+            elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return elapsed, r.stdout
 
-    def median_s(self, flags: list[str], n: int = 5) -> float:
+    def median_s(self, flags: list[str], n: int = 5, clock: str | None = None) -> float:
         binary = self.build(flags)
-        return statistics.median(self._run(binary)[0] for _ in range(n))
+        saved, self.clock = self.clock, clock or self.clock
+        try:
+            return statistics.median(self._run(binary)[0] for _ in range(n))
+        finally:
+            self.clock = saved
 
     def compare(self, flags: list[str], n_pairs: int) -> dict[str, Any]:
         """Output check and interleaved timing of ``flags`` against -O3."""
@@ -151,6 +160,7 @@ def run_perftune(name: str, prog: Any, args: argparse.Namespace) -> dict[str, An
         rel_tol=prog.rel_tol,
         seed=args.seed,
         confirm_runs=args.confirm_runs,
+        clock=args.clock,
     )
     wall = time.perf_counter() - t0
     return {
@@ -248,6 +258,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--label", default="full")
     parser.add_argument("--opentuner-python", default=None)
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="clock of perftune's runs and of the harness (cpu: user+sys time, steadier on a busy machine); "
+        "OpenTuner keeps its own (wall time of one run)",
+    )
+    parser.add_argument("--note", default="", help="a line added to the results file (e.g. machine load)")
     args = parser.parse_args()
 
     from perftune.targets.flags import bundled
@@ -264,9 +282,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="flags-bench-") as workdir:
         for name in names:
             prog = programs[name]
-            harness = Harness(prog.source, list(prog.args), prog.rel_tol, workdir)
+            harness = Harness(prog.source, list(prog.args), prog.rel_tol, workdir, args.clock)
             for tool in tools:
-                o3_before = harness.median_s(["-O3"])
+                # The curve of each tool is drawn against -O3 timed with the tool's own clock.
+                own_clock = args.clock if tool == "perftune" else "wall"
+                o3_before = harness.median_s(["-O3"], clock=own_clock)
                 print(f"[{name}] {tool}: tuning {args.budget_s:g} s ...", file=sys.stderr, flush=True)
                 row = (
                     run_perftune(name, prog, args)
@@ -300,9 +320,9 @@ def main() -> None:
         "",
         f"- command: `{command}`",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; machine: {machine}",
-        f"- budget {budget} per program per tool, {args.workers} workers (parallel builds, one run at a time); "
-        f"figure at {args.read_at_s:g} s read off the same run; speedups re-measured by the harness: "
-        f"{args.confirm_runs} interleaved pairs against plain -O3, 95% CI",
+        f"- budget {budget} per program per tool, {args.workers} workers (parallel builds, one run at a "
+        f"time); figure at {args.read_at_s:g} s read off the same run; speedups re-measured by the harness: "
+        f"{args.confirm_runs} interleaved pairs against plain -O3, 95% CI; clock: {args.clock} time",
         "",
         f"| program | tool | speedup final ({budget}) | 95% CI | at {args.read_at_s:g} s | output | trials "
         "| total s | final flags |",
@@ -338,6 +358,9 @@ def main() -> None:
             f"({checks} of its budget) and found "
             f"{r0['params_found']} params (its parser predates GCC 10's `--param=` syntax)"
         )
+
+    if args.note:
+        lines.append(f"- note: {args.note}")
     lines.append("")
     lines.append("Plots: " + ", ".join(f"`{stem}-{n}.png`" for n in names))
     text = "\n".join(lines) + "\n"

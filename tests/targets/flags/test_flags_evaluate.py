@@ -82,3 +82,11 @@ def test_every_bundled_program_builds_and_agrees_with_O2(gcc_info, tmp_path) -> 
         assert ev.reference and ev.reference.strip()
         m = ev.measure(["-O3", "-march=native"], n_runs=1)
         assert m.ok, (prog.name, m.reason)
+
+
+def test_cpu_clock_times_runs_by_cpu_time(gcc_info) -> None:  # type: ignore[no-untyped-def]
+    prog = bundled()["graph"]
+    ev = Evaluator(Program(sources=(str(prog.source),), run_args=prog.small_args, clock="cpu"), gcc_info)
+    ev.set_reference(["-O2"])
+    m = ev.measure(["-O3"], n_runs=2)
+    assert m.ok and m.value is not None and m.value > 0 and len(m.samples) == 2

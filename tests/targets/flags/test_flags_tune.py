@@ -219,5 +219,7 @@ def test_task_from_toml(tmp_path) -> None:  # type: ignore[no-untyped-def]
         task_from_toml({"kind": "flags", "sourcez": ["a.c"]}, path)
     with pytest.raises(TaskError, match=r"key target.sources"):
         task_from_toml({"kind": "flags"}, path)
+    with pytest.raises(TaskError, match=r"key target.clock"):
+        task_from_toml({"kind": "flags", "sources": ["a.c"], "clock": "sundial"}, path)
     with pytest.raises(TaskError, match=r"key target.rel_tol"):
         task_from_toml({"kind": "flags", "sources": ["a.c"], "rel_tol": "small"}, path)

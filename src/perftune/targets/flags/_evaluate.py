@@ -49,6 +49,8 @@ class Program:
         cwd: Directory the program runs in (inputs named in ``run_args`` are found there).
         run_timeout_s: Upper limit of one run; the actual limit follows the baseline's time.
         compile_timeout_s: Limit of one build.
+        clock: ``"wall"`` (wall-clock time of a run) or ``"cpu"`` (user + system CPU time of the run and
+            its children: steadier on a shared machine, but blind to parallelism and to waiting).
 
     Example:
         >>> Program(sources=("a.c",), run_args=("10",)).link_args
@@ -64,6 +66,7 @@ class Program:
     cwd: str = "."
     run_timeout_s: float = 60.0
     compile_timeout_s: float = 120.0
+    clock: str = "wall"
 
 
 @dataclass
@@ -233,7 +236,7 @@ class Evaluator:
             return None, f"run timed out after {limit:.1f} s", out
         if not step.ok:
             return None, f"run failed: {step.reason}", out
-        return step.wall_s, None, out
+        return (step.cpu_s if self.program.clock == "cpu" else step.wall_s), None, out
 
     def _timeout(self) -> float:
         # Hopeless candidates stop early: three times the best time so far (and at least a second).

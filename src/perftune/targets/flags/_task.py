@@ -41,6 +41,7 @@ _KEYS = {
     "seeds",
     "params",
     "run_timeout_s",
+    "clock",
 }
 
 
@@ -65,6 +66,7 @@ class FlagsTask:
     seeds: tuple[str, ...] = ()
     include_params: bool = True
     run_timeout_s: float = 60.0
+    clock: str = "wall"
 
     @property
     def name(self) -> str:
@@ -101,6 +103,7 @@ class FlagsTask:
             reduce=reduce,
             include_params=self.include_params,
             run_timeout_s=self.run_timeout_s,
+            clock=self.clock,
             on_trial=on_trial,
         )
 
@@ -150,6 +153,9 @@ def task_from_toml(table: Mapping[str, Any], path: str) -> FlagsTask:
     seeds = table.get("seeds", [])
     if not isinstance(seeds, list) or not all(isinstance(s, str | list) for s in seeds):
         raise TaskError(f"{path}: key target.seeds: expected a list of option strings")
+    clock = table.get("clock", "wall")
+    if clock not in ("wall", "cpu"):
+        raise TaskError(f"{path}: key target.clock: expected 'wall' or 'cpu', got {clock!r}")
     return FlagsTask(
         sources=sources,
         run_args=_str_list(table, "run", path),
@@ -163,4 +169,5 @@ def task_from_toml(table: Mapping[str, Any], path: str) -> FlagsTask:
         seeds=tuple(s if isinstance(s, str) else shlex.join(s) for s in seeds),
         include_params=params,
         run_timeout_s=_number(table, "run_timeout_s", path, 60.0) or 60.0,
+        clock=clock,
     )

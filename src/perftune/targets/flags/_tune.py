@@ -168,6 +168,7 @@ def tune_flags(
     confirm_runs: int = 10,
     n_finalists: int = 3,
     run_timeout_s: float = 60.0,
+    clock: str = "wall",
     include_params: bool = True,
     heuristic_seeds: bool = True,
     workdir: str | None = None,
@@ -195,6 +196,8 @@ def tune_flags(
         confirm_runs: Interleaved runs of winner and -O3 for the final comparison.
         n_finalists: The best option sets of the search that are confirmed against -O3.
         run_timeout_s: Upper limit of one run.
+        clock: ``"wall"`` or ``"cpu"`` (user + system time; steadier on a busy machine, for programs
+            that run on one thread).
         include_params: Tune ``--param``s as well.
         heuristic_seeds: Also seed ``-O3 -march=native`` (with and without ``-funroll-loops``) and
             ``-O2 -march=native`` when the machine offers ``native``.
@@ -210,6 +213,8 @@ def tune_flags(
     from perftune.trial import Status
 
     n_trials, seconds = parse_flag_budget(budget)
+    if clock not in ("wall", "cpu"):
+        raise PerftuneError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     if workers < 1:
         raise PerftuneError(f"workers must be at least 1, got {workers}")
     if isinstance(run_args, str):
@@ -230,6 +235,7 @@ def tune_flags(
         abs_tol=abs_tol,
         cwd=cwd,
         run_timeout_s=run_timeout_s,
+        clock=clock,
     )
     evaluator = Evaluator(program, info, workdir=workdir)
     try:
@@ -322,9 +328,11 @@ def tune_flags(
                         history.append((time.monotonic() - started, speed))
                     if on_trial is not None:
                         on_trial(n_done, speed)
-        with_close = getattr(tuner, "close", None)
-        if with_close is not None and store is not None:
-            with_close()
+        if store is not None:
+            tuner.close()  # final checkpoint
+            finish = getattr(store, "finish_run", None)
+            if finish is not None and tuner.run_id is not None:
+                finish(tuner.run_id, "finished")
 
         # The few best option sets of the search go to the confirmation: under noise the single
         # best-measured one is often a lucky draw (the winner's curse).
