@@ -11,11 +11,12 @@ To run the suite over several techniques, override the ``conformance_technique``
 ``params=[...]`` (perftune's own tests do that over ``perftune.search.names()``).
 
 What the suite checks: the settings are a frozen dataclass; every proposal is valid on a mixed space
-(constraints, ``when=``, permutations, schedules, selectors); an evaluation budget of B ends with exactly
-B trials; failures, timeouts and cancellations are handled; asks before tells and results out of order or
-from other proposers are accepted; the same seed gives the same proposals; a pickled technique continues
-exactly like the original; it beats uniform random search on a smooth function; it terminates on an
-exhausted space; and (when the driver is installed) it runs through :class:`perftune.Tuner`.
+(constraints, ``when=``, permutations, schedules, selectors) and with a callable constraint; an
+evaluation budget of B ends with exactly B trials; failures, timeouts and cancellations are handled;
+asks before tells and results out of order or from other proposers are accepted; the same seed gives
+the same proposals; a pickled technique continues exactly like the original; it beats uniform random
+search on a smooth function; it terminates on an exhausted space; and (when the driver is installed)
+it runs through :class:`perftune.Tuner`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from perftune.trial import Status, Trial
 __all__ = [
     "AskTellLoop",
     "TechniqueConformance",
+    "callable_objective",
+    "callable_space",
     "failing_objective",
     "mixed_objective",
     "mixed_space",
@@ -57,8 +60,36 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------- spaces
+def _tile_unroll_small(config: Config) -> bool:
+    # A callable constraint (module level, so that spaces and techniques pickle).
+    return bool(config["tile"] * config["unroll"] <= 24)
+
+
+def callable_space() -> Space:
+    """A small space with a callable constraint (and an expression one)."""
+    return Space(
+        {
+            "block": Pow2(16, 1024),
+            "unroll": Int(1, 8),
+            "tile": Ordinal([1, 2, 3, 4, 6, 8]),
+            "algo": Choice(["naive", "tiled", "strassen"]),
+        },
+        constraints=["block * unroll <= 2048", _tile_unroll_small],
+    )
+
+
+def callable_objective(config: Config) -> float:
+    """An objective over :func:`callable_space`."""
+    v = (
+        abs(math.log2(config["block"]) - 7.0)
+        + abs(config["unroll"] - 4) * 0.5
+        + abs(config["tile"] - 4) * 0.3
+    )
+    return v + {"naive": 2.0, "tiled": 0.0, "strassen": 1.0}[config["algo"]]
+
+
 def mixed_space() -> Space:
-    """A space with every kind of parameter, a `when=` and constraints."""
+    """A space with every kind of parameter, a `when=` and expression constraints."""
     return Space(
         {
             "block": Pow2(16, 1024),
@@ -326,6 +357,15 @@ class TechniqueConformance:
         assert loop.too_many == 0, "ask(n) returned more than n proposals"
         assert all(isinstance(c, Config) for c in loop.proposals)
         assert len(loop.trials) == 45
+        self.assert_healthy(technique)
+
+    def test_proposals_valid_with_a_callable_constraint(self, conformance_technique: str) -> None:
+        space = callable_space()
+        technique = self.make(conformance_technique, space, seed=4)
+        loop = AskTellLoop(technique, callable_objective, batch=2)
+        loop.run(30)
+        assert loop.invalid == [], f"invalid proposals: {loop.invalid[:3]}"
+        assert len(loop.trials) == 30
         self.assert_healthy(technique)
 
     def test_budget_gives_exactly_b_trials(self, conformance_technique: str) -> None:
