@@ -125,6 +125,7 @@ OZ_LIKE_SEQUENCE: tuple[str, ...] = (
 
 _SNAPSHOT_EVERY = 6
 _MAX_CANDIDATES = 8
+_MAX_REPAIRS = 4
 _MAX_SNAPSHOTS = 48
 _NONE = "none"
 
@@ -491,23 +492,47 @@ def tune_passes(
         for _, _, actions in sorted(history, key=lambda h: h[1]):
             if actions not in candidates:
                 candidates.append(actions)
-        candidates = candidates[:_MAX_CANDIDATES] + [[]]
-        best: list[int] = []
+        candidates = candidates[:_MAX_CANDIDATES]
+        from perftune.targets.llvm._validate import validate_actions
+
+        best: list[int] | None = None
         count = ev.count_start
+        i = 0
+        first: list[int] = []
         for i, actions in enumerate(candidates):
             count = ev.count(actions)
             if i == 0:
                 actions, count, n_removed = _drop_useless(ev, actions, count, t0 + seconds)
+                first = actions
             if not validate:
                 best = actions
                 break
-            from perftune.targets.llvm._validate import validate_actions
-
             validation = validate_actions(bench, actions, count, run=run)
             if validation.ok:
                 best = actions
                 break
             n_removed = 0
+        if best is None and first:
+            # Every candidate failed: they usually share the culprit. Try the best one without all
+            # occurrences of one of its passes, most promising first.
+            repairs = []
+            for action in dict.fromkeys(first):
+                repaired = [a for a in first if a != action]
+                try:
+                    repairs.append((ev.count(repaired), repaired))
+                except (EngineCrash, PipelineError):
+                    continue
+            for repaired_count, repaired in sorted(repairs, key=lambda r: r[0])[:_MAX_REPAIRS]:
+                i += 1
+                count = repaired_count
+                validation = validate_actions(bench, repaired, count, run=run)
+                if validation.ok:
+                    best = repaired
+                    break
+        if best is None:
+            best, count = [], ev.count_start
+            validation = validate_actions(bench, best, count, run=run) if validate else None
+            i += 1
         elapsed = time.monotonic() - t0
         result = PassTuneResult(
             benchmark=bench.uri,
