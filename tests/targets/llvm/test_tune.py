@@ -12,7 +12,7 @@ from perftune.targets.llvm._validate import validate_actions
 
 @pytest.mark.parametrize("search", ["perftune", "random", "greedy"])
 def test_searches_find_validated_sequences(search: str) -> None:
-    result = tune_passes("benchmark://perftune-v0/crc32", seconds=4, search=search, seed=1)
+    result = tune_passes("benchmark://perftune-v0/crc32", seconds=2, search=search, seed=1)
     assert result.validation.ok, result.validation.errors
     assert result.validation.output_checked
     assert result.validation.replayed_instruction_count == result.count_result
@@ -28,7 +28,7 @@ def test_perftune_search_beats_the_oz_like_seed_and_replays() -> None:
     ev = SequenceEvaluator(bench)
     seed_best = min(ev.count([action_index(n) for n in s]) for s in _seed_sequences(80))
     ev.close()
-    result = tune_passes(bench, seconds=6, seed=0)
+    result = tune_passes(bench, seconds=4, seed=0)
     assert result.count_result <= seed_best
     check = validate_actions(bench, result.actions, result.count_result, run=False)
     assert check.ok
@@ -36,7 +36,7 @@ def test_perftune_search_beats_the_oz_like_seed_and_replays() -> None:
 
 def test_cli_json_and_text() -> None:
     runner = CliRunner()
-    out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "3", "--json"])
+    out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["validated"] is True
