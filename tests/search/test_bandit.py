@@ -197,3 +197,13 @@ def test_bad_settings_are_one_line_errors(kwargs, text) -> None:  # type: ignore
 def test_unknown_technique_in_portfolio() -> None:
     with pytest.raises(PerftuneError, match="unknown technique 'nope'"):
         AUCBandit(smooth_space(), seed=0, settings=BanditSettings(techniques=("nope",)))
+
+
+def test_proposals_in_flight_spread_over_the_portfolio() -> None:
+    bandit = create("bandit", smooth_space(), seed=8)
+    configs = bandit.ask(len(bandit.names))  # nothing told yet: every technique is unexplored
+    assert sorted(bandit.proposer_of(c) for c in configs) == sorted(bandit.names)
+    late = create("bandit", smooth_space(), seed=9)
+    loop = AskTellLoop(late, smooth_objective, lag=10)  # results arrive ten evaluations late
+    loop.run(len(late.names))
+    assert all(count == 1 for count in late.counts.values() if count), late.counts

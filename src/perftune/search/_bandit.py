@@ -264,6 +264,7 @@ class AUCBandit:
         self._evicted = [False] * len(self.names)
         self.best_trial: Trial | None = None
         self._proposer: BoundedDict = BoundedDict(65_536)  # config -> technique index (in flight)
+        self._in_flight = [0] * len(self.names)
         self._seen: BoundedDict = BoundedDict(262_144)  # configs proposed or told
 
     # ------------------------------------------------------------------ introspection
@@ -308,19 +309,33 @@ class AUCBandit:
 
     # ------------------------------------------------------------------ choosing
     def _score(self, i: int) -> float:
-        return self._window.auc(i) + self.settings.exploration * self._window.exploration(i)
+        window = self._window
+        ue = window.uses[i] + self._in_flight[i]
+        if ue == 0:
+            return math.inf
+        n_hist = len(window.history) + sum(self._in_flight)
+        log_term = 2.0 * math.log2(n_hist) if n_hist > 1 else 0.0
+        return window.auc(i) + self.settings.exploration * math.sqrt(log_term / ue)
 
     def _order(self) -> list[int]:
         n = len(self.names)
         tiebreak = self.rng.permutation(n).tolist()
         window = self._window
         c = self.settings.exploration
-        n_hist = len(window.history)
+        in_flight = self._in_flight
+        n_hist = len(window.history) + sum(in_flight)
         log_term = 2.0 * math.log2(n_hist) if n_hist > 1 else 0.0
         keys = []
         for i in range(n):
             u = window.uses[i]
-            score = math.inf if u == 0 else window.s1[i] * 2.0 / (u * (u + 1.0)) + c * math.sqrt(log_term / u)
+            # Proposals still in flight count as uses for exploration (not for credit), so that with
+            # several evaluations in flight the choices spread instead of repeating one technique.
+            ue = u + in_flight[i]
+            if ue == 0:
+                score = math.inf
+            else:
+                auc = window.s1[i] * 2.0 / (u * (u + 1.0)) if u else 0.0
+                score = auc + c * math.sqrt(log_term / ue)
             keys.append((-score, tiebreak[i], i))
         keys.sort()
         return [k[2] for k in keys]
@@ -385,6 +400,8 @@ class AUCBandit:
     def _issue(self, config: Config, i: int) -> Config:
         self._seen[config] = True
         self._proposer[config] = i
+        if i >= 0:
+            self._in_flight[i] += 1
         name = _RANDOM if i < 0 else self.names[i]
         if name in self.counts:
             self.counts[name] += 1
@@ -404,6 +421,8 @@ class AUCBandit:
         for trial in trials:
             self._seen[trial.config] = True
             i = self._proposer.pop(trial.config, None)
+            if i is not None and i >= 0 and self._in_flight[i] > 0:
+                self._in_flight[i] -= 1
             if trial.status is Status.CANCELLED:
                 if i is not None and i >= 0:
                     self._inbox_own[i].append(trial)  # its proposer may be waiting for it
