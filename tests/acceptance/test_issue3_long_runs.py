@@ -89,6 +89,7 @@ def _stored(db: str, run: str = "logged"):
         store.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_and_resume_with_other_workers_completes_without_remeasuring(task_dir, recorder):
     db, before = _interrupted_run(task_dir, recorder, budget=14, workers=2)
     info, trials, checkpoint = _stored(db)
@@ -153,6 +154,7 @@ def test_resume_of_an_interrupted_seeded_run_equals_the_uninterrupted_run(task_d
     assert [t.config for t in interrupted] == [t.config for t in uninterrupted]
 
 
+@pytest.mark.slow
 def test_seeded_cli_runs_are_identical_for_1_and_3_workers(task_dir):
     task = write_task(task_dir)
     db = str(task_dir / "p.db")
@@ -271,6 +273,7 @@ def test_python_resume_with_another_space_is_refused_and_data_untouched(tmp_path
 # ---------------------------------------------------------------- shared stores
 
 
+@pytest.mark.slow
 def test_concurrent_cli_drivers_with_their_own_names_share_one_sqlite_file(task_dir):
     db = str(task_dir / "shared.db")
     task = write_task(task_dir)
@@ -328,6 +331,7 @@ def test_concurrent_cli_drivers_of_one_task_without_names(task_dir):
     assert len(runs) == 4 and len({r["name"] for r in runs}) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgresql_end_to_end_through_the_cli(task_dir, fresh_postgres_url):
     url = fresh_postgres_url
@@ -535,6 +539,7 @@ def test_ctrl_c_in_python_checkpoints_and_resume_does_not_remeasure(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_cli_run_killed_with_sigkill_resumes_without_losing_or_remeasuring(task_dir, recorder):
     db, before = _interrupted_run(task_dir, recorder, budget=12, workers=2, sig=signal.SIGKILL)
     info, trials, checkpoint = _stored(db)
@@ -570,6 +575,7 @@ def _survivors(port: int) -> list[int]:
     "(drive/_executors.py _Worker.kill) but the sandboxed candidate runs in its "
     "own session (measure/_sandbox.py start_new_session=True) and keeps running",
 )
+@pytest.mark.slow
 def test_cancelled_candidates_do_not_keep_running_after_a_time_budget(task_dir, recorder):
     from acceptance_helpers import LOGGED
 
