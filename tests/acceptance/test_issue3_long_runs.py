@@ -603,3 +603,11 @@ def test_cancelled_candidates_do_not_keep_running_after_a_time_budget(task_dir, 
         for pid in _survivors(recorder.port):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)  # what the test started, by pid
+
+
+def test_resuming_a_python_run_from_the_cli_says_how_to_resume_it(tmp_path):
+    db = str(tmp_path / "p.db")
+    perftune.tune(lambda c: c["x"] ** 2, Space({"x": Int(-5, 5)}), budget=3, store=db, name="py", seed=1)
+    line = one_line_error(run_cli("--store", db, "resume", "py", "--budget", "+2"))
+    assert "Tuner.resume" in line
+    assert perftune_json("--store", db, "runs", "--json")["runs"][0]["trials"] == 3
