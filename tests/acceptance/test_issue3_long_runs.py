@@ -38,7 +38,7 @@ DEFAULT = (0, 5)  # the default configuration of the LOGGED task (also measured 
 
 
 def _interrupted_run(
-    task_dir: Path, recorder, *, budget: int, workers: int, sig: int = signal.SIGINT
+    task_dir: Path, recorder, *, budget: int, workers: int, sig: int = signal.SIGINT, seed: int | None = 3
 ) -> tuple[str, list]:
     """Start ``perftune run`` on LOGGED, press Ctrl-C (SIGINT to its process group) mid-run, check the exit.
 
@@ -55,8 +55,7 @@ def _interrupted_run(
             str(task),
             "--budget",
             str(budget),
-            "--seed",
-            "3",
+            *(["--seed", str(seed)] if seed is not None else []),
             "--workers",
             str(workers),
         ],
@@ -540,8 +539,9 @@ def test_ctrl_c_in_python_checkpoints_and_resume_does_not_remeasure(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_run_killed_with_sigkill_resumes_without_losing_or_remeasuring(task_dir, recorder):
-    db, before = _interrupted_run(task_dir, recorder, budget=12, workers=2, sig=signal.SIGKILL)
+@pytest.mark.parametrize("seed", [3, None])
+def test_cli_run_killed_with_sigkill_resumes_without_losing_or_remeasuring(task_dir, recorder, seed):
+    db, before = _interrupted_run(task_dir, recorder, budget=12, workers=2, sig=signal.SIGKILL, seed=seed)
     info, trials, checkpoint = _stored(db)
     assert info.status == "running" and checkpoint is not None  # nobody could mark it
     finished = {(t.config["x"], t.config["y"]) for t in trials}
