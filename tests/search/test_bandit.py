@@ -207,3 +207,14 @@ def test_proposals_in_flight_spread_over_the_portfolio() -> None:
     loop = AskTellLoop(late, smooth_objective, lag=10)  # results arrive ten evaluations late
     loop.run(len(late.names))
     assert all(count == 1 for count in late.counts.values() if count), late.counts
+
+
+def test_parallelism_shrinks_the_deciding_allowance() -> None:
+    bandit = AUCBandit(smooth_space(), seed=1, settings=BanditSettings(techniques=("random", "de")))
+    loop = AskTellLoop(bandit, smooth_objective, duration_s=0.5)
+    loop.run(5)
+    bandit.set_deterministic(False)
+    one = bandit._allowance()
+    bandit.set_parallelism(8)
+    eight = bandit._allowance()
+    assert one is not None and eight is not None and eight < one

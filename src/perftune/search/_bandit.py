@@ -256,6 +256,7 @@ class AUCBandit:
         self.best_loss: float | None = None
         self.best_config: Config | None = None
         self.deterministic = False
+        self.parallelism = 1  # evaluations in flight, told by the driver (set_parallelism)
         self._measure_s: deque[float] = deque(maxlen=64)
         self._measure_sum = 0.0
         # Results waiting to be told to each technique: its own (all of them) and others' (the latest).
@@ -348,7 +349,8 @@ class AUCBandit:
         m = self.measurement_s()
         if m is None:
             return None
-        return s.cost_fraction * m + s.free_decide_s
+        # With several evaluations in flight the driver must propose that many times as fast.
+        return s.cost_fraction * m / getattr(self, "parallelism", 1) + s.free_decide_s
 
     def _allowed(self, i: int, allowance: float | None) -> bool:
         if allowance is None:
