@@ -136,14 +136,10 @@ def bench_sort(quick: bool) -> bool:
 # ---- poisson ----------------------------------------------------------------------------------------
 
 
-def _time_solver(fn, problems, repeats: int) -> float:
-    """Median over repeats of the mean time per right-hand side."""
-    return _time_pair([fn], problems, repeats)[0]
-
-
-def _time_pair(fns, problems, repeats: int) -> list[float]:
-    """Interleaved timing (each repeat runs every solver once, in turn), so that load changes on a
-    shared machine hit all solvers alike. Median over repeats of the mean time per right-hand side."""
+def _time_interleaved(fns, problems, repeats: int) -> list[list[float]]:
+    """Interleaved timing: each repeat runs every solver once, in turn, so that load changes on a
+    shared machine hit all solvers alike. Returns, per solver, the mean time per right-hand side of
+    every repeat."""
     per: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for i, fn in enumerate(fns):
@@ -151,7 +147,7 @@ def _time_pair(fns, problems, repeats: int) -> list[float]:
             for p in problems:
                 fn(p)
             per[i].append((time.perf_counter() - t) / len(problems))
-    return [statistics.median(x) for x in per]
+    return per
 
 
 def bench_poisson(quick: bool) -> bool:
@@ -162,12 +158,12 @@ def bench_poisson(quick: bool) -> bool:
     t0 = time.perf_counter()
     table = poisson.tune(
         top_level=top,
-        budget_per_level=30 if quick else 70,
+        budget_per_level=30 if quick else 100,
         n_train=4,
         n_held_out=12,
         seed=0,
         targets=targets,
-        margin=0.1,
+        margin=0.25,
     )
     tuning_s = time.perf_counter() - t0
     print(
@@ -190,9 +186,9 @@ def bench_poisson(quick: bool) -> bool:
         return run
 
     print(
-        f"\n| bin (digits) | tuned config (level {top}) | worst digits on 20 held-back | tuned ms "
-        "| best fixed V-cycle "
-        "| its worst digits | fixed ms | tuned/fixed |"
+        f"\n| bin (digits) | tuned config (level {top}) | worst digits on 20 held-back "
+        "| tuned ms min / median "
+        "| best fixed V-cycle | its worst digits | fixed ms min / median | tuned/fixed (min) |"
     )
     print("|---:|---|---:|---:|---|---:|---:|---:|")
     all_ok = True
@@ -204,34 +200,34 @@ def bench_poisson(quick: bool) -> bool:
             continue
         worst = min(poisson.digits(poisson.solve(top, cfg, p.f, table), p) for p in held)
         met = worst >= target
-        # Best fixed V-cycle: the fewest cycles meeting the bin on all 20, fastest over the smoothers.
-        best = None
+        # Fixed V-cycles: per smoother, the fewest cycles that meet the bin on all 20 right-hand sides
+        # (chosen on the test set itself, so the baseline gets no safety margin).
+        fixed = []
         for pre, post in ((1, 1), (2, 1), (2, 2), (1, 0), (0, 1)):
             for k in range(1, 30):
-                run = vcycles(pre, post, k)
-                w = min(poisson.digits(run(p), p) for p in held)
+                w = min(poisson.digits(vcycles(pre, post, k)(p), p) for p in held)
                 if w >= target:
-                    t = _time_solver(run, held, 3)
-                    if best is None or t < best[0]:
-                        best = (t, pre, post, k, w)
+                    fixed.append((pre, post, k, w))
                     break
-        assert best is not None
-        _, pre, post, k, wfix = best
+        fns = [lambda p, cfg=cfg: poisson.solve(top, cfg, p.f, table)]
+        fns += [vcycles(pre, post, k) for pre, post, k, _ in fixed]
+        per = _time_interleaved(fns, held, repeats)
+        mins = [min(x) for x in per]
+        meds = [statistics.median(x) for x in per]
+        b = 1 + min(range(len(fixed)), key=lambda i: mins[1 + i])
+        pre, post, k, wfix = fixed[b - 1]
         same = cfg == {"algo": "vcycle", "cycles": k, "pre": pre, "post": post, "weight": 1.0}
-        t_tuned, t_fixed = _time_pair(
-            [lambda p, cfg=cfg: poisson.solve(top, cfg, p.f, table), vcycles(pre, post, k)], held, repeats
-        )
-        ratio = t_tuned / t_fixed
+        ratio = mins[0] / mins[b]
         # "No slower": the same V-cycle is no slower by definition; otherwise allow 3% timing noise.
         all_ok &= met and (same or ratio <= 1.03)
         print(
-            f"| {target:g} | {cfg} | {worst:.2f} {'ok' if met else 'MISSED'} | {t_tuned * 1e3:.2f} | "
-            f"{k} x V({pre},{post}) | {wfix:.2f} | {t_fixed * 1e3:.2f} | "
-            f"{ratio:.2f}{' (same)' if same else ''} |"
+            f"| {target:g} | {cfg} | {worst:.2f} {'ok' if met else 'MISSED'} | "
+            f"{mins[0] * 1e3:.2f} / {meds[0] * 1e3:.2f} | {k} x V({pre},{post}) | {wfix:.2f} | "
+            f"{mins[b] * 1e3:.2f} / {meds[b] * 1e3:.2f} | {ratio:.2f}{' (same)' if same else ''} |"
         )
     print(
-        "\n(tuned and fixed are timed interleaved, median of the repeats; "
-        "'same' = the tuned cell is that V-cycle)"
+        f"\n(tuned and all fixed V-cycles timed interleaved, {repeats} repeats of the 20 right-hand sides; "
+        "'min' is the least disturbed repeat on this shared machine; 'same' = the tuned cell is that V-cycle)"
     )
     print(
         "every bin met on all 20 held-back right-hand sides and tuned no slower "

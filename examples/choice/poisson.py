@@ -209,7 +209,7 @@ def seeds_for_level(level: int, table: Any) -> list[Any]:
         return []
     return [
         Config({"algo": "vcycle", "cycles": k, "pre": p, "post": 1, "weight": 1.0})
-        for k in (1, 2, 3, 4, 6, 8)
+        for k in range(1, 9)
         for p in (1, 2)
     ]
 
