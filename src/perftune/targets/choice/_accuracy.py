@@ -135,6 +135,7 @@ class AccuracyTable:
     higher_is_better: bool = True
     n_measurements: int = 0
     failures: list[str] = field(default_factory=list)
+    n_candidates: int = 0
 
     def _meets(self, value: float, target: float) -> bool:
         return value >= target if self.higher_is_better else value <= target
@@ -448,6 +449,7 @@ def tune_accuracy(
         higher_is_better=higher_is_better,
         n_measurements=search.n_measurements,
         failures=search.failures,
+        n_candidates=len(search.cands),
     )
     if table.unreachable:
         warnings.warn(
