@@ -184,6 +184,7 @@ class ValidationResult:
         replayed_instruction_count: Count reached by the command line.
         output_checked: Whether the program was run and its output compared with -O0.
         errors: What went wrong, one line each.
+        notes: Checks that could not be made (e.g. the -O0 build runs longer than the limit).
     """
 
     ok: bool
@@ -192,6 +193,7 @@ class ValidationResult:
     replayed_instruction_count: int | None
     output_checked: bool = False
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.ok

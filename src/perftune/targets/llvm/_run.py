@@ -62,11 +62,12 @@ def build_module(bitcode: Path, bench: Benchmark, exe: Path) -> None:
         raise LlvmError(f"{bench.uri}: linking failed: {_first_line(result.stderr)}")
 
 
-def run_executable(exe: Path, bench: Benchmark) -> RunOutput:
-    """Runs a built benchmark once with its arguments and time limit."""
+def run_executable(exe: Path, bench: Benchmark, *, timeout_s: float | None = None) -> RunOutput:
+    """Runs a built benchmark once with its arguments and time limit (default: the benchmark's)."""
     start = time.perf_counter()
+    limit = bench.run_timeout_s if timeout_s is None else timeout_s
     try:
-        proc = subprocess.run([str(exe), *bench.run_args], capture_output=True, timeout=bench.run_timeout_s)
+        proc = subprocess.run([str(exe), *bench.run_args], capture_output=True, timeout=limit)
     except subprocess.TimeoutExpired:
         return RunOutput("", -1, timed_out=True, elapsed_s=time.perf_counter() - start)
     return RunOutput(

@@ -160,6 +160,7 @@ class PassTuneResult:
     compile_command: str | None = None
     n_removed: int = 0
     n_rejected: int = 0  # better candidates that failed validation
+    rejections: list[str] = field(default_factory=list)  # why they failed, one line each
 
     @property
     def reward(self) -> float:
@@ -203,6 +204,7 @@ class PassTuneResult:
             "validated": None if validation is None else bool(validation.ok),
             "validation_errors": [] if validation is None else list(validation.errors),
             "rejected_candidates": self.n_rejected,
+            "rejections": list(self.rejections),
         }
 
 
@@ -496,6 +498,7 @@ def tune_passes(
         from perftune.targets.llvm._validate import validate_actions
 
         best: list[int] | None = None
+        rejections: list[str] = []
         count = ev.count_start
         i = 0
         first: list[int] = []
@@ -511,6 +514,7 @@ def tune_passes(
             if validation.ok:
                 best = actions
                 break
+            rejections.append("; ".join(validation.errors))
             n_removed = 0
         if best is None and first:
             # Every candidate failed: they usually share the culprit. Try the best one without all
@@ -529,6 +533,7 @@ def tune_passes(
                 if validation.ok:
                     best = repaired
                     break
+                rejections.append("; ".join(validation.errors))
         if best is None:
             best, count = [], ev.count_start
             validation = validate_actions(bench, best, count, run=run) if validate else None
@@ -549,6 +554,7 @@ def tune_passes(
             n_removed=n_removed,
             validation=validation,
             n_rejected=i,
+            rejections=rejections,
         )
     finally:
         ev.close()
