@@ -8,6 +8,7 @@ import warnings
 import pytest
 
 from perftune.errors import PerftuneError
+from perftune.space import Levels
 from perftune.targets.choice import (
     AlgorithmSite,
     ChoiceError,
@@ -129,6 +130,11 @@ def test_levels_round_trip_through_file(tmp_path):
     other = make_sort("t-sort-levels", [])
     use_choices(tmp_path / "c.json", strict=True)
     assert other.to_entry() == sort.to_entry()
+    assert other.levels == sort.levels == Levels((16,), ("insertion", "merge"))
+    other.set(Levels((4,), ("merge", "insertion")))
+    assert other.choose(3) == "merge"
+    with pytest.raises(ChoiceError, match="takes a Levels value"):
+        other.set([4])
 
 
 def test_missing_file_falls_back_with_one_warning(tmp_path):
