@@ -53,3 +53,29 @@ def test_cli_bad_benchmark_is_one_line() -> None:
     out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/nosuch", "--seconds", "1"])
     assert out.exit_code != 0
     assert "unknown program 'nosuch'" in out.output
+
+
+@pytest.mark.slow
+def test_task_file_target_runs_with_perftune_run() -> None:
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from perftune.targets.llvm import task_file_text
+
+    source = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs/sieve.c"
+    # The command target runs candidates as an unprivileged user: the task dir must be reachable.
+    work = Path(tempfile.mkdtemp(prefix="perftune-llvm-task-"))
+    try:
+        os.chmod(work, 0o755)
+        (work / "sieve.c").write_text(source.read_text())
+        task = work / "passes.toml"
+        task.write_text(task_file_text("sieve.c", positions=4, budget="6"))
+        out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(task), "--json"])
+        assert out.exit_code == 0, out.output
+        data = json.loads(out.output)
+        assert data["default"]["value"] == 272  # the unoptimised sieve module
+        assert data["best"]["value"] < 272
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -36,6 +36,7 @@ from perftune.targets.llvm._datasets import (
 )
 from perftune.targets.llvm._engine import Engine, EngineCrash, HelperEngine, OptEngine, make_engine
 from perftune.targets.llvm._errors import ActionError, BenchmarkError, LlvmError, StepError, ToolMissingError
+from perftune.targets.llvm._taskfile import task_file_text
 
 if TYPE_CHECKING:
     from perftune.targets.llvm._env import ActionSpace, LlvmEnv, ValidationResult
@@ -70,6 +71,7 @@ __all__ = [
     "bundled_uris",
     "csmith_uris",
     "get_benchmark",
+    "task_file_text",
     "tune_passes",
     "COMPILERGYM_FLAGS",
     "UNMAPPED",
