@@ -116,9 +116,9 @@ def space() -> Any:
     return Space(
         {
             "init": Choice(["kmeans++", "random"]),
-            "iters": Int(1, 40),
+            "iters": Int(1, 60),
             "sample_frac": Float(0.05, 1.0),
-            "restarts": Int(1, 4),
+            "restarts": Int(1, 10),
             "seed": Int(0, 0),
         }
     )
@@ -165,10 +165,15 @@ def main(argv: list[str]) -> None:
         print(table.format())
         print("wrote", table.save())
         return
+    from perftune.errors import PerftuneError
+
     q = float(argv[1]) if len(argv) > 1 else 0.95
     data = make_dataset(np.random.default_rng(99))
     t0 = time.perf_counter()
-    centres = cluster(data.points, data.k, q)
+    try:
+        centres = cluster(data.points, data.k, q)
+    except PerftuneError as e:
+        raise SystemExit(f"kmeans: {e}") from None
     print(f"quality {quality(centres, data):.4f} (asked >= {q}) in {(time.perf_counter() - t0) * 1e3:.1f} ms")
 
 

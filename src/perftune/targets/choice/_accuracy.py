@@ -319,6 +319,7 @@ def tune_accuracy(
     final_repeats: int = 5,
     n_finalists: int = 5,
     margin: float = 0.0,
+    max_verify: int = 10,
 ) -> AccuracyTable:
     """Minimise time subject to accuracy >= target, for every target at once.
 
@@ -342,6 +343,7 @@ def tune_accuracy(
         n_finalists: How many candidates per bin are re-timed.
         margin: Safety margin in metric units: a cell's winner must reach ``target + margin``
             (``target - margin`` for error metrics) on every training and held-back input.
+        max_verify: At most this many candidates per bin are checked on the held-back inputs.
 
     Returns:
         An :class:`AccuracyTable` with one bin per target, loosest first; unreachable bins have
@@ -410,19 +412,24 @@ def tune_accuracy(
     bins: list[AccuracyBin] = []
     if margin < 0:
         raise ChoiceError(f"tune_accuracy({name!r}): margin must be >= 0, got {margin}")
+    checked: dict[Any, float | None] = {}  # held-out worst accuracy per candidate (None: failed)
     for t in signed:
         cell = AccuracyBin(target=sign * t, config=None, best_accuracy=sign * best_acc)
+        n_tries = 0
         for cand in search.ranked(t + margin):
-            if cand.accuracy < t + margin:
+            if cand.accuracy < t + margin or n_tries >= max_verify:
                 break
             verified = None
             if held_out:
-                try:
-                    _, verified = search.run_one(cand.config, list(held_out))
-                except Exception as e:
-                    search.failures.append(f"held-out check of {dict(cand.config)} failed: {e}")
-                    continue
-                if verified < t + margin:
+                if cand.config not in checked:
+                    n_tries += 1
+                    try:
+                        checked[cand.config] = search.run_one(cand.config, list(held_out))[1]
+                    except Exception as e:
+                        checked[cand.config] = None
+                        search.failures.append(f"held-out check of {dict(cand.config)} failed: {e}")
+                verified = checked[cand.config]
+                if verified is None or verified < t + margin:
                     continue
             cell.config = config_to_dict(cand.config)
             cell.time_s, cell.accuracy = cand.time_s, sign * cand.accuracy
@@ -452,9 +459,12 @@ def tune_accuracy(
         n_candidates=len(search.cands),
     )
     if table.unreachable:
+        held_vals = [v for v in checked.values() if v is not None]
+        held_note = f"; best on the held-back inputs: {sign * max(held_vals):g}" if held_vals else ""
         warnings.warn(
             f"tune_accuracy({name!r}): no configuration reached {mname} "
-            f"{[b.target for b in table.unreachable]} (best {mname} found: {sign * best_acc:g})",
+            f"{[b.target for b in table.unreachable]} (best {mname} found: {sign * best_acc:g} "
+            f"on the training inputs{held_note})",
             UnreachableTargetWarning,
             stacklevel=2,
         )
