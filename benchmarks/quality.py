@@ -54,6 +54,7 @@ from _problems import BUDGETS, all_problem_specs, make_problem, parse_seeds  # n
 
 # Kernel Tuner's main strategies (each counted as a tool); run_kerneltuner.py accepts a few more.
 KT_STRATEGIES = ["genetic_algorithm", "simulated_annealing", "diff_evo", "pso", "greedy_ils", "bayes_opt"]
+FORCE = False  # --force: rerun jobs whose results exist
 PEER_ENVS = {"optuna": "requirements-optuna.txt", "opentuner": "requirements-opentuner.txt",
              "kerneltuner": "requirements-kerneltuner.txt"}
 
@@ -111,8 +112,14 @@ def run_job(spec: dict[str, Any], tool: str, seeds: str, budget: int) -> tuple[s
     out_dir = RAW / name
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f"{tool.replace(':', '_')}.jsonl.part"
-    # Resume an interrupted job: keep the seeds it finished (each line is one finished run).
+    # Skip a finished job (use --force to rerun); resume an interrupted one from the seeds it finished.
     wanted = parse_seeds(seeds)
+    final = out_dir / f"{tool.replace(':', '_')}.jsonl.gz"
+    if final.exists() and not FORCE:
+        with gzip.open(final, "rt") as f:
+            have = {json.loads(line)["seed"] for line in f if line.strip()}
+        if set(wanted) <= have:
+            return name, tool, 0.0, "(already done)"
     done = set()
     if tmp.exists():
         kept = [line for line in tmp.read_text().splitlines() if line.strip().endswith("}")]
@@ -293,21 +300,50 @@ def fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
-def write_report(summary: dict[str, Any], v: dict[str, Any], command: str, started: str) -> None:
+def _target_lines(v: dict[str, Any], ours: str, probs: dict[str, Any]) -> list[str]:
+    g = v["geomean"].get(ours)
+    if not g:
+        return []
+    lines = [f"**{ours}**: geomean at 50 = {fmt(g['50'])} (target ≤ 1.08), at 100 = {fmt(g['100'])}"
+             " (target ≤ 1.035);",
+             f"first or tied (within 1%) on {v['first_or_tied_fraction_dev']:.0%} of the development"
+             f" (space, budget) pairs and on {v['first_or_tied_fraction']:.0%} of all {v['n_pairs']}"
+             " (problem, budget) pairs it ran (target ≥ 80%);"]
+    if v["worse_than_best_peer_by_2pct"]:
+        worst = ", ".join(f"{w['problem']}@{w['budget']}: {fmt(w['ours'])} vs {fmt(w['best_peer'])}"
+                          for w in v["worse_than_best_peer_by_2pct"])
+        lines.append(f"more than 2% worse than the best peer: {worst};")
+    else:
+        lines.append("no development space more than 2% worse than the best peer at any budget;")
+    rb = probs.get("rosenbrock2d")
+    if rb and ours in rb["median"]:
+        lines.append(f"Rosenbrock 2-D median best after 300 evaluations: {fmt(rb['median'][ours]['300'])}"
+                     " (target < 1.0).")
+    return [" ".join(lines), ""]
+
+
+def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, Any]], command: str,
+                 started: str) -> None:
     probs = summary["problems"]
+    v = next(iter(verdict_by_tool.values()))
+    seeds = sorted({n for e in probs.values() for n in e["n_seeds"].values()})
     lines = ["# Search quality: perftune vs Kernel Tuner, Optuna, OpenTuner, random", ""]
-    lines += [f"- Command: `{command}`",
-              f"- Date: {started} (UTC)",
-              f"- Machine: {platform.node() or 'VM'}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}),"
-              f" Python {platform.python_version()}; shared with other jobs while it ran, so the deciding"
-              " times below may be inflated (quality numbers are not affected).",
-              f"- Seeds per (problem, tool): {max((max(e['n_seeds'].values()) for e in probs.values() if e['n_seeds']), default=0)};"
-              " table cells are the median over the seeds of best-found / optimum (Rosenbrock: best value).",
+    lines += [f"- Command: `{command}` (the tables are rebuilt from every run stored in `quality_raw/`).",
+              f"- Date: {started} (UTC).",
+              f"- Machine: {os.cpu_count()}-core VM ({platform.machine()}), Python {platform.python_version()},"
+              " shared with many other jobs while it ran (load average 9-16 on 2 cores): deciding times"
+              " are inflated several times over; quality numbers are not affected.",
+              f"- Seeds per (problem, tool): {'/'.join(str(n) for n in seeds)} (the column `seeds` says which);"
+              " cells are the median over the seeds of best-found / optimum (Rosenbrock: the best value).",
               "- Counting (every tool): budget = measured configurations, failures included; constraint"
-              " violations and repeats are answered but not counted. Deciding time = tool wall time minus"
-              " replayed measurement time, per proposal (constraint violations and repeats included).",
-              "- Kernel Tuner runs its own loop in simulation mode; its `results` are counted afterwards"
-              " with the same rules; its deciding time includes its search-space construction.",
+              " violations and repeats are answered but not counted. Deciding time = the tool's wall time"
+              " minus the replayed measurement, per proposal (constraint violations and repeats included).",
+              "- Kernel Tuner runs its own loop in simulation mode (`kt-<strategy>`, each strategy a tool);"
+              " its `results` are counted afterwards with the same rules, and its deciding time includes"
+              " its search-space construction. Kernel Tuner runs only on the benchmark-hub spaces.",
+              "- `perftune` is the default technique (AUC bandit) driven through `perftune.Tuner` with lag 0;"
+              " `perftune-exp:...` rows are experimental variants from `benchmarks/quality_variants.py`"
+              " (not perftune's default; they are there to show what helps).",
               ""]
     lines += ["## Targets (development spaces)", ""]
     g = v["geomean"]
@@ -317,47 +353,45 @@ def write_report(summary: dict[str, Any], v: dict[str, Any], command: str, start
     for t in order:
         lines.append(f"| {t} | " + " | ".join(fmt(g[t][str(b)]) for b in BUDGETS) + " |")
     lines.append("")
-    ours = g.get("perftune")
-    if ours:
-        lines.append(f"- perftune geomean at 50: {fmt(ours['50'])} (target ≤ 1.08); at 100: {fmt(ours['100'])}"
-                     " (target ≤ 1.035).")
-    lines.append(f"- perftune first or tied (within 1%) on {v['first_or_tied_fraction_dev']:.0%} of the"
-                 f" development (space, budget) pairs and on {v['first_or_tied_fraction']:.0%} of all"
-                 f" {v['n_pairs']} pairs (target ≥ 80%).")
-    if v["worse_than_best_peer_by_2pct"]:
-        worst = ", ".join(f"{w['problem']}@{w['budget']}: {fmt(w['ours'])} vs {fmt(w['best_peer'])}"
-                          for w in v["worse_than_best_peer_by_2pct"])
-        lines.append(f"- More than 2% worse than the best peer: {worst}.")
-    else:
-        lines.append("- No development space more than 2% worse than the best peer at any budget.")
-    rb = probs.get("rosenbrock2d")
-    if rb and "perftune" in rb["median"]:
-        lines.append(f"- Rosenbrock 2-D, median best after 300 evaluations: perftune {fmt(rb['median']['perftune']['300'])}"
-                     f" (target < 1.0); OpenTuner {fmt(rb['median'].get('opentuner', {}).get('300', math.nan))}.")
-    lines.append("")
+    for ours, vv in verdict_by_tool.items():
+        lines += _target_lines(vv, ours, probs)
     for name, entry in probs.items():
         budgets = entry["budgets"]
         lines += [f"## {name}", "",
                   f"optimum {fmt(entry['optimum'])}" + (" (scored by best value)" if entry["score_by_value"] else ""),
                   "", "| tool | " + " | ".join(f"@{b}" for b in budgets) + " | rank " + " / ".join(
-                      str(b) for b in budgets) + " | ms/proposal | proposals/measured |",
-                  "|---|" + "---|" * (len(budgets) + 3)]
+                      str(b) for b in budgets) + " | ms/proposal | proposals/measured | seeds |",
+                  "|---|" + "---|" * (len(budgets) + 4)]
         tools = sorted(entry["median"], key=lambda t: entry["median"][t][str(budgets[-1])])
         for t in tools:
             m = entry["median"][t]
             ranks = " / ".join(str(entry["rank"][str(b)][t]) for b in budgets)
             d = entry["deciding"][t]
             lines.append(f"| {t} | " + " | ".join(fmt(m[str(b)]) for b in budgets) +
-                         f" | {ranks} | {d['ms_per_proposal']:.2f} | {d['proposals_per_measurement']:.2f} |")
+                         f" | {ranks} | {d['ms_per_proposal']:.2f} | {d['proposals_per_measurement']:.2f}"
+                         f" | {entry['n_seeds'][t]} |")
         lines += ["", f"![convergence](quality_{name}.png)", ""]
-    lines += ["## Deciding time of perftune at 200 trials", "",
-              "| problem | ms per proposal (mean over the run) | ms per proposal (last 20 of 200, median over seeds) |",
-              "|---|---|---|"]
+    lines += ["## Deciding time per proposal, every tool", "",
+              "Milliseconds of the tool's own time per proposal, mean over all its runs on the problem"
+              " (200 measurements; Rosenbrock 300). For perftune also the last 20 proposals of a run"
+              " (median over seeds), i.e. the cost at 200 trials with the model on.", ""]
+    all_tools = sorted({t for e in probs.values() for t in e["deciding"]})
+    lines += ["| problem | " + " | ".join(all_tools) + " |", "|---|" + "---|" * len(all_tools)]
     for name, entry in probs.items():
-        d = entry["deciding"].get("perftune")
-        if d:
-            lines.append(f"| {name} | {d['ms_per_proposal']:.2f} | {d.get('ms_per_proposal_last20', math.nan):.2f} |")
+        cells = []
+        for t in all_tools:
+            d = entry["deciding"].get(t)
+            if not d:
+                cells.append("—")
+            elif "ms_per_proposal_last20" in d:
+                cells.append(f"{d['ms_per_proposal']:.1f} (last 20: {d['ms_per_proposal_last20']:.1f})")
+            else:
+                cells.append(f"{d['ms_per_proposal']:.1f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
+    notes = RESULTS / "quality_notes.md"  # hand-written findings, kept next to the generated tables
+    if notes.exists():
+        lines += ["", notes.read_text()]
     (RESULTS / "quality.md").write_text("\n".join(lines) + "\n")
 
 
@@ -377,6 +411,8 @@ def plot(summary: dict[str, Any]) -> None:
             style: dict[str, Any] = {"lw": 1.0, "alpha": 0.8}
             if tool == "perftune":
                 style = {"lw": 2.6, "color": "black", "zorder": 10}
+            elif tool.startswith("perftune"):
+                style = {"lw": 2.0, "color": "tab:red", "ls": "-.", "zorder": 9}
             elif tool.startswith("kt-"):
                 style = {"lw": 0.8, "alpha": 0.6, "ls": "--"}
             ax.plot(xs, ys, label=tool, **style)
@@ -398,12 +434,15 @@ def main() -> None:
     ap.add_argument("--problems", default="", help="comma-separated problem names (default: all)")
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--jobs", type=int, default=2, help="tool runs in parallel (default 2)")
+    ap.add_argument("--force", action="store_true", help="rerun (problem, tool) jobs that already have results")
     ap.add_argument("--report-only", action="store_true", help="only rebuild tables and plots from quality_raw/")
     ap.add_argument("--report-tools", default="", help="tools in the tables (default: every tool with raw runs)")
     args = ap.parse_args()
     if args.setup:
         setup()
         return
+    global FORCE
+    FORCE = args.force
     RESULTS.mkdir(exist_ok=True)
     specs = all_problem_specs()
     if args.problems:
@@ -427,7 +466,8 @@ def main() -> None:
     all_tools = sorted({tool_of(p) for p in RAW.glob("*/*.jsonl.gz")})
     tools = args.report_tools.split(",") if args.report_tools else all_tools
     summary = analyse(all_problem_specs(), tools)
-    v = verdicts(summary)
+    ours_all = [t for t in tools if t.startswith("perftune")] or ["perftune"]
+    v = {t: verdicts(summary, t) for t in ours_all}
     command = "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
     write_report(summary, v, command, started)
     slim = {k: {n: {kk: vv for kk, vv in e.items() if kk != "curves"} for n, e in summary["problems"].items()}

@@ -187,3 +187,109 @@ def _staged(name: str, n_design: int, portfolio: tuple[str, ...] = Staged.portfo
 Staged16 = _register(_staged("x-staged16", 16))
 Staged24 = _register(_staged("x-staged24", 24))
 Staged16Default = _register(_staged("x-staged16-default", 16, DEFAULT))
+
+SMALL = ("x-extremes", "model", "ga", "greedy-uniform", "coordinate-descent", "x-elite-neighbours")
+BanditSmall = _register(_bandit("x-bandit-small", SMALL))
+Staged16Small = _register(_staged("x-staged16-small", 16, SMALL))
+
+
+class ExtremesLocal(Extremes):
+    """:class:`Extremes` that starts from the best configuration more often (70%)."""
+
+    name: ClassVar[str] = "x-extremes-local"
+    p_from_random: ClassVar[float] = 0.3
+
+
+_register(ExtremesLocal)
+
+
+class ExtremesElite(Extremes):
+    """:class:`Extremes` whose local moves start from one of the top distinct elites, not only the best."""
+
+    name: ClassVar[str] = "x-extremes-elite"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._elites = EliteNeighbours(space, seed=seed)
+
+    def _learn(self, trial: Any, loss: float | None) -> None:
+        self._elites._learn(trial, loss)
+
+    def _propose(self) -> Any:
+        elites = self._elites._elites()
+        if elites:
+            keep = self.best_config
+            self.best_config = elites[int(self.rng.integers(len(elites)))]
+            try:
+                return super()._propose()
+            finally:
+                self.best_config = keep
+        return super()._propose()
+
+
+_register(ExtremesElite)
+SMALL_ELITE = ("x-extremes-elite", "model", "ga", "greedy-uniform", "coordinate-descent", "x-elite-neighbours")
+Staged16SmallElite = _register(_staged("x-staged16-small-elite", 16, SMALL_ELITE))
+
+SMALL_PATTERN = (*SMALL, "pattern-search")
+Staged16SmallPattern = _register(_staged("x-staged16-small-pattern", 16, SMALL_PATTERN))
+
+
+# ----------------------------------------------------------------------------- surrogate features
+from perftune.search._model import ModelBased, _Features  # noqa: E402
+
+
+class _DivisibilityFeatures(_Features):
+    """The model's features plus, for every integer parameter, its power-of-two divisibility.
+
+    GPU kernels often run much slower when a size is not a multiple of a power of two (W6600: any
+    block_size_x that is not a power of two is ~100x slower). The plain ordinal encoding hides that
+    from the trees; ``trailing zero bits / 8`` exposes it in one split.
+    """
+
+    def __init__(self, space: Any) -> None:
+        super().__init__(space)
+        self._int_names = []
+        for name, param in space.params.items():
+            vals = _ordered_values(param)
+            if vals and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vals):
+                self._int_names.append(name)
+        self.base_width = self.width
+        self.width = self.base_width + len(self._int_names)
+
+    def rows(self, configs: list[Any]) -> Any:
+        import numpy as np
+
+        base_w = self.base_width
+        self.width = base_w
+        try:
+            base = super().rows(configs)
+        finally:
+            self.width = base_w + len(self._int_names)
+        extra = np.full((len(configs), len(self._int_names)), -1.0)
+        for r, c in enumerate(configs):
+            for j, n in enumerate(self._int_names):
+                v = c.get(n)
+                if isinstance(v, int) and v > 0:
+                    extra[r, j] = min((v & -v).bit_length() - 1, 8) / 8.0
+        return np.hstack([base, extra])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.update(_int_names=self._int_names, base_width=self.base_width, width=self.width)
+        return state
+
+
+class ModelDivisibility(ModelBased):
+    """The surrogate model with :class:`_DivisibilityFeatures`."""
+
+    name: ClassVar[str] = "x-model-div"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._features = _DivisibilityFeatures(space)
+
+
+_register(ModelDivisibility)
+SMALL_DIV = ("x-extremes", "x-model-div", "ga", "greedy-uniform", "coordinate-descent", "x-elite-neighbours")
+Staged16SmallDiv = _register(_staged("x-staged16-small-div", 16, SMALL_DIV))

@@ -340,7 +340,8 @@ class Ledger:
     ``evaluate(config)`` returns ``(status, value)`` with status ``ok``, ``failed`` (counted),
     ``invalid`` or ``repeat`` (not counted). It raises :class:`BudgetSpent` when a new
     measurement would exceed the budget, and also when the tool has made ``max_asks`` proposals
-    in all (10 x budget + 500: a tool that only repeats itself is stalled; its best so far stands).
+    in all (10 x budget + 500) or 300 proposals in a row without a new measurement: a tool that only
+    repeats itself (or proposes only invalid configurations) is stalled; its best so far stands.
     """
 
     def __init__(self, problem: Problem, budget: int, max_asks: int | None = None) -> None:
@@ -348,7 +349,8 @@ class Ledger:
         self.max_asks = max_asks if max_asks is not None else 10 * budget + 500
         self.values: list[float | None] = []
         self.seen: dict[tuple[Any, ...], float | None] = {}
-        self.n_asked = self.n_invalid = self.n_repeat = 0
+        self.n_asked = self.n_invalid = self.n_repeat = self.n_since_new = 0
+        self.max_idle_asks = 300
         self.measure_s = 0.0
         self.started = time.perf_counter()
         self.stalled = False
@@ -358,10 +360,11 @@ class Ledger:
         try:
             if len(self.values) >= self.budget:
                 raise BudgetSpent()
-            if self.n_asked >= self.max_asks:
+            if self.n_asked >= self.max_asks or self.n_since_new >= self.max_idle_asks:
                 self.stalled = True
                 raise BudgetSpent()
             self.n_asked += 1
+            self.n_since_new += 1
             if not self.problem.is_valid(config):
                 self.n_invalid += 1
                 return "invalid", None
@@ -371,6 +374,7 @@ class Ledger:
                 v = self.seen[key]
                 return ("ok" if v is not None else "failed"), v
             v = self.problem.measure(config)
+            self.n_since_new = 0
             self.values.append(v)
             self.seen[key] = v
             return ("ok" if v is not None else "failed"), v

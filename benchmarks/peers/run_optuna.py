@@ -3,8 +3,10 @@
 Mapping: integers -> suggest_int; ordered value lists -> suggest_int over the index (so the samplers
 see the order); choices and booleans -> suggest_categorical; floats -> suggest_float; permutations ->
 random keys (one float per item, the order is their argsort). Proposals that violate the declared
-constraints and measured failures are told as FAIL (Optuna's idiom for an objective that raised);
-repeats are told the value already measured.
+constraints and measured failures are told the worst value measured so far (before the first success:
+FAIL), so that TPE learns to avoid those regions; telling them FAIL instead leaves TPE's model blind to
+them and some seeds then propose invalid configurations thousands of times. Repeats are told the
+value already measured.
 """
 
 from __future__ import annotations
@@ -52,12 +54,16 @@ def suggest(trial: optuna.trial.Trial, problem: Problem) -> dict[str, Any]:
 
 def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> None:
     study = optuna.create_study(sampler=make_sampler(tool, seed), direction="minimize")
+    worst: float | None = None
     try:
         while not ledger.done:
             trial = study.ask()
             status, value = ledger.evaluate(suggest(trial, problem))
-            if status == "ok":
+            if status == "ok" and value is not None:
+                worst = value if worst is None else max(worst, value)
                 study.tell(trial, value)
+            elif worst is not None:
+                study.tell(trial, worst)
             else:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
     except BudgetSpent:
