@@ -30,4 +30,4 @@ bench-overhead: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache demo.db
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

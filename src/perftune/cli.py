@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, StoreError
 
 __all__ = ["main"]
 
@@ -34,6 +34,9 @@ class _Cli(click.Group):
         except PerftuneError as error:
             click.echo(f"perftune: error: {error}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("perftune: interrupted", err=True)
+            sys.exit(130)
 
 
 def _emit_json(payload: dict[str, Any]) -> None:
@@ -53,8 +56,13 @@ def _common_options(f: Any) -> Any:
                           "or local:N for a local cluster of N workers.")(f)
     f = click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
                      help="Where evaluations run: local processes or a Dask cluster.")(f)
-    f = click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")(f)
-    f = click.option("--seed", type=int, default=None, help="Seed: makes the run reproducible.")(f)
+    f = click.option("--lag", type=click.IntRange(min=0), default=None,
+                     help="Seeded runs: results reach the search this many trials late (default 8); "
+                          "at most lag+1 evaluations are in flight.")(f)
+    f = click.option("--workers", type=click.IntRange(min=1), default=None,
+                     help="Evaluations in flight (local processes).")(f)
+    f = click.option("--seed", type=click.IntRange(min=0), default=None,
+                     help="Seed: makes the run reproducible.")(f)
     return click.option("--store", "store", default=None, metavar="URL",
                         help="Results store (overrides the global --store).")(f)
 
@@ -64,8 +72,10 @@ def _common_options(f: Any) -> Any:
 @click.option("--store", envvar="PERFTUNE_STORE", default=None, metavar="URL",
               help="Results store: a SQLite path or an SQLAlchemy URL "
                    "(default: ./perftune.db, or $PERFTUNE_STORE).")
-@click.option("--seed", type=int, default=None, help="Seed for every run started by this command.")
-@click.option("--workers", type=int, default=None, help="Evaluations in flight (local processes).")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed for every run started by this command.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Evaluations in flight (local processes).")
 @_budget_option
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, seed: int | None, workers: int | None,
@@ -150,7 +160,7 @@ def _print_result(result: Any, *, as_json: bool, speedup: Any = None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
-            budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
+            lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
             warm_start: str | None, as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
     from perftune.drive import Budget, Tuner, parse_budget
@@ -166,11 +176,33 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     seeds = list(spec.seeds)
     if warm_start:
         seeds += _warm_start_seeds(st, warm_start, spec.space)
-    tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
-                  name=name or _free_name(st, spec.name),
-                  settings={"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)},
-                  technique=spec.technique or "bandit")
-    _tune_task(tuner, spec, Budget.coerce(limit), n_workers, executor, scheduler, as_json)
+    limit = Budget.coerce(limit)
+    _warn_lag(seed, lag, n_workers)
+    from perftune.store import capture_environment
+
+    # The git commit recorded is the tuned program's (the task's folder), not that of the current folder.
+    environment = capture_environment(os.path.dirname(os.path.abspath(task)))
+    settings = {"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)}
+    for attempt in range(50):
+        try:
+            tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
+                          name=name or _free_name(st, spec.name), settings=settings, budget=limit, lag=lag,
+                          technique=spec.technique or "bandit", environment=environment)
+            break
+        except StoreError as error:
+            # Another driver of the same task took the name between our look and our insert.
+            if name or "already exists" not in str(error) or attempt == 49:
+                raise
+    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
+
+
+def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
+    from perftune.drive import DEFAULT_LAG
+
+    effective = DEFAULT_LAG if lag is None else lag
+    if seed is not None and workers > effective + 1:
+        click.echo(f"perftune: warning: a seeded run keeps at most lag+1 = {effective + 1} evaluations in "
+                   f"flight; pass --lag {workers - 1} to use all {workers} workers", err=True)
 
 
 def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
@@ -259,7 +291,8 @@ def _warm_start_seeds(st: Any, run: str, space: Any, n_best: int = 5) -> list[An
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
-               budget: tuple[str, ...], executor: str, scheduler: str | None, as_json: bool) -> None:
+               lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None,
+               as_json: bool) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
@@ -291,6 +324,12 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
         stored = (info.settings or {}).get("budget") or {}
         limit = Budget(**{k: v for k, v in stored.items() if v is not None}) if stored else Budget(evals=50)
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
+    if seed is not None or lag is not None:
+        raise PerftuneError(f"resume: run {info.name!r} keeps its seed and lag; "
+                            "start a new run to change them")
+    if tuner.seed is not None and n_workers > tuner.lag + 1:
+        click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
+                   "evaluations in flight", err=True)
     _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
 
 

@@ -61,3 +61,30 @@ def test_sigkill_twenty_times_then_resume_loses_nothing_and_matches_uninterrupte
     straight = perftune.tune(fault_driver.objective, fault_driver.SPACE, budget=BUDGET, seed=42)
     assert [(t.id, t.config, t.value) for t in straight.trials] == \
         [(t.id, t.config, t.value) for t in sorted(trials, key=lambda t: t.id)]
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def test_workers_of_a_killed_driver_do_not_outlive_it(tmp_path):
+    proc = _start(f"sqlite:///{tmp_path / 'orphans.db'}", 4)
+    deadline = time.time() + 30
+    workers: list[int] = []
+    while time.time() < deadline and len(workers) < 4:
+        time.sleep(0.2)
+        workers = _children(proc.pid)
+    assert len(workers) == 4, "the driver did not start its workers"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)  # returns only once no worker holds the driver's output pipes
+    time.sleep(0.5)
+    assert [pid for pid in workers if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "zombie" not in status

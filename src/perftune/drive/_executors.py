@@ -79,9 +79,45 @@ class InlineExecutor:
 
 
 
-def _worker_main(conn: Connection, objective: Callable[[Any], Any], metric: str | None) -> None:
-    # Forked: the objective is inherited, not pickled, so closures and lambdas work.
+class _Cancelled(BaseException):
+    """Raised in a worker by SIGTERM, so that the evaluation unwinds and its cleanup runs."""
+
+
+def _cancel(signum: int, frame: Any) -> None:
+    raise _Cancelled
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGTERM this worker when the driver dies (a SIGKILLed driver sends nothing)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the closed pipe still ends the worker when idle
+        return
+    if os.getppid() != parent_pid:  # the driver died before prctl took effect
+        raise _Cancelled
+
+
+def _worker_main(conn: Connection, driver_ends: list[Connection], parent_pid: int,
+                 objective: Callable[[Any], Any], metric: str | None) -> None:
+    # Forked: the objective is inherited, not pickled, so closures and lambdas work. The fork also
+    # copied the driver's ends of this and the other workers' pipes: close them, so that a dead driver
+    # means end-of-file here.
+    for end in driver_ends:
+        end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    # The driver cancels with SIGTERM: unwinding through the objective lets it clean up (the sandbox
+    # kills its candidate's process group), where SIGKILL would orphan a candidate in its own session.
+    signal.signal(signal.SIGTERM, _cancel)
+    with contextlib.suppress(_Cancelled):
+        _die_with_parent(parent_pid)
+        _serve(conn, objective, metric)
+
+
+def _serve(conn: Connection, objective: Callable[[Any], Any], metric: str | None) -> None:
     while True:
         try:
             message = conn.recv()
@@ -98,9 +134,11 @@ def _worker_main(conn: Connection, objective: Callable[[Any], Any], metric: str 
 
 
 class _Worker:
-    def __init__(self, ctx: Any, objective: Callable[[Any], Any], metric: str | None, index: int) -> None:
+    def __init__(self, ctx: Any, objective: Callable[[Any], Any], metric: str | None, index: int,
+                 others: list[Connection]) -> None:
         parent, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, objective, metric),
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, [parent, *others], os.getpid(), objective, metric),
                                    name=f"perftune-worker-{index}", daemon=True)
         self.process.start()
         child.close()
@@ -109,10 +147,15 @@ class _Worker:
         self.started_at = 0.0
         self.index = index
 
-    def kill(self) -> None:
-        if self.process.is_alive():
+    def kill(self, grace_s: float = 2.0) -> None:
+        """Stop the worker: SIGTERM (its evaluation cleans up), then SIGKILL after ``grace_s``."""
+        if self.process.is_alive() and self.process.pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGKILL)
+                os.kill(self.process.pid, signal.SIGTERM)
+            self.process.join(timeout=grace_s)
+            if self.process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.process.pid, signal.SIGKILL)
         self.process.join(timeout=5)
         self.conn.close()
 
@@ -145,7 +188,9 @@ class ProcessExecutor:
         self._metric = metric
         self._timeout_s = timeout_s
         self.capacity = workers
-        self._workers = [_Worker(self._ctx, objective, metric, i) for i in range(workers)]
+        self._workers: list[_Worker] = []
+        for i in range(workers):
+            self._workers.append(_Worker(self._ctx, objective, metric, i, [w.conn for w in self._workers]))
 
     @property
     def n_busy(self) -> int:
@@ -162,7 +207,8 @@ class ProcessExecutor:
 
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
-        self._workers[worker.index] = _Worker(self._ctx, self._objective, self._metric, worker.index)
+        others = [w.conn for w in self._workers if w is not worker]
+        self._workers[worker.index] = _Worker(self._ctx, self._objective, self._metric, worker.index, others)
 
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
         busy = [w for w in self._workers if w.ticket is not None]

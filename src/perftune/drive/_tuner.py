@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -115,6 +116,16 @@ class _State:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_run_args(workers: Any, executor: Any, timeout_s: Any) -> None:
+    """Refuse bad run arguments before anything is created or written."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PerftuneError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(executor, str) and executor not in ("local", "dask"):
+        raise PerftuneError(f"executor must be 'local' or 'dask', got {executor!r}")
+    if timeout_s is not None and not (isinstance(timeout_s, int | float) and timeout_s > 0):
+        raise PerftuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+
+
 def _is_space(obj: Any) -> bool:
     return hasattr(obj, "is_valid") and hasattr(obj, "sample") and hasattr(obj, "params")
 
@@ -164,6 +175,7 @@ class Tuner:
         checkpoint_every: int = 50,
         checkpoint_interval_s: float = 30.0,
         settings: Mapping[str, Any] | None = None,
+        environment: Mapping[str, Any] | None = None,
         _resume_state: _State | None = None,
         _resume_run: Any = None,
     ) -> None:
@@ -173,6 +185,8 @@ class Tuner:
             raise PerftuneError(f"goal must be 'min' or 'max', got {goal!r}")
         if lag is not None and (not isinstance(lag, int) or lag < 0):
             raise PerftuneError(f"lag must be a non-negative integer, got {lag!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise PerftuneError(f"seed must be a non-negative integer, got {seed!r}")
         from perftune import search
 
         self.space = space
@@ -247,7 +261,8 @@ class Tuner:
                 "goal": goal, "seed": seed, "technique": technique, "lag": self.lag, "metric": metric,
                 "budget": None if self.budget is None else self.budget.__dict__, **(settings or {}),
             }
-            self._run = self._store.create_run(name, space, run_settings, goal, metric)
+            self._run = self._store.create_run(name, space, run_settings, goal, metric,
+                                               environment=environment)
             self.checkpoint()  # so that a run killed before its first result can be resumed
 
     # ------------------------------------------------------------------ helpers
@@ -452,8 +467,10 @@ class Tuner:
                 raw = dict(metrics)
             elif isinstance(raw, int | float) and metrics:
                 raw = {**metrics, "__value__": raw}
+            if raw is None and samples:
+                raw = statistics.median(samples)  # a trial's value is the median of its samples
             if raw is None:
-                raise PerftuneError("tell(): give a value, metrics=, error= or status=")
+                raise PerftuneError("tell(): give a value, metrics=, samples=, error= or status=")
             try:
                 if isinstance(raw, Mapping) and "__value__" in raw:
                     v = float(raw["__value__"])
@@ -648,8 +665,7 @@ class Tuner:
         limit = self.budget if limit is None else limit.merged(self.budget)
         if limit is None:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
-        if not isinstance(workers, int) or workers < 1:
-            raise PerftuneError(f"workers must be a positive integer, got {workers!r}")
+        _check_run_args(workers, executor, timeout_s)
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
 
@@ -742,8 +758,11 @@ class _Progress:
 
         self._tuner = tuner
         self._t0 = time.monotonic()
+        from rich.console import Console
+
         self._progress = Progress(TextColumn("[bold]tuning"), BarColumn(), TextColumn("{task.description}"),
-                                  TimeElapsedColumn(), auto_refresh=False, transient=False)
+                                  TimeElapsedColumn(), console=Console(stderr=True), auto_refresh=False,
+                                  transient=False)
         total = budget.evals if budget.evals is not None else None
         self._task = self._progress.add_task("", total=total)
         self._progress.start()
@@ -817,7 +836,11 @@ def tune(
         >>> r.best.value < 0.01
         True
     """
+    limit = Budget.coerce(budget)
+    if limit is None:
+        raise PerftuneError("tune(): give a budget (a number of trials, a duration or a perftune.Budget)")
+    _check_run_args(workers, executor, timeout_s)
     tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds, metric=metric,
                   name=name, lag=lag)
-    return tuner.run(objective, budget, workers=workers, timeout_s=timeout_s, executor=executor,
+    return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
                      scheduler=scheduler, progress=progress)
