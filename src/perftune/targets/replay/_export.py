@@ -75,9 +75,8 @@ def t4_document(
             continue
         conf = {k: _json_value(space, k, v) for k, v in dict(t.config).items()}
         ok = t.status is Status.OK and t.value is not None
-        measurements: list[dict[str, Any]] = [
-            {"name": objective, "value": float(t.value) if ok else (t.reason or t.status.value), "unit": ""}
-        ]
+        value: float | str = float(t.value) if t.value is not None and ok else (t.reason or t.status.value)
+        measurements: list[dict[str, Any]] = [{"name": objective, "value": value, "unit": ""}]
         for k, v in sorted(t.metrics.items()):
             if k != objective:
                 measurements.append({"name": k, "value": float(v), "unit": ""})
