@@ -26,7 +26,25 @@ JSON_SCHEMA_VERSION = 1
 
 
 class _Cli(click.Group):
-    """A click group that turns perftune's user errors into one clear line."""
+    """A click group that turns perftune's user errors (and usage errors) into one clear line."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+            click.echo(f"perftune: error: {error.format_message()}{where}", err=True)
+            sys.exit(2)
+        except click.ClickException as error:
+            click.echo(f"perftune: error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("perftune: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -120,11 +120,6 @@ def test_bad_budget_is_a_budget_error(bad):
         perftune.tune(quadratic, plane(), budget=bad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tune() creates the run in the store (Tuner(...)) before Tuner.run checks budget, workers and "
-    "executor (src/perftune/drive/_tuner.py tune() and Tuner.run): a 'running' run with 0 trials is left",
-)
 @pytest.mark.parametrize(
     "bad", [{"budget": 0}, {"budget": "0s"}, {"budget": 5, "workers": 0}, {"budget": 5, "executor": "ray"}]
 )
@@ -136,11 +131,6 @@ def test_bad_arguments_to_tune_write_nothing_to_the_store(tmp_path, bad):
     assert runs_in(url) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a negative timeout_s is accepted and every trial becomes TIMEOUT 'ran past the -1 s timeout' "
-    "(drive/_tuner.py Tuner.run does not check timeout_s)",
-)
 def test_negative_timeout_is_refused():
     with pytest.raises(PerftuneError, match="timeout"):
         perftune.tune(quadratic, plane(), budget=3, timeout_s=-1, workers=2)
@@ -210,12 +200,6 @@ def test_a_trial_keeps_all_its_samples(tmp_path):
     assert open_store(url).trials(tuner.run_id)[0].samples == [3.0, 1.0, 2.0, 10.0, 2.5]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tell(trial, samples=[...]) without a value raises 'give a value, metrics=, "
-    "error= or status=' (drive/_tuner.py Tuner.tell); the issue says a trial's "
-    "value is the median of its samples",
-)
 def test_a_trial_told_only_its_samples_takes_their_median():
     tuner = Tuner(plane(), seed=0)
     trial = tuner.ask()
@@ -329,11 +313,6 @@ def test_environment_is_recorded_with_every_run(tmp_path):
         assert env["gcc"].startswith("gcc")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the git commit recorded is that of the current folder, not of the tuned "
-    "program's task folder (cli.py run_cmd passes no environment= to the store)",
-)
 def test_cli_records_the_git_commit_of_the_tuned_program(task_dir, tmp_path):
     repo = task_dir / "program"
     repo.mkdir()
@@ -525,11 +504,6 @@ def test_cli_shows_a_progress_bar_with_evaluations_best_failures_and_rate(task_d
     assert re.search(r"failures [1-9]", terminal), "odd x fails: the bar must count the failures"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the progress bar is drawn on stdout although the CLI checks stderr for a "
-    "terminal (drive/_tuner.py _Progress: Progress() without a stderr console)",
-)
 @pytest.mark.slow
 def test_progress_bar_goes_to_the_terminal_when_stdout_is_redirected(task_dir):
     rc, terminal, stdout = _run_on_a_terminal(task_dir, stdout_too=False)
@@ -648,11 +622,6 @@ def test_a_task_trial_holds_its_repeats_and_its_value_is_their_median(task_dir):
         assert trial["value"] == pytest.approx(sorted(trial["samples"])[2])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--workers -1 is refused only by Tuner.run, after run_cmd created the run: "
-    "a 'running' run with 0 trials stays in the store (cli.py run_cmd)",
-)
 def test_cli_bad_worker_count_is_one_line_and_writes_nothing(task_dir):
     db = str(task_dir / "p.db")
     task = write_task(task_dir)
@@ -662,11 +631,6 @@ def test_cli_bad_worker_count_is_one_line_and_writes_nothing(task_dir):
     assert not Path(db).exists() or perftune_json("--store", db, "runs", "--json")["runs"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a negative seed reaches numpy.random.default_rng and ends in a ValueError "
-    "traceback (drive/_tuner.py Tuner.__init__ does not check seed)",
-)
 def test_negative_seed_is_one_clear_line(task_dir):
     task = write_task(task_dir)
     line = one_line_error(

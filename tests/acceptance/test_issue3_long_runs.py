@@ -115,12 +115,6 @@ def test_ctrl_c_checkpoints_and_resume_with_other_workers_completes_without_reme
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="a CLI run does not record its budget (cli.py run_cmd creates the Tuner "
-    "without budget=, so settings['budget'] is None) and resume falls back to "
-    "Budget(evals=50)",
-)
 def test_resume_after_ctrl_c_keeps_the_original_budget(task_dir, recorder):
     db, _ = _interrupted_run(task_dir, recorder, budget=10, workers=2)
     resumed = perftune_json("--store", db, "resume", "logged", "--workers", "4", "--json")
@@ -300,12 +294,6 @@ def test_concurrent_cli_drivers_with_their_own_names_share_one_sqlite_file(task_
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="two drivers of the same task started together pick the same free name "
-    "(cli.py _free_name is not atomic with create_run); all but one fail "
-    "with 'a run named ... already exists'",
-)
 def test_concurrent_cli_drivers_of_one_task_without_names(task_dir):
     db = str(task_dir / "shared.db")
     task = write_task(task_dir)
@@ -569,12 +557,6 @@ def _survivors(port: int) -> list[int]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cancelling an evaluation SIGKILLs its worker process "
-    "(drive/_executors.py _Worker.kill) but the sandboxed candidate runs in its "
-    "own session (measure/_sandbox.py start_new_session=True) and keeps running",
-)
 @pytest.mark.slow
 def test_cancelled_candidates_do_not_keep_running_after_a_time_budget(task_dir, recorder):
     from acceptance_helpers import LOGGED
