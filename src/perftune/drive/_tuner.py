@@ -72,14 +72,19 @@ class Result:
 
     @property
     def improvement(self) -> float | None:
-        """How many times better the best is than the default configuration (>1 is better)."""
+        """How many times better the best is than the default configuration (>1 is better).
+
+        Defined for positive values (times, sizes, rates); a best of exactly 0 when minimising is
+        infinitely better. None when there is no baseline or the values change sign.
+        """
         if self.best is None or self.default is None or not self.default.ok:
             return None
         b, d = self.best.value, self.default.value
         assert b is not None and d is not None
-        if self.goal == "min":
-            return d / b if b > 0 and d > 0 else None
-        return b / d if b > 0 and d > 0 else None
+        low, high = (b, d) if self.goal == "min" else (d, b)
+        if low < 0 or high <= 0:
+            return None
+        return high / low if low > 0 else float("inf")
 
     def counts(self) -> dict[str, int]:
         """Number of trials by status."""
