@@ -12,7 +12,7 @@ import pytest
 import perftune
 
 PUBLIC_PACKAGES = ["perftune", "perftune.space", "perftune.search", "perftune.drive", "perftune.store",
-                   "perftune.measure", "perftune.testing"]
+                   "perftune.measure", "perftune.testing", "perftune.choice", "perftune.targets.choice"]
 
 
 @pytest.mark.parametrize("name", PUBLIC_PACKAGES)
