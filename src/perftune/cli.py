@@ -184,6 +184,10 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
 
+    target = _target_table(task)
+    if target is not None:
+        _run_target(ctx, task, target, store, seed, workers, budget, executor, as_json)
+        return
     spec = load_task(task)
     limit = parse_budget(_opt(ctx, "budget", budget)) if _opt(ctx, "budget", budget) else spec.budget
     if limit is None:
@@ -212,6 +216,36 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             if name or "already exists" not in str(error) or attempt == 49:
                 raise
     _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
+
+
+def _target_table(task: str) -> dict[str, Any] | None:
+    """The ``[target]`` table of a task file that names a built-in target (``kind = "flags"``)."""
+    import tomllib
+
+    try:
+        with open(task, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None  # load_task reports it with the file, key and line
+    target = data.get("target")
+    return target if isinstance(target, dict) else None
+
+
+def _run_target(ctx: click.Context, task: str, target: dict[str, Any], store: str | None, seed: int | None,
+                workers: int | None, budget: tuple[str, ...], executor: str, as_json: bool) -> None:
+    kind = target.get("kind")
+    if kind != "flags":
+        raise PerftuneError(f"{task}: key target.kind: unknown target {kind!r} (known: 'flags')")
+    if executor != "local":
+        raise PerftuneError("flags: builds and timed runs stay on this machine; "
+                            "--executor dask is not supported")
+    from perftune.targets.flags import task_from_toml
+
+    flags_task = task_from_toml(target, task)
+    items = _opt(ctx, "budget", budget)
+    result = flags_task.run(budget=list(items) if items else "5m", workers=_opt(ctx, "workers", workers) or 1,
+                            store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed))
+    _print_flags_result(result, as_json)
 
 
 def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
@@ -556,6 +590,10 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         include_params=not no_params, reduce=not no_reduce, on_trial=progress,
         clock=common.get("clock", "wall"),
     )
+    _print_flags_result(result, as_json)
+
+
+def _print_flags_result(result: Any, as_json: bool) -> None:
     if as_json:
         _emit_json(result.to_json())
         return

@@ -188,3 +188,24 @@ def test_resume_bad_input_is_one_line_and_leaves_data_untouched(tmp_path):
 
     after = json.loads(invoke("--store", db, "show", "square", "--json").output)["trials"]
     assert after == before
+
+
+@pytest.mark.slow
+def test_run_dispatches_a_flags_target_task(tmp_path):
+    import shutil
+
+    programs = Path(__file__).parents[2] / "src" / "perftune" / "targets" / "flags" / "programs"
+    shutil.copy(programs / "stencil.c", tmp_path / "stencil.c")
+    (tmp_path / "stencil.c").chmod(0o644)
+    task = tmp_path / "flags.toml"
+    task.write_text('[target]\nkind = "flags"\nsources = ["stencil.c"]\nrun = ["64", "10"]\nrel_tol = 1e-5\n')
+    result = invoke("--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task), "--budget", "10s", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{"):])
+    assert payload["schema"] == 1 and payload["n_trials"] >= 2
+    assert payload["command_line"].startswith("gcc") and "stencil.c" in payload["command_line"]
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[target]\nkind = "rust"\n')
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(bad)])
+    assert result.exit_code == 2 and "target.kind" in result.output

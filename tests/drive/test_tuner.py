@@ -219,3 +219,16 @@ def test_resume_reissues_an_old_ticket_that_later_tickets_wait_for(tmp_path):
     result = resumed.run(quadratic, 8)
     assert sorted(t.id for t in result.trials) == list(range(8))
     assert result.trials[0].config == first.config
+
+
+def test_close_finishes_an_ask_tell_run_in_the_store(tmp_path):
+    from perftune.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tuner = Tuner(small_space(), seed=1, store=url, name="manual", budget=3)
+    while (trial := tuner.ask()) is not None:
+        tuner.tell(trial, quadratic(trial.config))
+    assert open_store(url).get_run("manual").status == "running"
+    tuner.close()
+    assert open_store(url).get_run("manual").status == "finished"
+    assert len(Tuner.resume("manual", url).run(quadratic, 5).trials) == 5

@@ -178,3 +178,12 @@ def test_all_names_are_exported() -> None:
 
     public = {n for n in dir(measure) if not n.startswith("_")} - {"annotations"}
     assert public == set(measure.__all__)
+
+
+def test_relative_program_path_is_relative_to_the_step_directory(sandbox: Sandbox, bad_program: str) -> None:
+    import shutil as _shutil
+
+    with sandbox.scratch() as scratch:
+        _shutil.copy(bad_program, os.path.join(str(scratch), "prog"))
+        r = sandbox.run(["./prog", "ok"], scratch=scratch, timeout_s=10.0)
+    assert r.ok and r.stdout == b"result 42\n", r.reason

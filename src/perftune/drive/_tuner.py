@@ -750,9 +750,14 @@ class Tuner:
         return Result(best=self._best, trials=self.trials, default=self.default_trial, run_id=self.run_id,
                       run_name=self.run_name, stop_reason=self._stop_reason, goal=self.goal)
 
-    def close(self) -> None:
-        """Write a final checkpoint (with a store)."""
+    def close(self, status: str = "finished") -> None:
+        """End an ask/tell run: write a final checkpoint and mark the run ``status`` in the store.
+
+        A closed run can still be resumed (``Tuner.resume``) or extended.
+        """
         self.checkpoint()
+        if self._store is not None and self._run is not None:
+            self._store.finish_run(self._run.id, status)
 
 
 class _Progress:

@@ -258,8 +258,12 @@ class Sandbox:
                 os.chmod(root, mode | stat.S_IXOTH)
         return Scratch(path, keep=keep)
 
-    def resolve(self, program: str, path: str | None = None) -> tuple[str | None, str]:
+    def resolve(
+        self, program: str, path: str | None = None, cwd: str | None = None
+    ) -> tuple[str | None, str]:
         """Find ``program`` the way the step will exec it, as the user it runs as.
+
+        A relative path with a slash (``./prog``) is relative to the step's working directory ``cwd``.
 
         Returns:
             ``(absolute path, "")``, or ``(None, one-line reason)`` when it is missing or the
@@ -268,7 +272,7 @@ class Sandbox:
         path = os.environ.get("PATH", os.defpath) if path is None else path
         user = self._user()
         if os.sep in program:
-            candidates = [os.path.abspath(program)]
+            candidates = [os.path.abspath(os.path.join(cwd or os.getcwd(), program))]
         else:
             candidates = [os.path.join(d or ".", program) for d in path.split(os.pathsep)]
         blocked: str | None = None
@@ -425,7 +429,7 @@ class Sandbox:
             memory_by_cgroup,
             bool(cgroup and cgroup.pids_dir),
         )
-        found, problem = self.resolve(args[0], env.get("PATH", os.defpath))
+        found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd)
         if found is None:
             return StepResult(args, "failed", reason=problem)
         args = [found, *args[1:]]
