@@ -26,9 +26,11 @@ Example:
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -266,6 +268,35 @@ class SequenceEvaluator:
             _, old = self._snapshots.popitem(last=False)
             self.engine.mem_drop(old)  # type: ignore[attr-defined]
 
+    def output_ok(self) -> bool:
+        """Whether the current module, built and run, prints what the -O0 build prints.
+
+        True when it cannot be checked (not runnable, or the -O0 build is too slow to run).
+        """
+        from perftune.targets.llvm._run import build_module, outputs_match, reference_output, run_executable
+
+        if not self.bench.runnable:
+            return True
+        reference = reference_output(self.bench)
+        if reference.timed_out or reference.returncode != 0:
+            return True
+        with tempfile.TemporaryDirectory(prefix="perftune-check-") as tmp:
+            module = Path(tmp) / "module.bc"
+            self.engine.write_bitcode(module)
+            exe = Path(tmp) / "prog"
+            try:
+                build_module(module, self.bench, exe)
+            except LlvmError:
+                return False
+            got = run_executable(
+                exe, self.bench, timeout_s=max(self.bench.run_timeout_s, 5 * reference.elapsed_s)
+            )
+        return (
+            not got.timed_out
+            and got.returncode == reference.returncode
+            and outputs_match(reference.stdout, got.stdout)
+        )
+
     def trial(self, action: int) -> int:
         """Count after one more action on the current module, without keeping it."""
         self.n_evaluations += 1
@@ -320,6 +351,7 @@ def _search_perftune(
     max_evals: int | None,
     history: list[Any],
     t0: float,
+    check_output: bool = True,
 ) -> list[int]:
     from perftune.drive import Tuner
     from perftune.space import Space
@@ -343,6 +375,11 @@ def _search_perftune(
             count = ev.count(actions)
         except (EngineCrash, PipelineError) as exc:
             tuner.tell(trial, error=str(exc))
+            continue
+        if count < best_count and check_output and not ev.output_ok():
+            # Some passes miscompile; a count-only search would drift towards them. A new best
+            # must still print what the -O0 build prints, or it is a failed trial.
+            tuner.tell(trial, error="miscompiled: the program's output differs from its -O0 build")
             continue
         tuner.tell(trial, float(count))
         if count < best_count:
@@ -386,9 +423,7 @@ def _search_random(
     return best
 
 
-def _search_greedy(
-    ev: SequenceEvaluator, deadline: float, history: list[Any], t0: float
-) -> list[int]:
+def _search_greedy(ev: SequenceEvaluator, deadline: float, history: list[Any], t0: float) -> list[int]:
     ev.engine.reset()
     current = ev.count_start
     chosen: list[int] = []
@@ -482,7 +517,7 @@ def tune_passes(
     n_removed = 0
     try:
         if search == "perftune":
-            _search_perftune(ev, deadline, length, seed, technique, evals, history, t0)
+            _search_perftune(ev, deadline, length, seed, technique, evals, history, t0, validate and run)
         elif search == "random":
             _search_random(ev, deadline, seed, patience, evals, history, t0)
         else:
