@@ -223,6 +223,9 @@ def analyse(specs: list[dict[str, Any]], tools: list[str]) -> dict[str, Any]:
             tails = [r["decide_ms_last20"] for r in runs if "decide_ms_last20" in r]
             if tails:
                 entry["deciding"][tool]["ms_per_proposal_last20"] = statistics.median(tails)
+            cpu_tails = [r["decide_cpu_ms_last20"] for r in runs if "decide_cpu_ms_last20" in r]
+            if cpu_tails:
+                entry["deciding"][tool]["cpu_ms_per_proposal_last20"] = statistics.median(cpu_tails)
             n = problem.default_budget_max
             curves = [best_curve(r["values"], n) for r in runs]
             med = []
@@ -384,7 +387,9 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
             if not d:
                 cells.append("—")
             elif "ms_per_proposal_last20" in d:
-                cells.append(f"{d['ms_per_proposal']:.1f} (last 20: {d['ms_per_proposal_last20']:.1f})")
+                cpu = d.get("cpu_ms_per_proposal_last20")
+                cpu_text = f", CPU {cpu:.1f}" if cpu is not None else ""
+                cells.append(f"{d['ms_per_proposal']:.1f} (last 20: {d['ms_per_proposal_last20']:.1f}{cpu_text})")
             else:
                 cells.append(f"{d['ms_per_proposal']:.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -403,7 +408,11 @@ def plot(summary: dict[str, Any]) -> None:
 
     for name, entry in summary["problems"].items():
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        n_exp = 0
+        tops = []
         for tool, curve in sorted(entry["curves"].items()):
+            if len(curve) > 10 and curve[10] is not None and math.isfinite(curve[10]):
+                tops.append(curve[10])
             xs = list(range(1, len(curve) + 1))
             ys = [c if c is not None and math.isfinite(c) else math.nan for c in curve]
             if entry["score_by_value"]:
@@ -412,11 +421,16 @@ def plot(summary: dict[str, Any]) -> None:
             if tool == "perftune":
                 style = {"lw": 2.6, "color": "black", "zorder": 10}
             elif tool.startswith("perftune"):
-                style = {"lw": 2.0, "color": "tab:red", "ls": "-.", "zorder": 9}
+                colour = ["tab:red", "tab:orange", "tab:purple", "tab:brown"][n_exp % 4]
+                n_exp += 1
+                style = {"lw": 2.0, "color": colour, "ls": "-.", "zorder": 9}
             elif tool.startswith("kt-"):
                 style = {"lw": 0.8, "alpha": 0.6, "ls": "--"}
             ax.plot(xs, ys, label=tool, **style)
         ax.set_yscale("log")
+        if tops and not entry["score_by_value"]:
+            # Zoom on what matters: from the optimum to where the tools stand after 10 measurements.
+            ax.set_ylim(0.99, max(1.05, max(tops)))
         ax.set_xlabel("measured configurations")
         ax.set_ylabel("median best value" if entry["score_by_value"] else "median best / optimum")
         ax.set_title(f"{name}: median over seeds")
