@@ -293,3 +293,8 @@ class ModelDivisibility(ModelBased):
 _register(ModelDivisibility)
 SMALL_DIV = ("x-extremes", "x-model-div", "ga", "greedy-uniform", "coordinate-descent", "x-elite-neighbours")
 Staged16SmallDiv = _register(_staged("x-staged16-small-div", 16, SMALL_DIV))
+
+SMALL_DIV_ELITE = ("x-extremes-elite", "x-model-div", "ga", "greedy-uniform", "coordinate-descent",
+                   "x-elite-neighbours")
+Staged16SmallDivElite = _register(_staged("x-staged16-small-div-elite", 16, SMALL_DIV_ELITE))
+Staged24SmallDiv = _register(_staged("x-staged24-small-div", 24, SMALL_DIV))
