@@ -331,7 +331,7 @@ class Tuner:
 
     # ------------------------------------------------------------------ stopping
 
-    def _budget_reason(self, budget: Budget | None, started: float | None = None) -> str | None:
+    def _budget_reason(self, budget: Budget | None) -> str | None:
         if budget is None:
             return None
         if budget.evals is not None and self.n_trials >= budget.evals:
