@@ -209,7 +209,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
         try:
             tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
                           name=name or _free_name(st, spec.name), settings=settings, budget=limit, lag=lag,
-                          technique=spec.technique or "bandit", environment=environment)
+                          technique=spec.technique or "default", environment=environment)
             break
         except StoreError as error:
             # Another driver of the same task took the name between our look and our insert.

@@ -97,7 +97,7 @@ def test_trials_it_did_not_propose_update_the_best_but_earn_no_credit() -> None:
 
 
 def test_proposer_of_labels_configurations_in_flight() -> None:
-    bandit = create("default", smooth_space(), seed=3)
+    bandit = create("bandit", smooth_space(), seed=3)
     configs = bandit.ask(5)
     names = {bandit.proposer_of(c) for c in configs}
     assert names <= set(bandit.names) | {"random"}
@@ -162,7 +162,7 @@ def test_counts_credits_and_times_survive_pickling() -> None:
 
 
 def test_default_portfolio_and_alias() -> None:
-    bandit = create("default", smooth_space(), seed=0)
+    bandit = create("bandit", smooth_space(), seed=0)
     assert isinstance(bandit, AUCBandit)
     assert {"model", "ga", "coordinate-descent", "random"} <= set(bandit.names)
 
@@ -218,3 +218,23 @@ def test_parallelism_shrinks_the_deciding_allowance() -> None:
     bandit.set_parallelism(8)
     eight = bandit._allowance()
     assert one is not None and eight is not None and eight < one
+
+
+def test_default_search_starts_with_a_boundary_design_then_the_bandit() -> None:
+    from perftune.search import StagedBandit, StagedSettings
+    from perftune.space import Int, Pow2, Space
+
+    space = Space({"block": Pow2(1, 1024), "unroll": Int(1, 64), "tile": Int(4, 40)})
+    tech = create("default", space, seed=5)
+    assert isinstance(tech, StagedBandit)
+    design = tech.ask(16)
+    assert {tech.proposer_of(c) for c in design} == {"boundary"}
+    # Boundary-biased: far more parameter values at a bound than uniform sampling would give.
+    at_bound = sum(c["unroll"] in (1, 64) for c in design) + sum(c["tile"] in (4, 40) for c in design)
+    assert at_bound >= 8
+    after = tech.ask(4)
+    assert all(tech.proposer_of(c) in tech.bandit.names or tech.proposer_of(c) == "random" for c in after)
+    # Continuous parameters bring pattern search into the portfolio.
+    assert "pattern-search" not in tech.bandit.names
+    continuous = StagedBandit(Space({"x": Float(-1.0, 1.0)}), seed=1, settings=StagedSettings(n_design=2))
+    assert "pattern-search" in continuous.bandit.names

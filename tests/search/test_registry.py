@@ -36,7 +36,7 @@ def test_every_contract_name_is_registered() -> None:
 
 
 def test_default_is_the_bandit() -> None:
-    assert search.get("default") is search.AUCBandit
+    assert search.get("default") is search.StagedBandit
 
 
 def test_unknown_name_lists_the_known_ones() -> None:

@@ -121,7 +121,8 @@ def test_model_features_for_permutations_and_inactive_parameters() -> None:
     tech = ModelBased(space, seed=0)
     configs = space.sample(np.random.default_rng(1), 20)
     rows = tech._features.rows(configs)
-    assert rows.shape == (20, 3 + 1 + 3 + 3)
+    # one-hot algo, tile's encoding, order's ranks and pairwise orders, tile's power-of-two divisibility
+    assert rows.shape == (20, 3 + 1 + 3 + 3 + 1)
     for config, row in zip(configs, rows, strict=True):
         assert row[:3].sum() == 1.0
         assert (row[3] == -1.0) == ("tile" not in config)

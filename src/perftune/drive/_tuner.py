@@ -144,7 +144,8 @@ class Tuner:
         seed: Makes the run reproducible; with a seed, results reach the search in ticket order with
             a fixed ``lag``, so the run is the same for any number of workers.
         store: None (keep results in memory only), a :class:`perftune.store.Store`, or a store URL.
-        technique: Name of a registered technique; ``"bandit"`` (the default ensemble).
+        technique: Name of a registered technique; ``"default"`` (a boundary-biased initial design, then
+            the AUC-bandit ensemble; see :class:`perftune.search.StagedBandit`).
         seeds: Configurations (mappings) to try early, right after the default configuration.
         metric: When the objective returns a mapping of metrics, the one to optimise.
         name: Name of the run in the store (generated when None).
@@ -170,7 +171,7 @@ class Tuner:
         goal: str = "min",
         seed: int | None = None,
         store: Any = None,
-        technique: str = "bandit",
+        technique: str = "default",
         seeds: Iterable[Mapping[str, Any]] = (),
         metric: str | None = None,
         name: str | None = None,
@@ -812,7 +813,7 @@ def tune(
     goal: str = "min",
     metric: str | None = None,
     seeds: Iterable[Mapping[str, Any]] = (),
-    technique: str = "bandit",
+    technique: str = "default",
     name: str | None = None,
     timeout_s: float | None = None,
     lag: int | None = None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from perftune.search._annealing import AnnealingSettings, SimulatedAnnealing
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import BaseTechnique, NoSettings, Technique
+from perftune.search._boundary import Boundary, EliteNeighbours
 from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
 from perftune.search._de import DESettings, DifferentialEvolution
 from perftune.search._ga import GASettings, GeneticAlgorithm
@@ -32,6 +33,7 @@ from perftune.search._random import RandomSearch
 from perftune.search._registry import ALIASES, ENTRY_POINT_GROUP, create, get, names, register
 from perftune.search._sequential import SequentialTechnique
 from perftune.search._simplex import NelderMead, NelderMeadSettings
+from perftune.search._staged import STAGED_PORTFOLIO, StagedBandit, StagedSettings
 
 __all__ = [
     "ALIASES",
@@ -41,9 +43,11 @@ __all__ = [
     "AnnealingSettings",
     "BanditSettings",
     "BaseTechnique",
+    "Boundary",
     "CoordinateDescent",
     "CoordinateDescentSettings",
     "DESettings",
+    "EliteNeighbours",
     "DifferentialEvolution",
     "GASettings",
     "GeneticAlgorithm",
@@ -61,7 +65,10 @@ __all__ = [
     "PatternSearchSettings",
     "RandomSearch",
     "SequentialTechnique",
+    "STAGED_PORTFOLIO",
     "SimulatedAnnealing",
+    "StagedBandit",
+    "StagedSettings",
     "Technique",
     "create",
     "get",

@@ -127,15 +127,27 @@ class _Features:
             else:
                 self.specs.append((name, "enc", param, max(1, param.n_dims)))
             width += self.specs[-1][3]
+        # Kernels often run far slower when a size is not a multiple of a power of two (a W6600
+        # convolution is ~100x slower for any block_size_x that is not one); the ordinal encoding hides
+        # that from the trees, a "trailing zero bits" feature shows it in one split.
+        from perftune.search._boundary import ordered_values
+
+        for name, param in space.params.items():
+            values = ordered_values(param)
+            if values and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+                self.specs.append((name, "div", param, 1))
+                width += 1
         self.width = max(1, width)
         self._cache: dict[tuple[str, Any], tuple[float, ...]] = {}
 
     def _part(self, name: str, kind: str, param: Any, w: int, value: Any) -> tuple[float, ...]:
-        key = (name, value)
+        key = (name if kind != "div" else name + "/div", value)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if kind == "onehot":
+        if kind == "div":
+            part: tuple[float, ...] = (min((value & -value).bit_length() - 1, 8) / 8.0,)
+        elif kind == "onehot":
             row = [0.0] * w
             row[param.index(value)] = 1.0
             part = tuple(row)

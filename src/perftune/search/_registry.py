@@ -37,10 +37,13 @@ _BUILTIN: dict[str, str] = {
     "coordinate-descent": "perftune.search._coordinate:CoordinateDescent",
     "model": "perftune.search._model:ModelBased",
     "bandit": "perftune.search._bandit:AUCBandit",
+    "boundary": "perftune.search._boundary:Boundary",
+    "elite-neighbours": "perftune.search._boundary:EliteNeighbours",
+    "staged": "perftune.search._staged:StagedBandit",
 }
 
 #: Other names accepted by :func:`get` and :func:`create`.
-ALIASES: dict[str, str] = {"default": "bandit"}
+ALIASES: dict[str, str] = {"default": "staged"}
 
 _registered: dict[str, type] = {}
 _entry_points: dict[str, Any] | None = None

@@ -1,0 +1,132 @@
+"""The default search: a boundary-biased initial design, then an AUC bandit over a lean portfolio.
+
+Chosen on the six replayed development spaces as a whole (``benchmarks/quality.py``; the variants
+that were compared are in ``benchmarks/quality_variants.py``): the first ``n_design`` proposals come
+from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
+from configurations at the corners where kernel and compiler spaces often have their optimum; then
+the AUC bandit chooses among ``boundary``, the surrogate ``model``, ``ga``, ``greedy-uniform``,
+``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous parameters add
+``pattern-search``, the portfolio's method for continuous domains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from perftune.errors import PerftuneError
+from perftune.search._bandit import AUCBandit, BanditSettings
+from perftune.search._base import check_settings
+from perftune.search._boundary import Boundary
+
+__all__ = ["STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
+
+STAGED_PORTFOLIO: tuple[str, ...] = (
+    "boundary", "model", "ga", "greedy-uniform", "coordinate-descent", "elite-neighbours",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedSettings:
+    """Settings of the default search.
+
+    Attributes:
+        n_design: Boundary-biased proposals before the bandit takes over.
+        techniques: The bandit's portfolio (None: :data:`STAGED_PORTFOLIO`, plus ``pattern-search``
+            when the space has continuous parameters).
+        exploration: The bandit's exploration constant.
+        window: The bandit's sliding window.
+    """
+
+    n_design: int = 16
+    techniques: tuple[str, ...] | None = None
+    exploration: float = BanditSettings.exploration
+    window: int = BanditSettings.window
+
+    def __post_init__(self) -> None:
+        check_settings("StagedSettings.n_design", self.n_design >= 0, f"must be >= 0, got {self.n_design}")
+
+
+def _has_continuous(space: Any) -> bool:
+    from perftune.space import Float
+
+    return any(isinstance(p, Float) for p in space.params.values())
+
+
+class StagedBandit:
+    """An initial design of boundary-biased proposals, then the AUC bandit (the ``"default"`` search).
+
+    Every result is told to both stages, so the bandit's model and local searches start from the
+    design. Everything else (credits, proposers, deciding times, cost awareness) is the bandit's.
+
+    Example:
+        >>> from perftune.space import Int, Pow2, Space
+        >>> tech = StagedBandit(Space({"block": Pow2(16, 1024), "unroll": Int(1, 8)}), seed=0)
+        >>> len(tech.ask(3))
+        3
+    """
+
+    name: ClassVar[str] = "staged"
+    Settings: ClassVar[type] = StagedSettings
+
+    def __init__(
+        self, space: Any, *, seed: int | None = None, settings: StagedSettings | None = None
+    ) -> None:
+        if settings is not None and not isinstance(settings, StagedSettings):
+            raise PerftuneError(
+                f"technique 'staged': settings must be StagedSettings, got {type(settings).__name__}"
+            )
+        self.space = space
+        self.settings = settings or StagedSettings()
+        techniques = self.settings.techniques
+        if techniques is None:
+            techniques = STAGED_PORTFOLIO + (("pattern-search",) if _has_continuous(space) else ())
+        self.design = Boundary(space, seed=seed)
+        self.bandit = AUCBandit(space, seed=None if seed is None else seed + 1, settings=BanditSettings(
+            techniques=techniques, exploration=self.settings.exploration, window=self.settings.window))
+        self.n_designed = 0
+        self._designed: set[Any] = set()
+
+    def ask(self, n: int) -> list[Any]:
+        """Proposals from the design first, then from the bandit."""
+        if self.n_designed < self.settings.n_design:
+            out = self.design.ask(min(n, self.settings.n_design - self.n_designed))
+            self.n_designed += len(out)
+            self._designed.update(out)
+            return out
+        return self.bandit.ask(n)
+
+    def tell(self, trials: Sequence[Any]) -> None:
+        """Both stages learn from every result."""
+        self.design.tell(trials)
+        self.bandit.tell(trials)
+        for trial in trials:
+            self._designed.discard(trial.config)
+
+    def proposer_of(self, config: Any) -> str | None:
+        """``"boundary"`` for design proposals, else the bandit's technique."""
+        if config in self._designed:
+            return "boundary"
+        return self.bandit.proposer_of(config)
+
+    def set_deterministic(self, flag: bool = True) -> None:
+        self.bandit.set_deterministic(flag)
+
+    def set_parallelism(self, n_in_flight: int) -> None:
+        self.bandit.set_parallelism(n_in_flight)
+
+    def credits(self) -> dict[str, float]:
+        return self.bandit.credits()
+
+    @property
+    def counts(self) -> Any:
+        return self.bandit.counts
+
+    @property
+    def deciding_time_s(self) -> Any:
+        return self.bandit.deciding_time_s
+
+    @property
+    def n_errors(self) -> int:
+        return int(self.design.n_errors) + int(self.bandit.n_errors)
