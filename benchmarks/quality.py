@@ -344,7 +344,7 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
               "- Kernel Tuner runs its own loop in simulation mode (`kt-<strategy>`, each strategy a tool);"
               " its `results` are counted afterwards with the same rules, and its deciding time includes"
               " its search-space construction. Kernel Tuner runs only on the benchmark-hub spaces.",
-              "- `perftune` is the default technique (AUC bandit) driven through `perftune.Tuner` with lag 0;"
+              "- `perftune` is the default technique (a boundary-biased design, then the AUC bandit) driven through `perftune.Tuner` with lag 0;"
               " `perftune-exp:...` rows are experimental variants from `benchmarks/quality_variants.py`"
               " (not perftune's default; they are there to show what helps).",
               ""]

@@ -1,6 +1,6 @@
 """perftune through its ask/tell Tuner (run with the project's own virtual environment).
 
-Tools: ``perftune`` (the default technique, the AUC-bandit ensemble), ``perftune:<technique>`` (one
+Tools: ``perftune`` (the default technique: a boundary-biased design, then the AUC-bandit ensemble), ``perftune:<technique>`` (one
 registered technique alone), and ``perftune-exp:<module>:<Class>`` (an experimental technique class
 from a module in benchmarks/, registered for the run). The run is sequential (``lag=0``), like every
 peer's; the default configuration is measured first, as perftune always does, and counts.
@@ -52,7 +52,7 @@ _SPACES: dict[str, Any] = {}
 
 def technique_name(tool: str) -> str:
     if tool == "perftune":
-        return "bandit"
+        return "default"
     if tool.startswith("perftune:"):
         return tool.split(":", 1)[1]
     if tool.startswith("perftune-exp:"):

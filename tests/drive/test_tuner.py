@@ -232,3 +232,28 @@ def test_close_finishes_an_ask_tell_run_in_the_store(tmp_path):
     tuner.close()
     assert open_store(url).get_run("manual").status == "finished"
     assert len(Tuner.resume("manual", url).run(quadratic, 5).trials) == 5
+
+
+_HASH_SCRIPT = """
+import hashlib, perftune
+from perftune.space import Choice, Int, Permutation, Pow2, Space
+space = Space({"bx": Pow2(1, 256), "by": Pow2(1, 64), "tile": Int(1, 8, when="algo == 'tiled'"),
+               "algo": Choice(["naive", "tiled", "fast"]), "order": Permutation(["i", "j", "k"]),
+               "pad": Int(0, 1)}, constraints=["32 <= bx * by <= 1024", "pad == 0 or bx % 32 != 0"])
+def f(c):
+    return abs(c["bx"] - 64) + abs(c["by"] - 4) + c.get("tile", 3) + len(c["algo"]) + c["order"].index("k")
+r = perftune.tune(f, space, budget=60, seed=5, technique="{technique}")
+print(hashlib.md5("".join(t.config.to_json() for t in r.trials).encode()).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("technique", ["default", "bandit"])
+def test_a_seeded_run_is_the_same_in_another_process(technique):
+    # Python randomises string hashes per process: nothing a seeded run proposes may depend on set order.
+    import subprocess
+    import sys
+
+    script = _HASH_SCRIPT.replace("{technique}", technique)
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout.strip() for h in (1, 2, 3)}
+    assert len(digests) == 1, digests

@@ -5,8 +5,8 @@ that were compared are in ``benchmarks/quality_variants.py``): the first ``n_des
 from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
 from configurations at the corners where kernel and compiler spaces often have their optimum; then
 the AUC bandit chooses among ``boundary``, the surrogate ``model``, ``ga``, ``greedy-uniform``,
-``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous parameters add
-``pattern-search``, the portfolio's method for continuous domains.
+``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous parameters skip the design and use
+the general portfolio (:data:`~perftune.search.DEFAULT_PORTFOLIO`, with pattern search and annealing).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from perftune.errors import PerftuneError
-from perftune.search._bandit import AUCBandit, BanditSettings
+from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import check_settings
 from perftune.search._boundary import Boundary
 
@@ -32,9 +32,10 @@ class StagedSettings:
     """Settings of the default search.
 
     Attributes:
-        n_design: Boundary-biased proposals before the bandit takes over.
-        techniques: The bandit's portfolio (None: :data:`STAGED_PORTFOLIO`, plus ``pattern-search``
-            when the space has continuous parameters).
+        n_design: Boundary-biased proposals before the bandit takes over (on spaces without
+            continuous parameters, when ``techniques`` is None).
+        techniques: The bandit's portfolio (None: :data:`STAGED_PORTFOLIO`, or the general
+            ``DEFAULT_PORTFOLIO`` when the space has continuous parameters).
         exploration: The bandit's exploration constant.
         window: The bandit's sliding window.
     """
@@ -80,8 +81,14 @@ class StagedBandit:
         self.space = space
         self.settings = settings or StagedSettings()
         techniques = self.settings.techniques
+        self.n_design = self.settings.n_design
         if techniques is None:
-            techniques = STAGED_PORTFOLIO + (("pattern-search",) if _has_continuous(space) else ())
+            # The boundary design and the lean portfolio are for finite ordered spaces (kernels,
+            # compilers); with continuous parameters the general portfolio alone, with its
+            # continuous-domain methods, does better (benchmarks/results/quality.md, Rosenbrock).
+            techniques = STAGED_PORTFOLIO
+            if _has_continuous(space):
+                techniques, self.n_design = DEFAULT_PORTFOLIO, 0
         self.design = Boundary(space, seed=seed)
         self.bandit = AUCBandit(space, seed=None if seed is None else seed + 1, settings=BanditSettings(
             techniques=techniques, exploration=self.settings.exploration, window=self.settings.window))
@@ -90,8 +97,8 @@ class StagedBandit:
 
     def ask(self, n: int) -> list[Any]:
         """Proposals from the design first, then from the bandit."""
-        if self.n_designed < self.settings.n_design:
-            out = self.design.ask(min(n, self.settings.n_design - self.n_designed))
+        if self.n_designed < self.n_design:
+            out = self.design.ask(min(n, self.n_design - self.n_designed))
             self.n_designed += len(out)
             self._designed.update(out)
             return out

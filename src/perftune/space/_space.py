@@ -962,7 +962,8 @@ class Space:
                 except Exception:
                     ok = False
                 if not ok:
-                    names.extend(n for n in (c.names if c.names is not None else data) if n in data)
+                    # In declaration order: iterating the frozenset would depend on PYTHONHASHSEED.
+                    names.extend(n for n in data if c.names is None or n in c.names)
             names = [n for n in names if n not in pinned]
             if not names:
                 break
