@@ -177,6 +177,39 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+class _Captured:
+    """What a step printed: the head of stdout (up to a limit), its last 64 KiB, its hash and size,
+    and the last 4 KiB of stderr; bounded memory whatever the step prints."""
+
+    def __init__(self, stdout_max_bytes: int) -> None:
+        self.stdout_max_bytes = stdout_max_bytes
+        self.out_head = bytearray()
+        self.out_tail: collections.deque[bytes] = collections.deque()
+        self.out_tail_len = 0
+        self.n_out = 0
+        self.sha = hashlib.sha256()
+        self.err_tail: collections.deque[bytes] = collections.deque()
+        self.err_len = 0
+
+    def take(self, stream: str, chunk: bytes) -> None:
+        """Record a chunk read from ``"out"`` (stdout) or any other stream (stderr)."""
+        if stream == "out":
+            self.n_out += len(chunk)
+            self.sha.update(chunk)
+            room = self.stdout_max_bytes - len(self.out_head)
+            if room > 0:
+                self.out_head += chunk[:room]
+            self.out_tail.append(chunk)
+            self.out_tail_len += len(chunk)
+            while self.out_tail_len - len(self.out_tail[0]) >= 65536:
+                self.out_tail_len -= len(self.out_tail.popleft())
+        else:
+            self.err_tail.append(chunk)
+            self.err_len += len(chunk)
+            while self.err_len - len(self.err_tail[0]) >= 4096:
+                self.err_len -= len(self.err_tail.popleft())
+
+
 class Sandbox:
     """Runs candidate steps with limits, isolation and a timeout.
 
@@ -464,13 +497,7 @@ class Sandbox:
             if stdin_path:
                 stdin.close()  # type: ignore[union-attr]
         assert proc.stdout is not None and proc.stderr is not None
-        out_head = bytearray()
-        out_tail: collections.deque[bytes] = collections.deque()
-        out_tail_len = 0
-        n_out = 0
-        sha = hashlib.sha256()
-        err_tail: collections.deque[bytes] = collections.deque()
-        err_len = 0
+        captured = _Captured(stdout_max_bytes)
         timed_out = False
         group_full = False
         disk_hit = False
@@ -500,21 +527,7 @@ class Sandbox:
                     if not chunk:
                         sel.unregister(key.fileobj)
                         continue
-                    if key.data == "out":
-                        n_out += len(chunk)
-                        sha.update(chunk)
-                        room = stdout_max_bytes - len(out_head)
-                        if room > 0:
-                            out_head += chunk[:room]
-                        out_tail.append(chunk)
-                        out_tail_len += len(chunk)
-                        while out_tail_len - len(out_tail[0]) >= 65536:
-                            out_tail_len -= len(out_tail.popleft())
-                    else:
-                        err_tail.append(chunk)
-                        err_len += len(chunk)
-                        while err_len - len(err_tail[0]) >= 4096:
-                            err_len -= len(err_tail.popleft())
+                    captured.take(key.data, chunk)
                 if exit_t is not None:
                     break
                 now = time.perf_counter()
@@ -549,21 +562,8 @@ class Sandbox:
                     chunk = os.read(key.fd, 65536)
                     if not chunk:
                         sel.unregister(key.fileobj)
-                    elif key.data == "out":
-                        n_out += len(chunk)
-                        sha.update(chunk)
-                        room = stdout_max_bytes - len(out_head)
-                        if room > 0:
-                            out_head += chunk[:room]
-                        out_tail.append(chunk)
-                        out_tail_len += len(chunk)
-                        while out_tail_len - len(out_tail[0]) >= 65536:
-                            out_tail_len -= len(out_tail.popleft())
                     else:
-                        err_tail.append(chunk)
-                        err_len += len(chunk)
-                        while err_len - len(err_tail[0]) >= 4096:
-                            err_len -= len(err_tail.popleft())
+                        captured.take(key.data, chunk)
         finally:
             sel.close()
             os.close(pidfd)
@@ -575,17 +575,17 @@ class Sandbox:
                     os.waitpid(proc.pid, 0)
                 proc.returncode = -9
         wall = exit_t - t0
-        stderr_text = b"".join(err_tail)[-4096:].decode(errors="replace")
+        stderr_text = b"".join(captured.err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
             args,
             "ok",
             wall_s=wall,
             cpu_s=(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0,
             max_rss_kb=int(rusage.ru_maxrss) if rusage else 0,
-            stdout=bytes(out_head),
-            stdout_tail=b"".join(out_tail)[-65536:],
-            stdout_truncated=n_out > len(out_head),
-            stdout_sha256=sha.hexdigest(),
+            stdout=bytes(captured.out_head),
+            stdout_tail=b"".join(captured.out_tail)[-65536:],
+            stdout_truncated=captured.n_out > len(captured.out_head),
+            stdout_sha256=captured.sha.hexdigest(),
             stderr_tail=stderr_text,
         )
         peak = cgroup.peak_memory_bytes() if (cgroup is not None and memory_by_cgroup) else None
