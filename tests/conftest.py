@@ -182,3 +182,16 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
             cur.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
     finally:
         conn.close()
+
+
+@pytest.fixture
+def public_tmp_path() -> Iterator[Path]:
+    """A temporary folder the sandbox user can read (pytest's own are private to root).
+
+    Candidates run as an unprivileged user when the tests run as root, so task folders must be
+    reachable by it.
+    """
+    path = Path(tempfile.mkdtemp(prefix="perftune-test-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

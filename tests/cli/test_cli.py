@@ -32,16 +32,8 @@ TASK = textwrap.dedent("""
 
 
 @pytest.fixture
-def tmp_path():
-    # Candidates run as an unprivileged user when the tests run as root: the task directory must be
-    # reachable by it, and pytest's own temporary directories are private to root.
-    import shutil
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="perftune-test-cli-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def tmp_path(public_tmp_path):
+    return public_tmp_path  # candidates run as an unprivileged user: the task folder must be readable
 
 
 def write_task(tmp_path: Path, text: str = TASK, name: str = "task.toml") -> Path:

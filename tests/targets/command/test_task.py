@@ -19,15 +19,8 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 
 @pytest.fixture
-def tmp_path() -> Path:
-    # Candidates run as an unprivileged user when the tests run as root: the task directory must be
-    # reachable by it (pytest's own temporary directories are private to root).
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="perftune-test-task-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def tmp_path(public_tmp_path: Path) -> Path:
+    return public_tmp_path  # candidates run as an unprivileged user: the task folder must be readable
 
 
 def write(tmp_path: Path, text: str, name: str = "task.toml") -> Path:
