@@ -247,76 +247,16 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--programs", default="all", help="comma-separated bundled programs, or all")
-    parser.add_argument("--tools", default="perftune,opentuner")
-    parser.add_argument("--budget-s", type=float, default=300.0)
-    parser.add_argument("--read-at-s", type=float, default=120.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--confirm-runs", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--label", default="full")
-    parser.add_argument("--opentuner-python", default=None)
-    parser.add_argument(
-        "--clock",
-        choices=["wall", "cpu"],
-        default="wall",
-        help="clock of perftune's runs and of the harness (cpu: user+sys time, steadier on a busy machine); "
-        "OpenTuner keeps its own (wall time of one run)",
-    )
-    parser.add_argument(
-        "--peer-clock",
-        choices=["wall", "cpu"],
-        default="wall",
-        help="clock of OpenTuner's runs (wall: its own way)",
-    )
-    parser.add_argument("--note", default="", help="a line added to the results file (e.g. machine load)")
-    args = parser.parse_args()
-
-    from perftune.targets.flags import bundled
-
-    programs = bundled()
-    names = list(programs) if args.programs == "all" else args.programs.split(",")
-    tools = args.tools.split(",")
-    ot_python = _opentuner_python(args.opentuner_python) if "opentuner" in tools else ""
-    started = datetime.datetime.now(datetime.UTC)
-    machine = _machine()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def _write_report(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    done: list[str],
+    tools: list[str],
+    started: datetime.datetime,
+    machine: str,
+) -> str:
+    """Write the table (and the raw JSON) for the programs done so far; return the table."""
     stem = f"flags-{args.label}"
-    rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="flags-bench-") as workdir:
-        for name in names:
-            prog = programs[name]
-            harness = Harness(prog.source, list(prog.args), prog.rel_tol, workdir, args.clock)
-            for tool in tools:
-                # The curve of each tool is drawn against -O3 timed with the tool's own clock.
-                own_clock = args.clock if tool == "perftune" else args.peer_clock
-                o3_before = harness.median_s(["-O3"], clock=own_clock)
-                print(f"[{name}] {tool}: tuning {args.budget_s:g} s ...", file=sys.stderr, flush=True)
-                row = (
-                    run_perftune(name, prog, args)
-                    if tool == "perftune"
-                    else run_opentuner(name, prog, args, ot_python)
-                )
-                row.update(program=name, budget_s=args.budget_s, O3_s_before=o3_before)
-                row["final"] = harness.compare(row["final_flags"], args.confirm_runs)
-                row["at_read"] = harness.compare(_at(row["trace"], args.read_at_s), args.confirm_runs)
-                f = row["final"]
-                print(
-                    f"[{name}] {tool}: {f['speedup']:.3f}x [{f['lo']:.3f}, {f['hi']:.3f}] output "
-                    f"{'ok' if f['output_ok'] else 'WRONG'}; {row['n_trials']} trials",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                rows.append(row)
-            _plot(
-                [r for r in rows if r["program"] == name],
-                RESULTS / f"{stem}-{name}.png",
-                f"{name}: {args.budget_s:g} s, {args.workers} workers",
-            )
 
     def effective(r: dict[str, Any]) -> float:
         return r["speedup"] if r["output_ok"] else 1.0
@@ -371,7 +311,7 @@ def main() -> None:
     if args.note:
         lines.append(f"- note: {args.note}")
     lines.append("")
-    lines.append("Plots: " + ", ".join(f"`{stem}-{n}.png`" for n in names))
+    lines.append("Plots: " + ", ".join(f"`{stem}-{n}.png`" for n in done))
     text = "\n".join(lines) + "\n"
     (RESULTS / f"{stem}.md").write_text(text)
     (RESULTS / f"{stem}.json").write_text(
@@ -381,7 +321,86 @@ def main() -> None:
             default=str,
         )
     )
-    print(text)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--programs", default="all", help="comma-separated bundled programs, or all")
+    parser.add_argument("--tools", default="perftune,opentuner")
+    parser.add_argument("--budget-s", type=float, default=300.0)
+    parser.add_argument("--read-at-s", type=float, default=120.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--confirm-runs", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--label", default="full")
+    parser.add_argument("--opentuner-python", default=None)
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="clock of perftune's runs and of the harness (cpu: user+sys time, steadier on a busy machine); "
+        "OpenTuner keeps its own (wall time of one run)",
+    )
+    parser.add_argument(
+        "--peer-clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="clock of OpenTuner's runs (wall: its own way)",
+    )
+    parser.add_argument("--note", default="", help="a line added to the results file (e.g. machine load)")
+    args = parser.parse_args()
+
+    from perftune.targets.flags import bundled
+
+    programs = bundled()
+    names = list(programs) if args.programs == "all" else args.programs.split(",")
+    tools = args.tools.split(",")
+    ot_python = _opentuner_python(args.opentuner_python) if "opentuner" in tools else ""
+    started = datetime.datetime.now(datetime.UTC)
+    machine = _machine()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"flags-{args.label}"
+    done: list[str] = []
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="flags-bench-") as workdir:
+        for name in names:
+            prog = programs[name]
+            harness = Harness(prog.source, list(prog.args), prog.rel_tol, workdir, args.clock)
+            for tool in tools:
+                # The curve of each tool is drawn against -O3 timed with the tool's own clock.
+                own_clock = args.clock if tool == "perftune" else args.peer_clock
+                o3_before = harness.median_s(["-O3"], clock=own_clock)
+                print(f"[{name}] {tool}: tuning {args.budget_s:g} s ...", file=sys.stderr, flush=True)
+                row = (
+                    run_perftune(name, prog, args)
+                    if tool == "perftune"
+                    else run_opentuner(name, prog, args, ot_python)
+                )
+                row.update(program=name, budget_s=args.budget_s, O3_s_before=o3_before)
+                row["final"] = harness.compare(row["final_flags"], args.confirm_runs)
+                row["at_read"] = harness.compare(_at(row["trace"], args.read_at_s), args.confirm_runs)
+                f = row["final"]
+                print(
+                    f"[{name}] {tool}: {f['speedup']:.3f}x [{f['lo']:.3f}, {f['hi']:.3f}] output "
+                    f"{'ok' if f['output_ok'] else 'WRONG'}; {row['n_trials']} trials",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                rows.append(row)
+            _plot(
+                [r for r in rows if r["program"] == name],
+                RESULTS / f"{stem}-{name}.png",
+                f"{name}: {args.budget_s:g} s, {args.workers} workers",
+            )
+            done.append(name)
+            _write_report(
+                args, rows, done, tools, started, machine
+            )  # a partial table after each program: nothing measured is lost
+
+    print(_write_report(args, rows, done, tools, started, machine))
 
 
 if __name__ == "__main__":

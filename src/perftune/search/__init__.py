@@ -21,7 +21,7 @@ from __future__ import annotations
 from perftune.search._annealing import AnnealingSettings, SimulatedAnnealing
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import BaseTechnique, NoSettings, Technique
-from perftune.search._boundary import Boundary, EliteNeighbours
+from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
 from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
 from perftune.search._de import DESettings, DifferentialEvolution
 from perftune.search._ga import GASettings, GeneticAlgorithm
@@ -44,6 +44,7 @@ __all__ = [
     "BanditSettings",
     "BaseTechnique",
     "Boundary",
+    "BoundarySettings",
     "CoordinateDescent",
     "CoordinateDescentSettings",
     "DESettings",

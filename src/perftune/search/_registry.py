@@ -29,6 +29,7 @@ _BUILTIN: dict[str, str] = {
     "greedy-uniform": "perftune.search._greedy:GreedyUniform",
     "greedy-normal": "perftune.search._greedy:GreedyNormal",
     "de": "perftune.search._de:DifferentialEvolution",
+    "cma-es": "perftune.search._cmaes:CMAES",
     "nelder-mead": "perftune.search._simplex:NelderMead",
     "pattern-search": "perftune.search._pattern:PatternSearch",
     "pso": "perftune.search._pso:ParticleSwarm",

@@ -4,7 +4,8 @@ Chosen on the six replayed development spaces as a whole (``benchmarks/quality.p
 that were compared are in ``benchmarks/quality_variants.py``): the first ``n_design`` proposals come
 from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
 from configurations at the corners where kernel and compiler spaces often have their optimum; then
-the AUC bandit chooses among ``boundary``, the surrogate ``model``, ``ga``, ``greedy-uniform``,
+the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their other
+extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``, ``greedy-uniform``,
 ``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous parameters skip the design and use
 the general portfolio (:data:`~perftune.search.DEFAULT_PORTFOLIO`, with pattern search and annealing).
 """
@@ -18,12 +19,17 @@ from typing import Any, ClassVar
 from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import check_settings
-from perftune.search._boundary import Boundary
+from perftune.search._boundary import CORNER_SETTINGS, DESIGN_SETTINGS, Boundary
 
 __all__ = ["STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
 
 STAGED_PORTFOLIO: tuple[str, ...] = (
-    "boundary", "model", "ga", "greedy-uniform", "coordinate-descent", "elite-neighbours",
+    "boundary",
+    "model",
+    "ga",
+    "greedy-uniform",
+    "coordinate-descent",
+    "elite-neighbours",
 )
 
 
@@ -89,9 +95,18 @@ class StagedBandit:
             techniques = STAGED_PORTFOLIO
             if _has_continuous(space):
                 techniques, self.n_design = DEFAULT_PORTFOLIO, 0
-        self.design = Boundary(space, seed=seed)
-        self.bandit = AUCBandit(space, seed=None if seed is None else seed + 1, settings=BanditSettings(
-            techniques=techniques, exploration=self.settings.exploration, window=self.settings.window))
+        self.design = Boundary(space, seed=seed, settings=DESIGN_SETTINGS)
+        overrides = {"boundary": CORNER_SETTINGS} if "boundary" in techniques else {}
+        self.bandit = AUCBandit(
+            space,
+            seed=None if seed is None else seed + 1,
+            settings=BanditSettings(
+                techniques=techniques,
+                exploration=self.settings.exploration,
+                window=self.settings.window,
+                technique_settings=overrides,
+            ),
+        )
         self.n_designed = 0
         self._designed: set[Any] = set()
 
