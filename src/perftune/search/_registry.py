@@ -30,6 +30,7 @@ _BUILTIN: dict[str, str] = {
     "greedy-normal": "perftune.search._greedy:GreedyNormal",
     "de": "perftune.search._de:DifferentialEvolution",
     "cma-es": "perftune.search._cmaes:CMAES",
+    "trust-region": "perftune.search._trust:TrustRegion",
     "nelder-mead": "perftune.search._simplex:NelderMead",
     "pattern-search": "perftune.search._pattern:PatternSearch",
     "pso": "perftune.search._pso:ParticleSwarm",

@@ -4,10 +4,11 @@ Chosen on the six replayed development spaces as a whole (``benchmarks/quality.p
 that were compared are in ``benchmarks/quality_variants.py``): the first ``n_design`` proposals come
 from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
 from configurations at the corners where kernel and compiler spaces often have their optimum; then
-the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their other
-extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``, ``greedy-uniform``,
-``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous parameters skip the design and use
-the general portfolio (:data:`~perftune.search.DEFAULT_PORTFOLIO`, with pattern search and annealing).
+the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their
+other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``,
+``greedy-uniform``, ``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous
+parameters skip the design and use the general portfolio (:data:`~perftune.search.DEFAULT_PORTFOLIO`,
+with pattern search and annealing).
 """
 
 from __future__ import annotations
