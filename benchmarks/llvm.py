@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import platform
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,34 +62,82 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else float("nan")
 
 
-def quality(uris: list[str], seconds: float, searches: tuple[str, ...], out) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _record(uri: str, search: str, seconds: float) -> dict[str, Any]:
+    """Tune one benchmark with one search and return what the table needs."""
     from perftune.targets.llvm import tune_passes
 
+    result = tune_passes(uri, seconds=seconds, search=search, seed=0, validate=True, run=True)
+    ok = result.validation is not None and result.validation.ok
+    return {
+        "uri": uri, "search": search, "seconds": seconds, "c0": result.count_start, "coz": result.count_oz,
+        "count": result.count_result, "evals": result.n_evaluations, "reward": result.reward, "ok": ok,
+        "errors": [] if ok or result.validation is None else list(result.validation.errors),
+        "n_rejected": result.n_rejected,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def table(records: list[dict[str, Any]], out) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The reward table (one row per benchmark, one column per search) and the geometric means."""
+    uris = list(dict.fromkeys(r["uri"] for r in records))
+    searches = [s for s in SEARCHES if any(r["search"] == s for r in records)]
+    by = {(r["uri"], r["search"]): r for r in records}
+    columns = " | ".join(f"{s} reward (C, evals)" for s in searches)
+    out(f"| benchmark | C0 | C_Oz | bound | {columns} |")
+    out("|---|---:|---:|---:|" + "---:|" * len(searches))
     rewards: dict[str, list[float]] = {s: [] for s in searches}
     bounds: list[float] = []
-    columns = " | ".join(f"{s} reward (C, evals)" for s in searches)
-    header = f"| benchmark | C0 | C_Oz | bound | {columns} |"
-    out(header)
-    out("|---|---:|---:|---:|" + "---:|" * len(searches))
     for uri in uris:
         cells = []
-        c0 = coz = None
+        first = next(r for r in records if r["uri"] == uri)
+        c0, coz = first["c0"], first["coz"]
         for search in searches:
-            result = tune_passes(uri, seconds=seconds, search=search, seed=0, validate=True, run=True)
-            c0, coz = result.count_start, result.count_oz
-            ok = result.validation is not None and result.validation.ok
-            rewards[search].append(result.reward)
-            mark = "" if ok else " **INVALID: " + "; ".join(result.validation.errors)[:80] + "**"
-            if result.n_rejected:
-                mark += f" [{result.n_rejected} better rejected by validation]"
-            cells.append(f"{result.reward:.3f} ({result.count_result}, {result.n_evaluations}){mark}")
-        assert c0 is not None and coz is not None
+            r = by.get((uri, search))
+            if r is None:
+                cells.append("-")
+                continue
+            rewards[search].append(r["reward"])
+            mark = "" if r["ok"] else " **INVALID: " + "; ".join(r["errors"])[:80] + "**"
+            if r["n_rejected"]:
+                mark += f" [{r['n_rejected']} better rejected by validation]"
+            cells.append(f"{r['reward']:.3f} ({r['count']}, {r['evals']}){mark}")
         bound = c0 / max(c0 - coz, 1)
         bounds.append(bound)
         out(f"| {uri} | {c0} | {coz} | {bound:.3f} | " + " | ".join(cells) + " |")
     means = " | ".join(f"**{geomean(rewards[s]):.4f}**" for s in searches)
     out(f"| **geometric mean** | | | {geomean(bounds):.3f} | {means} |")
     return {s: geomean(rewards[s]) for s in searches}
+
+
+def quality(  # type: ignore[no-untyped-def]
+    uris: list[str], seconds: float, searches: tuple[str, ...], out, jsonl: str | None = None
+) -> dict[str, float]:
+    records = []
+    for uri in uris:
+        for search in searches:
+            record = _record(uri, search, seconds)
+            records.append(record)
+            print(f"[{uri}] {search}: reward {record['reward']:.3f}", file=sys.stderr, flush=True)
+            if jsonl:
+                with open(jsonl, "a") as f:  # one line per result: nothing measured is lost
+                    f.write(json.dumps(record) + "\n")
+    return table(records, out)
+
+
+def parse_uris(spec: str) -> list[str]:
+    """``csmith:A-B``, ``suite`` or URIs, comma-separated."""
+    from perftune.targets.llvm import bundled_uris, csmith_uris
+
+    uris: list[str] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part.startswith("csmith:"):
+            lo, _, hi = part[len("csmith:"):].partition("-")
+            uris += csmith_uris(range(int(lo), int(hi or lo) + 1))
+        elif part == "suite":
+            uris += bundled_uris()
+        else:
+            uris.append(part)
+    return uris
 
 
 def throughput(out, n_helper: int = 60, n_opt: int = 20) -> None:  # type: ignore[no-untyped-def]
@@ -129,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", default=",".join(SEARCHES))
     parser.add_argument("--only", choices=["quality", "throughput"], default=None)
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
+    parser.add_argument("--uris", default=None,
+                        help="benchmarks instead of --seeds/--no-suite: csmith:A-B, suite or URIs, comma-separated")
+    parser.add_argument("--jsonl", default=None, help="append every result to this file as it comes")
+    parser.add_argument("--report", nargs="+", default=None, metavar="JSONL",
+                        help="only build the table from result files (runs split over several processes)")
+    parser.add_argument("--note", action="append", default=[], help="a line added to the header")
     args = parser.parse_args(argv)
 
     # Import everything now: a long run must not pick up half-edited modules later.
@@ -145,22 +201,35 @@ def main(argv: list[str] | None = None) -> int:
     out(f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`")
     out(f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     out(f"- machine: {machine()}")
-    out("- note: the machine is shared with other jobs while this runs; timings (and so the number of")
-    out("  evaluations each search gets in its time) are disturbed.")
+    for note in args.note:
+        out(f"- note: {note}")
     out()
-    if args.only in (None, "throughput"):
+    if args.only in (None, "throughput") and not args.report:
         out("## Step throughput")
         out()
         throughput(out)
         out()
-    if args.only in (None, "quality"):
-        uris = csmith_uris(range(1, args.seeds + 1)) + ([] if args.no_suite else bundled_uris())
+    if args.report:
+        records = [json.loads(line) for path in args.report for line in Path(path).read_text().splitlines() if line]
+        n = len({r["uri"] for r in records})
+        secs = sorted({r["seconds"] for r in records})
+        out(f"## IrInstructionCountOz reward, {'/'.join(f'{x:g}' for x in secs)} s per benchmark and search")
+        out()
+        out(f"{n} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
+        out()
+        table(records, out)
+        out()
+    elif args.only in (None, "quality"):
+        if args.uris:
+            uris = parse_uris(args.uris)
+        else:
+            uris = csmith_uris(range(1, args.seeds + 1)) + ([] if args.no_suite else bundled_uris())
         searches = tuple(s for s in args.searches.split(",") if s)
         out(f"## IrInstructionCountOz reward, {args.seconds:g} s per benchmark and search")
         out()
         out(f"{len(uris)} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
         out()
-        quality(uris, args.seconds, searches, out)
+        quality(uris, args.seconds, searches, out, args.jsonl)
         out()
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
