@@ -11,8 +11,9 @@ driver owns the loop. Techniques are created by name::
     >>> all(space.is_valid(c) for c in configs)
     True
 
-Built-in names: ``random, greedy-uniform, greedy-normal, de, nelder-mead, pattern-search, pso, ga,
-annealing, coordinate-descent, model`` and ``bandit`` (alias ``default``). Plug-ins register through
+Built-in names: ``random, greedy-uniform, greedy-normal, de, cma-es, trust-region, nelder-mead,
+pattern-search, pso, ga, annealing, coordinate-descent, model, boundary, elite-neighbours``, the
+ensemble ``bandit`` and ``staged`` (alias ``default``). Plug-ins register through
 the ``perftune.techniques`` entry-point group or :func:`register`.
 """
 
@@ -22,6 +23,7 @@ from perftune.search._annealing import AnnealingSettings, SimulatedAnnealing
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import BaseTechnique, NoSettings, Technique
 from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
+from perftune.search._cmaes import CMAES, CMAESSettings
 from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
 from perftune.search._de import DESettings, DifferentialEvolution
 from perftune.search._ga import GASettings, GeneticAlgorithm
@@ -34,6 +36,7 @@ from perftune.search._registry import ALIASES, ENTRY_POINT_GROUP, create, get, n
 from perftune.search._sequential import SequentialTechnique
 from perftune.search._simplex import NelderMead, NelderMeadSettings
 from perftune.search._staged import STAGED_PORTFOLIO, StagedBandit, StagedSettings
+from perftune.search._trust import TrustRegion, TrustRegionSettings
 
 __all__ = [
     "ALIASES",
@@ -45,6 +48,8 @@ __all__ = [
     "BaseTechnique",
     "Boundary",
     "BoundarySettings",
+    "CMAES",
+    "CMAESSettings",
     "CoordinateDescent",
     "CoordinateDescentSettings",
     "DESettings",
@@ -70,6 +75,8 @@ __all__ = [
     "SimulatedAnnealing",
     "StagedBandit",
     "StagedSettings",
+    "TrustRegion",
+    "TrustRegionSettings",
     "Technique",
     "create",
     "get",

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from perftune.search._base import BaseTechnique, NoSettings, check_settings
 
 __all__ = [
+    "CORNER_SETTINGS",
     "DESIGN_SETTINGS",
     "Boundary",
     "BoundarySettings",

@@ -55,7 +55,11 @@ class CMAESSettings:
 
     def __post_init__(self) -> None:
         check_settings("CMAESSettings.sigma0", 0 < self.sigma0 <= 1, f"must be in (0, 1], got {self.sigma0}")
-        check_settings("CMAESSettings.popsize", self.popsize >= 0, f"must be >= 0, got {self.popsize}")
+        check_settings(
+            "CMAESSettings.popsize",
+            self.popsize == 0 or self.popsize >= 2,
+            f"must be 0 or >= 2, got {self.popsize}",
+        )
         check_settings(
             "CMAESSettings.ipop_factor", self.ipop_factor >= 1, f"must be >= 1, got {self.ipop_factor}"
         )
