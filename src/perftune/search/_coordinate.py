@@ -75,13 +75,10 @@ def multiplicative_neighbors(param: Any, value: Any) -> list[Any]:
     return out
 
 
-def _linear_float_span(param: Any) -> float | None:
-    """``hi - lo`` of a continuous parameter on a linear scale, else None."""
+def _is_linear_float(param: Any) -> bool:
     from perftune.space import Float, LogFloat
 
-    if isinstance(param, Float) and not isinstance(param, LogFloat):
-        return float(param.hi - param.lo)
-    return None
+    return isinstance(param, Float) and not isinstance(param, LogFloat)
 
 
 class CoordinateDescent(SequentialTechnique):
@@ -120,9 +117,8 @@ class CoordinateDescent(SequentialTechnique):
         param = self.space.params[name]
         value = center[name]
         values = list(dict.fromkeys([*multiplicative_neighbors(param, value), *param.neighbors(value)]))
-        span = _linear_float_span(param)
-        if span is not None:
-            delta = self._steps.setdefault(name, self.settings.float_step) * span
+        if _is_linear_float(param):
+            delta = self._steps.setdefault(name, self.settings.float_step) * (param.hi - param.lo)
             values += [v for v in (value + delta, value - delta) if param.contains(v) and v not in values]
         out: list[Config] = []
         for v in values:
