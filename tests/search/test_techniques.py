@@ -58,17 +58,6 @@ def test_coordinate_descent_doubles_its_way_to_the_best_block_size() -> None:
     assert {32, 64, 128, 256} <= set(blocks)  # x2 moves, not +1 steps
 
 
-def test_coordinate_descent_refines_continuous_parameters_with_an_adaptive_step() -> None:
-    # x2 and /2 alone cannot reach 0.3 from a start at 0 (and stall near 0 from elsewhere); the
-    # additive step, halving when no neighbour improves, refines to any precision.
-    space = Space({"x": Float(0.0, 1.0), "y": Float(-1.0, 1.0)})
-    loop = AskTellLoop(
-        create("coordinate-descent", space, seed=0), lambda c: (c["x"] - 0.3) ** 2 + (c["y"] - 0.1234) ** 2
-    )
-    loop.run(200)
-    assert loop.best() < 1e-8
-
-
 def _fails_above_half(config):  # type: ignore[no-untyped-def]
     if config["x"] > 50:
         raise RuntimeError("out of shared memory")

@@ -36,16 +36,11 @@ class CoordinateDescentSettings:
         max_neighbors: Most neighbours tried per parameter and step (a random subset beyond that).
         restart_rate: Per-parameter mutation rate of the restart point derived from the best.
         restart_scale: Mutation scale of that restart point.
-        float_step: First additive step of a continuous parameter (fraction of its range); the step
-            doubles after a move along the parameter and halves when no neighbour improved.
-        min_float_step: Below this the step starts over at ``float_step``.
     """
 
     max_neighbors: int = 8
     restart_rate: float = 0.3
     restart_scale: float = 0.3
-    float_step: float = 0.1
-    min_float_step: float = 1e-9
 
     def __post_init__(self) -> None:
         check_settings(
@@ -75,12 +70,6 @@ def multiplicative_neighbors(param: Any, value: Any) -> list[Any]:
     return out
 
 
-def _is_linear_float(param: Any) -> bool:
-    from perftune.space import Float, LogFloat
-
-    return isinstance(param, Float) and not isinstance(param, LogFloat)
-
-
 class CoordinateDescent(SequentialTechnique):
     """TorchInductor-style coordinate descent (x2, /2 and local neighbours), with restarts."""
 
@@ -96,9 +85,6 @@ class CoordinateDescent(SequentialTechnique):
         self._improved = False
         self._cands: list[Config] = []
         self._phase = "restart"
-        # Additive step per continuous (linear Float) parameter, as a fraction of its range: it
-        # doubles after a move along the parameter and halves when its neighbours did not improve.
-        self._steps: dict[str, float] = {}
 
     def _restart_point(self) -> Config:
         self.n_restarts += 1
@@ -117,9 +103,6 @@ class CoordinateDescent(SequentialTechnique):
         param = self.space.params[name]
         value = center[name]
         values = list(dict.fromkeys([*multiplicative_neighbors(param, value), *param.neighbors(value)]))
-        if _is_linear_float(param):
-            delta = self._steps.setdefault(name, self.settings.float_step) * (param.hi - param.lo)
-            values += [v for v in (value + delta, value - delta) if param.contains(v) and v not in values]
         out: list[Config] = []
         for v in values:
             config = self.valid(center.replace(**{name: v}))
@@ -169,18 +152,6 @@ class CoordinateDescent(SequentialTechnique):
             self._center = self._cands[j]
             self._center_f = losses[j]
             self._improved = True
-            self._scale_step(2.0)
         else:
-            self._scale_step(0.5)
             self._param_i += 1
         return self._next_batch()
-
-    def _scale_step(self, factor: float) -> None:
-        """Grow or shrink the additive step of the current parameter (continuous parameters only)."""
-        names = self.space.names
-        if self._param_i < len(names) and names[self._param_i] in self._steps:
-            name = names[self._param_i]
-            step = self._steps[name] * factor
-            s = self.settings
-            # Below the floor the step starts over: a new scale after a long refinement.
-            self._steps[name] = s.float_step if step < s.min_float_step else min(step, 0.5)
