@@ -21,6 +21,7 @@ __all__ = [
     "BoundarySettings",
     "EliteNeighbours",
     "distinct_elites",
+    "keep_best",
     "ordered_values",
 ]
 
@@ -117,9 +118,7 @@ class Boundary(BaseTechnique):
     def _learn(self, trial: Any, loss: float | None) -> None:
         if loss is None or self.settings.p_flip <= 0:
             return
-        self._top.append((loss, trial.config))
-        self._top.sort(key=lambda t: t[0])
-        del self._top[self.pool_size :]
+        keep_best(self._top, loss, trial.config, self.pool_size)
 
     def _flip(self) -> Any:
         from perftune.space import Config
@@ -163,6 +162,13 @@ class Boundary(BaseTechnique):
         return Config(base)
 
 
+def keep_best(top: list[tuple[float, Any]], loss: float, config: Any, limit: int) -> None:
+    """Add ``(loss, config)`` to ``top`` (kept sorted by loss) and drop all but the ``limit`` best."""
+    top.append((loss, config))
+    top.sort(key=lambda t: t[0])
+    del top[limit:]
+
+
 def distinct_elites(top: list[tuple[float, Any]], n: int, min_distance: int) -> list[Any]:
     """Up to ``n`` of the best configurations (``top`` is sorted by loss), each differing from every
     better one chosen in at least ``min_distance`` parameters, so that several basins are represented."""
@@ -202,9 +208,7 @@ class EliteNeighbours(BaseTechnique):
     def _learn(self, trial: Any, loss: float | None) -> None:
         if loss is None:
             return
-        self._top.append((loss, trial.config))
-        self._top.sort(key=lambda t: t[0])
-        del self._top[self.pool_size :]
+        keep_best(self._top, loss, trial.config, self.pool_size)
 
     def _elites(self) -> list[Any]:
         return distinct_elites(self._top, self.n_elites, self.min_distance)
