@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from perftune.cli import cli
 from perftune.targets.llvm import tune_passes
+from perftune.targets.llvm._env import opt_program
 from perftune.targets.llvm._validate import validate_actions
 
 
@@ -41,12 +42,12 @@ def test_cli_json_and_text() -> None:
     data = json.loads(out.output)
     assert data["validated"] is True
     assert set(data["instruction_count"]) == {"start", "result", "oz"}
-    assert data["pipeline"] and data["commandline"].startswith("opt -passes=")
+    assert data["pipeline"] and data["commandline"].startswith(f"{opt_program()} -passes=")
     out = runner.invoke(
         cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--search", "greedy"]
     )
     assert out.exit_code == 0, out.output
-    assert out.output.strip().splitlines()[-1].startswith("opt -passes='")
+    assert out.output.strip().splitlines()[-1].startswith(f"{opt_program()} -passes='")
 
 
 def test_cli_bad_benchmark_is_one_line() -> None:

@@ -564,14 +564,29 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
             self.close()
 
 
+def opt_program() -> str:
+    """How a printed command line names LLVM 14's ``opt``: the installed one (``opt-14`` on Debian,
+    where a plain ``opt`` may be missing or another version), by name when that name is on PATH."""
+    from perftune.targets.llvm._errors import LlvmError
+    from perftune.targets.llvm._tools import find_tool
+
+    try:
+        path = find_tool("opt")
+    except LlvmError:
+        return "opt"
+    name = os.path.basename(path)
+    found = shutil.which(name)
+    return name if found is not None and os.path.realpath(found) == os.path.realpath(path) else path
+
+
 def opt_commandline(
     actions: Sequence[int], input_path: str, *, isolate_steps: bool = False, output_path: str = "out.bc"
 ) -> str:
-    """``opt -passes='...' INPUT -o OUTPUT`` for a sequence of actions (shell-quoted)."""
+    """``opt-14 -passes='...' INPUT -o OUTPUT`` for a sequence of actions (shell-quoted)."""
     import shlex
 
     passes = passes_text(actions, isolate_steps=isolate_steps)
-    return f"opt -passes='{passes}' {shlex.quote(input_path)} -o {shlex.quote(output_path)}"
+    return f"{opt_program()} -passes='{passes}' {shlex.quote(input_path)} -o {shlex.quote(output_path)}"
 
 
 def passes_text(actions: Sequence[int], *, isolate_steps: bool = False) -> str:

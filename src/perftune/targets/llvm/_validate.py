@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perftune.targets.llvm._datasets import Benchmark
-from perftune.targets.llvm._env import ValidationResult, opt_commandline, passes_text
+from perftune.targets.llvm._env import ValidationResult, opt_commandline, opt_program, passes_text
 from perftune.targets.llvm._errors import LlvmError
 from perftune.targets.llvm._ir import count_instructions
 from perftune.targets.llvm._run import build_module, outputs_match, reference_output, run_executable
@@ -57,7 +57,8 @@ def opt_chain_commandline(actions: Sequence[int], input_path: str, output_path: 
 
     from perftune.targets.llvm._actions import ACTIONS
 
-    stages = [f"opt -passes='{ACTIONS[a].pipeline}' -preserve-bc-uselistorder" for a in actions]
+    opt = opt_program()
+    stages = [f"{opt} -passes='{ACTIONS[a].pipeline}' -preserve-bc-uselistorder" for a in actions]
     stages[0] += f" {shlex.quote(input_path)}"
     stages[-1] += f" -o {shlex.quote(output_path)}"
     return " | ".join(stages)
