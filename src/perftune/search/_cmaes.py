@@ -82,7 +82,6 @@ class CMAES(SequentialTechnique):
         n = max(1, space.n_dims)
         self._n = n
         self._lambda = self.settings.popsize or 4 + int(3 * math.log(n))
-        self._restart_pending = True
         self._offspring = np.zeros((0, n))
 
     # ------------------------------------------------------------------ state
@@ -128,14 +127,13 @@ class CMAES(SequentialTechnique):
         mean = np.zeros(self._n)
         mean[: center.size] = center
         self._init_state(mean, sigma)
-        self._restart_pending = False
         return self._sample()
 
     # ------------------------------------------------------------------ the procedure
     def _advance(self, losses: list[float] | None) -> list[Config]:
         if self.space.n_dims == 0:
             return [self.start_config()]
-        if losses is None or self._restart_pending:
+        if losses is None:
             return self._restart()
         self._update(np.asarray(losses, dtype=float))
         if self._should_restart():
