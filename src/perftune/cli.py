@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> None:
 @click.option("--seconds", type=float, default=60.0, show_default=True, help="Search time.")
 @click.option("--search", type=click.Choice(["perftune", "random", "greedy"]), default="perftune",
               show_default=True, help="perftune's ensemble, or CompilerGym's random/greedy baselines.")
-@click.option("--length", type=int, default=80, show_default=True, help="Longest pass sequence searched.")
+@click.option("--length", type=int, default=160, show_default=True, help="Longest pass sequence searched.")
 @click.option("--engine", type=click.Choice(["helper", "opt"]), default="helper", show_default=True,
               help="Persistent libLLVM helper (fast) or one opt process per step.")
 @click.option("--no-run", is_flag=True, help="Do not run the program to check its output against -O0.")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -23,16 +24,83 @@ def test_searches_find_validated_sequences(search: str) -> None:
 
 def test_perftune_search_beats_the_oz_like_seed_and_replays() -> None:
     from perftune.targets.llvm import action_index, get_benchmark
-    from perftune.targets.llvm._tune import SequenceEvaluator, _seed_sequences
+    from perftune.targets.llvm._tune import DEFAULT_LENGTH, SequenceEvaluator, _seed_sequences
 
     bench = get_benchmark("benchmark://perftune-v0/crc32")
     ev = SequenceEvaluator(bench)
-    seed_best = min(ev.count([action_index(n) for n in s]) for s in _seed_sequences(80))
+    seed_best = min(ev.count([action_index(n) for n in s]) for s in _seed_sequences(DEFAULT_LENGTH))
     ev.close()
     result = tune_passes(bench, seconds=4, seed=0)
     assert result.count_result <= seed_best
     check = validate_actions(bench, result.actions, result.count_result, run=False)
     assert check.ok
+
+
+def test_seed_sequences_fit_the_length_and_differ() -> None:
+    from perftune.targets.llvm._tune import DEFAULT_LENGTH, _seed_sequences
+
+    seeds = _seed_sequences(DEFAULT_LENGTH)
+    assert len(seeds) == len(set(seeds)) >= 3
+    assert all(0 < len(s) <= DEFAULT_LENGTH for s in seeds)
+    assert "inline" not in seeds[0] and len(seeds[0]) > 100  # the -Oz-like passes twice, no inliner
+    assert all(len(s) <= 20 for s in _seed_sequences(20))
+
+
+def test_a_slow_evaluation_is_stopped_and_the_evaluator_stays_usable() -> None:
+    from perftune.targets.llvm import action_index, get_benchmark
+    from perftune.targets.llvm._tune import SequenceEvaluator, SequenceTooSlow, _seed_sequences
+
+    ev = SequenceEvaluator(get_benchmark("benchmark://perftune-v0/crc32"))
+    try:
+        long_seq = [action_index(n) for n in _seed_sequences(160)[0]]
+        expected = ev.count(long_seq[:10])
+        with pytest.raises(SequenceTooSlow, match="evaluation stopped after"):
+            ev.count(long_seq, time_limit_s=1e-6)
+        assert ev.count(long_seq[:10]) == expected
+        assert ev.count(long_seq, time_limit_s=60.0) < ev.count_start
+    finally:
+        ev.close()
+
+
+def test_single_edits_cover_the_neighbourhood() -> None:
+    import numpy as np
+
+    from perftune.targets.llvm import ACTIONS
+    from perftune.targets.llvm._tune import _apply_edit, _edits
+
+    seq = [3, 5, 5, 7]
+    moves = _edits(seq, np.random.default_rng(0))
+    n = len(ACTIONS)
+    # inserts at 5 places, replacements at 4 positions, 4 deletions, 2 swaps (5,5 is not one)
+    assert len(moves) == 5 * n + 4 * (n - 1) + 4 + 2
+    neighbours = {tuple(_apply_edit(seq, m)) for m in moves}
+    assert tuple(seq) not in neighbours
+    assert (5, 3, 5, 7) in neighbours and (3, 5, 7, 5) in neighbours  # swaps
+    assert (3, 5, 7) in neighbours and (0, 3, 5, 5, 7) in neighbours and (3, 5, 5, 7, 0) in neighbours
+    assert (3, 5, 5, 1) in neighbours
+    assert all(abs(len(x) - len(seq)) <= 1 for x in neighbours)
+
+
+def test_local_search_improves_a_poor_start_and_its_bests_replay() -> None:
+    from perftune.targets.llvm import action_index, get_benchmark
+    from perftune.targets.llvm._tune import SequenceEvaluator, _local_search
+
+    bench = get_benchmark("benchmark://perftune-v0/sieve")
+    ev = SequenceEvaluator(bench)
+    try:
+        start = [action_index("mem2reg"), action_index("licm"), action_index("loop-rotate")]
+        start_count = ev.count(start)
+        history: list = []
+        best, best_count = _local_search(
+            ev, start, start_count, time.monotonic() + 60, 0, 400, history, time.monotonic(), True, []
+        )
+        assert best_count < start_count and history
+        assert [c for _, c, _ in history] == sorted({c for _, c, _ in history}, reverse=True)
+        assert ev.count(best) == best_count
+    finally:
+        ev.close()
+    check = validate_actions(bench, best, best_count, run=True)
+    assert check.ok, check.errors
 
 
 def test_cli_json_and_text() -> None:

@@ -49,8 +49,11 @@ class Engine:
         """Makes the module in PATH (.ll or .bc) current and initial; returns its instruction count."""
         raise NotImplementedError
 
-    def apply(self, pipeline: str) -> int:
-        """Runs PIPELINE on the current module; returns the new instruction count."""
+    def apply(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        """Runs PIPELINE on the current module; returns the new instruction count.
+
+        ``timeout_s`` overrides the engine's time limit for this step (EngineCrash past it).
+        """
         raise NotImplementedError
 
     def trial(self, pipeline: str) -> int:
@@ -212,8 +215,8 @@ class HelperEngine(Engine):
         self._base, self._history = self._initial, []
         return count
 
-    def apply(self, pipeline: str) -> int:
-        count = int(self._command(f"apply {pipeline}"))
+    def apply(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        count = int(self._command(f"apply {pipeline}", timeout_s=timeout_s))
         self._history.append(pipeline)
         return count
 
@@ -319,7 +322,8 @@ class OptEngine(Engine):
         self._saved: dict[str, Path] = {}
         self._n = 0
 
-    def _run_opt(self, src: Path, pipeline: str, dst: Path) -> None:
+    def _run_opt(self, src: Path, pipeline: str, dst: Path, timeout_s: float | None = None) -> None:
+        limit = self.timeout_s if timeout_s is None else timeout_s
         try:
             result = subprocess.run(
                 # The use-list order is kept in the text, so that each step sees the module exactly
@@ -328,11 +332,11 @@ class OptEngine(Engine):
                  "-o", str(dst)],
                 capture_output=True,
                 text=True,
-                timeout=self.timeout_s,
+                timeout=limit,
             )
         except subprocess.TimeoutExpired:
             raise EngineCrash(
-                f"opt timed out after {self.timeout_s:g} s (passes: {pipeline[:200]})"
+                f"opt timed out after {limit:g} s (passes: {pipeline[:200]})"
             ) from None
         if result.returncode != 0:
             lines = [s for s in result.stderr.strip().splitlines() if s and not s.startswith((" ", "#"))]
@@ -354,9 +358,9 @@ class OptEngine(Engine):
         self._saved.clear()
         return self.count()
 
-    def apply(self, pipeline: str) -> int:
+    def apply(self, pipeline: str, *, timeout_s: float | None = None) -> int:
         out = self._next()
-        self._run_opt(self._current, pipeline, out)
+        self._run_opt(self._current, pipeline, out, timeout_s)
         os.replace(out, self._current)
         return self.count()
 

@@ -1,10 +1,11 @@
 """Pass-sequence search: perftune's ensemble, and CompilerGym's random and greedy baselines.
 
-The perftune search treats a pass sequence as ``length`` positions, each a
-:class:`~perftune.space.Choice` among the 118 actions and ``"none"`` (an empty slot, so that
-sequences can shrink). The AUC-bandit ensemble of :mod:`perftune.search` searches that space
-through :class:`perftune.Tuner`; the first configurations tried are a sequence shaped like LLVM's
-own -Oz pipeline, written with the action space, and some variants of it.
+The perftune search has two phases. First the AUC-bandit ensemble of :mod:`perftune.search`
+searches sequences of up to ``length`` passes (a
+:class:`~perftune.targets.llvm._sequence.PassSequence` parameter) through :class:`perftune.Tuner`,
+starting from sequences shaped like LLVM's own -Oz pipeline, written with the action space. Then
+a local search walks the single edits (insert, replace, delete, swap) of the ensemble's best,
+cut down to the passes that matter (:func:`_local_search`).
 
 Evaluations keep in-memory snapshots of the module after common prefixes (one every
 ``_SNAPSHOT_EVERY`` passes), so a sequence that differs from earlier ones only near its end
@@ -25,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -42,11 +44,13 @@ from perftune.targets.llvm._engine import Engine, EngineCrash, HelperEngine, Pip
 from perftune.targets.llvm._errors import LlvmError
 
 __all__ = [
+    "DEFAULT_LENGTH",
     "OZ_LIKE_SEQUENCE",
     "SEQUENCE_PORTFOLIO",
     "PassSequenceBandit",
     "PassTuneResult",
     "SequenceEvaluator",
+    "SequenceTooSlow",
     "tune_passes",
 ]
 
@@ -125,11 +129,23 @@ OZ_LIKE_SEQUENCE: tuple[str, ...] = (
     "-constmerge",
 )
 
+#: Positions of the perftune search's sequence: room for the -Oz-like sequence twice.
+DEFAULT_LENGTH = 160
 _SNAPSHOT_EVERY = 6
 _MAX_CANDIDATES = 8
 _MAX_REPAIRS = 4
 _MAX_SNAPSHOTS = 48
 _NONE = "none"
+# Share of the perftune search's time (and of its evaluations, when they are capped) that goes to
+# the ensemble; the rest goes to the local search around the ensemble's best. (0.2 and 0.4 gave
+# the same geomean on the 30 benchmarks of benchmarks/llvm.py at 20 s per benchmark.)
+_ENSEMBLE_SHARE = 0.4
+# An evaluation slower than _SLOW_FACTOR times the median of the last _SLOW_WINDOW ones (and than
+# _SLOW_MIN_S) is stopped and told as a failed trial, once _SLOW_AFTER evaluations have run.
+_SLOW_FACTOR = 5.0
+_SLOW_MIN_S = 0.5
+_SLOW_WINDOW = 50
+_SLOW_AFTER = 4
 
 
 @dataclass
@@ -210,6 +226,10 @@ class PassTuneResult:
         }
 
 
+class SequenceTooSlow(LlvmError):
+    """An evaluation passed its time limit (:meth:`SequenceEvaluator.count`)."""
+
+
 class SequenceEvaluator:
     """Instruction count after a pass sequence, reusing snapshots of common prefixes.
 
@@ -228,9 +248,16 @@ class SequenceEvaluator:
         self._fast = isinstance(self.engine, HelperEngine)
         self.n_evaluations = 0
 
-    def count(self, actions: list[int] | tuple[int, ...]) -> int:
-        """Instruction count after ``actions``; raises EngineCrash/PipelineError if a pass fails."""
+    def count(self, actions: list[int] | tuple[int, ...], *, time_limit_s: float | None = None) -> int:
+        """Instruction count after ``actions``; raises EngineCrash/PipelineError if a pass fails.
+
+        With ``time_limit_s``, an evaluation still running after that many seconds raises
+        :class:`SequenceTooSlow` between two passes (a single pass gets three times the limit
+        before the engine is restarted): a pass that blows the module up makes every later pass
+        slow, and one such sequence could eat a large part of a short search.
+        """
         self.n_evaluations += 1
+        started = time.monotonic()
         seq = tuple(actions)
         start = 0
         count: int | None = None
@@ -250,7 +277,16 @@ class SequenceEvaluator:
             count = self.engine.reset()
         try:
             for position in range(start, len(seq)):
-                count = self.engine.apply(ACTIONS[seq[position]].pipeline)
+                step_limit = None
+                if time_limit_s is not None:
+                    elapsed = time.monotonic() - started
+                    if elapsed > time_limit_s:
+                        raise SequenceTooSlow(
+                            f"evaluation stopped after {elapsed:.2f} s (limit {time_limit_s:.2f} s) "
+                            f"at pass {position} of {len(seq)}"
+                        )
+                    step_limit = 3.0 * time_limit_s
+                count = self.engine.apply(ACTIONS[seq[position]].pipeline, timeout_s=step_limit)
                 done = position + 1
                 if self._fast and done % _SNAPSHOT_EVERY == 0 and seq[:done] not in self._snapshots:
                     self._remember(seq[:done])
@@ -309,11 +345,21 @@ class SequenceEvaluator:
 def _seed_sequences(length: int) -> list[tuple[str, ...]]:
     names = {a.name for a in ACTIONS}
     base = [a.lstrip("-") for a in OZ_LIKE_SEQUENCE if a.lstrip("-") in names]
-    # The -Oz-like sequence, and variants: without the inliner (the action's default threshold
-    # suits speed, not size, so it often grows programs with several call sites), and its first
-    # half twice (cleanups find more after inlining).
-    variants = [base, [a for a in base if a != "inline"], base[: len(base) // 2] * 2]
-    return [tuple(v[:length]) for v in variants]
+    # Run as one flat sequence, the -Oz-like passes leave work behind that a second run finds
+    # (-Oz interleaves inlining with per-function cleanup; a flat sequence cannot). The inliner
+    # action's threshold suits speed, not size: it often grows programs with several call sites,
+    # and on others it is what makes them small. So the first configurations are: the sequence
+    # without the inliner twice, the whole sequence then the sequence without the inliner, and
+    # each of the two alone (all cut to ``length``). On the 30 benchmarks of benchmarks/llvm.py
+    # these four are worth a geomean reward of 1.050 before any search (the whole sequence alone
+    # 0.987).
+    no_inline = [a for a in base if a != "inline"]
+    variants = [no_inline * 2, base + no_inline, base, no_inline]
+    out: list[tuple[str, ...]] = []
+    for v in variants:
+        if tuple(v[:length]) not in out:
+            out.append(tuple(v[:length]))
+    return out
 
 
 #: The ensemble used for pass sequences: the techniques of perftune's portfolio that work through
@@ -352,7 +398,9 @@ def _search_perftune(
     history: list[Any],
     t0: float,
     check_output: bool = True,
-) -> list[int]:
+    durations: list[float] | None = None,
+    hard_deadline: float | None = None,
+) -> tuple[list[int], int]:
     from perftune.drive import Tuner
     from perftune.space import Space
     from perftune.targets.llvm._sequence import PassSequence
@@ -365,15 +413,23 @@ def _search_perftune(
     best_count = ev.count_start
     best: list[int] = []
     n = 0
-    while time.monotonic() < deadline and (max_evals is None or n < max_evals):
+    durations = [] if durations is None else durations
+    # The seed sequences are measured even past ``deadline`` (not past ``hard_deadline``): the
+    # local search that follows starts from the best of them at least.
+    hard_deadline = deadline if hard_deadline is None else hard_deadline
+    while (
+        (time.monotonic() < deadline or n <= len(seeds))
+        and time.monotonic() < hard_deadline
+        and (max_evals is None or n < max_evals)
+    ):
         trial = tuner.ask()
         if trial is None:
             break
         n += 1
         actions = [action_index(name) for name in trial.config["passes"]]
         try:
-            count = ev.count(actions)
-        except (EngineCrash, PipelineError) as exc:
+            count = _timed_count(ev, actions, durations)
+        except (EngineCrash, PipelineError, SequenceTooSlow) as exc:
             tuner.tell(trial, error=str(exc))
             continue
         if count < best_count and check_output and not ev.output_ok():
@@ -385,7 +441,111 @@ def _search_perftune(
         if count < best_count:
             best_count, best = count, actions
             history.append((time.monotonic() - t0, count, list(actions)))
-    return best
+    return best, best_count
+
+
+def _timed_count(ev: SequenceEvaluator, actions: list[int], durations: list[float]) -> int:
+    """``ev.count`` with the slow-evaluation limit derived from the evaluations so far."""
+    limit = None
+    if len(durations) >= _SLOW_AFTER:
+        limit = max(_SLOW_MIN_S, _SLOW_FACTOR * float(np.median(durations[-_SLOW_WINDOW:])))
+    started = time.monotonic()
+    try:
+        return ev.count(actions, time_limit_s=limit)
+    finally:
+        durations.append(time.monotonic() - started)
+
+
+def _edits(seq: list[int], rng: np.random.Generator) -> list[tuple[str, int, int]]:
+    """Every single edit of SEQ (insert, replace, delete, adjacent swap), in random order."""
+    n_actions = len(ACTIONS)
+    moves = [("insert", p, a) for p in range(len(seq) + 1) for a in range(n_actions)]
+    moves += [("replace", p, a) for p in range(len(seq)) for a in range(n_actions) if a != seq[p]]
+    moves += [("delete", p, -1) for p in range(len(seq))]
+    moves += [("swap", p, -1) for p in range(len(seq) - 1) if seq[p] != seq[p + 1]]
+    order = rng.permutation(len(moves))
+    return [moves[int(i)] for i in order]
+
+
+def _apply_edit(seq: list[int], move: tuple[str, int, int]) -> list[int]:
+    kind, p, a = move
+    if kind == "insert":
+        return seq[:p] + [a] + seq[p:]
+    if kind == "replace":
+        return seq[:p] + [a] + seq[p + 1 :]
+    if kind == "delete":
+        return seq[:p] + seq[p + 1 :]
+    return seq[:p] + [seq[p + 1], seq[p]] + seq[p + 2 :]
+
+
+def _local_search(
+    ev: SequenceEvaluator,
+    start: list[int],
+    start_count: int,
+    deadline: float,
+    seed: int,
+    max_evals: int | None,
+    history: list[Any],
+    t0: float,
+    check_output: bool,
+    durations: list[float],
+) -> tuple[list[int], int]:
+    """First-improvement local search over single edits of the (shortened) best sequence.
+
+    The ensemble's best sequence is first cut down to the passes that matter (the ones whose
+    removal would raise the count), which leaves 10 to 30 passes; its neighbourhood (every
+    insertion, replacement, deletion and adjacent swap, about 240 per position) is then small
+    enough to walk, and short sequences are cheap to evaluate. Moves are tried in random order;
+    the first one that lowers the count (or keeps it with fewer passes) is taken and the
+    neighbourhood of the new sequence is walked. When a whole neighbourhood brings nothing, the
+    search restarts from the best sequence with two random edits.
+    """
+    rng = np.random.default_rng(seed + 7919)
+    best, best_count = list(start), start_count
+    current, current_count, _ = _drop_useless(ev, best, best_count, deadline)
+    if current_count < best_count:  # a removal lowered the count: a new best, if it runs right
+        if check_output and not ev.output_ok():
+            current, current_count = list(best), best_count
+        else:
+            best, best_count = list(current), current_count
+            history.append((time.monotonic() - t0, best_count, list(best)))
+    n = 0
+    rejected: set[tuple[int, ...]] = set()
+    while time.monotonic() < deadline and (max_evals is None or n < max_evals):
+        improved = False
+        for move in _edits(current, rng):
+            if time.monotonic() >= deadline or (max_evals is not None and n >= max_evals):
+                break
+            candidate = _apply_edit(current, move)
+            if tuple(candidate) in rejected:
+                continue
+            n += 1
+            try:
+                count = _timed_count(ev, candidate, durations)
+            except (EngineCrash, PipelineError, SequenceTooSlow):
+                continue
+            if count > current_count or (count == current_count and len(candidate) >= len(current)):
+                continue
+            if count < best_count and check_output and not ev.output_ok():
+                rejected.add(tuple(candidate))  # miscompiled: never the new best
+                continue
+            current, current_count = candidate, count
+            if count < best_count:
+                best, best_count = list(candidate), count
+                history.append((time.monotonic() - t0, count, list(candidate)))
+            improved = True
+            break
+        if not improved and time.monotonic() < deadline:
+            # A local optimum: kick the best sequence with two random edits and walk on from there.
+            kicked = list(best)
+            for _ in range(2):
+                edits = _edits(kicked, rng)
+                kicked = _apply_edit(kicked, edits[0])
+            try:
+                current, current_count = kicked, _timed_count(ev, kicked, durations)
+            except (EngineCrash, PipelineError, SequenceTooSlow):
+                current, current_count = list(best), best_count
+    return best, best_count
 
 
 def _search_random(
@@ -475,7 +635,7 @@ def tune_passes(
     seconds: float = 60.0,
     evals: int | None = None,
     search: str = "perftune",
-    length: int = 80,
+    length: int = DEFAULT_LENGTH,
     seed: int = 0,
     technique: str = SEQUENCE_TECHNIQUE,
     engine: str = "helper",
@@ -509,15 +669,35 @@ def tune_passes(
         raise LlvmError(f"length must be at least 1, got {length!r}")
     bench = get_benchmark(benchmark)
     ev = SequenceEvaluator(bench, engine=engine)
+    if validate and run and bench.runnable:
+        from perftune.targets.llvm._run import reference_output
+
+        # The -O0 build's output, which candidates are checked against, is part of preparing the
+        # benchmark (like the -Oz count), not of the search: build and run it before the clock
+        # starts (a slow program would otherwise spend up to its run limit of the budget).
+        with contextlib.suppress(LlvmError):
+            reference_output(bench)
     t0 = time.monotonic()
-    # The last tenth of the time goes to dropping passes that do not help (a shorter command line).
-    deadline = t0 + (0.9 * seconds if search == "perftune" else seconds)
+    # perftune: the ensemble, then a local search around its best; the last twentieth of the time
+    # goes to validating the winner and dropping passes that do not help (a shorter command line).
+    deadline = t0 + (0.95 * seconds if search == "perftune" else seconds)
     history: list[Any] = []  # (seconds, count, actions) at every improvement
     validation = None
     n_removed = 0
     try:
         if search == "perftune":
-            _search_perftune(ev, deadline, length, seed, technique, evals, history, t0, validate and run)
+            check = validate and run
+            durations: list[float] = []
+            ensemble_evals = None if evals is None else max(1, round(_ENSEMBLE_SHARE * evals))
+            best, best_count = _search_perftune(
+                ev, t0 + _ENSEMBLE_SHARE * seconds, length, seed, technique, ensemble_evals, history, t0,
+                check, durations, hard_deadline=deadline,
+            )
+            if best:
+                local_evals = None if evals is None else max(0, evals - ev.n_evaluations)
+                _local_search(
+                    ev, best, best_count, deadline, seed, local_evals, history, t0, check, durations
+                )
         elif search == "random":
             _search_random(ev, deadline, seed, patience, evals, history, t0)
         else:
