@@ -649,7 +649,8 @@ def tune_passes(
         benchmark: URI or file (see :func:`~perftune.targets.llvm.get_benchmark`).
         seconds: Wall-clock budget of the search.
         evals: Optional cap on the number of evaluated sequences.
-        search: ``"perftune"`` (the ensemble), ``"random"`` or ``"greedy"``.
+        search: ``"perftune"`` (the ensemble, then a local search around its best), ``"random"`` or
+            ``"greedy"``.
         length: Number of positions of the sequence (perftune search).
         seed: Seed of the search.
         technique: perftune technique (default: the bandit ensemble over :data:`SEQUENCE_PORTFOLIO`;
