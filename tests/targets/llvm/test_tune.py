@@ -44,6 +44,8 @@ def test_seed_sequences_fit_the_length_and_differ() -> None:
     assert all(0 < len(s) <= DEFAULT_LENGTH for s in seeds)
     assert "inline" not in seeds[0] and len(seeds[0]) > 100  # the -Oz-like passes twice, no inliner
     assert all(len(s) <= 20 for s in _seed_sequences(20))
+    command = cli.commands["llvm-passes"]
+    assert next(p.default for p in command.params if p.name == "length") == DEFAULT_LENGTH
 
 
 def test_a_slow_evaluation_is_stopped_and_the_evaluator_stays_usable() -> None:
