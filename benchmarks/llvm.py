@@ -124,6 +124,14 @@ def quality(  # type: ignore[no-untyped-def]
     return table(records, out)
 
 
+def quality_heading(out, n_benchmarks: int, seconds: list[float]) -> None:  # type: ignore[no-untyped-def]
+    """The heading of the reward table, for a run and for a report built from result files alike."""
+    out(f"## IrInstructionCountOz reward, {'/'.join(f'{x:g}' for x in seconds)} s per benchmark and search")
+    out()
+    out(f"{n_benchmarks} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
+    out()
+
+
 def parse_uris(spec: str) -> list[str]:
     """``csmith:A-B``, ``suite`` or URIs, comma-separated."""
     from perftune.targets.llvm import bundled_uris, csmith_uris
@@ -211,12 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         out()
     if args.report:
         records = [json.loads(line) for path in args.report for line in Path(path).read_text().splitlines() if line]
-        n = len({r["uri"] for r in records})
-        secs = sorted({r["seconds"] for r in records})
-        out(f"## IrInstructionCountOz reward, {'/'.join(f'{x:g}' for x in secs)} s per benchmark and search")
-        out()
-        out(f"{n} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
-        out()
+        quality_heading(out, len({r["uri"] for r in records}), sorted({r["seconds"] for r in records}))
         table(records, out)
         out()
     elif args.only in (None, "quality"):
@@ -225,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             uris = csmith_uris(range(1, args.seeds + 1)) + ([] if args.no_suite else bundled_uris())
         searches = tuple(s for s in args.searches.split(",") if s)
-        out(f"## IrInstructionCountOz reward, {args.seconds:g} s per benchmark and search")
-        out()
-        out(f"{len(uris)} benchmarks. Cells: reward (instructions reached, sequences evaluated).")
-        out()
+        quality_heading(out, len(uris), [args.seconds])
         quality(uris, args.seconds, searches, out, args.jsonl)
         out()
     if args.out:
