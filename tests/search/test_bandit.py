@@ -238,3 +238,35 @@ def test_default_search_starts_with_a_boundary_design_then_the_bandit() -> None:
     assert "pattern-search" not in tech.bandit.names
     continuous = StagedBandit(Space({"x": Float(-1.0, 1.0)}), seed=1, settings=StagedSettings(n_design=2))
     assert "pattern-search" in continuous.bandit.names
+
+
+def test_default_search_picks_its_portfolio_by_the_kinds_of_parameters() -> None:
+    from perftune.search import CONTINUOUS_PORTFOLIO, DEFAULT_PORTFOLIO, STAGED_PORTFOLIO, StagedBandit
+    from perftune.space import Choice, Int, LogFloat, Pow2, Space
+
+    reals = StagedBandit(Space({"x": Float(-1.0, 1.0), "lr": LogFloat(1e-5, 1e-1)}), seed=0)
+    assert tuple(reals.bandit.names) == CONTINUOUS_PORTFOLIO and reals.n_design == 0
+    mixed = StagedBandit(Space({"x": Float(-1.0, 1.0), "algo": Choice(["a", "b"])}), seed=0)
+    assert tuple(mixed.bandit.names) == DEFAULT_PORTFOLIO and mixed.n_design == 0
+    kernel = StagedBandit(Space({"block": Pow2(1, 1024), "unroll": Int(1, 8)}), seed=0)
+    assert tuple(kernel.bandit.names) == STAGED_PORTFOLIO and kernel.n_design == 16
+    # The bandit chooses among all of them on a real-valued problem, and every proposal is legal.
+    proposed = reals.ask(40)
+    assert len(set(proposed)) == 40
+    assert all(-1.0 <= c["x"] <= 1.0 and 1e-5 <= c["lr"] <= 1e-1 for c in proposed)
+
+
+def test_default_search_converges_on_a_smooth_real_valued_problem() -> None:
+    import perftune
+
+    space = Space({"x": Float(-100.0, 100.0), "y": Float(-100.0, 100.0), "z": Float(-100.0, 100.0)})
+
+    def f(c: dict) -> float:  # a rotated ellipsoid away from the centre of the box
+        u, v, w = c["x"] - 31.7, c["y"] + 12.9, c["z"] - 55.1
+        return (u + v) ** 2 + 30 * (u - v) ** 2 + 1000 * w**2
+
+    tuner = perftune.Tuner(space, seed=3, lag=0)
+    for _ in range(200):
+        trial = tuner.ask()
+        tuner.tell(trial, f(trial.config))
+    assert tuner.best.value < 1e-6

@@ -35,7 +35,7 @@ from perftune.search._random import RandomSearch
 from perftune.search._registry import ALIASES, ENTRY_POINT_GROUP, create, get, names, register
 from perftune.search._sequential import SequentialTechnique
 from perftune.search._simplex import NelderMead, NelderMeadSettings
-from perftune.search._staged import STAGED_PORTFOLIO, StagedBandit, StagedSettings
+from perftune.search._staged import CONTINUOUS_PORTFOLIO, STAGED_PORTFOLIO, StagedBandit, StagedSettings
 from perftune.search._trust import TrustRegion, TrustRegionSettings
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "BoundarySettings",
     "CMAES",
     "CMAESSettings",
+    "CONTINUOUS_PORTFOLIO",
     "CoordinateDescent",
     "CoordinateDescentSettings",
     "DESettings",
