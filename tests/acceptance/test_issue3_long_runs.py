@@ -64,6 +64,9 @@ def _interrupted_run(
         text=True,
         start_new_session=True,
         env=env,
+        # A shell starts background jobs with SIGINT ignored, and children inherit that; a terminal's
+        # perftune has the default disposition, which is what this test is about.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while len(recorder.measured()) < 6 and time.monotonic() < deadline and proc.poll() is None:
