@@ -105,6 +105,42 @@ def test_local_search_improves_a_poor_start_and_its_bests_replay() -> None:
     assert check.ok, check.errors
 
 
+def test_greedy_extension_appends_the_best_pass_at_each_step() -> None:
+    from perftune.targets.llvm import ACTIONS, LlvmError, action_index, get_benchmark
+    from perftune.targets.llvm._tune import SequenceEvaluator, _extend_greedily
+
+    bench = get_benchmark("benchmark://perftune-v0/sieve")
+    ev = SequenceEvaluator(bench)
+    try:
+        start = [action_index("mem2reg")]
+        start_count = ev.count(start)
+        history: list = []
+        ext = _extend_greedily(ev, start, start_count, time.monotonic() + 60, None, history, 0.0, True, [])
+        assert ext.actions[:1] == start and len(ext.actions) > 1 and ext.count < start_count
+        counts = [c for _, c, _ in history]
+        assert counts == sorted(set(counts), reverse=True) and counts[-1] == ext.count
+        assert ev.count(ext.actions) == ext.count
+        def appended(prefix: list[int]) -> list[int]:  # the count after prefix + each single action
+            out = []
+            for a in range(len(ACTIONS)):
+                ev.count(prefix)
+                try:
+                    out.append(ev.trial(a))
+                except LlvmError:
+                    out.append(10**9)
+            return out
+
+        # It stopped where no single appended pass lowers the count any further ...
+        assert min(appended(ext.actions)) >= ext.count
+        # ... and its first step took the best single pass after mem2reg.
+        assert ev.count(ext.actions[:2]) == min(appended(start))
+        # No evaluations left: nothing is appended.
+        none_left = _extend_greedily(ev, start, start_count, time.monotonic() + 60, 1, [], 0.0, True, [])
+        assert none_left.actions == start
+    finally:
+        ev.close()
+
+
 def test_cli_json_and_text() -> None:
     runner = CliRunner()
     out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"])

@@ -56,8 +56,11 @@ class Engine:
         """
         raise NotImplementedError
 
-    def trial(self, pipeline: str) -> int:
-        """Instruction count PIPELINE would give, leaving the current module unchanged."""
+    def trial(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        """Instruction count PIPELINE would give, leaving the current module unchanged.
+
+        ``timeout_s`` as for :meth:`apply`.
+        """
         raise NotImplementedError
 
     def count(self) -> int:
@@ -220,8 +223,8 @@ class HelperEngine(Engine):
         self._history.append(pipeline)
         return count
 
-    def trial(self, pipeline: str) -> int:
-        return int(self._command(f"trial {pipeline}"))
+    def trial(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        return int(self._command(f"trial {pipeline}", timeout_s=timeout_s))
 
     def count(self) -> int:
         return int(self._command("count"))
@@ -364,9 +367,9 @@ class OptEngine(Engine):
         os.replace(out, self._current)
         return self.count()
 
-    def trial(self, pipeline: str) -> int:
+    def trial(self, pipeline: str, *, timeout_s: float | None = None) -> int:
         out = self._next()
-        self._run_opt(self._current, pipeline, out)
+        self._run_opt(self._current, pipeline, out, timeout_s)
         count = count_instructions(out.read_text())
         out.unlink()
         return count
