@@ -634,7 +634,7 @@ def _extend_greedily(
                 try:
                     ev.count(seq)  # the engine restarted: rebuild the module
                 except (EngineCrash, PipelineError):
-                    return _Extension(list(start), start_count, n)
+                    return _Extension(seq, count, n)  # what was appended so far stands
                 continue
             if trial_count < best_count:
                 best_action, best_count = action, trial_count
