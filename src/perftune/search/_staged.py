@@ -40,7 +40,7 @@ STAGED_PORTFOLIO: tuple[str, ...] = (
 #: evaluations and 20 seeds each (``benchmarks/continuous.py``; shifted, rotated, noisy and
 #: multimodal ones among them): against the general portfolio it reaches a lower median on 12 of
 #: the 13, by orders of magnitude on most; it is behind on shifted 2-D Rastrigin (0.5-1.0 against
-#: 0.02), where the general portfolio's breadth finds the global basin more often.
+#: 0.02-0.04), where the general portfolio's breadth finds the global basin more often.
 CONTINUOUS_PORTFOLIO: tuple[str, ...] = (
     "pattern-search",
     "trust-region",
