@@ -456,11 +456,16 @@ def _search_perftune(
     return best, best_count
 
 
+def _slow_limit(durations: list[float]) -> float | None:
+    """Seconds after which an evaluation counts as too slow, from the evaluations so far."""
+    if len(durations) < _SLOW_AFTER:
+        return None
+    return max(_SLOW_MIN_S, _SLOW_FACTOR * float(np.median(durations[-_SLOW_WINDOW:])))
+
+
 def _timed_count(ev: SequenceEvaluator, actions: list[int], durations: list[float]) -> int:
     """``ev.count`` with the slow-evaluation limit derived from the evaluations so far."""
-    limit = None
-    if len(durations) >= _SLOW_AFTER:
-        limit = max(_SLOW_MIN_S, _SLOW_FACTOR * float(np.median(durations[-_SLOW_WINDOW:])))
+    limit = _slow_limit(durations)
     started = time.monotonic()
     try:
         return ev.count(actions, time_limit_s=limit)
@@ -618,10 +623,9 @@ def _extend_greedily(
     except (EngineCrash, PipelineError, SequenceTooSlow):
         return _Extension(list(start), start_count, 1)
     n += 1
-    # One pass gets what a single pass of a whole sequence gets (see _timed_count and count).
-    limit = None
-    if len(durations) >= _SLOW_AFTER:
-        limit = 3.0 * max(_SLOW_MIN_S, _SLOW_FACTOR * float(np.median(durations[-_SLOW_WINDOW:])))
+    # One pass gets what a single pass of a whole sequence gets (see SequenceEvaluator.count).
+    sequence_limit = _slow_limit(durations)
+    limit = None if sequence_limit is None else 3.0 * sequence_limit
     while time.monotonic() < deadline and (max_evals is None or n < max_evals):
         best_action, best_count = None, count
         for action in range(len(ACTIONS)):
@@ -687,27 +691,8 @@ def _search_random(
 
 
 def _search_greedy(ev: SequenceEvaluator, deadline: float, history: list[Any], t0: float) -> list[int]:
-    ev.engine.reset()
-    current = ev.count_start
-    chosen: list[int] = []
-    while time.monotonic() < deadline:
-        best_action, best_count = None, current
-        for action in range(len(ACTIONS)):
-            if time.monotonic() >= deadline:
-                break
-            try:
-                count = ev.trial(action)
-            except (EngineCrash, PipelineError):
-                ev.count(chosen)  # the engine restarted: rebuild the current module
-                continue
-            if count < best_count:
-                best_action, best_count = action, count
-        if best_action is None:
-            break
-        current = ev.engine.apply(ACTIONS[best_action].pipeline)
-        chosen.append(best_action)
-        history.append((time.monotonic() - t0, current, list(chosen)))
-    return chosen
+    """CompilerGym's greedy search: the greedy extension of the empty sequence, without output checks."""
+    return _extend_greedily(ev, [], ev.count_start, deadline, None, history, t0, False, []).actions
 
 
 def _drop_useless(
