@@ -1,0 +1,1 @@
+../../targets/flags/programs/stencil.c
