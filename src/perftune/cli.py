@@ -4,7 +4,8 @@ Argument parsing lives here only. Every user mistake surfaces as one line on std
 nothing already measured is lost.
 
 Example:
-    $ perftune run examples/python_metric/task.toml --budget 50
+    $ perftune examples
+    $ perftune run perftune-examples/python_metric/task.toml --budget 50
     $ perftune runs
     $ perftune best latest
 """
@@ -102,7 +103,8 @@ def cli(ctx: click.Context, store: str | None, seed: int | None, workers: int | 
 
     \b
     Start here:
-      perftune run examples/python_metric/task.toml --budget 40
+      perftune examples             # copy the bundled examples to ./perftune-examples
+      perftune run perftune-examples/python_metric/task.toml --budget 40
       perftune runs                 # what is in the store
       perftune show latest          # one run: best, history, failures
       perftune best latest          # the best configuration as JSON
@@ -622,3 +624,91 @@ def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | No
     info = st.get_run(run)
     path = write_html(st, info.id, output or f"report-{info.name}.html")
     click.echo(f"wrote {path}")
+
+
+# The bundled examples live in the package (perftune/examples; the repository's examples/ links there),
+# so a pip-installed user gets the same files as a checkout.
+_EXAMPLES_FIRST_TASK = "python_metric/task.toml"
+
+
+def _bundled_examples() -> list[tuple[str, Any]]:
+    """``(relative path, resource)`` of every bundled example file, sorted."""
+    from importlib.resources import files
+
+    found: list[tuple[str, Any]] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.name == "__pycache__" or child.name.endswith(".pyc"):
+                continue
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            else:
+                found.append((prefix + child.name, child))
+
+    walk(files("perftune") / "examples", "")
+    return sorted(found, key=lambda item: item[0])
+
+
+def _write_examples(directory: str, *, force: bool) -> list[str]:
+    """Copy the bundled examples into ``directory``; returns the relative paths written."""
+    from pathlib import Path
+
+    root = Path(directory)
+    examples = _bundled_examples()
+    if not examples:
+        raise PerftuneError("examples: this installation of perftune has no bundled examples")
+    folders = {root / rel for rel, _ in examples for rel in Path(rel).parents}
+    in_the_way = sorted(str(f) for f in folders if os.path.lexists(f) and not f.is_dir())
+    if in_the_way:
+        raise PerftuneError(f"examples: {in_the_way[0]} is in the way: it should be a folder")
+    if not force:
+        taken = [rel for rel, _ in examples if os.path.lexists(root / rel)]
+        if taken:
+            raise PerftuneError(f"examples: {len(taken)} of the files exist already in {directory} "
+                                f"(such as {taken[0]}); pass --force to overwrite them")
+    written = []
+    for rel, resource in examples:
+        target = root / rel
+        try:
+            missing = []
+            folder = target.parent
+            while not folder.is_dir():
+                missing.append(folder)
+                folder = folder.parent
+            for folder in reversed(missing):
+                folder.mkdir()
+                # Modes are explicit, whatever the umask: a root user's candidates run as an unprivileged
+                # user, who must be able to read the task files and sources.
+                folder.chmod(0o755)
+            if target.is_symlink():
+                target.unlink()  # --force replaces the file, never what a link points to
+            target.write_bytes(resource.read_bytes())
+            target.chmod(0o644)
+        except OSError as error:
+            raise PerftuneError(f"examples: cannot write {target} ({error.strerror or error})") from None
+        written.append(rel)
+    return written
+
+
+@cli.command("examples")
+@click.argument("directory", default="perftune-examples", required=False, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite files that exist already.")
+def examples_cmd(directory: str, force: bool) -> None:
+    """Write the bundled examples (task files and their sources) into DIRECTORY.
+
+    DIRECTORY defaults to ./perftune-examples; existing files are kept unless --force is given.
+
+    \b
+    Example:
+      perftune examples
+      perftune run perftune-examples/python_metric/task.toml --budget 40
+    """
+    import shlex
+
+    written = _write_examples(directory, force=force)
+    click.echo(f"wrote {len(written)} files to {directory}:")
+    for rel in written:
+        click.echo(f"  {os.path.join(directory, rel)}")
+    task = shlex.quote(os.path.join(directory, _EXAMPLES_FIRST_TASK))
+    click.echo(f"next: perftune run {task} --budget 40")
