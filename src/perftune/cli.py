@@ -617,13 +617,18 @@ def _print_flags_result(result: Any, as_json: bool) -> None:
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.pass_context
 def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | None) -> None:
-    """Write an HTML report of RUN: convergence, technique credits, failures by reason, best configuration."""
-    from perftune.report import write_html
+    """Write an HTML report of RUN: convergence, technique credits, failures by reason, best configuration.
+
+    The plots need matplotlib (pip install 'perftune[plot]'); without it the page has the tables only.
+    """
+    from perftune.report import plots_available, write_html
 
     st = _open(ctx, store)
     info = st.get_run(run)
-    path = write_html(st, info.id, output or f"report-{info.name}.html")
-    click.echo(f"wrote {path}")
+    plots = plots_available()
+    path = write_html(st, info.id, output or f"report-{info.name}.html", plots=plots)
+    click.echo(f"wrote {path}" if plots else
+               f"wrote {path} (tables only; for the plots: pip install 'perftune[plot]')")
 
 
 # The bundled examples live in the package (perftune/examples; the repository's examples/ links there),

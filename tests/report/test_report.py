@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html.parser
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,75 @@ def test_credit_goes_to_the_techniques_that_improved_the_best() -> None:
     assert sum(final.values()) == pytest.approx(1.0)
     assert len(hist["model"]) == len(trials)
     assert failure_counts(trials) == [("failed", "boom", 1)]
+
+
+@pytest.fixture()
+def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core install: ``import matplotlib`` fails as it does when the plot extra is missing."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+
+
+def test_without_matplotlib_the_page_has_the_tables_and_names_the_extra(db: str, tmp_path: Path,
+                                                                         no_matplotlib: None) -> None:
+    from perftune.report import plots_available
+
+    assert not plots_available()
+    store = open_store(db)
+    try:
+        run_id = store.get_run("demo").id
+        best = store.best(run_id)
+        n_failed = sum(1 for t in store.trials(run_id) if not t.ok)
+        out = write_html(store, "demo", tmp_path / "demo.html")
+    finally:
+        store.close()
+    page = _parse(out)
+    text = " ".join(page.text)
+    assert page.images == []
+    assert text.count("pip install 'perftune[plot]'") == 3  # where each of the three plots would be
+    for heading in ("Best configuration", "Convergence", "Technique credits over time", "Failures by reason"):
+        assert heading in text
+    assert "RuntimeError: kernel launch failed: too many resources requested" in text
+    assert n_failed > 0 and f"{best.value:.6g}" in text
+    assert "new best" in text  # the convergence curve as a table: every trial that improved the best
+
+
+def test_without_matplotlib_the_command_still_writes_the_page(db: str, tmp_path: Path,
+                                                              no_matplotlib: None) -> None:
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["--store", db, "report", "latest", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"wrote {out} (tables only; for the plots: pip install 'perftune[plot]')"
+    assert "Best configuration" in out.read_text()
+
+
+def test_asking_for_plots_without_matplotlib_is_one_error_naming_the_extra(db: str, tmp_path: Path,
+                                                                           no_matplotlib: None) -> None:
+    store = open_store(db)
+    try:
+        with pytest.raises(PerftuneError, match=r"pip install 'perftune\[plot\]'"):
+            write_html(store, "demo", tmp_path / "x.html", plots=True)
+    finally:
+        store.close()
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_improvements_table_lists_each_new_best_in_order(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "t.db"))
+    try:
+        space = Space({"x": Int(0, 9)})
+        run_id = store.create_run("steps", space, {}, "min", None).id
+        for i, (x, value) in enumerate([(0, 10.0), (1, 12.0), (2, 5.0), (3, None), (4, 4.0)]):
+            store.add_trial(run_id, Trial(id=i, config=Config({"x": x}),
+                                          status=Status.OK if value is not None else Status.FAILED,
+                                          value=value, loss=value, reason=None if value else "boom",
+                                          technique="random"))
+        out = write_html(store, "steps", tmp_path / "s.html", plots=False)
+    finally:
+        store.close()
+    page = out.read_text()
+    table = page.split("<th>new best</th>", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<tr><td>(\d+)</td><td>([0-9.]+)</td>", table) == [("0", "10"), ("2", "5"), ("4", "4")]

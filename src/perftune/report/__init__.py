@@ -1,4 +1,8 @@
-"""Reports of stored runs: a self-contained HTML page with plots (matplotlib, imported lazily).
+"""Reports of stored runs: a self-contained HTML page, with plots when matplotlib is installed.
+
+The core install writes the page with its tables (every new best, techniques, failures by reason,
+the best configuration); the plots need the ``plot`` extra (``pip install 'perftune[plot]'``).
+matplotlib is imported only when a plot is drawn, so importing this package never needs it.
 
 Example:
     >>> from perftune.store import open_store
@@ -10,6 +14,6 @@ From the command line: ``perftune report latest -o report.html``.
 
 from __future__ import annotations
 
-from perftune.report._html import credit_history, failure_counts, write_html
+from perftune.report._html import credit_history, failure_counts, plots_available, write_html
 
-__all__ = ["credit_history", "failure_counts", "write_html"]
+__all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]

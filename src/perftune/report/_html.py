@@ -17,16 +17,33 @@ from typing import Any
 from perftune.errors import PerftuneError
 from perftune.trial import Status, Trial
 
-__all__ = ["credit_history", "failure_counts", "write_html"]
+__all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]
 
 _STATUS_COLOURS = {"failed": "#d62728", "timeout": "#ff7f0e", "cancelled": "#7f7f7f"}
+
+# What a user without matplotlib installs to get the plots.
+_PLOT_EXTRA_HINT = "pip install 'perftune[plot]'"
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported, so that :func:`write_html` draws its plots.
+
+    Example:
+        >>> isinstance(plots_available(), bool)
+        True
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise PerftuneError("perftune report needs matplotlib: pip install 'perftune[plot]'") from None
+        raise PerftuneError(f"the report's plots need matplotlib: {_PLOT_EXTRA_HINT}") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -197,28 +214,56 @@ th{background:#f4f4f4} img{max-width:100%} .muted{color:#777} code{background:#f
 """
 
 
-def write_html(store: Any, run: str | int, path: str | os.PathLike[str]) -> Path:
+def _improvements_table(trials: Sequence[Trial], goal: str) -> str:
+    """The trials that improved the best so far: the convergence curve as a table."""
+    rows = []
+    best: float | None = None
+    for t in sorted(trials, key=lambda t: t.id):
+        loss = _loss(t, goal)
+        if loss is not None and (best is None or loss < best):
+            best = loss
+            rows.append(f"<tr><td>{t.id}</td><td>{_value(t.value)}</td>"
+                        f"<td>{html.escape(str(t.technique))}</td></tr>")
+    return ("<table><tr><th>trial</th><th>new best</th><th>technique</th></tr>" + "".join(rows)
+            + "</table>")
+
+
+def _no_plot(what: str) -> str:
+    return (f"<p class='muted'>No {html.escape(what)} plot: matplotlib is not installed "
+            f"({html.escape(_PLOT_EXTRA_HINT)}).</p>")
+
+
+def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
+               plots: bool | None = None) -> Path:
     """Write a self-contained HTML report of one stored run.
 
     The page shows the run's summary, the convergence plot (every measured value and the best so
     far, failures marked), the technique credits over time (who found the improvements, and how the
-    ensemble shared its proposals), the failures by reason, and the best configuration.
+    ensemble shared its proposals), the failures by reason, and the best configuration. The tables
+    (every new best, techniques, failures) are always there; the plots need matplotlib (the ``plot``
+    extra), and without it the page says so where each plot would be.
 
     Args:
         store: An open :class:`perftune.store.Store`.
         run: Run name, numeric id or ``"latest"``.
         path: The HTML file to write.
+        plots: Draw the plots; ``None`` (the default) draws them when matplotlib is installed.
 
     Returns:
         The path written.
 
     Raises:
-        PerftuneError: unknown run (from the store), matplotlib missing, or the file cannot be written.
+        PerftuneError: unknown run (from the store), ``plots=True`` without matplotlib, or the file
+            cannot be written.
 
     Example:
         >>> from perftune.store import open_store
         >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
     """
+    if plots is None:
+        plots = plots_available()
+    elif plots:
+        _pyplot()  # fail before anything is written, with the extra to install
     info = store.get_run(run)
     trials = [t for t in store.trials(info.id) if t.status is not Status.PENDING]
     goal = getattr(info, "goal", "min") or "min"
@@ -267,13 +312,17 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str]) -> Path
 
     parts.append("<h2>Convergence</h2>")
     if any(t.ok for t in trials):
-        parts.append(_img(_convergence_png(trials, goal, f"{name}: value per trial"), "convergence plot"))
+        if plots:
+            parts.append(_img(_convergence_png(trials, goal, f"{name}: value per trial"), "convergence plot"))
+        else:
+            parts.append(_no_plot("convergence"))
+        parts.append(_improvements_table(trials, goal))
     else:
         parts.append("<p>No successful trial to plot.</p>")
 
     parts.append("<h2>Technique credits over time</h2>")
     if trials:
-        parts.append(_img(_credits_png(trials, goal), "technique credits"))
+        parts.append(_img(_credits_png(trials, goal), "technique credits") if plots else _no_plot("credits"))
         by_tech = Counter(t.technique or "?" for t in trials)
         ok_tech = Counter(t.technique or "?" for t in trials if t.ok)
         hist = credit_history(trials, goal)
@@ -289,7 +338,7 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str]) -> Path
 
     parts.append("<h2>Failures by reason</h2>")
     if failures:
-        parts.append(_img(_failures_png(failures), "failures by reason"))
+        parts.append(_img(_failures_png(failures), "failures by reason") if plots else _no_plot("failures"))
         parts.append("<table><tr><th>status</th><th>reason</th><th>trials</th></tr>")
         for s, r, n in failures:
             parts.append(f"<tr><td>{html.escape(s)}</td><td>{html.escape(r)}</td><td>{n}</td></tr>")
