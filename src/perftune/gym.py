@@ -26,7 +26,13 @@ Example:
 
 from __future__ import annotations
 
-import gymnasium
+try:
+    import gymnasium
+except ModuleNotFoundError as error:
+    if error.name != "gymnasium":
+        raise  # gymnasium is there but broken: its own message says more than ours would
+    raise ImportError("perftune.gym needs gymnasium: pip install 'perftune[gym]'",
+                      name="gymnasium") from None
 
 __all__ = ["ENV_IDS", "register_all"]
 
