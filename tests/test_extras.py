@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -54,3 +55,28 @@ def test_cli_with_a_postgres_url_without_psycopg2_is_one_line(monkeypatch: pytes
     result = CliRunner().invoke(cli, ["--store", "postgresql://nobody@127.0.0.1:1/none", "runs"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "pip install 'perftune[postgres]'" in result.output
+
+
+def test_cli_llvm_passes_without_gymnasium_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    _hide(monkeypatch, "gymnasium")
+    for name in [m for m in sys.modules if m.startswith("perftune.targets.llvm")]:
+        monkeypatch.delitem(sys.modules, name)  # imported again, now without gymnasium
+    source = tmp_path / "prog.c"
+    source.write_text("int main(void) { return 0; }\n")
+    result = CliRunner().invoke(cli, ["llvm-passes", str(source), "--seconds", "1"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert result.output.startswith("perftune: error: ") and "pip install 'perftune[gym]'" in result.output
+
+
+def test_cli_lets_other_import_errors_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only a missing extra is a user's matter; a broken installation keeps its traceback.
+    import perftune.measure
+
+    def broken() -> None:
+        raise ImportError("cannot import name 'x' from 'somewhere'")
+
+    monkeypatch.setattr(perftune.measure, "doctor", broken)
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert isinstance(result.exception, ImportError)

@@ -237,6 +237,9 @@ def _follow_the_tour(venv: Venv, work: Path) -> None:
     err = venv.one_line_error(["perftune", "--store", "postgresql://nobody@127.0.0.1:1/none", "runs"],
                               cwd=work)
     assert "pip install 'perftune[postgres]'" in err
+    (work / "prog.c").write_text("int main(void) { return 0; }\n")
+    err = venv.one_line_error(["perftune", "llvm-passes", "prog.c", "--seconds", "1"], cwd=work)
+    assert "pip install 'perftune[gym]'" in err
 
 
 def test_private_folder_as_root(venv: Venv, tmp_path: Path) -> None:

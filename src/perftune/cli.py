@@ -53,6 +53,12 @@ class _Cli(click.Group):
         except PerftuneError as error:
             click.echo(f"perftune: error: {error}", err=True)
             sys.exit(2)
+        except ImportError as error:
+            # A feature of an extra reached without it: the message names the extra to install.
+            if "pip install 'perftune[" not in str(error):
+                raise
+            click.echo(f"perftune: error: {error}", err=True)
+            sys.exit(2)
         except KeyboardInterrupt:
             click.echo("perftune: interrupted", err=True)
             sys.exit(130)
