@@ -669,7 +669,7 @@ def _write_examples(directory: str, *, force: bool) -> list[str]:
     examples = _bundled_examples()
     if not examples:
         raise PerftuneError("examples: this installation of perftune has no bundled examples")
-    folders = {root / rel for rel, _ in examples for rel in Path(rel).parents}
+    folders = {root / parent for rel, _ in examples for parent in Path(rel).parents}
     in_the_way = sorted(str(f) for f in folders if os.path.lexists(f) and not f.is_dir())
     if in_the_way:
         raise PerftuneError(f"examples: {in_the_way[0]} is in the way: it should be a folder")
