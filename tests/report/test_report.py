@@ -193,3 +193,15 @@ def test_improvements_table_lists_each_new_best_in_order(tmp_path: Path) -> None
     page = out.read_text()
     table = page.split("<th>new best</th>", 1)[1].split("</table>", 1)[0]
     assert re.findall(r"<tr><td>(\d+)</td><td>([0-9.]+)</td>", table) == [("0", "10"), ("2", "5"), ("4", "4")]
+
+
+def test_plots_false_leaves_them_out_without_blaming_matplotlib(db: str, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    store = open_store(db)
+    try:
+        out = write_html(store, "demo", tmp_path / "demo.html", plots=False)
+    finally:
+        store.close()
+    page = _parse(out)
+    assert page.images == [] and "matplotlib" not in " ".join(page.text)
+    assert "Failures by reason" in " ".join(page.text)

@@ -228,7 +228,9 @@ def _improvements_table(trials: Sequence[Trial], goal: str) -> str:
             + "</table>")
 
 
-def _no_plot(what: str) -> str:
+def _no_plot(what: str, matplotlib_missing: bool) -> str:
+    if not matplotlib_missing:
+        return ""  # plots=False: left out on purpose, nothing to explain
     return (f"<p class='muted'>No {html.escape(what)} plot: matplotlib is not installed "
             f"({html.escape(_PLOT_EXTRA_HINT)}).</p>")
 
@@ -260,10 +262,11 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
         >>> from perftune.store import open_store
         >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
     """
+    missing = not plots_available()
     if plots is None:
-        plots = plots_available()
-    elif plots:
-        _pyplot()  # fail before anything is written, with the extra to install
+        plots = not missing
+    elif plots and missing:
+        _pyplot()  # fails before anything is written, naming the extra to install
     info = store.get_run(run)
     trials = [t for t in store.trials(info.id) if t.status is not Status.PENDING]
     goal = getattr(info, "goal", "min") or "min"
@@ -315,14 +318,15 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
         if plots:
             parts.append(_img(_convergence_png(trials, goal, f"{name}: value per trial"), "convergence plot"))
         else:
-            parts.append(_no_plot("convergence"))
+            parts.append(_no_plot("convergence", missing))
         parts.append(_improvements_table(trials, goal))
     else:
         parts.append("<p>No successful trial to plot.</p>")
 
     parts.append("<h2>Technique credits over time</h2>")
     if trials:
-        parts.append(_img(_credits_png(trials, goal), "technique credits") if plots else _no_plot("credits"))
+        parts.append(_img(_credits_png(trials, goal), "technique credits") if plots
+                     else _no_plot("credits", missing))
         by_tech = Counter(t.technique or "?" for t in trials)
         ok_tech = Counter(t.technique or "?" for t in trials if t.ok)
         hist = credit_history(trials, goal)
@@ -338,7 +342,8 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
 
     parts.append("<h2>Failures by reason</h2>")
     if failures:
-        parts.append(_img(_failures_png(failures), "failures by reason") if plots else _no_plot("failures"))
+        parts.append(_img(_failures_png(failures), "failures by reason") if plots
+                     else _no_plot("failures", missing))
         parts.append("<table><tr><th>status</th><th>reason</th><th>trials</th></tr>")
         for s, r, n in failures:
             parts.append(f"<tr><td>{html.escape(s)}</td><td>{html.escape(r)}</td><td>{n}</td></tr>")
