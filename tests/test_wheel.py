@@ -6,7 +6,7 @@ only the core dependencies (from the package index, through pip's cache), so eve
 feature is missing there, as for a new user. Every command runs from a folder outside the repository.
 
 When the suite runs as root, candidates run as an unprivileged user, who must reach the task folder:
-the tour runs in a world-readable folder, and ``test_private_folder_as_root`` checks what a root
+the tour runs in a world-readable folder, and ``test_tour_in_a_private_folder`` checks what a root
 user meets in a folder only root can enter (pytest's own temporary folders).
 """
 
@@ -242,7 +242,7 @@ def _follow_the_tour(venv: Venv, work: Path) -> None:
     assert "pip install 'perftune[gym]'" in err
 
 
-def test_private_folder_as_root(venv: Venv, tmp_path: Path) -> None:
+def test_tour_in_a_private_folder(venv: Venv, tmp_path: Path) -> None:
     """A folder only its owner can enter: everything but measuring candidates works as anywhere else.
 
     Measuring a candidate as root needs the task folder reachable by the sandbox user; until the
