@@ -6,8 +6,6 @@ The elapsed time of the run is the behaviour under test here; the budgets are a 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,22 +37,17 @@ def test_slow_candidate_in_flight_is_cancelled_at_the_time_budget(gcc_info, tmp_
     assert result.flags == ["-O3"]  # nothing was confirmed faster than -O3
 
 
-def test_cli_flags_task_ends_within_its_time_budget(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_flags_task_ends_within_its_time_budget(gcc_info, public_tmp_path, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from perftune.cli import cli
 
-    # The program runs in the task file's folder, as the sandbox's unprivileged user: it must be able to.
-    folder = Path(tempfile.mkdtemp(prefix="perftune-flags-task-"))
-    try:
-        folder.chmod(0o755)
-        task = folder / "task.toml"
-        task.write_text(f'[target]\nkind = "flags"\nsources = ["{KAHAN}"]\nrun = ["20000", "40"]\n'
-                        "params = false\n")
-        started = time.monotonic()
-        res = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "run", str(task), "--budget", "6s",
-                                       "--json"])
-        elapsed = time.monotonic() - started
-    finally:
-        shutil.rmtree(folder)
+    # The program runs in the task file's folder, as the sandbox's unprivileged user.
+    task = public_tmp_path / "task.toml"
+    task.write_text(f'[target]\nkind = "flags"\nsources = ["{KAHAN}"]\nrun = ["20000", "40"]\n'
+                    "params = false\n")
+    started = time.monotonic()
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "run", str(task), "--budget", "6s",
+                                   "--json"])
+    elapsed = time.monotonic() - started
     assert res.exit_code == 0, res.output
     data = json.loads(res.output[res.output.index("{"):])
     assert elapsed < 6.0 + ALLOWANCE_S
