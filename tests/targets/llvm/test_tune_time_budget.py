@@ -55,7 +55,8 @@ def test_validation_of_more_candidates_stops_at_the_budget(monkeypatch: pytest.M
 
 def test_cli_seconds_is_honoured_and_notes_are_in_the_json() -> None:
     started = time.monotonic()
-    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"])
+    args = ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"]
+    out = CliRunner().invoke(cli, args)
     assert time.monotonic() - started < 2.0 + ALLOWANCE_S
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
