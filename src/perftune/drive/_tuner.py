@@ -701,8 +701,9 @@ class Tuner:
         the reason ``"time budget reached"`` (they do not count as trials; what finished is kept).
         So that a hanging objective can be stopped, a time budget runs even ``workers=1`` in a worker
         process (forked: closures work, but side effects of the objective stay in that process);
-        pass ``executor=InlineExecutor(objective, metric)`` to evaluate in this process instead, at
-        the price of a budget that cannot interrupt an evaluation.
+        pass ``executor=InlineExecutor(objective, metric)`` to evaluate in this process instead (an
+        objective that cannot run in a fork, e.g. one using a GPU context made here), at the price of
+        a budget that cannot interrupt an evaluation.
 
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
         KeyboardInterrupt propagates; the run can be resumed. ``on_trial(trial)`` is called in the

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from perftune import Status
@@ -21,11 +22,13 @@ KAHAN = str(DATA / "kahan.c")
 ALLOWANCE_S = 3.0  # the last sandboxed step being stopped, scratch clean-up, on 2 shared cores
 
 
-def test_slow_candidate_in_flight_is_cancelled_at_the_time_budget(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("workers", [1, 2])
+def test_slow_candidate_in_flight_is_cancelled_at_the_time_budget(gcc_info, tmp_path, workers) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 's.db'}"
     started = time.monotonic()
     # Every run sleeps 0.4 s and a candidate takes at least five runs: the budget runs out mid-candidate.
-    result = tune_flags([SLOW], "400", budget="4s", info=gcc_info, include_params=False, store=url)
+    result = tune_flags([SLOW], "400", budget="4s", info=gcc_info, include_params=False, store=url,
+                        workers=workers)
     elapsed = time.monotonic() - started
     assert elapsed < 4.0 + ALLOWANCE_S
     assert result.n_cancelled >= 1 and any("cancelled" in note for note in result.notes)
