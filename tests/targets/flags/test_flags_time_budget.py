@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from perftune import Status
+from perftune.errors import PerftuneError
 from perftune.store import open_store
 from perftune.targets.flags import tune_flags
 
@@ -57,3 +58,11 @@ def test_cli_flags_task_ends_within_its_time_budget(gcc_info, public_tmp_path, t
     assert data["n_trials"] >= 1
     # Whatever the time cut, the answer is never slower than -O3 as measured.
     assert data["speedup_over_O3"] >= 1.0 or data["flags"] == ["-O3"]
+
+
+def test_budget_spent_by_the_checks_before_the_search_is_one_line(gcc_info) -> None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    # Each run sleeps 3 s: the -O2 reference (a build and two runs) cannot fit in 2 s.
+    with pytest.raises(PerftuneError, match=r"the 2 s budget ran out while checking the program at -O2"):
+        tune_flags([SLOW], "3000", budget="2s", info=gcc_info, include_params=False)
+    assert time.monotonic() - started < 2.0 + ALLOWANCE_S

@@ -268,7 +268,15 @@ def tune_flags(
             ):
                 if all(info.flag(o) is not None for o in opts if o.startswith("-f")):
                     extra.append(config_from_flags(opts, info, space))
-        evaluator.set_reference(["-O2"])
+        evaluator.deadline = end  # the checks before the search are part of the budget too
+        try:
+            evaluator.set_reference(["-O2"])
+        except PerftuneError:
+            if end is not None and time.monotonic() >= end:
+                raise PerftuneError(f"the {seconds:g} s budget ran out while checking the program at -O2 "
+                                    "(a build and two runs): give a longer --budget") from None
+            raise
+        evaluator.deadline = None
         # The driver owns the clock: the search's share of the budget is the Tuner's, whose ask()
         # ends the search; the evaluator stops whatever is in flight at that same deadline.
         search_s = None
@@ -366,6 +374,9 @@ def tune_flags(
             if len(finalists) >= n_finalists:
                 break
         notes: list[str] = []
+        if n_done + n_cancelled == 0 and end is not None:
+            notes.append(f"the checks before the search took {started - clock_start:.1f} s of the "
+                         f"{seconds:g} s budget: no time was left to search")
         if n_cancelled:
             notes.append(f"{n_cancelled} candidate(s) in flight when the search's time ran out "
                          "were cancelled")
