@@ -274,6 +274,11 @@ def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, s
     except KeyboardInterrupt:
         click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
         sys.exit(130)
+    check = getattr(getattr(spec.objective, "check", None), "expensive", None)
+    if getattr(limit, "seconds", None) is not None and check is not None and result.best is not None:
+        # The driver's clock ended the search; this final step is bounded by the check's own timeouts.
+        click.echo("perftune: note: the winner's expensive check runs after the time budget "
+                   "(at most 5 candidates, each within the check's timeouts)", err=True)
     result = _verified(result, spec)
     _print_result(result, as_json=as_json, speedup=_speedup(result, spec))
 
@@ -614,6 +619,8 @@ def _print_flags_result(result: Any, as_json: bool) -> None:
         what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
         click.echo(f"  {opt}: {what}")
     click.echo(result.command_line)
+    for note in getattr(result, "notes", ()):  # what the time budget cut short
+        click.echo(f"perftune: note: {note}", err=True)
 
 
 @cli.command("report")

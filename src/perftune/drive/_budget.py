@@ -22,7 +22,9 @@ class Budget:
 
     Args:
         evals: Number of trials (measured configurations, failures included).
-        seconds: Wall-clock limit; evaluations in flight at the limit are cancelled and not counted.
+        seconds: Wall-clock limit, kept by the driver: evaluations in flight at the limit are stopped
+            and recorded as cancelled (not counted). It counts from the start of ``Tuner.run``, or from
+            the first ``Tuner.ask()`` in an ask/tell loop.
         patience: Stop after this many trials without a new best.
         target: Stop as soon as a value at least this good is reached (in the user's units and goal).
 

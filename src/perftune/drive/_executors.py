@@ -147,11 +147,16 @@ class _Worker:
         self.started_at = 0.0
         self.index = index
 
-    def kill(self, grace_s: float = 2.0) -> None:
-        """Stop the worker: SIGTERM (its evaluation cleans up), then SIGKILL after ``grace_s``."""
+    def terminate(self) -> None:
+        """Ask the worker to stop: SIGTERM unwinds its evaluation, so that the evaluation cleans up."""
         if self.process.is_alive() and self.process.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGTERM)
+
+    def kill(self, grace_s: float = 2.0) -> None:
+        """Stop the worker: SIGTERM (its evaluation cleans up), then SIGKILL after ``grace_s``."""
+        if self.process.is_alive() and self.process.pid is not None:
+            self.terminate()
             self.process.join(timeout=grace_s)
             if self.process.is_alive():
                 with contextlib.suppress(ProcessLookupError):
@@ -205,8 +210,8 @@ class ProcessExecutor:
                 return
         raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
 
-    def _replace(self, worker: _Worker) -> None:
-        worker.kill()
+    def _replace(self, worker: _Worker, grace_s: float = 2.0) -> None:
+        worker.kill(grace_s)
         others = [w.conn for w in self._workers if w is not worker]
         self._workers[worker.index] = _Worker(self._ctx, self._objective, self._metric, worker.index, others)
 
@@ -264,15 +269,26 @@ class ProcessExecutor:
                     self._replace(worker)
         return results
 
-    def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]:
+    def cancel_all(self, reason: str, grace_s: float = 2.0) -> list[tuple[int, Outcome]]:
+        """Stop every evaluation in flight; each comes back CANCELLED with ``reason``.
+
+        All busy workers get SIGTERM at once and share one grace period before SIGKILL, so that
+        cancelling N evaluations takes at most ``grace_s``, not N times that.
+        """
         now = time.time()
+        busy = [w for w in self._workers if w.ticket is not None]
         cancelled = []
-        for worker in self._workers:
-            if worker.ticket is not None:
-                cancelled.append((worker.ticket, Outcome(Status.CANCELLED, reason=reason,
-                                                         started_at=worker.started_at, finished_at=now)))
-                worker.ticket = None
-                self._replace(worker)
+        for worker in busy:
+            assert worker.ticket is not None
+            cancelled.append((worker.ticket, Outcome(Status.CANCELLED, reason=reason,
+                                                     started_at=worker.started_at, finished_at=now)))
+            worker.ticket = None
+            worker.terminate()
+        until = time.monotonic() + grace_s
+        for worker in busy:
+            worker.process.join(timeout=max(0.0, until - time.monotonic()))
+        for worker in busy:
+            self._replace(worker, grace_s=0.0)  # SIGKILLs what outlived the grace period
         return cancelled
 
     def close(self) -> None:

@@ -217,6 +217,8 @@ class Tuner:
         self._stored_after: dict[int, Trial] = {}
         self._reissue: list[int] = []
         self.deciding_s = 0.0  # time spent in technique.ask/tell
+        self._started_at: float | None = None  # when the clock of a time budget started
+        self._deadline: float | None = None  # the deadline of run() while it runs
 
         if _resume_state is not None:
             st = _resume_state
@@ -337,6 +339,8 @@ class Tuner:
             return None
         if budget.evals is not None and self.n_trials >= budget.evals:
             return "budget"
+        if budget.seconds is not None and self._seconds_left(budget) <= 0:
+            return "time"
         if budget.patience is not None and self._n_since_best >= budget.patience:
             return "patience"
         if budget.target is not None and self._best is not None and self._best.value is not None:
@@ -345,6 +349,35 @@ class Tuner:
             if reached:
                 return "target"
         return None
+
+    def _seconds_left(self, budget: Budget) -> float:
+        """Seconds left of ``budget.seconds``: run() has its own deadline; otherwise the clock starts at
+        the first proposal."""
+        if self._deadline is not None:
+            return self._deadline - time.monotonic()
+        assert budget.seconds is not None
+        if self._started_at is None:
+            self._started_at = time.monotonic()
+        return self._started_at + budget.seconds - time.monotonic()
+
+    def remaining_s(self) -> float | None:
+        """Seconds left of the time budget (None without one); the clock starts at the first ``ask()``.
+
+        A target that evaluates outside :meth:`run` bounds what it has in flight by this, so that the
+        driver's clock, not the target's, ends the run.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"x": Int(0, 10)}), budget="60s")
+            >>> trial = tuner.ask()
+            >>> 59 < tuner.remaining_s() <= 60
+            True
+        """
+        if self._deadline is not None:
+            return max(0.0, self._deadline - time.monotonic())
+        if self.budget is None or self.budget.seconds is None:
+            return None
+        return max(0.0, self._seconds_left(self.budget))
 
     # ------------------------------------------------------------------ ask
 
@@ -663,6 +696,15 @@ class Tuner:
         ``executor="dask"`` with ``scheduler="tcp://host:8786"`` (or ``"local:N"``) runs them on a
         Dask cluster instead; ``workers`` stays the number of evaluations in flight.
 
+        A time budget (``"20s"``, ``Budget(seconds=...)``) is the driver's: no evaluation starts after
+        it, and the evaluations in flight when it runs out are stopped and recorded as CANCELLED with
+        the reason ``"time budget reached"`` (they do not count as trials; what finished is kept).
+        So that a hanging objective can be stopped, a time budget runs even ``workers=1`` in a worker
+        process (forked: closures work, but side effects of the objective stay in that process);
+        pass ``executor=InlineExecutor(objective, metric)`` to evaluate in this process instead (an
+        objective that cannot run in a fork, e.g. one using a GPU context made here), at the price of
+        a budget that cannot interrupt an evaluation.
+
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
         KeyboardInterrupt propagates; the run can be resumed. ``on_trial(trial)`` is called in the
         driver after each finished trial.
@@ -679,52 +721,20 @@ class Tuner:
         elif isinstance(executor, str) and executor != "local":
             raise PerftuneError(f"executor must be 'local' or 'dask', got {executor!r}")
         if executor is None or isinstance(executor, str):  # "local": any other name was refused above
-            if workers == 1 and timeout_s is None:
+            # In this process nothing can stop an evaluation that hangs: a time budget needs a worker.
+            if workers == 1 and timeout_s is None and limit.seconds is None:
                 executor = InlineExecutor(objective, self.metric)
             else:
                 executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
         if hasattr(self._technique, "set_parallelism"):
             self._technique.set_parallelism(executor.capacity)
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
+        self._deadline = deadline
         bar = _Progress(self, limit) if progress else None
         self._stop_reason = ""
         in_flight: set[int] = set()
         try:
-            while True:
-                exhausted = False
-                while len(in_flight) < executor.capacity:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        break
-                    trial = self._take_reissue()  # issued before a crash: needs no readiness
-                    if trial is None:
-                        if not self._ready():
-                            break
-                        trial = self._next_trial(limit)
-                    if trial is None:
-                        exhausted = True
-                        break
-                    in_flight.add(trial.id)
-                    executor.submit(trial.id, trial.config)
-                if not in_flight:
-                    timed_out = deadline and time.monotonic() >= deadline
-                    if not exhausted and not self._stop_reason and not timed_out:
-                        continue
-                    break
-                wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
-                for ticket, outcome in executor.collect(wait_s):
-                    in_flight.discard(ticket)
-                    finished = self._record(ticket, outcome)
-                    if on_trial is not None:
-                        on_trial(finished)
-                if deadline is not None and time.monotonic() >= deadline:
-                    for ticket, outcome in executor.cancel_all("time budget reached"):
-                        in_flight.discard(ticket)
-                        self._record(ticket, outcome)
-                    self._stop_reason = "time"
-                    break
-                if bar is not None:
-                    bar.update()
-                self._maybe_checkpoint()
+            self._loop(executor, limit, deadline, in_flight, bar, on_trial)
         except KeyboardInterrupt:
             # In-flight tickets stay pending in the checkpoint, so that a resume issues them again.
             executor.cancel_all("interrupted")
@@ -734,8 +744,54 @@ class Tuner:
         except BaseException:
             self._finish(executor, bar, "crashed")
             raise
+        finally:
+            self._deadline = None
         self._finish(executor, bar, "finished")
         return self.result()
+
+    def _loop(self, executor: Executor, limit: Budget, deadline: float | None, in_flight: set[int],
+              bar: _Progress | None, on_trial: Callable[[Trial], None] | None) -> None:
+        """Keep the executor busy until the budget is spent; at the deadline, cancel what is in flight."""
+
+        def out_of_time() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
+        while True:
+            exhausted = False
+            while len(in_flight) < executor.capacity and not out_of_time():
+                trial = self._take_reissue()  # issued before a crash: needs no readiness
+                if trial is None:
+                    if not self._ready():
+                        break
+                    trial = self._next_trial(limit)
+                if trial is None:
+                    exhausted = True
+                    break
+                in_flight.add(trial.id)
+                executor.submit(trial.id, trial.config)
+            if not in_flight:
+                if out_of_time() and not self._stop_reason:
+                    self._stop_reason = "time"
+                elif not exhausted and not self._stop_reason:
+                    continue
+                return
+            wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            for ticket, outcome in executor.collect(wait_s):
+                in_flight.discard(ticket)
+                finished = self._record(ticket, outcome)
+                if on_trial is not None:
+                    on_trial(finished)
+            if out_of_time():
+                # Nothing already measured is lost: what finished was recorded above; the rest is
+                # recorded as cancelled, with the reason, and does not count against the budget.
+                for ticket, outcome in executor.cancel_all("time budget reached"):
+                    in_flight.discard(ticket)
+                    self._record(ticket, outcome)
+                self._stop_reason = "time"
+                return
+            if bar is not None:
+                bar.update()
+            self._maybe_checkpoint()
 
     def _finish(self, executor: Executor, bar: _Progress | None, status: str) -> None:
         with contextlib.suppress(Exception):

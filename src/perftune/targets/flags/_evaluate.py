@@ -23,6 +23,7 @@ import os
 import re
 import statistics
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,10 @@ from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_
 from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, remember_rejected
 
-__all__ = ["Measurement", "Program", "Evaluator"]
+__all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator"]
+
+TIME_BUDGET_REACHED = "time budget reached"
+"""The reason of a step that :attr:`Evaluator.deadline` stopped (status ``"cancelled"``)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Measurement:
 
     Attributes:
         status: ``"ok"``, ``"compile-error"``, ``"compiler-crash"``, ``"rejected"``, ``"run-error"``,
-            ``"timeout"`` or ``"wrong-output"``.
+            ``"timeout"``, ``"wrong-output"`` or ``"cancelled"`` (stopped by :attr:`Evaluator.deadline`).
         value: Median run time in seconds when ``status == "ok"``.
         samples: The timed runs in seconds.
         reason: Why it failed.
@@ -151,11 +155,25 @@ class Evaluator:
         self.best_s: float | None = None
         self.best_samples: list[float] | None = None
         self.baseline_s: float | None = None
+        # The driver's time budget, as a time.monotonic() instant: no build or run goes past it (a
+        # step it cuts short is "cancelled", not a timeout of the candidate). None: no deadline.
+        self.deadline: float | None = None
+        self.build_s: float | None = None  # wall time of the last successful build (for planning)
         self._time_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._by_hash: dict[str, Measurement] = {}
         self.n_builds = 0
         self.n_cache_hits = 0
+
+    def _limit(self, limit_s: float) -> tuple[float, bool]:
+        """The timeout of a step: ``limit_s``, or the time left before the deadline when that is less.
+
+        Returns ``(timeout, cut)``; ``cut`` is True when the deadline, not ``limit_s``, sets it.
+        """
+        if self.deadline is None:
+            return limit_s, False
+        left = self.deadline - time.monotonic()
+        return (left, True) if left < limit_s else (limit_s, False)
 
     # ----------------------------------------------------------------- building
 
@@ -179,11 +197,18 @@ class Evaluator:
         sources = [os.path.join(cwd, s) for s in self.program.sources]
         p = self.program
         cmd = [self.info.path, *p.compile_args, *options, *sources, "-o", binary, *p.link_args]
-        step = self.build_sandbox.run(cmd, scratch=scratch, cwd=cwd, timeout_s=p.compile_timeout_s)
+        limit, cut = self._limit(p.compile_timeout_s)
+        if limit <= 0:
+            return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
+        started = time.monotonic()
+        step = self.build_sandbox.run(cmd, scratch=scratch, cwd=cwd, timeout_s=limit)
         with self._state_lock:
             self.n_builds += 1
         if step.ok:
+            self.build_s = time.monotonic() - started
             return binary, None
+        if step.status == "timeout" and cut:
+            return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
         if step.status == "timeout" or step.status == "limit":
             return None, Measurement("compile-error", reason=f"compile: {step.reason}")
         text = step.stderr_tail
@@ -224,7 +249,9 @@ class Evaluator:
         self, binary: str, scratch: Any, timeout_s: float | None = None
     ) -> tuple[float | None, str | None, str]:
         """Run ``binary`` once: ``(seconds or None, failure reason or None, stdout)``."""
-        limit = timeout_s if timeout_s is not None else self.program.run_timeout_s
+        limit, cut = self._limit(timeout_s if timeout_s is not None else self.program.run_timeout_s)
+        if limit <= 0:
+            return None, TIME_BUDGET_REACHED, ""
         step = self.run_sandbox.run(
             [binary, *self.program.run_args],
             scratch=scratch,
@@ -233,7 +260,7 @@ class Evaluator:
         )
         out = step.text()
         if step.status == "timeout":
-            return None, f"run timed out after {limit:.1f} s", out
+            return None, TIME_BUDGET_REACHED if cut else f"run timed out after {limit:.1f} s", out
         if not step.ok:
             return None, f"run failed: {step.reason}", out
         return (step.cpu_s if self.program.clock == "cpu" else step.wall_s), None, out
@@ -287,7 +314,7 @@ class Evaluator:
             except _RunFailed as failed:
                 result = failed.measurement
             result.binary_hash = digest
-            if n_runs is None and against is None:
+            if n_runs is None and against is None and result.status != "cancelled":
                 with self._state_lock:
                     self._by_hash.setdefault(digest, result)
                     if (
@@ -306,6 +333,8 @@ class Evaluator:
 
         def run_once() -> float:
             seconds, why, out = self.run_once(binary, scratch, self._timeout())
+            if why == TIME_BUDGET_REACHED:
+                raise _RunFailed(Measurement("cancelled", reason=why))
             if why is not None:
                 status = "timeout" if "timed out" in why else "run-error"
                 raise _RunFailed(

@@ -31,13 +31,19 @@ from typing import Any
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
 from perftune.targets.flags._discover import CompilerInfo, discover
-from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
+from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
 
 __all__ = ["FlagsResult", "parse_flag_budget", "reduce_flags", "tune_flags"]
 
 # Removing options may cost at most this fraction of run time (the tie threshold).
 TIE = 0.01
+
+# With a time budget, the steps after the search (confirmation against -O3, reduction, the final
+# measurement) get this share of it; the search gets the rest, less the time the checks before it took.
+FINAL_SHARE = 0.25
+# The fewest interleaved runs of a candidate and of -O3 that a confirmation is worth doing with.
+MIN_CONFIRM_RUNS = 3
 
 
 @dataclass
@@ -77,6 +83,8 @@ class FlagsResult:
     fell_back: bool = False
     compiler: str = ""
     reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    n_cancelled: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able summary (what ``perftune flags --json`` prints)."""
@@ -94,6 +102,8 @@ class FlagsResult:
             "fell_back_to_O3": self.fell_back,
             "compiler": self.compiler,
             "run_id": self.run_id,
+            "n_cancelled": self.n_cancelled,
+            "notes": self.notes,
         }
 
 
@@ -181,7 +191,10 @@ def tune_flags(
         sources: Source files.
         run_args: Arguments of the program (a list, or a string split like a shell would).
         compiler: The compiler (name on PATH or path).
-        budget: Trials (``200``) or wall time of the search (``"90s"``, ``"5m"``).
+        budget: Trials (``200``) or wall time (``"90s"``, ``"5m"``). A wall-time budget covers the whole
+            call: the checks before the search, the search (the driver's clock: candidates in flight
+            when it runs out are cancelled) and the steps after it, which get :data:`FINAL_SHARE` of
+            it and are cut down to fit (fewer confirmation runs, no reduction; said in ``notes``).
         workers: Candidates built in parallel.
         seeds: Option sets to try early (``"-O2 -funroll-loops"``); unknown options are an error.
         rel_tol: Relative tolerance for numbers in the output (floating-point programs).
@@ -210,9 +223,12 @@ def tune_flags(
             naming an unknown option, a bad budget: one line, before tuning starts.
     """
     import perftune
+    from perftune.drive import Budget
     from perftune.trial import Status
 
+    clock_start = time.monotonic()
     n_trials, seconds = parse_flag_budget(budget)
+    end = None if seconds is None else clock_start + seconds
     if clock not in ("wall", "cpu"):
         raise PerftuneError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     if workers < 1:
@@ -252,7 +268,21 @@ def tune_flags(
             ):
                 if all(info.flag(o) is not None for o in opts if o.startswith("-f")):
                     extra.append(config_from_flags(opts, info, space))
-        evaluator.set_reference(["-O2"])
+        evaluator.deadline = end  # the checks before the search are part of the budget too
+        try:
+            evaluator.set_reference(["-O2"])
+        except PerftuneError:
+            if end is not None and time.monotonic() >= end:
+                raise PerftuneError(f"the {seconds:g} s budget ran out while checking the program at -O2 "
+                                    "(a build and two runs): give a longer --budget") from None
+            raise
+        evaluator.deadline = None
+        # The driver owns the clock: the search's share of the budget is the Tuner's, whose ask()
+        # ends the search; the evaluator stops whatever is in flight at that same deadline.
+        search_s = None
+        if end is not None:
+            assert seconds is not None
+            search_s = max(0.001, end - time.monotonic() - FINAL_SHARE * seconds)
         tuner = perftune.Tuner(
             space,
             seed=seed,
@@ -260,6 +290,7 @@ def tune_flags(
             technique=technique,
             seeds=[o2, *seed_configs, *extra],
             name=None,
+            budget=Budget(evals=n_trials, seconds=search_s),
             settings={
                 "target": "flags",
                 "sources": list(sources),
@@ -268,7 +299,6 @@ def tune_flags(
             },
         )
         started = time.monotonic()
-        deadline = None if seconds is None else started + seconds
         history: list[tuple[float, float]] = []
         trace: list[tuple[float, float, list[str]]] = []
         finished: list[tuple[float, Any]] = []
@@ -276,6 +306,7 @@ def tune_flags(
         baseline: list[float | None] = [None]
         best: list[tuple[float, Any] | None] = [None]
         n_done = 0
+        n_cancelled = 0
 
         def evaluate(config: Any) -> Measurement:
             return evaluator.measure(render(config, info))
@@ -283,30 +314,28 @@ def tune_flags(
         pending: dict[Future[Measurement], Any] = {}
         with ThreadPoolExecutor(max_workers=workers) as pool:
             while True:
-                out_of_budget = (deadline is not None and time.monotonic() >= deadline) or (
-                    n_trials is not None and n_done + len(pending) >= n_trials
-                )
-                while not out_of_budget and len(pending) < workers:
+                while len(pending) < workers:
                     try:
                         trial = tuner.ask()
                     except PerftuneError:
                         break  # a seeded run waits for an older result first
                     if trial is None:
-                        out_of_budget = True
-                        break
+                        break  # the budget (trials or time) is spent, or the space
+                    left = tuner.remaining_s()
+                    if evaluator.deadline is None and left is not None:
+                        evaluator.deadline = time.monotonic() + left
                     pending[pool.submit(evaluate, trial.config)] = trial
-                    if n_trials is not None and n_done + len(pending) >= n_trials:
-                        break
                 if not pending:
                     break
-                timeout = None if deadline is None else max(0.1, deadline - time.monotonic())
-                done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
-                if not done and deadline is not None and time.monotonic() >= deadline:
-                    # Out of time: let the candidates in flight finish (a build and a few runs), record them.
-                    done, _ = wait(list(pending))
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for fut in done:
                     trial = pending.pop(fut)
                     m = fut.result()
+                    if m.status == "cancelled":
+                        # In flight when the search's time ran out: recorded, not counted.
+                        tuner.tell(trial, error=m.reason, status=Status.CANCELLED)
+                        n_cancelled += 1
+                        continue
                     if m.ok:
                         assert m.value is not None
                         tuner.tell(trial, m.value, samples=m.samples, metrics={"cached": float(m.cached)})
@@ -328,6 +357,7 @@ def tune_flags(
                         history.append((time.monotonic() - started, speed))
                     if on_trial is not None:
                         on_trial(n_done, speed)
+        evaluator.deadline = end  # the steps after the search have what is left of the budget
         if store is not None:
             tuner.close()  # final checkpoint
             finish = getattr(store, "finish_run", None)
@@ -343,9 +373,19 @@ def tune_flags(
                 finalists.append(flags)
             if len(finalists) >= n_finalists:
                 break
+        notes: list[str] = []
+        if n_done + n_cancelled == 0 and end is not None:
+            notes.append(f"the checks before the search took {started - clock_start:.1f} s of the "
+                         f"{seconds:g} s budget: no time was left to search")
+        if n_cancelled:
+            notes.append(f"{n_cancelled} candidate(s) in flight when the search's time ran out "
+                         "were cancelled")
         result = _confirm_and_reduce(
-            evaluator, info, finalists, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler
+            evaluator, info, finalists, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler,
+            notes=notes,
         )
+        result.notes = notes
+        result.n_cancelled = n_cancelled
         result.n_trials = n_done
         result.failures = failures
         result.history = history
@@ -356,10 +396,18 @@ def tune_flags(
         evaluator.close()
 
 
+class _OutOfTime(Exception):
+    """A step after the search was stopped by the time budget (the evaluator's deadline)."""
+
+
 def _interleaved(
     evaluator: Evaluator, a: Sequence[str], b: Sequence[str], n_runs: int
 ) -> tuple[list[float], list[float]]:
-    """Time two option sets in alternation (drift in machine load hits both alike)."""
+    """Time two option sets in alternation (drift in machine load hits both alike).
+
+    Raises:
+        _OutOfTime: The evaluator's deadline stopped a build or a run.
+    """
     ta: list[float] = []
     tb: list[float] = []
     with evaluator.scratch() as scratch_a, evaluator.scratch() as scratch_b:
@@ -367,12 +415,16 @@ def _interleaved(
         bin_b, fail_b = evaluator.build(list(b), scratch_b)
         failed = fail_a or fail_b
         if failed is not None:
+            if failed.status == "cancelled":
+                raise _OutOfTime(failed.reason)
             raise RuntimeError(f"confirmation build failed: {failed.reason}")
         assert bin_a is not None and bin_b is not None
         with evaluator._time_lock:
             for _ in range(n_runs):
                 for binary, scratch, sink in ((bin_a, scratch_a, ta), (bin_b, scratch_b, tb)):
                     seconds, why, _ = evaluator.run_once(binary, scratch)
+                    if why == TIME_BUDGET_REACHED:
+                        raise _OutOfTime(why)
                     if why is not None or seconds is None:
                         raise RuntimeError(f"confirmation run failed: {why}")
                     sink.append(seconds)
@@ -384,6 +436,41 @@ def _speedup(base_s: Sequence[float], cand_s: Sequence[float]) -> tuple[float, f
     return ci.estimate, ci.lo, ci.hi
 
 
+class _Plan:
+    """What still fits before the evaluator's deadline, from the run and build times seen so far."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self._evaluator = evaluator
+
+    def left_s(self) -> float:
+        deadline = self._evaluator.deadline
+        return float("inf") if deadline is None else deadline - time.monotonic()
+
+    def _run_s(self) -> float:
+        ev = self._evaluator
+        # -O3 is the slower of a pair as a rule; a little more for starting each run in its sandbox.
+        return (ev.baseline_s or ev.best_s or 1.0) + 0.05
+
+    def _build_s(self) -> float:
+        return self._evaluator.build_s or 1.0
+
+    def pair_runs(self, wanted: int) -> int | None:
+        """Interleaved runs of two option sets that fit (at most ``wanted``); None if too few fit."""
+        left = self.left_s()
+        if left == float("inf"):
+            return wanted
+        n = int((left - 2 * self._build_s()) / (2 * self._run_s()))
+        return None if n < min(wanted, MIN_CONFIRM_RUNS) else min(wanted, n)
+
+    def reduction_fits(self, n_options: int, runs: int, keep_s: float) -> bool:
+        """Whether reducing ``n_options`` options (``runs`` runs a build) fits and leaves ``keep_s``."""
+        cost = (3 * n_options + 3) * (self._build_s() + runs * self._run_s())
+        return cost + keep_s <= self.left_s()
+
+    def pair_s(self, runs: int) -> float:
+        return 2 * self._build_s() + 2 * runs * self._run_s()
+
+
 def _confirm_and_reduce(
     evaluator: Evaluator,
     info: CompilerInfo,
@@ -392,17 +479,37 @@ def _confirm_and_reduce(
     reduce: bool,
     confirm_runs: int,
     compiler_name: str = "gcc",
+    notes: list[str] | None = None,
 ) -> FlagsResult:
     """Confirm the finalists against -O3, reduce the best confirmed one, and measure the result.
 
     Never worse than -O3: a finalist must beat -O3 in its interleaved confirmation to be kept; a
     reduced set that then measures slower than -O3 falls back to the unreduced winner, and that to -O3.
+
+    With a deadline on the evaluator (a time budget), every step is sized to fit what is left: fewer
+    confirmation runs, fewer finalists, no reduction, and the confirmation's own samples instead of a
+    final measurement; each cut is said in ``notes``. A finalist that could not be confirmed is not kept.
     """
+    notes = [] if notes is None else notes
+    plan = _Plan(evaluator)
     baseline = ["-O3"]
     winner: list[str] = list(baseline)
     best_estimate = 1.0
-    for flags in finalists:
-        base_s, cand_s = _interleaved(evaluator, baseline, flags, confirm_runs)
+    confirmed: dict[tuple[str, ...], tuple[list[float], list[float]]] = {}
+    for index, flags in enumerate(finalists):
+        runs = plan.pair_runs(confirm_runs)
+        try:
+            if runs is None:
+                raise _OutOfTime(TIME_BUDGET_REACHED)
+            base_s, cand_s = _interleaved(evaluator, baseline, flags, runs)
+        except _OutOfTime:
+            notes.append(f"{len(finalists) - index} of {len(finalists)} finalist(s) not confirmed against "
+                         "-O3: the time budget ran out")
+            break
+        if runs < confirm_runs:
+            notes.append(f"{' '.join(flags)} confirmed against -O3 with {runs} runs each "
+                         f"(of {confirm_runs}) to fit the time budget")
+        confirmed[tuple(flags)] = (base_s, cand_s)
         estimate, _, _ = _speedup(base_s, cand_s)
         if estimate > best_estimate:
             winner, best_estimate = list(flags), estimate
@@ -410,14 +517,38 @@ def _confirm_and_reduce(
     contributions: dict[str, float] = {}
     final = list(winner)
     if reduce and final != baseline:
-        final, contributions = reduce_flags(evaluator, final)
+        keep_s = plan.pair_s(min(confirm_runs, MIN_CONFIRM_RUNS))
+        if not plan.reduction_fits(len(final), 6, keep_s):
+            notes.append("the winner was not reduced to fewer options: not enough of the time budget left")
+        else:
+            reduced, contributions = reduce_flags(evaluator, final)
+            if plan.left_s() <= 0:
+                notes.append("the reduction of the winner was cut short by the time budget; "
+                             "the winner is kept")
+                contributions = {}
+            else:
+                final = reduced
     speed = lo = hi = 1.0
     fin_s: list[float] = []
     base_s = []
     for choice in [final, winner] if final != winner else [final]:
         if choice == baseline:
             break
-        base_s, fin_s = _interleaved(evaluator, baseline, choice, confirm_runs)
+        runs = plan.pair_runs(confirm_runs)
+        try:
+            if runs is None:
+                raise _OutOfTime(TIME_BUDGET_REACHED)
+            base_s, fin_s = _interleaved(evaluator, baseline, choice, runs)
+        except _OutOfTime:
+            # No time for a fresh measurement: the winner's confirmation stands for it.
+            base_s, fin_s = confirmed[tuple(winner)]
+            if choice is final and final != winner:
+                notes.append("the reduced option set could not be measured in the time budget; "
+                             "the unreduced winner is kept")
+                final, contributions = list(winner), {}
+            notes.append("the speedup is the confirmation's: no time left for a final measurement")
+            speed, lo, hi = _speedup(base_s, fin_s)
+            break
         speed, lo, hi = _speedup(base_s, fin_s)
         if speed >= 1.0:
             if choice is winner and final != winner:
@@ -427,7 +558,10 @@ def _confirm_and_reduce(
     else:
         final, fell_back, contributions = list(baseline), True, {}
     if final == baseline:
-        base_s = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2)).samples or [float("nan")]
+        m = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2))
+        if not m.samples:
+            notes.append("-O3 was not measured again: the time budget ran out")
+        base_s = m.samples or [evaluator.baseline_s if evaluator.baseline_s is not None else float("nan")]
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
 
     p = evaluator.program

@@ -54,7 +54,7 @@ def llvm_passes(
         checks = "replayed with opt" + (", output matches -O0" if result.validation.output_checked else "")
         if result.validation.ok:
             echo(f"validated: {checks}")
-        for note in result.validation.notes:
+        for note in [*result.validation.notes, *result.notes]:
             echo(f"note: {note}")
         if result.n_rejected:
             echo(f"{result.n_rejected} better sequence(s) failed validation (miscompiled or did not replay) "

@@ -187,6 +187,7 @@ class PassTuneResult:
     n_removed: int = 0
     n_rejected: int = 0  # better candidates that failed validation
     rejections: list[str] = field(default_factory=list)  # why they failed, one line each
+    notes: list[str] = field(default_factory=list)  # what the time budget cut short
 
     @property
     def reward(self) -> float:
@@ -231,6 +232,7 @@ class PassTuneResult:
             "validation_errors": [] if validation is None else list(validation.errors),
             "rejected_candidates": self.n_rejected,
             "rejections": list(self.rejections),
+            "notes": list(self.notes),
         }
 
 
@@ -413,7 +415,7 @@ def _search_perftune(
     durations: list[float] | None = None,
     hard_deadline: float | None = None,
 ) -> tuple[list[int], int]:
-    from perftune.drive import Tuner
+    from perftune.drive import Budget, Tuner
     from perftune.space import Space
     from perftune.targets.llvm._sequence import PassSequence
 
@@ -421,19 +423,18 @@ def _search_perftune(
         _register_sequence_technique()
     seeds = _seed_sequences(length)
     space = Space({"passes": PassSequence([a.name for a in ACTIONS], max_length=length, default=seeds[0])})
-    tuner = Tuner(space, goal="min", seed=seed, technique=technique, seeds=[{"passes": s} for s in seeds[1:]])
+    # The seed sequences are measured even past ``deadline`` (not past ``hard_deadline``): the
+    # local search that follows starts from the best of them at least. The hard deadline and the
+    # evaluation cap are the driver's budget: its ask() returns None once either is spent.
+    hard_deadline = deadline if hard_deadline is None else hard_deadline
+    budget = Budget(evals=max_evals, seconds=max(1e-3, hard_deadline - time.monotonic()))
+    tuner = Tuner(space, goal="min", seed=seed, technique=technique, seeds=[{"passes": s} for s in seeds[1:]],
+                  budget=budget)
     best_count = ev.count_start
     best: list[int] = []
     n = 0
     durations = [] if durations is None else durations
-    # The seed sequences are measured even past ``deadline`` (not past ``hard_deadline``): the
-    # local search that follows starts from the best of them at least.
-    hard_deadline = deadline if hard_deadline is None else hard_deadline
-    while (
-        (time.monotonic() < deadline or n <= len(seeds))
-        and time.monotonic() < hard_deadline
-        and (max_evals is None or n < max_evals)
-    ):
+    while time.monotonic() < deadline or n <= len(seeds):
         trial = tuner.ask()
         if trial is None:
             break
@@ -803,10 +804,18 @@ def tune_passes(
 
         best: list[int] | None = None
         rejections: list[str] = []
+        notes: list[str] = []
         count = ev.count_start
         i = 0
         first: list[int] = []
+        end = t0 + seconds
         for i, actions in enumerate(candidates):
+            if i > 0 and time.monotonic() >= end:
+                # The best candidate is always validated (within its own run limits); the next
+                # ones only while the budget lasts.
+                notes.append(f"{len(candidates) - i} more candidate(s) not validated: "
+                             "the time budget ran out")
+                break
             count = ev.count(actions)
             if i == 0:
                 actions, count, n_removed = _drop_useless(ev, actions, count, t0 + seconds)
@@ -831,6 +840,9 @@ def tune_passes(
                 except (EngineCrash, PipelineError):
                     continue
             for repaired_count, repaired in sorted(repairs, key=lambda r: r[0])[:_MAX_REPAIRS]:
+                if time.monotonic() >= end:
+                    notes.append("no more repairs of the best candidate tried: the time budget ran out")
+                    break
                 i += 1
                 count = repaired_count
                 validation = validate_actions(bench, repaired, count, run=run)
@@ -859,6 +871,7 @@ def tune_passes(
             validation=validation,
             n_rejected=i,
             rejections=rejections,
+            notes=notes,
         )
     finally:
         ev.close()
