@@ -30,6 +30,7 @@ from typing import Any
 
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
+from perftune.report._improvement import FinalAnswer, Improvement, record_final_answer
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
@@ -59,6 +60,9 @@ class FlagsResult:
         trace: ``(elapsed seconds, median run time, options)`` at each new best of the search.
         run_id: The run in the store, when a store was given.
         fell_back: True when the search's winner was not faster than -O3 and -O3 was kept.
+        compiler: The compiler's version line.
+        reasons: Unused; kept for callers that read it.
+        note: One line on why the result is not the best of the search (a fallback), or None.
     """
 
     flags: list[str]
@@ -77,14 +81,30 @@ class FlagsResult:
     fell_back: bool = False
     compiler: str = ""
     reasons: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def improvement(self) -> Improvement:
+        """The speedup over -O3 as every view prints it (:class:`perftune.report.Improvement`)."""
+        return Improvement(self.speedup, self.ci[0], self.ci[1], 0.95, baseline="-O3",
+                           is_baseline=self.flags == ["-O3"])
+
+    def final_answer(self) -> FinalAnswer:
+        """What the run answered, as recorded in the store for ``show`` and ``report``."""
+        return FinalAnswer(self.improvement, command_line=self.command_line, note=self.note,
+                           config={"flags": list(self.flags)})
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able summary (what ``perftune flags --json`` prints)."""
+        improvement = self.improvement.to_json()
         return {
             "flags": self.flags,
             "command_line": self.command_line,
-            "speedup_over_O3": round(self.speedup, 4),
-            "speedup_ci95": [round(self.ci[0], 4), round(self.ci[1], 4)],
+            # The digits of the printed line, so that text and JSON agree.
+            "speedup_over_O3": improvement["estimate"],
+            "speedup_ci95": [improvement["low"], improvement["high"]],
+            "improvement": improvement,
+            "note": self.note,
             "baseline_O3_s": round(self.baseline_s, 6),
             "tuned_s": round(self.tuned_s, 6),
             "winner_flags": self.winner_flags,
@@ -174,6 +194,7 @@ def tune_flags(
     workdir: str | None = None,
     info: CompilerInfo | None = None,
     on_trial: Callable[[int, float | None], None] | None = None,
+    name: str | None = None,
 ) -> FlagsResult:
     """Tune the compiler options of a C/C++ program for speed.
 
@@ -204,6 +225,7 @@ def tune_flags(
         workdir: Scratch area (a temporary directory when None).
         info: Pre-discovered compiler information (default: :func:`discover`).
         on_trial: Called after each trial with ``(n_trials, best speedup over -O3 or None)``.
+        name: Name of the run in the store (generated when None).
 
     Raises:
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
@@ -259,7 +281,7 @@ def tune_flags(
             store=store,
             technique=technique,
             seeds=[o2, *seed_configs, *extra],
-            name=None,
+            name=name,
             settings={
                 "target": "flags",
                 "sources": list(sources),
@@ -344,13 +366,21 @@ def tune_flags(
             if len(finalists) >= n_finalists:
                 break
         result = _confirm_and_reduce(
-            evaluator, info, finalists, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler
+            evaluator,
+            info,
+            finalists,
+            reduce=reduce,
+            confirm_runs=confirm_runs,
+            compiler_name=compiler,
+            search_speedup=history[-1][1] if history else None,
         )
         result.n_trials = n_done
         result.failures = failures
         result.history = history
         result.trace = trace
         result.run_id = getattr(tuner, "run_id", None)
+        # show and report print what the run answered, not the best of the search.
+        record_final_answer(getattr(tuner, "_store", None), result.run_id, result.final_answer())
         return result
     finally:
         evaluator.close()
@@ -392,21 +422,32 @@ def _confirm_and_reduce(
     reduce: bool,
     confirm_runs: int,
     compiler_name: str = "gcc",
+    search_speedup: float | None = None,
 ) -> FlagsResult:
     """Confirm the finalists against -O3, reduce the best confirmed one, and measure the result.
 
     Never worse than -O3: a finalist must beat -O3 in its interleaved confirmation to be kept; a
     reduced set that then measures slower than -O3 falls back to the unreduced winner, and that to -O3.
+    Every fallback is said in the result's ``note``, with the numbers that caused it.
     """
     baseline = ["-O3"]
     winner: list[str] = list(baseline)
     best_estimate = 1.0
+    best_confirmed: float | None = None
     for flags in finalists:
         base_s, cand_s = _interleaved(evaluator, baseline, flags, confirm_runs)
         estimate, _, _ = _speedup(base_s, cand_s)
+        best_confirmed = estimate if best_confirmed is None else max(best_confirmed, estimate)
         if estimate > best_estimate:
             winner, best_estimate = list(flags), estimate
     fell_back = bool(finalists) and winner == baseline
+    note: str | None = None
+    if not finalists:
+        note = "the search measured no working flag set other than -O3: the answer is -O3"
+    elif fell_back:
+        searched = "" if search_speedup is None else f": {search_speedup:.3f}x in the search did not confirm"
+        confirmed = "" if best_confirmed is None else f" (best in the confirmation: {best_confirmed:.3f}x)"
+        note = f"no flag set beat -O3 in the interleaved confirmation{searched}{confirmed}"
     contributions: dict[str, float] = {}
     final = list(winner)
     if reduce and final != baseline:
@@ -422,16 +463,27 @@ def _confirm_and_reduce(
         if speed >= 1.0:
             if choice is winner and final != winner:
                 contributions = {}  # the reduced set lost its edge: the full winner stands
+                note = "the reduced flag set measured slower than -O3: the unreduced winner is kept"
             final = list(choice)
             break
     else:
+        note = (f"the winner ({best_estimate:.3f}x in the confirmation) measured slower than -O3 in the "
+                f"final measurement ({speed:.3f}x): the answer is -O3")
         final, fell_back, contributions = list(baseline), True, {}
     if final == baseline:
         base_s = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2)).samples or [float("nan")]
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
 
     p = evaluator.program
-    cmd = [compiler_name, *p.compile_args, *final, *p.sources, "-o", "prog", *p.link_args]
+    cmd = [
+        _absolute_program(compiler_name),
+        *_absolute_options(p.compile_args, p.cwd),
+        *final,
+        *(os.path.abspath(os.path.join(p.cwd, src)) for src in p.sources),
+        "-o",
+        "prog",
+        *_absolute_options(p.link_args, p.cwd),
+    ]
     return FlagsResult(
         flags=final,
         winner_flags=list(winner),
@@ -443,7 +495,41 @@ def _confirm_and_reduce(
         contributions=contributions,
         fell_back=fell_back,
         compiler=info.version_line,
+        note=note,
     )
+
+
+# Options whose argument is a path (joined, like -Iinclude, or the next word, like -I include).
+_PATH_OPTIONS = ("-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros")
+
+
+def _absolute_program(program: str) -> str:
+    """A compiler named by a relative path (``./cc``) made absolute; a bare name stays a PATH lookup."""
+    return os.path.abspath(program) if os.sep in program and not os.path.isabs(program) else program
+
+
+def _absolute_options(options: Sequence[str], cwd: str) -> list[str]:
+    """``options`` with relative path arguments made absolute against ``cwd``, so that the printed
+    command line works pasted into any folder."""
+    out: list[str] = []
+    expect_path = False
+    for opt in options:
+        if expect_path:
+            out.append(opt if os.path.isabs(opt) else os.path.abspath(os.path.join(cwd, opt)))
+            expect_path = False
+            continue
+        if opt in _PATH_OPTIONS:
+            out.append(opt)
+            expect_path = True
+            continue
+        prefix = next((p for p in _PATH_OPTIONS if opt.startswith(p) and len(opt) > len(p)), None)
+        if prefix is not None and not os.path.isabs(opt[len(prefix):]):
+            out.append(prefix + os.path.abspath(os.path.join(cwd, opt[len(prefix):])))
+        elif not opt.startswith("-") and not os.path.isabs(opt) and os.path.exists(os.path.join(cwd, opt)):
+            out.append(os.path.abspath(os.path.join(cwd, opt)))  # an object file or library given by path
+        else:
+            out.append(opt)
+    return out
 
 
 def reduce_flags(
