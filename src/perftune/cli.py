@@ -262,7 +262,8 @@ def _run_target(ctx: click.Context, task: str, target: dict[str, Any], store: st
     if isinstance(items, int | str):
         items = (items,)
     st = _open(ctx, store, must_exist=False)
-    name = tuning.get("name") or _free_name(st, flags_task.name)
+    # Like the run name of any task file: a second run of the same file gets "-2", not an error.
+    name = _free_name(st, tuning.get("name") or flags_task.name)
     seed = _opt(ctx, "seed", seed)
     result = flags_task.run(budget=list(items) if items else "5m",
                             workers=_opt(ctx, "workers", workers) or tuning.get("workers") or 1,
@@ -293,8 +294,11 @@ def _flags_tuning(task: str) -> dict[str, Any]:
         out["name"] = name
     budget = tuning.get("budget")
     if budget is not None:
+        if isinstance(budget, dict) and set(budget) <= {"evals", "seconds"}:  # as in any task file
+            budget = [str(budget[k]) + ("s" if k == "seconds" else "") for k in sorted(budget)]
         if isinstance(budget, bool) or not isinstance(budget, int | str | list):
-            raise PerftuneError(f"{task}: key tuning.budget: expected trials (200) or a time (90s, 10m)")
+            raise PerftuneError(f"{task}: key tuning.budget: expected trials (200), a time (90s, 10m) "
+                                "or { evals = N, seconds = S }")
         out["budget"] = tuple(str(b) for b in budget) if isinstance(budget, list) else str(budget)
     for key, least in (("seed", 0), ("workers", 1)):
         value = tuning.get(key)

@@ -159,3 +159,14 @@ def test_improvement_text_is_one_format():
     record = Improvement(1.23456, 1.1, 1.3, baseline="-O3").to_json()
     assert record["estimate"] == 1.235 and Improvement.from_json(record).text() == record["text"]
     assert Improvement.from_json({"estimate": "nan"}) is None and FinalAnswer.from_json("junk") is None
+
+
+def test_single_measurements_claim_no_interval():
+    default = Trial(0, Config({"x": 0}), Status.OK, value=7.0, samples=[7.0])
+    best = Trial(1, Config({"x": 1}), Status.OK, value=1.0, samples=[1.0])
+    assert improvement_of(best, default).text() == \
+        "improvement over the default configuration: 7.000x (one measurement each: no confidence interval)"
+    assert improvement_of(default, default).text() == (
+        "improvement over the default configuration: 1.000x "
+        "(the final answer is the default configuration itself)"
+    )

@@ -47,6 +47,7 @@ class Improvement:
         confidence: Level of the interval.
         baseline: What the answer is compared with, as printed ("the default configuration", "-O3").
         is_baseline: The final answer is the baseline itself (the estimate is 1 by definition).
+        interval: False when a side has a single measurement: there is no noise to bound then.
 
     Example:
         >>> Improvement(1.0, 1.0, 1.0, baseline="-O3", is_baseline=True).text()
@@ -59,12 +60,15 @@ class Improvement:
     confidence: float = 0.95
     baseline: str = DEFAULT_BASELINE
     is_baseline: bool = False
+    interval: bool = True
 
     def text(self) -> str:
         """The one line every view prints."""
         head = f"improvement over {self.baseline}: {self.estimate:.{_DIGITS}f}x"
         if self.is_baseline:
             return f"{head} (the final answer is {self.baseline} itself)"
+        if not self.interval:
+            return f"{head} (one measurement each: no confidence interval)"
         return (f"{head} ({self.confidence:.0%} CI {self.low:.{_DIGITS}f}x "
                 f"to {self.high:.{_DIGITS}f}x)")
 
@@ -77,6 +81,7 @@ class Improvement:
             "confidence": self.confidence,
             "baseline": self.baseline,
             "is_baseline": self.is_baseline,
+            "interval": self.interval,
             "text": self.text(),
         }
 
@@ -92,7 +97,8 @@ class Improvement:
         if not all(math.isfinite(x) for x in numbers):
             return None
         return cls(*numbers, baseline=str(data.get("baseline") or DEFAULT_BASELINE),
-                   is_baseline=bool(data.get("is_baseline", False)))
+                   is_baseline=bool(data.get("is_baseline", False)),
+                   interval=bool(data.get("interval", True)))
 
 
 @dataclass(frozen=True)
@@ -150,23 +156,23 @@ class FinalAnswer:
         )
 
 
+def _samples(trial: Any) -> list[float]:
+    """A trial's samples; a trial without samples counts its value as its one sample."""
+    values = list(trial.samples or ())
+    if not values and trial.value is not None:
+        values = [trial.value]
+    return [float(v) for v in values]
+
+
 def trial_speedup(best: Any, default: Any, *, goal: str = "min", confidence: float = 0.95) -> Any:
     """Speedup of trial ``best`` over trial ``default`` from their samples (a :class:`SpeedupCI`).
-
-    A trial without samples counts its value as its one sample.
 
     Raises:
         ValueError: a trial has neither samples nor a value, or the values cannot be compared.
     """
     from perftune.measure import speedup_ci
 
-    def samples(trial: Any) -> list[float]:
-        values = list(trial.samples or ())
-        if not values and trial.value is not None:
-            values = [trial.value]
-        return [float(v) for v in values]
-
-    return speedup_ci(samples(default), samples(best), confidence=confidence, goal=goal)
+    return speedup_ci(_samples(default), _samples(best), confidence=confidence, goal=goal)
 
 
 def improvement_of(best: Any, default: Any, *, goal: str = "min", confidence: float = 0.95,
@@ -190,7 +196,8 @@ def improvement_of(best: Any, default: Any, *, goal: str = "min", confidence: fl
     if not all(math.isfinite(x) for x in (ci.estimate, ci.lo, ci.hi)):
         return None
     return Improvement(ci.estimate, ci.lo, ci.hi, ci.confidence, baseline=baseline,
-                       is_baseline=best.id == default.id)
+                       is_baseline=best.id == default.id,
+                       interval=min(len(_samples(best)), len(_samples(default))) >= 2)
 
 
 def answer_of(best: Any, default: Any, *, goal: str = "min", note: str | None = None) -> FinalAnswer:
