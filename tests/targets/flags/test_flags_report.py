@@ -115,3 +115,21 @@ def test_a_fallback_to_O3_is_said_in_one_line_and_show_and_report_agree(task_dir
 
     data = json.loads(invoke("--store", db, "show", "fb", "--json"))
     assert data["improvement"]["estimate"] == 1.0 and data["note"] == note
+
+
+def test_a_winner_reduced_to_O3_says_so_and_show_agrees(task_dir, monkeypatch):
+    # The confirmation favours the finalist, but none of its options survives the reduction.
+    def faster(evaluator, a, b, n_runs):  # type: ignore[no-untyped-def]
+        return [1.2, 1.21, 1.19] * 2, [1.0, 1.01, 0.99] * 2
+
+    monkeypatch.setattr(_tune, "_interleaved", faster)
+    monkeypatch.setattr(_tune, "reduce_flags", lambda evaluator, options: (["-O3"], {}))
+    task = _flags_task(task_dir, 'name = "reduced"\n')
+    db = f"sqlite:///{task_dir / 'p.db'}"
+    payload = json.loads(invoke("--store", db, "run", str(task), "--budget", "4", "--json"))
+    assert payload["flags"] == ["-O3"] and payload["speedup_over_O3"] == 1.0
+    assert payload["note"] == ("the confirmed winner (1.200x in the confirmation) reduced to plain -O3: "
+                               "none of its options made a difference beyond the noise")
+    assert payload["improvement"]["text"] == "improvement over -O3: 1.000x (the final answer is -O3 itself)"
+    shown = invoke("--store", db, "show", "reduced")
+    assert payload["note"] in shown and payload["improvement"]["text"] in shown

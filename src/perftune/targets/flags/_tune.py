@@ -452,6 +452,9 @@ def _confirm_and_reduce(
     final = list(winner)
     if reduce and final != baseline:
         final, contributions = reduce_flags(evaluator, final)
+        if final == baseline:
+            note = (f"the confirmed winner ({best_estimate:.3f}x in the confirmation) reduced to plain -O3: "
+                    "none of its options made a difference beyond the noise")
     speed = lo = hi = 1.0
     fin_s: list[float] = []
     base_s = []
