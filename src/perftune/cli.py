@@ -322,6 +322,8 @@ def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, s
                as_json: bool, store: Any = None) -> None:
     from perftune.report import answer_of, record_final_answer
 
+    if store is not None and tuner.run_id is not None and tuner.n_trials:
+        store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
     try:
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
                            progress=not as_json and sys.stderr.isatty(), timeout_s=spec.timeout_s,
@@ -466,24 +468,30 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
 def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     """List the runs in the store."""
     st = _open(ctx, store)
+    from perftune.report import FinalAnswer
+
     rows = []
     for info in st.list_runs():
         best = st.best(info.id)
+        # Only a recorded final answer: computing one would read every run's trials.
+        answer = FinalAnswer.from_json((info.settings or {}).get("result"))
+        imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
-                     "best": None if best is None else best.value})
+                     "best": None if best is None else best.value, "improvement": imp})
     if as_json:
         _emit_json({"runs": rows})
         return
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("id", "name", "status", "goal", "trials", "best", "created")
+    table = Table("id", "name", "status", "goal", "trials", "best", "improvement", "created")
     for r in rows:
+        imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.
         table.add_row(str(r["id"]), Text(str(r["name"])), Text(str(r["status"])), Text(str(r["goal"])),
                       str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
-                      _when(r["created_at"]))
+                      "-" if imp is None else f"{imp['estimate']:.3f}x", _when(r["created_at"]))
     _console().print(table)
 
 

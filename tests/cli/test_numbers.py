@@ -170,3 +170,37 @@ def test_single_measurements_claim_no_interval():
         "improvement over the default configuration: 1.000x "
         "(the final answer is the default configuration itself)"
     )
+
+
+def test_runs_and_a_resumed_run_print_the_same_improvement_as_show(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(NOISY)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    invoke("--store", db, "run", str(task), "--budget", "5", "--seed", "1", "--name", "r")
+    estimate = json.loads(invoke("--store", db, "show", "r", "--json"))["improvement"]["estimate"]
+    [row] = json.loads(invoke("--store", db, "runs", "--json"))["runs"]
+    assert row["improvement"]["estimate"] == estimate
+    assert f"{estimate:.3f}x" in invoke("--store", db, "runs")
+
+    resumed = json.loads(invoke("--store", db, "resume", "r", "--budget", "+4", "--json"))
+    assert sum(resumed["counts"].values()) == 9
+    shown = json.loads(invoke("--store", db, "show", "r", "--json"))
+    assert shown["improvement"] == resumed["improvement"]
+    assert shown["final"]["trial"] == resumed["best"]["id"]
+
+
+def test_record_result_replaces_forgets_and_refuses_unknown_runs(tmp_path):
+    from perftune.errors import StoreError
+
+    store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    try:
+        run = store.create_run("r", None, {"budget": 3}, "min", None)
+        store.record_result(run.id, {"note": "first"})
+        store.record_result(run.id, {"note": "second"})
+        assert store.get_run(run.id).settings == {"budget": 3, "result": {"note": "second"}}
+        store.record_result(run.id, None)
+        assert store.get_run(run.id).settings == {"budget": 3}
+        with pytest.raises(StoreError, match="no run with id 99"):
+            store.record_result(99, {"note": "x"})
+    finally:
+        store.close()

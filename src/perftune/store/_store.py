@@ -607,11 +607,12 @@ class Store:
         if self._run(update, "cannot update the run", write=True) == 0:
             raise StoreError(f"store {self.location}: no run with id {run_id}")
 
-    def record_result(self, run_id: int, result: dict[str, Any]) -> None:
+    def record_result(self, run_id: int, result: dict[str, Any] | None) -> None:
         """Record the final answer of a run (``settings["result"]``), replacing an earlier one.
 
         The final answer can differ from the best trial (a winner that fails its check, a flag set that
         does not confirm against -O3); every view of the run reads it from here, so that they agree.
+        None forgets it (a resumed run has no final answer until it ends again).
 
         Raises:
             StoreError: no such run.
@@ -623,7 +624,10 @@ class Store:
             if row is None:
                 return 0
             settings = json.loads(row.settings) if row.settings else {}
-            settings["result"] = result
+            if result is None:
+                settings.pop("result", None)
+            else:
+                settings["result"] = result
             conn.execute(sa.update(runs).where(runs.c.id == run_id).values(settings=_dumps(settings)))
             return 1
 
