@@ -482,10 +482,13 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     if as_json:
         _emit_json({"runs": rows})
         return
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
-    table = Table("id", "name", "status", "goal", "trials", "best", "improvement", "created")
+    # Names are what the other commands take: never cut one short (the other columns give way).
+    longest = max((len(str(r["name"])) for r in rows), default=4)
+    table = Table("id", Column("name", min_width=longest), "status", "goal", "trials", "best",
+                  Column("improvement", min_width=11), Column("created", min_width=19))
     for r in rows:
         imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.

@@ -170,3 +170,13 @@ def test_resume_line_names_an_absolute_store(tmp_path, monkeypatch):
     finally:
         store.close()
     assert shlex.split(line) == ["perftune", "resume", "a run", "--store", str(tmp_path / "rel dir.db")]
+
+
+def test_runs_prints_whole_names_on_a_narrow_terminal(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    name = "a-rather-long-run-name-that-other-commands-take"
+    invoke("--store", db, "run", str(task), "--budget", "1", "--name", name)
+    narrow = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--store", db, "runs"], catch_exceptions=False)
+    assert narrow.exit_code == 0 and name in narrow.output
