@@ -144,37 +144,52 @@ def _trial_json(trial: Any) -> dict[str, Any] | None:
     }
 
 
-def _print_result(result: Any, *, as_json: bool, speedup: Any = None) -> None:
+def _console() -> Any:
+    """A rich console for user and candidate strings: no emoji codes, no wrapping inside a line.
+
+    Strings given to it still need ``rich.markup.escape`` (or a ``Text``): a ``[/]`` in a name or a
+    reason is then printed as typed, and a long command line stays one line that can be pasted.
+    """
     from rich.console import Console
 
-    improvement = result.improvement
-    ci = None if speedup is None else {"speedup": speedup.estimate, "low": speedup.lo, "high": speedup.hi,
-                                       "confidence": speedup.confidence}
+    return Console(emoji=False, soft_wrap=True)
+
+
+def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
+    from rich.markup import escape
+
+    from perftune.report import FinalAnswer
+
+    answer = answer if answer is not None else FinalAnswer(None)
+    imp = answer.improvement
+    ci = None if imp is None else {"speedup": imp.estimate, "low": imp.low, "high": imp.high,
+                                   "confidence": imp.confidence}
     if as_json:
         _emit_json({
             "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
             "counts": result.counts(), "best": _trial_json(result.best),
-            "default": _trial_json(result.default), "improvement_over_default": improvement, "speedup_ci": ci,
+            "default": _trial_json(result.default),
+            "improvement_over_default": None if imp is None else imp.to_json()["estimate"], "speedup_ci": ci,
+            "improvement": None if imp is None else imp.to_json(), "note": answer.note,
         })
         return
-    console = Console()
+    console = _console()
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
-    console.print(f"run [bold]{result.run_name}[/] (id {result.run_id}): "
+    console.print(f"run [bold]{escape(str(result.run_name))}[/] (id {result.run_id}): "
                   f"{len(result.trials)} trials ({counts}); "
-                  f"stopped: {result.stop_reason or 'budget'}")
+                  f"stopped: {escape(result.stop_reason or 'budget')}")
     if result.best is None:
         console.print("[red]no successful trial[/]")
+        for line in answer.lines():
+            console.print(escape(line))
         return
     if result.default is not None and result.default.ok:
         console.print(f"default configuration: {result.default.value:.6g}")
     console.print(f"best: [bold green]{result.best.value:.6g}[/] "
-                  f"(trial {result.best.id}, by {result.best.technique})")
-    console.print(f"best configuration: {result.best.config.to_json()}")
-    if ci is not None:
-        console.print(f"improvement over the default configuration: [bold]{ci['speedup']:.3f}x[/] "
-                      f"({ci['confidence']:.0%} CI {ci['low']:.3f}x to {ci['high']:.3f}x)")
-    elif improvement is not None:
-        console.print(f"improvement over the default configuration: [bold]{improvement:.3f}x[/]")
+                  f"(trial {result.best.id}, by {escape(str(result.best.technique))})")
+    console.print(f"best configuration: {escape(result.best.config.to_json())}")
+    for line in answer.lines():
+        console.print(escape(line))
 
 
 @cli.command("run")
@@ -223,7 +238,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             # Another driver of the same task took the name between our look and our insert.
             if name or "already exists" not in str(error) or attempt == 49:
                 raise
-    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
+    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json, store=st)
 
 
 def _target_table(task: str) -> dict[str, Any] | None:
@@ -250,10 +265,56 @@ def _run_target(ctx: click.Context, task: str, target: dict[str, Any], store: st
     from perftune.targets.flags import task_from_toml
 
     flags_task = task_from_toml(target, task)
-    items = _opt(ctx, "budget", budget)
-    result = flags_task.run(budget=list(items) if items else "5m", workers=_opt(ctx, "workers", workers) or 1,
-                            store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed))
+    tuning = _flags_tuning(task)
+    items = _opt(ctx, "budget", budget) or tuning.get("budget")
+    if isinstance(items, int | str):
+        items = (items,)
+    st = _open(ctx, store, must_exist=False)
+    # Like the run name of any task file: a second run of the same file gets "-2", not an error.
+    name = _free_name(st, tuning.get("name") or flags_task.name)
+    seed = _opt(ctx, "seed", seed)
+    result = flags_task.run(budget=list(items) if items else "5m",
+                            workers=_opt(ctx, "workers", workers) or tuning.get("workers") or 1,
+                            store=st, seed=tuning.get("seed") if seed is None else seed, name=name)
     _print_flags_result(result, as_json)
+
+
+def _flags_tuning(task: str) -> dict[str, Any]:
+    """The run name and ``[tuning]`` settings of a flags task file (``[tuning] name``, else ``name``)."""
+    import tomllib
+
+    with open(task, "rb") as f:
+        data = tomllib.load(f)
+    tuning = data.get("tuning", {})
+    if not isinstance(tuning, dict):
+        raise PerftuneError(f"{task}: key tuning: expected a table [tuning]")
+    known = {"name", "budget", "seed", "workers"}
+    unknown = sorted(set(tuning) - known)
+    if unknown:
+        raise PerftuneError(f"{task}: key tuning.{unknown[0]}: not used by the flags kind "
+                            f"(known: {', '.join(sorted(known))})")
+    out: dict[str, Any] = {}
+    name = tuning.get("name", data.get("name"))
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            key = "tuning.name" if "name" in tuning else "name"
+            raise PerftuneError(f"{task}: key {key}: expected a run name (a non-empty string)")
+        out["name"] = name
+    budget = tuning.get("budget")
+    if budget is not None:
+        if isinstance(budget, dict) and set(budget) <= {"evals", "seconds"}:  # as in any task file
+            budget = [str(budget[k]) + ("s" if k == "seconds" else "") for k in sorted(budget)]
+        if isinstance(budget, bool) or not isinstance(budget, int | str | list):
+            raise PerftuneError(f"{task}: key tuning.budget: expected trials (200), a time (90s, 10m) "
+                                "or { evals = N, seconds = S }")
+        out["budget"] = tuple(str(b) for b in budget) if isinstance(budget, list) else str(budget)
+    for key, least in (("seed", 0), ("workers", 1)):
+        value = tuning.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise PerftuneError(f"{task}: key tuning.{key}: expected an integer of at least {least}")
+            out[key] = value
+    return out
 
 
 def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
@@ -266,21 +327,45 @@ def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
 
 
 def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
-               as_json: bool) -> None:
+               as_json: bool, store: Any = None) -> None:
+    from perftune.report import answer_of, record_final_answer
+
+    if store is not None and tuner.run_id is not None and tuner.n_trials:
+        store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
     try:
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
                            progress=not as_json and sys.stderr.isatty(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
-        click.echo(f"perftune: interrupted; resume with: perftune resume {tuner.run_name}", err=True)
+        click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
         sys.exit(130)
+    searched = result.best
     check = getattr(getattr(spec.objective, "check", None), "expensive", None)
     if getattr(limit, "seconds", None) is not None and check is not None and result.best is not None:
         # The driver's clock ended the search; this final step is bounded by the check's own timeouts.
         click.echo("perftune: note: the winner's expensive check runs after the time budget "
                    "(at most 5 candidates, each within the check's timeouts)", err=True)
     result = _verified(result, spec)
-    _print_result(result, as_json=as_json, speedup=_speedup(result, spec))
+    note = None
+    if result.best is None and searched is not None:
+        note = "no verified winner among the best trials: the run has no final answer"
+    elif searched is not None and result.best is not None and result.best.id != searched.id:
+        note = (f"the best trial of the search (trial {searched.id}) failed its check: "
+                f"the final answer is trial {result.best.id}")
+    answer = answer_of(result.best, result.default, goal=spec.goal, note=note)
+    record_final_answer(store, result.run_id, answer)
+    _print_result(result, as_json=as_json, answer=answer)
+
+
+def _resume_command(run_name: str | None, store: Any) -> str:
+    """A ``perftune resume`` line that works pasted into any folder: the store it used, absolute."""
+    import shlex
+
+    words = ["perftune", "resume", str(run_name)]
+    if store is not None:
+        where = os.path.abspath(store.location) if store.dialect == "sqlite" else store.url
+        words += ["--store", where]
+    return shlex.join(words)
 
 
 def _verified(result: Any, spec: Any, max_checks: int = 5) -> Any:
@@ -296,15 +381,6 @@ def _verified(result: Any, spec: Any, max_checks: int = 5) -> Any:
         click.echo("perftune: no verified winner among the best candidates", err=True)
         result.best = None
     return result
-
-
-def _speedup(result: Any, spec: Any) -> Any:
-    if result.best is None or result.default is None or not result.default.ok:
-        return None
-    try:
-        return spec.speedup(result.best, result.default)
-    except (ValueError, ZeroDivisionError):
-        return None
 
 
 def _task_fingerprint(path: str) -> str:
@@ -395,7 +471,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
-    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json)
+    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json, store=st)
 
 
 @cli.command("runs")
@@ -405,23 +481,34 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
 def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     """List the runs in the store."""
     st = _open(ctx, store)
+    from perftune.report import FinalAnswer
+
     rows = []
     for info in st.list_runs():
         best = st.best(info.id)
+        # Only a recorded final answer: computing one would read every run's trials.
+        answer = FinalAnswer.from_json((info.settings or {}).get("result"))
+        imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
-                     "best": None if best is None else best.value})
+                     "best": None if best is None else best.value, "improvement": imp})
     if as_json:
         _emit_json({"runs": rows})
         return
-    from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
+    from rich.text import Text
 
-    table = Table("id", "name", "status", "goal", "trials", "best", "created")
+    # Names are what the other commands take: never cut one short (the other columns give way).
+    longest = max((len(str(r["name"])) for r in rows), default=4)
+    table = Table("id", Column("name", min_width=longest), "status", "goal", "trials", "best",
+                  Column("improvement", min_width=11), Column("created", min_width=19))
     for r in rows:
-        table.add_row(str(r["id"]), r["name"], str(r["status"]), str(r["goal"]), str(r["trials"]),
-                      "-" if r["best"] is None else f"{r['best']:.6g}", _when(r["created_at"]))
-    Console().print(table)
+        imp = r["improvement"]
+        # Text cells: a name like "[/]" is printed, not parsed as markup.
+        table.add_row(str(r["id"]), Text(str(r["name"])), Text(str(r["status"])), Text(str(r["goal"])),
+                      str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
+                      "-" if imp is None else f"{imp['estimate']:.3f}x", _when(r["created_at"]))
+    _console().print(table)
 
 
 @cli.command("show")
@@ -431,11 +518,14 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 @click.pass_context
 def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> None:
     """Show one run (name, id or 'latest'): best, baseline, failures, history."""
+    from perftune.report import final_answer
+
     st = _open(ctx, store)
     info = st.get_run(run)
     trials = st.trials(info.id)
     best = st.best(info.id)
     default = next((t for t in trials if t.technique == "default"), None)
+    answer = final_answer(st, info, trials)
     counts: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for t in trials:
@@ -444,32 +534,45 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
             key = t.reason.splitlines()[0][:120]
             reasons[key] = reasons.get(key, 0) + 1
     if as_json:
+        imp = answer.improvement
         _emit_json({"run": {"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                             "metric": info.metric, "created_at": str(info.created_at),
                             "settings": info.settings, "environment": getattr(info, "environment", None)},
                     "counts": counts, "failures": reasons, "best": _trial_json(best),
-                    "default": _trial_json(default), "trials": [_trial_json(t) for t in trials]})
+                    "default": _trial_json(default), "trials": [_trial_json(t) for t in trials],
+                    "improvement_over_default": None if imp is None else imp.to_json()["estimate"],
+                    "improvement": None if imp is None else imp.to_json(), "note": answer.note,
+                    "final": answer.to_json()})
         return
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
-    console.print(f"run [bold]{info.name}[/] (id {info.id}), {info.status}, goal {info.goal}, "
-                  f"{len(trials)} trials")
+    console = _console()
+    console.print(f"run [bold]{escape(str(info.name))}[/] (id {info.id}), {escape(str(info.status))}, "
+                  f"goal {escape(str(info.goal))}, {len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     if default is not None and default.ok:
         console.print(f"default configuration: {default.value:.6g}")
     if best is not None:
-        console.print(f"best: [bold green]{best.value:.6g}[/] (trial {best.id}) {best.config.to_json()}")
+        console.print(f"best: [bold green]{best.value:.6g}[/] (trial {best.id}) "
+                      f"{escape(best.config.to_json())}")
+    if answer.command_line is not None:
+        console.print(f"final command line: {escape(answer.command_line)}")
+    elif answer.trial is not None and best is not None and answer.trial != best.id and answer.config:
+        config = json.dumps(answer.config, sort_keys=True)
+        console.print(f"final answer: trial {answer.trial} {escape(config)}")
+    for line in answer.lines():
+        console.print(escape(line))
     if reasons:
         table = Table("failure reason", "trials")
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
-            table.add_row(reason, str(n))
+            table.add_row(Text(reason), str(n))
         console.print(table)
     table = Table("trial", "status", "value", "technique", "config", title="last 15 trials")
     for t in trials[-15:]:
         value = "-" if t.value is None else f"{t.value:.6g}"
-        table.add_row(str(t.id), t.status.value, value, str(t.technique), t.config.to_json()[:80])
+        table.add_row(str(t.id), t.status.value, value, Text(str(t.technique)), Text(t.config.to_json()[:80]))
     console.print(table)
 
 
@@ -610,9 +713,9 @@ def _print_flags_result(result: Any, as_json: bool) -> None:
     if as_json:
         _emit_json(result.to_json())
         return
-    lo, hi = result.ci
-    click.echo(f"{result.n_trials} trials; speedup over -O3: {result.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f})"
-               + ("; the search found nothing faster than -O3" if result.fell_back else ""))
+    click.echo(f"{result.n_trials} trials; {result.improvement.text()}")
+    if result.note:
+        click.echo(result.note)
     # NaN shares (options required for the output) sort as 0.
     by_share = sorted(result.contributions.items(), key=lambda kv: -abs(kv[1]) if kv[1] == kv[1] else 0)
     for opt, share in by_share:

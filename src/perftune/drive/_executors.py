@@ -12,6 +12,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -83,8 +85,49 @@ class _Cancelled(BaseException):
     """Raised in a worker by SIGTERM, so that the evaluation unwinds and its cleanup runs."""
 
 
+# True while this process forks (set and cleared by C-level at-fork hooks, see _guard_forks).
+_FORK_STATE: dict[str, bool] = {"forking": False}
+
+
 def _cancel(signum: int, frame: Any) -> None:
+    if _FORK_STATE["forking"]:
+        # Raised inside an at-fork hook (logging's _releaseLock while the sandbox starts a candidate),
+        # the exception would be printed as "Exception ignored in ..." and swallowed, and the
+        # cancellation lost. Raise it instead at the first call or return outside the fork's hooks and
+        # outside subprocess's own code (so that Popen has its process when the evaluation unwinds).
+        sys.setprofile(_raise_when_forked)
+        return
     raise _Cancelled
+
+
+def _raise_when_forked(frame: Any, event: str, arg: Any) -> None:
+    if _FORK_STATE["forking"]:
+        return
+    caller = frame
+    while caller is not None:
+        if caller.f_code.co_filename == subprocess.__file__:
+            return  # still inside Popen (or a helper it called)
+        caller = caller.f_back
+    sys.setprofile(None)
+    raise _Cancelled
+
+
+def _guard_forks() -> None:
+    """Mark the time this process spends in at-fork hooks, so that ``_cancel`` does not raise there.
+
+    The hooks are C callables (no Python code runs in them, so no signal handler either). Registered
+    after logging's, they run first before a fork and last after it, around every Python hook. The
+    child of a fork never inherits a pending cancellation: it is the parent that was cancelled.
+    """
+    import functools
+    import logging  # noqa: F401  (its fork hooks must be registered before these)
+
+    os.register_at_fork(
+        before=functools.partial(_FORK_STATE.__setitem__, "forking", True),
+        after_in_parent=functools.partial(_FORK_STATE.__setitem__, "forking", False),
+        after_in_child=functools.partial(_FORK_STATE.__setitem__, "forking", False),
+    )
+    os.register_at_fork(after_in_child=functools.partial(sys.setprofile, None))
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -111,6 +154,7 @@ def _worker_main(conn: Connection, driver_ends: list[Connection], parent_pid: in
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     # The driver cancels with SIGTERM: unwinding through the objective lets it clean up (the sandbox
     # kills its candidate's process group), where SIGKILL would orphan a candidate in its own session.
+    _guard_forks()
     signal.signal(signal.SIGTERM, _cancel)
     with contextlib.suppress(_Cancelled):
         _die_with_parent(parent_pid)

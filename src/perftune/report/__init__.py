@@ -9,11 +9,33 @@ Example:
     >>> from perftune.report import write_html
     >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
 
-From the command line: ``perftune report latest -o report.html``.
+From the command line: ``perftune report latest -o report.html``. The improvement every view prints
+is :class:`Improvement` (one definition: the speedup with a confidence interval).
 """
 
 from __future__ import annotations
 
 from perftune.report._html import credit_history, failure_counts, plots_available, write_html
+from perftune.report._improvement import (
+    FinalAnswer,
+    Improvement,
+    answer_of,
+    final_answer,
+    improvement_of,
+    record_final_answer,
+    trial_speedup,
+)
 
-__all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]
+__all__ = [
+    "FinalAnswer",
+    "Improvement",
+    "answer_of",
+    "credit_history",
+    "failure_counts",
+    "final_answer",
+    "improvement_of",
+    "plots_available",
+    "record_final_answer",
+    "trial_speedup",
+    "write_html",
+]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune.errors import PerftuneError
+from perftune.report._improvement import final_answer
 from perftune.trial import Status, Trial
 
 __all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]
@@ -290,7 +291,8 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
              f"{html.escape(metric or 'the objective')}</td></tr>",
              f"<tr><th>trials</th><td>{len(trials)} ("
              + ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(status_counts.items())) + ")</td></tr>"]
-    settings = getattr(info, "settings", None) or {}
+    # The recorded final answer has its own line below.
+    settings = {k: v for k, v in (getattr(info, "settings", None) or {}).items() if k != "result"}
     if settings:
         parts.append("<tr><th>settings</th><td><code>"
                      + html.escape(json.dumps(settings, default=str, sort_keys=True)) + "</code></td></tr>")
@@ -305,13 +307,18 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
         for k, v in dict(best.config).items():
             parts.append(f"<tr><td>{html.escape(str(k))}</td><td>{_value(v)}</td></tr>")
         parts.append("</table>")
-        ordered = sorted(trials, key=lambda t: t.id)
-        first = next((t for t in ordered if t.ok and t.value is not None), None)
-        if first is not None and first.value and best.value:
-            ratio = first.value / best.value if goal == "min" else best.value / first.value
-            parts.append(f"<p class='muted'>first successful trial (#{first.id}, "
-                         f"{html.escape(str(first.technique))}): {_value(first.value)}; "
-                         f"best is {ratio:.3g}x better.</p>")
+    # The same final answer and improvement line as `perftune run` and `perftune show` print.
+    answer = final_answer(store, info, trials)
+    if answer.command_line is not None:
+        parts.append(f"<p>final command line: <code>{html.escape(answer.command_line)}</code></p>")
+    elif answer.trial is not None and answer.config and (best is None or answer.trial != best.id):
+        parts.append(f"<p>final answer: trial {answer.trial}</p>"
+                     "<table><tr><th>parameter</th><th>value</th></tr>")
+        for k, v in answer.config.items():
+            parts.append(f"<tr><td>{html.escape(str(k))}</td><td>{_value(v)}</td></tr>")
+        parts.append("</table>")
+    for line in answer.lines():
+        parts.append(f"<p class='improvement'><b>{html.escape(line)}</b></p>")
 
     parts.append("<h2>Convergence</h2>")
     if any(t.ok for t in trials):

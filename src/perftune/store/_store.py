@@ -607,6 +607,33 @@ class Store:
         if self._run(update, "cannot update the run", write=True) == 0:
             raise StoreError(f"store {self.location}: no run with id {run_id}")
 
+    def record_result(self, run_id: int, result: dict[str, Any] | None) -> None:
+        """Record the final answer of a run (``settings["result"]``), replacing an earlier one.
+
+        The final answer can differ from the best trial (a winner that fails its check, a flag set that
+        does not confirm against -O3); every view of the run reads it from here, so that they agree.
+        None forgets it (a resumed run has no final answer until it ends again).
+
+        Raises:
+            StoreError: no such run.
+        """
+        runs = schema.runs
+
+        def update(conn: Connection) -> int:
+            row = conn.execute(sa.select(runs.c.settings).where(runs.c.id == run_id)).first()
+            if row is None:
+                return 0
+            settings = json.loads(row.settings) if row.settings else {}
+            if result is None:
+                settings.pop("result", None)
+            else:
+                settings["result"] = result
+            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(settings=_dumps(settings)))
+            return 1
+
+        if self._run(update, "cannot record the result", write=True) == 0:
+            raise StoreError(f"store {self.location}: no run with id {run_id}")
+
     def _require_run(self, conn: Connection, run_id: int) -> None:
         if conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.id == run_id)).first() is None:
             raise StoreError(f"store {self.location}: no run with id {run_id}")

@@ -139,15 +139,13 @@ class Task:
         return self.objective.verify(config)
 
     def speedup(self, best: Any, default: Any, confidence: float = 0.95) -> Any:
-        """Speedup of trial ``best`` over trial ``default`` with a confidence interval (from samples)."""
-        from perftune.measure import speedup_ci
+        """Speedup of trial ``best`` over trial ``default`` with a confidence interval (from samples).
 
-        return speedup_ci(
-            list(default.samples) or [default.value],
-            list(best.samples) or [best.value],
-            confidence=confidence,
-            goal=self.goal,
-        )
+        The same number as every view of the run prints (:func:`perftune.report.trial_speedup`).
+        """
+        from perftune.report._improvement import trial_speedup
+
+        return trial_speedup(best, default, goal=self.goal, confidence=confidence)
 
 
 # -- errors with file, key and line ---------------------------------------------------------------

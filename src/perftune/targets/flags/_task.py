@@ -82,8 +82,9 @@ class FlagsTask:
         seed: int | None = None,
         reduce: bool = True,
         on_trial: Any = None,
+        name: str | None = None,
     ) -> Any:
-        """Tune the task; returns a :class:`FlagsResult`."""
+        """Tune the task; returns a :class:`FlagsResult`. ``name`` names the run in the store."""
         from perftune.targets.flags._tune import tune_flags
 
         return tune_flags(
@@ -105,6 +106,7 @@ class FlagsTask:
             run_timeout_s=self.run_timeout_s,
             clock=self.clock,
             on_trial=on_trial,
+            name=name,
         )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
+from perftune.report._improvement import FinalAnswer, Improvement, record_final_answer
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
@@ -65,6 +66,9 @@ class FlagsResult:
         trace: ``(elapsed seconds, median run time, options)`` at each new best of the search.
         run_id: The run in the store, when a store was given.
         fell_back: True when the search's winner was not faster than -O3 and -O3 was kept.
+        compiler: The compiler's version line.
+        reasons: Unused; kept for callers that read it.
+        note: One line on why the result is not the best of the search (a fallback), or None.
     """
 
     flags: list[str]
@@ -85,14 +89,30 @@ class FlagsResult:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     n_cancelled: int = 0
+    note: str | None = None
+
+    @property
+    def improvement(self) -> Improvement:
+        """The speedup over -O3 as every view prints it (:class:`perftune.report.Improvement`)."""
+        return Improvement(self.speedup, self.ci[0], self.ci[1], 0.95, baseline="-O3",
+                           is_baseline=self.flags == ["-O3"])
+
+    def final_answer(self) -> FinalAnswer:
+        """What the run answered, as recorded in the store for ``show`` and ``report``."""
+        return FinalAnswer(self.improvement, command_line=self.command_line, note=self.note,
+                           config={"flags": list(self.flags)})
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able summary (what ``perftune flags --json`` prints)."""
+        improvement = self.improvement.to_json()
         return {
             "flags": self.flags,
             "command_line": self.command_line,
-            "speedup_over_O3": round(self.speedup, 4),
-            "speedup_ci95": [round(self.ci[0], 4), round(self.ci[1], 4)],
+            # The digits of the printed line, so that text and JSON agree.
+            "speedup_over_O3": improvement["estimate"],
+            "speedup_ci95": [improvement["low"], improvement["high"]],
+            "improvement": improvement,
+            "note": self.note,
             "baseline_O3_s": round(self.baseline_s, 6),
             "tuned_s": round(self.tuned_s, 6),
             "winner_flags": self.winner_flags,
@@ -184,6 +204,7 @@ def tune_flags(
     workdir: str | None = None,
     info: CompilerInfo | None = None,
     on_trial: Callable[[int, float | None], None] | None = None,
+    name: str | None = None,
 ) -> FlagsResult:
     """Tune the compiler options of a C/C++ program for speed.
 
@@ -217,6 +238,7 @@ def tune_flags(
         workdir: Scratch area (a temporary directory when None).
         info: Pre-discovered compiler information (default: :func:`discover`).
         on_trial: Called after each trial with ``(n_trials, best speedup over -O3 or None)``.
+        name: Name of the run in the store (generated when None).
 
     Raises:
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
@@ -289,7 +311,7 @@ def tune_flags(
             store=store,
             technique=technique,
             seeds=[o2, *seed_configs, *extra],
-            name=None,
+            name=name,
             budget=Budget(evals=n_trials, seconds=search_s),
             settings={
                 "target": "flags",
@@ -381,7 +403,13 @@ def tune_flags(
             notes.append(f"{n_cancelled} candidate(s) in flight when the search's time ran out "
                          "were cancelled")
         result = _confirm_and_reduce(
-            evaluator, info, finalists, reduce=reduce, confirm_runs=confirm_runs, compiler_name=compiler,
+            evaluator,
+            info,
+            finalists,
+            reduce=reduce,
+            confirm_runs=confirm_runs,
+            compiler_name=compiler,
+            search_speedup=history[-1][1] if history else None,
             notes=notes,
         )
         result.notes = notes
@@ -391,6 +419,8 @@ def tune_flags(
         result.history = history
         result.trace = trace
         result.run_id = getattr(tuner, "run_id", None)
+        # show and report print what the run answered, not the best of the search.
+        record_final_answer(getattr(tuner, "_store", None), result.run_id, result.final_answer())
         return result
     finally:
         evaluator.close()
@@ -480,11 +510,13 @@ def _confirm_and_reduce(
     confirm_runs: int,
     compiler_name: str = "gcc",
     notes: list[str] | None = None,
+    search_speedup: float | None = None,
 ) -> FlagsResult:
     """Confirm the finalists against -O3, reduce the best confirmed one, and measure the result.
 
     Never worse than -O3: a finalist must beat -O3 in its interleaved confirmation to be kept; a
     reduced set that then measures slower than -O3 falls back to the unreduced winner, and that to -O3.
+    Every fallback is said in the result's ``note``, with the numbers that caused it.
 
     With a deadline on the evaluator (a time budget), every step is sized to fit what is left: fewer
     confirmation runs, fewer finalists, no reduction, and the confirmation's own samples instead of a
@@ -495,6 +527,7 @@ def _confirm_and_reduce(
     baseline = ["-O3"]
     winner: list[str] = list(baseline)
     best_estimate = 1.0
+    best_confirmed: float | None = None
     confirmed: dict[tuple[str, ...], tuple[list[float], list[float]]] = {}
     for index, flags in enumerate(finalists):
         runs = plan.pair_runs(confirm_runs)
@@ -511,9 +544,19 @@ def _confirm_and_reduce(
                          f"(of {confirm_runs}) to fit the time budget")
         confirmed[tuple(flags)] = (base_s, cand_s)
         estimate, _, _ = _speedup(base_s, cand_s)
+        best_confirmed = estimate if best_confirmed is None else max(best_confirmed, estimate)
         if estimate > best_estimate:
             winner, best_estimate = list(flags), estimate
     fell_back = bool(finalists) and winner == baseline
+    note: str | None = None
+    if not finalists:
+        note = "the search measured no working flag set other than -O3: the answer is -O3"
+    elif fell_back and not confirmed:
+        note = "no flag set could be confirmed against -O3 in the time budget: the answer is -O3"
+    elif fell_back:
+        searched = "" if search_speedup is None else f": {search_speedup:.3f}x in the search did not confirm"
+        best = "" if best_confirmed is None else f" (best in the confirmation: {best_confirmed:.3f}x)"
+        note = f"no flag set beat -O3 in the interleaved confirmation{searched}{best}"
     contributions: dict[str, float] = {}
     final = list(winner)
     if reduce and final != baseline:
@@ -528,6 +571,9 @@ def _confirm_and_reduce(
                 contributions = {}
             else:
                 final = reduced
+                if final == baseline:
+                    note = (f"the confirmed winner ({best_estimate:.3f}x in the confirmation) reduced to "
+                            "plain -O3: none of its options made a difference beyond the noise")
     speed = lo = hi = 1.0
     fin_s: list[float] = []
     base_s = []
@@ -553,9 +599,12 @@ def _confirm_and_reduce(
         if speed >= 1.0:
             if choice is winner and final != winner:
                 contributions = {}  # the reduced set lost its edge: the full winner stands
+                note = "the reduced flag set measured slower than -O3: the unreduced winner is kept"
             final = list(choice)
             break
     else:
+        note = (f"the winner ({best_estimate:.3f}x in the confirmation) measured slower than -O3 in the "
+                f"final measurement ({speed:.3f}x): the answer is -O3")
         final, fell_back, contributions = list(baseline), True, {}
     if final == baseline:
         m = evaluator.measure(baseline, n_runs=max(2, confirm_runs // 2))
@@ -565,7 +614,15 @@ def _confirm_and_reduce(
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
 
     p = evaluator.program
-    cmd = [compiler_name, *p.compile_args, *final, *p.sources, "-o", "prog", *p.link_args]
+    cmd = [
+        _absolute_program(compiler_name),
+        *_absolute_options(p.compile_args, p.cwd),
+        *final,
+        *(os.path.abspath(os.path.join(p.cwd, src)) for src in p.sources),
+        "-o",
+        "prog",
+        *_absolute_options(p.link_args, p.cwd),
+    ]
     return FlagsResult(
         flags=final,
         winner_flags=list(winner),
@@ -577,7 +634,41 @@ def _confirm_and_reduce(
         contributions=contributions,
         fell_back=fell_back,
         compiler=info.version_line,
+        note=note,
     )
+
+
+# Options whose argument is a path (joined, like -Iinclude, or the next word, like -I include).
+_PATH_OPTIONS = ("-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros")
+
+
+def _absolute_program(program: str) -> str:
+    """A compiler named by a relative path (``./cc``) made absolute; a bare name stays a PATH lookup."""
+    return os.path.abspath(program) if os.sep in program and not os.path.isabs(program) else program
+
+
+def _absolute_options(options: Sequence[str], cwd: str) -> list[str]:
+    """``options`` with relative path arguments made absolute against ``cwd``, so that the printed
+    command line works pasted into any folder."""
+    out: list[str] = []
+    expect_path = False
+    for opt in options:
+        if expect_path:
+            out.append(opt if os.path.isabs(opt) else os.path.abspath(os.path.join(cwd, opt)))
+            expect_path = False
+            continue
+        if opt in _PATH_OPTIONS:
+            out.append(opt)
+            expect_path = True
+            continue
+        prefix = next((p for p in _PATH_OPTIONS if opt.startswith(p) and len(opt) > len(p)), None)
+        if prefix is not None and not os.path.isabs(opt[len(prefix):]):
+            out.append(prefix + os.path.abspath(os.path.join(cwd, opt[len(prefix):])))
+        elif not opt.startswith("-") and not os.path.isabs(opt) and os.path.exists(os.path.join(cwd, opt)):
+            out.append(os.path.abspath(os.path.join(cwd, opt)))  # an object file or library given by path
+        else:
+            out.append(opt)
+    return out
 
 
 def reduce_flags(

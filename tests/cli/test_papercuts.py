@@ -1,0 +1,182 @@
+"""What a new user meets first: markup in names and output printed as typed, a Ctrl-C that prints one
+clean line with a resume command that works pasted anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perftune.cli import cli
+
+MARKUP = "[bold]x[/bold]"
+# Every candidate string that rich would parse: a closing tag with nothing open, and a style.
+HOSTILE = textwrap.dedent("""
+    [space]
+    mode = { type = "choice", options = ["[/]", "[bold]x[/bold]", "plain"], default = "plain" }
+    [run]
+    command = ["python3", "-c", "import sys; m = sys.argv[1]; sys.stderr.write('boom [/] [bold]x[/bold]') if m == '[/]' else None; sys.exit(3) if m == '[/]' else print('value', len(m))", "{mode}"]
+    timeout_s = 20
+    [objective]
+    metric = "stdout_regex"
+    pattern = 'value ([0-9.]+)'
+    goal = "max"
+    [timing]
+    repeats = 1
+    warmup_runs = 0
+""")  # noqa: E501
+
+
+@pytest.fixture
+def tmp_path(public_tmp_path):
+    return public_tmp_path  # candidates run as an unprivileged user: the task folder must be readable
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_markup_in_names_configs_and_candidate_stderr_is_printed_as_typed(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    name = f"{MARKUP}[/]"
+    # Enumerates the three choices: the default, then the two hostile ones.
+    printed = invoke("--store", db, "run", str(task), "--budget", "3", "--seed", "0", "--name", name)
+    assert f"run {name} (id 1)" in printed
+    assert f'best configuration: {{"mode": "{MARKUP}"}}' in printed
+
+    shown = invoke("--store", db, "show", name)
+    assert f"run {name} (id 1)" in shown
+    assert f'{{"mode": "{MARKUP}"}}' in shown and '{"mode": "[/]"}' in shown
+    assert f"boom [/] {MARKUP}" in shown  # the failing candidate's stderr, in the failure table
+
+    assert name in invoke("--store", db, "runs")
+
+
+def test_a_markup_name_given_in_the_task_file_is_printed_as_typed(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(f'name = "{MARKUP}"\n' + HOSTILE)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert f"run {MARKUP} (id 1)" in invoke("--store", db, "run", str(task), "--budget", "2")
+    assert MARKUP in invoke("--store", db, "runs")
+
+
+SLOW = textwrap.dedent("""
+    name = "slow"
+    [space]
+    x = { type = "int", min = 0, max = 30, default = 0 }
+    [run]
+    command = ["python3", "-c", "import time; time.sleep(0.3); print('value', ({x} - 7) ** 2)"]
+    timeout_s = 20
+    [objective]
+    metric = "stdout_regex"
+    pattern = 'value ([0-9.]+)'
+    goal = "min"
+    [timing]
+    repeats = 1
+    warmup_runs = 0
+""")
+
+
+def _n_trials(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return int(conn.execute("SELECT count(*) FROM trials").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_one_line_whose_resume_command_works_pasted_anywhere(tmp_path):
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    (work / "task.toml").write_text(SLOW)
+    env = {k: v for k, v in os.environ.items() if k != "PERFTUNE_STORE"}
+    # The default store (./perftune.db) and a relative task path: what a new user types.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perftune", "run", "task.toml", "--budget", "12", "--workers", "2"],
+        cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while _n_trials(work / "perftune.db") < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    [hint] = [line.split("resume with: ", 1)[1] for line in err.splitlines() if "resume with: " in line]
+    words = shlex.split(hint)
+    assert words[:3] == ["perftune", "resume", "slow"]
+    assert words[words.index("--store") + 1] == str(work / "perftune.db")
+
+    resumed = subprocess.run([sys.executable, "-m", *words, "--json"], cwd=elsewhere, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sum(json.loads(resumed.stdout)["counts"].values()) == 12
+    assert not (elsewhere / "perftune.db").exists()
+
+
+# SIGTERM (the driver cancelling an evaluation) arriving while the worker forks a candidate: after the
+# guard's before-fork hook, before logging's (which is where the stray "Exception ignored" came from).
+FORK_SCRIPT = textwrap.dedent("""
+    import functools, logging, os, signal, subprocess
+    from perftune.drive import _executors as executors
+
+    signal.signal(signal.SIGTERM, executors._cancel)
+    os.register_at_fork(before=functools.partial(os.kill, os.getpid(), signal.SIGTERM))
+    executors._guard_forks()
+    proc = None
+    try:
+        proc = subprocess.Popen(["true"], preexec_fn=lambda: None)
+        print("not cancelled")
+    except executors._Cancelled:
+        print("cancelled", "with its process" if proc is not None else "without its process")
+    if proc is not None:
+        proc.wait()
+""")
+
+
+def test_a_cancellation_during_a_fork_is_raised_after_it_and_prints_nothing():
+    done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "cancelled with its process"
+    assert "Exception ignored" not in done.stderr and done.stderr == ""
+
+
+def test_resume_line_names_an_absolute_store(tmp_path, monkeypatch):
+    from perftune.cli import _resume_command
+    from perftune.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///rel dir.db")
+    try:
+        line = _resume_command("a run", store)
+    finally:
+        store.close()
+    assert shlex.split(line) == ["perftune", "resume", "a run", "--store", str(tmp_path / "rel dir.db")]
+
+
+def test_runs_prints_whole_names_on_a_narrow_terminal(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    name = "a-rather-long-run-name-that-other-commands-take"
+    invoke("--store", db, "run", str(task), "--budget", "1", "--name", name)
+    narrow = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--store", db, "runs"], catch_exceptions=False)
+    assert narrow.exit_code == 0 and name in narrow.output
