@@ -10,7 +10,8 @@ default configuration as the baseline. Every "run" returns the true time times l
   times, tie threshold 1%, confidence 95% over all looks, 3..max_runs runs).
 
 A run of the benchmark succeeds when the reported winner is the true best or within the 1% tie
-threshold of it. Usage:
+threshold of it. ``--noise 0`` is a deterministic metric: identical samples end the sequential test
+at once, so the adaptive policy takes two runs per configuration. Usage:
 
     .venv/bin/python benchmarks/noise.py [--seeds 100] [--noise 0.10]
 """

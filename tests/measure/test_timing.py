@@ -50,8 +50,55 @@ def test_close_candidate_gets_more_runs_and_new_incumbent_gets_first_runs() -> N
 
 
 def test_first_candidate_takes_first_runs() -> None:
-    result = measure_adaptively(lambda: 1.0, None, TimingSettings(first_runs=7, warmup_runs=2))
+    rng = np.random.default_rng(5)
+    result = measure_adaptively(noisy(rng, 1.0), None, TimingSettings(first_runs=7, warmup_runs=2))
     assert len(result.samples) == 7 and result.n_runs == 9
+    # Declared noisy: identical samples do not end the test early.
+    steady = measure_adaptively(lambda: 1.0, None, TimingSettings(first_runs=7, warmup_runs=2),
+                                deterministic=False)
+    assert len(steady.samples) == 7 and steady.n_runs == 9
+
+
+def counting(values: list[float]):
+    """A sampler that returns ``values`` in turn and counts its calls in ``.calls``."""
+
+    def once() -> float:
+        once.calls += 1  # type: ignore[attr-defined]
+        return values[(once.calls - 1) % len(values)]  # type: ignore[attr-defined]
+
+    once.calls = 0  # type: ignore[attr-defined]
+    return once
+
+
+def test_identical_samples_end_the_sequential_test_at_once() -> None:
+    settings = TimingSettings(first_runs=30, max_runs=30, min_runs=3, warmup_runs=1)
+    first = counting([7.0])
+    baseline = measure_adaptively(first, None, settings)
+    assert baseline.samples == [7.0, 7.0] and first.calls == 3  # warm-up + two identical samples
+    # A new best against a constant incumbent: no top-up to first_runs.
+    better = counting([5.0])
+    result = measure_adaptively(better, baseline.samples, settings)
+    assert result.decision is Decision.BETTER and result.samples == [5.0, 5.0] and better.calls == 3
+    worse = counting([9.0])
+    result = measure_adaptively(worse, baseline.samples, settings)
+    assert result.decision is Decision.WORSE and result.samples == [9.0, 9.0]
+    same = counting([7.0])
+    assert measure_adaptively(same, baseline.samples, settings).decision is Decision.SAME
+    # Samples that differ are noise: the test goes on as before.
+    wobbly = counting([5.0, 5.1, 4.9])
+    assert len(measure_adaptively(wobbly, baseline.samples, settings).samples) >= 3
+
+
+def test_declared_deterministic_metric_is_measured_once() -> None:
+    settings = TimingSettings(first_runs=30, max_runs=30, warmup_runs=1)
+    once = counting([3.0])
+    first = measure_adaptively(once, None, settings, deterministic=True)
+    assert first.samples == [3.0] and first.n_runs == 1 and first.decision is Decision.BETTER
+    for value, decision in ((2.0, Decision.BETTER), (3.0, Decision.SAME), (4.0, Decision.WORSE)):
+        result = measure_adaptively(counting([value]), [3.0], settings, deterministic=True)
+        assert result.decision is decision and result.n_runs == 1
+    result = measure_adaptively(counting([4.0]), [3.0], settings, goal="max", deterministic=True)
+    assert result.decision is Decision.BETTER
 
 
 def test_speedup_interval_contains_the_truth() -> None:

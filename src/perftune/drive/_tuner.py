@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import shutil
 import statistics
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from perftune.drive._budget import Budget
-from perftune.drive._evaluate import Outcome, interpret
+from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.errors import PerftuneError, SpaceError
 from perftune.trial import Status, Trial
+
+if TYPE_CHECKING:
+    from perftune.measure import SpeedupCI, TimingSettings
 
 __all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
 
@@ -85,6 +90,29 @@ class Result:
         if low < 0 or high <= 0:
             return None
         return high / low if low > 0 else float("inf")
+
+    def speedup(self, confidence: float = 0.95) -> SpeedupCI | None:
+        """Speedup of the best over the default configuration with its interval, from their samples.
+
+        A :class:`perftune.measure.SpeedupCI` (``estimate > 1``: the best is better), or None without
+        a successful baseline. The interval is only as good as the samples: measure with
+        ``tune(..., repeats="auto")`` (or several repeats) for one that means something.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> r = tune(lambda c: 2.0 / (1 + c["n"]), Space({"n": Int(0, 3, default=0)}), budget=4,
+            ...          seed=0, repeats=2)
+            >>> str(r.speedup())
+            '4.000x [4.000, 4.000] at 95%'
+        """
+        if self.best is None or self.default is None or not self.default.ok:
+            return None
+        from perftune.measure import speedup_ci
+
+        def samples(t: Trial) -> list[float]:
+            return list(t.samples) or ([t.value] if t.value is not None else [])
+
+        return speedup_ci(samples(self.default), samples(self.best), confidence=confidence, goal=self.goal)
 
     def counts(self) -> dict[str, int]:
         """Number of trials by status."""
@@ -876,6 +904,7 @@ def tune(
     executor: str = "local",
     scheduler: str | None = None,
     progress: bool = False,
+    repeats: int | str | TimingSettings | None = None,
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
 
@@ -896,6 +925,13 @@ def tune(
         executor: ``"local"`` (worker processes on this machine) or ``"dask"``.
         scheduler: For Dask: ``"tcp://host:8786"`` or ``"local:N"``.
         progress: Show a progress bar.
+        repeats: None (default): the objective is called once per configuration. ``"auto"``: as
+            often as its noise needs, as for task files: a sequential test against the best so far
+            (few calls for a configuration that cannot win, more for one that might), and once per
+            configuration when the first one measured returns the same value twice (a deterministic
+            objective). An int: exactly that many calls. A :class:`perftune.measure.TimingSettings`:
+            the sequential test with those settings. A trial's value is the median of its samples;
+            ``timeout_s`` applies to the whole trial; :meth:`Result.speedup` gives the interval.
 
     Example:
         >>> from perftune.space import Float, Space
@@ -907,7 +943,19 @@ def tune(
     if limit is None:
         raise PerftuneError("tune(): give a budget (a number of trials, a duration or a perftune.Budget)")
     _check_run_args(workers, executor, timeout_s)
-    tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds, metric=metric,
-                  name=name, lag=lag)
-    return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                     scheduler=scheduler, progress=progress)
+    state_dir = None
+    if repeats is not None:
+        state_dir = tempfile.mkdtemp(prefix="perftune-repeats-")
+        try:
+            objective = RepeatedObjective(objective, metric, goal, repeats, state_dir)
+        except ValueError as error:
+            shutil.rmtree(state_dir, ignore_errors=True)
+            raise PerftuneError(f"tune(): {error}") from None
+    try:
+        tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
+                      metric=metric, name=name, lag=lag)
+        return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
+                         scheduler=scheduler, progress=progress)
+    finally:
+        if state_dir is not None:
+            shutil.rmtree(state_dir, ignore_errors=True)

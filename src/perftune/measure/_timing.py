@@ -11,6 +11,10 @@ for the difference of mean log values. After each new run of a candidate, the in
 Each look uses the confidence ``confidence`` adjusted for the number of looks (Bonferroni over the
 looks after ``min_runs``), so the stated confidence holds for the whole sequential test.
 
+Deterministic metrics (a count, an accuracy, a size) need no statistics: identical samples (two or
+more, and an incumbent whose samples are identical too) end the test at once, and a metric declared
+deterministic is measured once per configuration (:func:`measure_adaptively`, ``deterministic``).
+
 Example:
     >>> from perftune.measure import Decision, compare
     >>> compare([1.0, 1.01, 0.99, 1.0], [2.0, 2.02, 1.98, 2.01]) is Decision.BETTER
@@ -32,6 +36,7 @@ __all__ = [
     "SpeedupCI",
     "TimingSettings",
     "compare",
+    "is_constant",
     "measure_adaptively",
     "speedup_ci",
 ]
@@ -151,6 +156,16 @@ def compare(
     return Decision.UNDECIDED
 
 
+def is_constant(samples: Sequence[float]) -> bool:
+    """True when there are at least two samples and they are all the same value.
+
+    Example:
+        >>> is_constant([3.0, 3.0]), is_constant([3.0]), is_constant([3.0, 3.1])
+        (True, False, False)
+    """
+    return len(samples) >= 2 and all(x == samples[0] for x in samples)
+
+
 @dataclass
 class MeasureResult:
     """Samples of one candidate and how the sequential test ended."""
@@ -166,6 +181,7 @@ def measure_adaptively(
     settings: TimingSettings | None = None,
     *,
     goal: str = "min",
+    deterministic: bool | None = None,
 ) -> MeasureResult:
     """Run a candidate until the sequential test separates it from the incumbent.
 
@@ -174,6 +190,10 @@ def measure_adaptively(
         incumbent: Samples of the best configuration so far (None: this is the first one).
         settings: Repeats, tie threshold and confidence.
         goal: ``"min"`` or ``"max"``.
+        deterministic: ``True``: the metric has no noise, so one run (no warm-up) says it all and the
+            value decides against the incumbent's. ``None`` (auto): the sequential test, which ends
+            at once when the candidate's samples are identical (two or more) and so are the
+            incumbent's (or there is none yet). ``False``: the sequential test, always.
 
     Returns:
         The samples; ``decision`` says why measuring stopped (``BETTER`` when it should replace
@@ -184,16 +204,41 @@ def measure_adaptively(
         >>> times = itertools.cycle([1.0, 1.02, 0.98])
         >>> measure_adaptively(lambda: next(times), [2.0, 2.1, 1.9]).decision is Decision.BETTER
         True
+        >>> counts = itertools.count()
+        >>> r = measure_adaptively(lambda: 7.0 + 0 * next(counts), None)
+        >>> r.samples, r.n_runs   # one warm-up, then two identical samples end it
+        ([7.0, 7.0], 3)
     """
     s = settings or TimingSettings()
     result = MeasureResult()
+
+    def sample() -> None:
+        result.samples.append(float(run_once()))
+        result.n_runs += 1
+
+    if deterministic is True:
+        sample()
+        if not incumbent:
+            result.decision = Decision.BETTER
+            return result
+        decision = compare(result.samples, incumbent, tie=s.tie, confidence=s.confidence, goal=goal)
+        if decision is Decision.UNDECIDED:  # an incumbent measured with noise: no more runs, estimate
+            d, _, _, _ = _diff_interval(result.samples, incumbent, 0.5, goal)
+            decision = Decision.BETTER if d < 0 else Decision.SAME
+        result.decision = decision
+        return result
+    # Identical samples on both sides leave nothing to estimate: the values decide.
+    stop_when_constant = deterministic is None and (not incumbent or is_constant(incumbent))
+
+    def settled() -> bool:
+        return stop_when_constant and is_constant(result.samples)
+
     for _ in range(s.warmup_runs):
         run_once()
         result.n_runs += 1
     target = s.first_runs if not incumbent else s.min_runs
-    while len(result.samples) < min(target, s.max_runs):
-        result.samples.append(float(run_once()))
-        result.n_runs += 1
+    while len(result.samples) < min(target, s.max_runs) and not settled():
+        sample()
     if not incumbent:
         result.decision = Decision.BETTER
         return result
@@ -212,13 +257,16 @@ def measure_adaptively(
         if decision is not Decision.UNDECIDED:
             result.decision = decision
             # A new incumbent is the reference for every later candidate: give it as many
-            # samples as a baseline, so that its own noise does not decide later comparisons.
-            while decision is Decision.BETTER and len(result.samples) < min(s.first_runs, s.max_runs):
-                result.samples.append(float(run_once()))
-                result.n_runs += 1
+            # samples as a baseline, so that its own noise does not decide later comparisons
+            # (a constant metric has no noise to average away).
+            while (
+                decision is Decision.BETTER
+                and len(result.samples) < min(s.first_runs, s.max_runs)
+                and not settled()
+            ):
+                sample()
             return result
-        result.samples.append(float(run_once()))
-        result.n_runs += 1
+        sample()
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,10 @@ Schema (names are stable)::
     key = "result.gflops"               # stdout_json: the last JSON line holding this (dotted) key
     file = "{scratch}/out.bin"          # file_size
     goal = "min"                        # min | max
+    deterministic = "auto"              # true: one run per configuration; false: the sequential
+                                        # test always; "auto": clock metrics get the test, file_size
+                                        # one run, a stdout value one run when the default printed
+                                        # the same value twice
 
     [check]                             # compare with the default configuration's output
     stdout = "exact"                    # exact | numeric | none
@@ -72,6 +76,10 @@ Schema (names are stable)::
     seed = 1
     workers = 1
     seeds = [{ block = 64, unroll = 4, order = "ikj", fast = false }]
+
+Every number and boolean is checked at load time (type, finite, range: ``timeout_s > 0``,
+``repeats >= 1``, ``rtol >= 0``, ...), each mistake one line naming the file, key and line. A value
+printed as ``nan``, ``inf`` or ``-inf`` is a failed trial ("objective value -inf is not finite").
 
 Placeholders: ``{param}`` for every parameter (an inactive one renders empty), ``{scratch}``,
 ``{input}``, ``{task_dir}``; ``{{``/``}}`` are literal braces. An argument that renders empty is

@@ -24,11 +24,14 @@ from perftune.measure import (
     BudgetedVerifier,
     Decision,
     Limits,
+    MeasureResult,
     Sandbox,
     StepResult,
     TimingSettings,
     measure_adaptively,
 )
+from perftune.measure._timing import is_constant
+from perftune.targets.command._task import TIME_LIKE
 from perftune.trial import TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
@@ -48,6 +51,7 @@ class TimingOptions:
     timeout_factor: float = 3.0
     min_timeout_s: float = 1.0
     pin_cpus: tuple[int, ...] | None = None
+    repeats: int | None = None  # ``repeats = n``: exactly n runs, whatever the metric
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], metric: str) -> TimingOptions:
@@ -79,7 +83,13 @@ class TimingOptions:
         factor = float(table.get("timeout_factor", 3.0))
         if factor < 1:
             raise ValueError(f"timeout_factor must be at least 1, got {factor}")
-        return cls(settings, factor, float(table.get("min_timeout_s", 1.0)), tuple(pin) if pin else None)
+        return cls(
+            settings,
+            factor,
+            float(table.get("min_timeout_s", 1.0)),
+            tuple(pin) if pin else None,
+            int(table["repeats"]) if "repeats" in table else None,
+        )
 
 
 def _render_value(value: Any, extra: Mapping[str, str]) -> str:
@@ -280,7 +290,7 @@ class CommandObjective:
                         )
                     if index == 0:
                         try:
-                            self._metric(r, ctx, scratch.path)
+                            ref["value"] = self._metric(r, ctx, scratch.path)
                         except CandidateError as error:
                             key = {
                                 "stdout_regex": "objective.pattern",
@@ -352,7 +362,7 @@ class CommandObjective:
             last = matches[-1]
             token = last.group(1) if last.re.groups else last.group(0)
             try:
-                return float(token)
+                return _finite(float(token))
             except (TypeError, ValueError):
                 raise CandidateError(
                     f"pattern '{self.objective.pattern}' matched {token!r}, not a number"
@@ -372,7 +382,7 @@ class CommandObjective:
                     break
                 value = value[part]
             if isinstance(value, int | float) and not isinstance(value, bool):
-                return float(value)
+                return _finite(float(value))
         raise CandidateError(
             f"no JSON line in stdout has a numeric {self.objective.key!r} ({_snippet(text)})"
         )
@@ -478,9 +488,7 @@ class CommandObjective:
                 rss.append(r.max_rss_kb)
                 return value
 
-            result = measure_adaptively(
-                run_once, incumbent["samples"] if incumbent else None, self.timing.settings, goal=self.goal
-            )
+            result = self._measure(config, run_once, incumbent)
             value = statistics.median(result.samples)
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
@@ -498,6 +506,48 @@ class CommandObjective:
             "n_runs": float(result.n_runs),
             "verified": verified,
         }
+
+    def _mode(self) -> bool | None | str:
+        """How to measure this task's metric, as ``measure_adaptively(deterministic=...)`` takes it.
+
+        Returns:
+            True (once), False (the sequential test), None (the test, ending on identical samples),
+            or ``"detect"``: a value read from stdout whose noise is not known yet.
+        """
+        declared = self.objective.deterministic
+        if declared is not None:
+            return declared
+        if self.timing.repeats is not None:
+            return False  # the user asked for exactly that many runs
+        if self.metric == "file_size":
+            return True
+        if self.metric in TIME_LIKE:
+            return None
+        known = self._read("deterministic.json")
+        if known is None:
+            return "detect"
+        return True if known else None
+
+    def _measure(self, config: Mapping[str, Any], run_once: Any, incumbent: Any) -> MeasureResult:
+        """Run the candidate as often as the metric's noise needs (see :class:`ObjectiveSpec`)."""
+        samples = incumbent["samples"] if incumbent else None
+        mode = self._mode()
+        settings = self.timing.settings
+        if mode != "detect":
+            return measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=mode)
+        reference = self._read("reference.json")
+        if reference is not None and "value" in reference and dict(config) == dict(self.space.default()):
+            # The reference run of the default configuration is a free second sample of it.
+            result = measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=True)
+            same = result.samples[0] == reference["value"]
+            self._write("deterministic.json", same)
+            if same:
+                return result
+            return measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=None)
+        result = measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=None)
+        if len(result.samples) >= 2:
+            self._write("deterministic.json", is_constant(result.samples))
+        return result
 
     def _offer_incumbent(self, samples: list[float], value: float, wall_s: float) -> None:
         with self._locked():
@@ -617,6 +667,13 @@ class CommandObjective:
 
     def __repr__(self) -> str:
         return f"CommandObjective({self.task_path!r}, metric={self.metric!r}, goal={self.goal!r})"
+
+
+def _finite(value: float) -> float:
+    # A candidate that prints inf or -inf would beat every honest one; NaN compares with nothing.
+    if not math.isfinite(value):
+        raise CandidateError(f"objective value {value} is not finite")
+    return value
 
 
 def _snippet(text: str) -> str:

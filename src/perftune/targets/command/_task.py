@@ -6,6 +6,7 @@ The schema is documented in :mod:`perftune.targets.command` and in ``examples/RE
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import re
 import shutil
@@ -55,13 +56,26 @@ class StepSpec:
     sanitizer: bool = False
 
 
+TIME_LIKE = ("wall_time", "cpu_time", "max_rss")
+"""Metrics measured by the clock or the kernel: noisy, so always the sequential test (unless declared)."""
+
+
 @dataclass(frozen=True)
 class ObjectiveSpec:
+    """``[objective]``: what is optimised.
+
+    ``deterministic``: True (one run per configuration), False (the sequential test, always) or None
+    (``"auto"``: time-like metrics get the sequential test, ``file_size`` one run, and a value read
+    from stdout is measured once per configuration when the default configuration printed the same
+    value twice).
+    """
+
     metric: str = "wall_time"
     goal: str = "min"
     pattern: str | None = None
     key: str | None = None
     file: str | None = None
+    deterministic: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +179,26 @@ class _Where:
                     return i
         return None
 
+    def line_of_key(self, key: str) -> int | None:
+        """Line of ``leaf = ...`` inside the table of a dotted key (``run.timeout_s``: under ``[run]``)."""
+        *tables, leaf = key.split(".")
+        leaf = leaf.split("[")[0]
+        table = ".".join(tables)
+        assignment = re.compile(rf"{re.escape(leaf)}\s*=")
+        current = ""
+        for i, line in enumerate(self.text.splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("[") and "]" in stripped:
+                current = stripped.lstrip("[").split("]")[0].strip()
+                continue
+            if current == table and assignment.match(stripped):
+                return i
+        return None
+
     def error(self, key: str, message: str, *needles: str) -> TaskError:
         line = self.line_of(*needles) if needles else None
+        if line is None and key:
+            line = self.line_of_key(key)
         if line is None and key:
             leaf = key.split(".")[-1].split("[")[0]
             line = self.line_of(f"{leaf} =", f"{leaf}=", f"[{key}]")
@@ -190,6 +222,58 @@ def _get(
     if not isinstance(value, kind):
         expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise where.error(path, f"expected {expected}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _flag(table: Mapping[str, Any], key: str, where: _Where, path: str, default: Any = None) -> Any:
+    """A boolean setting: a TOML ``true``/``false``; the string "false" (which is truthy) is refused."""
+    if key not in table:
+        return default
+    value = table[key]
+    if not isinstance(value, bool):
+        raise where.error(path, f"expected true or false (a TOML boolean, without quotes), got {value!r}")
+    return value
+
+
+def _number(
+    table: Mapping[str, Any],
+    key: str,
+    where: _Where,
+    path: str,
+    default: Any = None,
+    *,
+    integer: bool = False,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+    at_most: float | None = None,
+) -> Any:
+    """A numeric setting: the right type, finite (TOML allows nan and inf), and in range."""
+    if key not in table:
+        return default
+    value = table[key]
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        expected = "an integer" if integer else "a number"
+        raise where.error(path, f"expected {expected}, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise where.error(path, f"must be a finite number, got {value}")
+    bounds = []
+    if above is not None:
+        bounds.append(f"> {above:g}")
+    if at_least is not None:
+        bounds.append(f">= {at_least:g}")
+    if below is not None:
+        bounds.append(f"< {below:g}")
+    if at_most is not None:
+        bounds.append(f"<= {at_most:g}")
+    if (
+        (above is not None and not value > above)
+        or (at_least is not None and not value >= at_least)
+        or (below is not None and not value < below)
+        or (at_most is not None and not value <= at_most)
+    ):
+        raise where.error(path, f"must be {' and '.join(bounds)}, got {value!r}")
     return value
 
 
@@ -250,7 +334,7 @@ def _step(table: Any, where: _Where, section: str, default_timeout_s: float, kno
     _check_keys(table, _STEP_KEYS, where, f"{section}.")
     if "command" not in table:
         raise where.error(section, "missing 'command' (an array of arguments)", f"[{section}]")
-    shell = _get(table, "shell", bool, where, f"{section}.shell", False)
+    shell = _flag(table, "shell", where, f"{section}.shell", False)
     command = table["command"]
     if isinstance(command, str):
         if not shell:
@@ -271,9 +355,7 @@ def _step(table: Any, where: _Where, section: str, default_timeout_s: float, kno
         raise where.error(f"{section}.command", "expected a non-empty array of strings")
     for i, t in enumerate(templates):
         _check_template(t, known, where, f"{section}.command[{i}]")
-    timeout = _get(table, "timeout_s", (int, float), where, f"{section}.timeout_s", default_timeout_s)
-    if timeout <= 0:
-        raise where.error(f"{section}.timeout_s", f"must be positive, got {timeout}")
+    timeout = _number(table, "timeout_s", where, f"{section}.timeout_s", default_timeout_s, above=0)
     env = _get(table, "env", dict, where, f"{section}.env", {})
     for k, v in env.items():
         if not isinstance(v, str | int | float):
@@ -284,7 +366,7 @@ def _step(table: Any, where: _Where, section: str, default_timeout_s: float, kno
     for k, v in (("cwd", cwd), ("stdin", stdin)):
         if v is not None:
             _check_template(v, known, where, f"{section}.{k}")
-    sanitizer = _get(table, "sanitizer", bool, where, f"{section}.sanitizer", None)
+    sanitizer = _flag(table, "sanitizer", where, f"{section}.sanitizer", None)
     if sanitizer is None:
         sanitizer = any("-fsanitize" in t for t in templates)
     return StepSpec(
@@ -355,6 +437,28 @@ def _space(doc: Mapping[str, Any], where: _Where) -> tuple[Any, dict[str, dict[s
         needle = next((c for c in constraints if c in msg), "")
         raise where.error("constraints" if needle else "space", msg, needle) from None
     return space, render
+
+
+def _check_timing(table: Mapping[str, Any], where: _Where) -> None:
+    """Types and ranges of ``[timing]``, each error naming its key and line."""
+    for k in ("min_runs", "max_runs", "first_runs", "repeats"):
+        _number(table, k, where, f"timing.{k}", integer=True, at_least=1)
+    _number(table, "warmup_runs", where, "timing.warmup_runs", integer=True, at_least=0)
+    _number(table, "tie", where, "timing.tie", at_least=0)
+    for k in ("confidence", "futility_confidence"):
+        _number(table, k, where, f"timing.{k}", above=0, below=1)
+    _number(table, "timeout_factor", where, "timing.timeout_factor", at_least=1)
+    _number(table, "min_timeout_s", where, "timing.min_timeout_s", above=0)
+    if "min_runs" in table and "max_runs" in table and table["min_runs"] > table["max_runs"]:
+        raise where.error(
+            "timing.min_runs", f"must be at most max_runs ({table['max_runs']}), got {table['min_runs']}"
+        )
+    pin = table.get("pin_cpus")
+    if pin is not None and (
+        not isinstance(pin, list)
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in pin)
+    ):
+        raise where.error("timing.pin_cpus", f"expected an array of core numbers, got {pin!r}")
 
 
 def _resolve_path(value: str, base: Path) -> str:
@@ -433,7 +537,7 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     obj_table = doc.get("objective", {})
     if not isinstance(obj_table, Mapping):
         raise where.error("objective", "expected a table [objective]")
-    _check_keys(obj_table, {"metric", "goal", "pattern", "key", "file"}, where, "objective.")
+    _check_keys(obj_table, {"metric", "goal", "pattern", "key", "file", "deterministic"}, where, "objective.")
     metric = _get(obj_table, "metric", str, where, "objective.metric", "wall_time")
     if metric not in METRICS:
         raise where.error(
@@ -473,7 +577,19 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
                 "objective.file", 'metric "file_size" needs file = "{scratch}/..."', "[objective]"
             )
         _check_template(out_file, known, where, "objective.file")
-    objective_spec = ObjectiveSpec(metric, goal, pattern, key, out_file)
+    deterministic = obj_table.get("deterministic", "auto")
+    if deterministic == "auto" and not isinstance(deterministic, bool):
+        deterministic = None
+    elif not isinstance(deterministic, bool):
+        raise where.error(
+            "objective.deterministic", f'expected true, false or "auto", got {deterministic!r}'
+        )
+    elif deterministic and metric in ("wall_time", "cpu_time"):
+        raise where.error(
+            "objective.deterministic",
+            f"{metric} is measured by the clock and never deterministic: remove the key, or set it to false",
+        )
+    objective_spec = ObjectiveSpec(metric, goal, pattern, key, out_file, deterministic)
 
     # check
     check_table = doc.get("check", {})
@@ -492,8 +608,8 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         if not isinstance(f, str):
             raise where.error(f"check.files[{i}]", f"expected a path template, got {f!r}")
         _check_template(f, known, where, f"check.files[{i}]")
-    rtol = float(_get(check_table, "rtol", (int, float), where, "check.rtol", 0.0))
-    atol = float(_get(check_table, "atol", (int, float), where, "check.atol", 0.0))
+    rtol = float(_number(check_table, "rtol", where, "check.rtol", 0.0, at_least=0))
+    atol = float(_number(check_table, "atol", where, "check.atol", 0.0, at_least=0))
     if (rtol or atol) and stdout_mode == "exact":
         stdout_mode = "numeric"
     ignore = _get(check_table, "ignore", str, where, "check.ignore")
@@ -513,14 +629,19 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
             where,
             "check.expensive.",
         )
-        budget_frac = float(_get(ex, "budget", (int, float), where, "check.expensive.budget", 0.1))
-        if not 0 <= budget_frac <= 1:
-            raise where.error(
-                "check.expensive.budget", f"a fraction of the candidates in [0, 1], got {budget_frac}"
+        try:
+            budget_frac = float(
+                _number(ex, "budget", where, "check.expensive.budget", 0.1, at_least=0, at_most=1)
             )
+        except TaskError as error:
+            raise TaskError(f"{error} (a fraction of the candidates)") from None
         ex_build = _get(ex, "build", list, where, "check.expensive.build")
         if ex_build is not None:
+            if not ex_build:
+                raise where.error("check.expensive.build", "expected a non-empty array of arguments")
             for i, t in enumerate(ex_build):
+                if isinstance(t, bool) or not isinstance(t, str | int | float):
+                    raise where.error(f"check.expensive.build[{i}]", f"expected a string, got {t!r}")
                 _check_template(str(t), known, where, f"check.expensive.build[{i}]")
         ex_inputs = []
         for i, inp in enumerate(_get(ex, "inputs", list, where, "check.expensive.inputs", [])):
@@ -538,12 +659,14 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
             budget=budget_frac,
             build=tuple(str(t) for t in ex_build) if ex_build is not None else None,
             build_timeout_s=float(
-                _get(ex, "build_timeout_s", (int, float), where, "check.expensive.build_timeout_s", 300.0)
+                _number(ex, "build_timeout_s", where, "check.expensive.build_timeout_s", 300.0, above=0)
             ),
-            run_timeout_s=_get(ex, "run_timeout_s", (int, float), where, "check.expensive.run_timeout_s"),
-            sanitizer=_get(ex, "sanitizer", bool, where, "check.expensive.sanitizer", True),
+            run_timeout_s=_number(ex, "run_timeout_s", where, "check.expensive.run_timeout_s", above=0),
+            sanitizer=_flag(ex, "sanitizer", where, "check.expensive.sanitizer", True),
             inputs=tuple(ex_inputs),
-            repeats=int(_get(ex, "repeats", int, where, "check.expensive.repeats", 0)),
+            repeats=int(
+                _number(ex, "repeats", where, "check.expensive.repeats", 0, integer=True, at_least=0)
+            ),
         )
     check = CheckSpec(stdout_mode, tuple(files), rtol, atol, ignore, expensive)
 
@@ -565,6 +688,12 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         "futility_confidence",
     }
     _check_keys(timing_table, allowed_timing, where, "timing.")
+    _check_timing(timing_table, where)
+    if deterministic and timing_table.get("repeats", 1) > 1:
+        raise where.error(
+            "timing.repeats",
+            "objective.deterministic = true measures each configuration once: remove one of the two",
+        )
     try:
         timing = TimingOptions.from_table(timing_table, metric)
     except (TypeError, ValueError) as error:
@@ -581,9 +710,10 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         "sandbox.",
     )
     for k in ("memory_mb", "processes", "disk_mb"):
-        v = _get(sandbox_table, k, int, where, f"sandbox.{k}")
-        if v is not None and v <= 0:
-            raise where.error(f"sandbox.{k}", f"must be positive, got {v}")
+        _number(sandbox_table, k, where, f"sandbox.{k}", integer=True, at_least=1)
+    for k in ("network", "isolate_files", "keep_scratch"):
+        _flag(sandbox_table, k, where, f"sandbox.{k}")
+    _get(sandbox_table, "scratch_root", str, where, "sandbox.scratch_root")
 
     # environment and working directory
     env = _get(doc, "env", dict, where, "env", {})
@@ -605,6 +735,13 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         from perftune.drive import Budget
 
         raw = tuning["budget"]
+        if isinstance(raw, Mapping):
+            for k in ("evals", "patience"):
+                _number(raw, k, where, f"tuning.budget.{k}", integer=True, at_least=1)
+            _number(raw, "seconds", where, "tuning.budget.seconds", above=0)
+            _number(raw, "target", where, "tuning.budget.target")
+        elif isinstance(raw, int | float):
+            _number(tuning, "budget", where, "tuning.budget", integer=True, at_least=1)
         try:
             if isinstance(raw, Mapping):
                 budget = Budget(**{k: v for k, v in raw.items()})
@@ -612,10 +749,8 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
                 budget = Budget.coerce(raw)
         except (PerftuneError, TypeError) as error:
             raise where.error("tuning.budget", str(error).split(": ", 1)[-1]) from None
-    seed = _get(tuning, "seed", int, where, "tuning.seed")
-    workers = _get(tuning, "workers", int, where, "tuning.workers")
-    if workers is not None and workers < 1:
-        raise where.error("tuning.workers", f"must be at least 1, got {workers}")
+    seed = _number(tuning, "seed", where, "tuning.seed", integer=True, at_least=0)
+    workers = _number(tuning, "workers", where, "tuning.workers", integer=True, at_least=1)
     technique = _get(tuning, "technique", str, where, "tuning.technique")
     seeds_raw = _get(tuning, "seeds", list, where, "tuning.seeds", [])
     seeds: list[dict[str, Any]] = []
