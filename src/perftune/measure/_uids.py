@@ -31,10 +31,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_UID_RANGE", "UidLease", "UidPool", "kill_uid"]
+from perftune.errors import PerftuneError
+
+__all__ = ["DEFAULT_UID_RANGE", "UidLease", "UidPool", "UidRangeError", "kill_uid"]
 
 DEFAULT_UID_RANGE = (59000, 59063)
 _LOCK_DIRS = ("/run/perftune-uids", os.path.join(tempfile.gettempdir(), "perftune-uids-0"))
+
+
+class UidRangeError(PerftuneError, ValueError):
+    """``PERFTUNE_SANDBOX_UIDS`` is malformed (printed as one line by the CLI)."""
 
 
 @dataclass
@@ -64,7 +70,7 @@ class UidPool:
 
     def __init__(self, first: int, last: int) -> None:
         if not 0 < first <= last:
-            raise ValueError(
+            raise UidRangeError(
                 f"PERFTUNE_SANDBOX_UIDS: expected first-last with 0 < first <= last, got {first}-{last}"
             )
         self.first = first
@@ -82,7 +88,7 @@ class UidPool:
         try:
             return cls(int(first), int(last) if sep else int(first))
         except ValueError:
-            raise ValueError(
+            raise UidRangeError(
                 f"PERFTUNE_SANDBOX_UIDS: expected first-last (e.g. 59000-59063), got {text!r}"
             ) from None
 
