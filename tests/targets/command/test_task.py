@@ -294,6 +294,40 @@ warmup_runs = 0
     assert str(private) in str(info.value) and staged not in str(info.value)  # the user's own paths
 
 
+def test_private_input_outside_the_task_directory_is_staged(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root drops candidates to an unprivileged user (then nothing is staged)")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "numbers.txt").write_text("41\n")
+    data.chmod(0o700)
+    text = """
+inputs = ["data/numbers.txt"]
+
+[space]
+add = { type = "int", min = 1, max = 3, default = 1 }
+
+[run]
+command = ["sh", "-c", "read n; echo value=$((n + $0))", "{add}"]
+stdin = "{input}"
+timeout_s = 5
+
+[objective]
+metric = "stdout_regex"
+pattern = 'value=(\\d+)'
+goal = "max"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))  # the task directory is open, its input's folder is not
+    assert oct(data.stat().st_mode & 0o777) == "0o700"
+    assert str(tmp_path) not in task.objective.staged
+    assert str(data / "numbers.txt") in task.objective.staged
+    assert task.objective({"add": 1})["stdout_regex"] == 42.0
+
+
 def test_examples_load_and_pickle() -> None:
     import pickle
 

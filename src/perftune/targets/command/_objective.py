@@ -184,8 +184,9 @@ class CommandObjective:
     def _probe_user(sandbox: Sandbox) -> tuple[int, int] | None:
         """A user with exactly the rights of the candidates (a pool uid owns no file), as root."""
         pool = sandbox.uid_pool()
-        if pool is not None:
-            return pool.first, pool.first
+        usable = pool.usable() if pool is not None else []
+        if usable:
+            return usable[0], usable[0]
         return sandbox._user()
 
     def _stage_if_unreachable(self, sandbox: Sandbox) -> None:
@@ -196,9 +197,13 @@ class CommandObjective:
         if user is None:
             return  # candidates run as perftune's own user: they reach what it reaches
         extra = list(self.check.expensive.inputs) if self.check.expensive else []
-        inputs = [i for i in dict.fromkeys([*self.inputs, *extra]) if not self._under_task_dir(i)]
         need_tree = not _executable_by(self.task_dir, *user)
-        need_inputs = [i for i in inputs if not _executable_by(os.path.dirname(i), *user)]
+        # An input in the staged tree comes with it (its directories made 0755); any other is copied alone.
+        need_inputs = [
+            i
+            for i in dict.fromkeys([*self.inputs, *extra])
+            if not (need_tree and self._under_task_dir(i)) and not _executable_by(os.path.dirname(i), *user)
+        ]
         if not (need_tree or need_inputs):
             return
         root = sandbox.root_dir()
