@@ -33,8 +33,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import hashlib
 import os
+import resource
 import selectors
 import shutil
 import signal
@@ -456,7 +458,6 @@ class Sandbox:
                 with open(name, "w") as f:
                     f.write(pid)
             _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
             flags = (CLONE_NEWNS if mount_ns else 0) | (CLONE_NEWNET if net_ns else 0)
             flags |= CLONE_NEWPID if pid_ns else 0
             if flags:
@@ -473,6 +474,9 @@ class Sandbox:
                 setattr_(scratch_b, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
             if pid_ns:
                 _enter_pid_namespace()
+            # Only now: the relay and the init are copies of the tuner, and an address-space limit
+            # smaller than its image would break them.
+            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
             if user is not None:
                 os.setgroups([])
                 os.setgid(user[1])
@@ -526,7 +530,13 @@ class Sandbox:
         if env:
             full_env.update(env)
         caps = self.caps
-        cgroup = StepCgroup(caps, self.limits) if (caps.memory_cgroup or caps.pids_cgroup) else None
+        # The relay and the init of a PID namespace are two processes of the step's cgroup too.
+        cgroup_limits = (
+            dataclasses.replace(self.limits, n_procs=self.limits.n_procs + 2)
+            if self._pid_namespace()
+            else self.limits
+        )
+        cgroup = StepCgroup(caps, cgroup_limits) if (caps.memory_cgroup or caps.pids_cgroup) else None
         memory_by_cgroup = bool(cgroup and cgroup.memory_dir)
         if self.limits.sanitizer and not memory_by_cgroup:
             extra = f"hard_rss_limit_mb={self.limits.memory_mb}:allocator_may_return_null=1"
@@ -816,6 +826,7 @@ def _exit_as(status: int) -> None:
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         with contextlib.suppress(OSError, ValueError, RuntimeError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dump of the tuner's image
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
         os._exit(128 + number)
