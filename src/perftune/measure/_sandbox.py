@@ -364,17 +364,22 @@ class Sandbox:
     def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
         """Create a fresh scratch directory, owned by the user the steps run as."""
         root = self.root_dir()
-        path = tempfile.mkdtemp(prefix=prefix, dir=root)
         pool = self.uid_pool()
         lease = pool.acquire() if pool is not None else None
-        user = (lease.uid, lease.gid) if lease is not None else self._user()
-        if user is not None:
-            os.chown(path, user[0], user[1])
-            os.chmod(path, 0o700)
-            # The sandbox user must be able to reach the scratch directory.
-            mode = os.stat(root).st_mode
-            if not mode & stat.S_IXOTH:
-                os.chmod(root, mode | stat.S_IXOTH)
+        try:
+            path = tempfile.mkdtemp(prefix=prefix, dir=root)
+            user = (lease.uid, lease.gid) if lease is not None else self._user()
+            if user is not None:
+                os.chown(path, user[0], user[1])
+                os.chmod(path, 0o700)
+                # The sandbox user must be able to reach the scratch directory.
+                mode = os.stat(root).st_mode
+                if not mode & stat.S_IXOTH:
+                    os.chmod(root, mode | stat.S_IXOTH)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
         return Scratch(path, keep=keep, lease=lease)
 
     def resolve(

@@ -40,7 +40,7 @@ _LOCK_DIRS = ("/run/perftune-uids", os.path.join(tempfile.gettempdir(), "perftun
 
 
 class UidRangeError(PerftuneError, ValueError):
-    """``PERFTUNE_SANDBOX_UIDS`` is malformed (printed as one line by the CLI)."""
+    """``PERFTUNE_SANDBOX_UIDS`` is malformed or unusable here (printed as one line by the CLI)."""
 
 
 @dataclass
@@ -109,12 +109,12 @@ class UidPool:
         """Lease a free uid; waits for one when every uid of the pool is leased.
 
         Raises:
-            OSError: No root-owned directory for the lock files, or no usable uid in the range.
+            UidRangeError: No root-owned directory for the lock files, or no usable uid in the range.
         """
         directory = _lock_dir()
         uids = self.usable()
         if not uids:
-            raise OSError(f"every uid of PERFTUNE_SANDBOX_UIDS={self.first}-{self.last} has an account")
+            raise UidRangeError(f"every uid of PERFTUNE_SANDBOX_UIDS={self.first}-{self.last} has an account")
         start = os.getpid() % len(uids)
         order = uids[start:] + uids[:start]
         waited = 0.0
@@ -143,7 +143,10 @@ def _lock_dir() -> str:
         # Someone else's directory (in /tmp) could hand a lease to two candidates at once.
         if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
             return directory
-    raise OSError("no private directory for the uid leases (/run/perftune-uids)")
+    raise UidRangeError(
+        f"no private directory for the uid leases ({' or '.join(_LOCK_DIRS)} must be root's own, mode 0700); "
+        "fix it, or set PERFTUNE_SANDBOX_UIDS=none"
+    )
 
 
 def _uids_of(pid: str) -> tuple[int, ...]:
