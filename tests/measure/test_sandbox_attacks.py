@@ -220,11 +220,16 @@ print("escaped")
 
 @needs_root
 @needs_python
-@needs_pid_ns
+@pytest.mark.parametrize("pid_ns", [True, False], ids=["pid-namespace", "own-uid-only"])
 @pytest.mark.parametrize("step", ["list", "cwd", "path", "kill", "tuner"])
 def test_a_candidate_cannot_see_write_into_or_signal_a_sibling_or_the_tuner(
-    sandbox: Sandbox, step: str
+    sandbox: Sandbox, step: str, pid_ns: bool
 ) -> None:
+    if pid_ns and not _pid_namespaces():
+        pytest.skip("mount + PID namespaces (private /proc with hidepid) unavailable here")
+    if not pid_ns and step == "list":
+        pytest.skip("without a PID namespace, the host's /proc lists all: only a namespace hides them")
+    sandbox.isolate_processes = pid_ns
     with sandbox.scratch() as victim, sandbox.scratch() as attacker:
         assert victim.user and attacker.user and victim.user != attacker.user  # one uid per candidate
         script = os.path.join(attacker.path, "attack.py")
@@ -253,10 +258,11 @@ def test_a_candidate_cannot_see_write_into_or_signal_a_sibling_or_the_tuner(
     assert r.status == "failed" and "escaped" not in r.text(), r.text()
     expected = {
         "list": "saw [0-2] other processes",  # sh and ls of its own at most, nothing of the host
-        "cwd": "No such file or directory",  # no /proc entry for the sibling in this namespace
+        # No /proc entry for the sibling in its namespace; without one, another uid's cwd is closed.
+        "cwd": "No such file or directory" if pid_ns else "Permission denied",
         "path": "Permission denied|Read-only file system",
-        "kill": "No such process",
-        "tuner": "No such process",
+        "kill": "No such process" if pid_ns else "Operation not permitted",
+        "tuner": "No such process" if pid_ns else "Operation not permitted",
     }[step]
     assert r.reason is not None
     import re

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import pwd
 import signal
@@ -97,13 +98,7 @@ class UidPool:
 
     def usable(self) -> list[int]:
         """The uids of the range that no account uses."""
-        out = []
-        for uid in range(self.first, self.last + 1):
-            try:
-                pwd.getpwuid(uid)
-            except KeyError:
-                out.append(uid)
-        return out
+        return list(_without_account(self.first, self.last))
 
     def acquire(self) -> UidLease:
         """Lease a free uid; waits for one when every uid of the pool is leased.
@@ -130,6 +125,18 @@ class UidPool:
                 return UidLease(uid, uid, fd)
             time.sleep(min(0.05 + waited, 0.5))
             waited += 0.05
+
+
+@functools.lru_cache(maxsize=8)
+def _without_account(first: int, last: int) -> tuple[int, ...]:
+    # Looked up once per process: with LDAP behind NSS, 64 lookups per candidate would add up.
+    out = []
+    for uid in range(first, last + 1):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            out.append(uid)
+    return tuple(out)
 
 
 def _lock_dir() -> str:
