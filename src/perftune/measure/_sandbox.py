@@ -430,6 +430,7 @@ class Sandbox:
         memory_by_cgroup: bool,
         pids_by_cgroup: bool,
         user: tuple[int, int] | None,
+        timing_fd: int | None = None,
     ) -> Callable[[], None]:
         caps = self.caps
         limits = self.limits
@@ -478,7 +479,7 @@ class Sandbox:
                 mount(scratch_b, scratch_b, _MS_BIND | _MS_REC)
                 setattr_(scratch_b, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
             if pid_ns:
-                _enter_pid_namespace()
+                _enter_pid_namespace(timing_fd)
             # Only now: the relay and the init are copies of the tuner, and an address-space limit
             # smaller than its image would break them.
             set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
@@ -581,14 +582,6 @@ class Sandbox:
         # Every process of a leased uid is this candidate's: what a PID namespace does not end, a sweep does.
         pool = self.uid_pool()
         sweep_uid = user[0] if (user and pool and user[0] in pool and not self._pid_namespace()) else None
-        preexec = self._preexec(
-            scratch,
-            cwd,
-            cgroup.join_files() if cgroup else [],
-            memory_by_cgroup,
-            bool(cgroup and cgroup.pids_dir),
-            user,
-        )
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
         if found is None:
             return StepResult(args, "failed", reason=problem)
@@ -599,8 +592,20 @@ class Sandbox:
                 stdin = open_for_candidate(stdin_path, scratch=scratch, user=user)
             except CandidateFileError as error:
                 return StepResult(args, "failed", reason=f"stdin refused: {error}")
+        # The candidate's own time, clocked inside its PID namespace (see _enter_pid_namespace).
+        timing_r, timing_w = os.pipe() if self._pid_namespace() else (None, None)
+        preexec = self._preexec(
+            scratch,
+            cwd,
+            cgroup.join_files() if cgroup else [],
+            memory_by_cgroup,
+            bool(cgroup and cgroup.pids_dir),
+            user,
+            timing_w,
+        )
         started_wall = time.time()
         t0 = time.perf_counter()
+        proc: subprocess.Popen[bytes] | None = None
         try:
             proc = subprocess.Popen(
                 args,
@@ -628,6 +633,10 @@ class Sandbox:
         finally:
             if stdin_path:
                 os.close(stdin)
+            if timing_w is not None:
+                os.close(timing_w)
+            if timing_r is not None and proc is None:
+                os.close(timing_r)
         assert proc.stdout is not None and proc.stderr is not None
         captured = _Captured(stdout_max_bytes)
         timed_out = False
@@ -711,6 +720,10 @@ class Sandbox:
                 if sweep_uid is not None:
                     kill_uid(sweep_uid)
         wall = exit_t - t0
+        if timing_r is not None:
+            clocked = _read_clock(timing_r)
+            if clocked is not None and not timed_out:
+                wall = clocked
         stderr_text = b"".join(captured.err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
             args,
@@ -820,10 +833,25 @@ class Sandbox:
                 r.reason = f"memory limit hit: {limits.memory_mb} MB; exit code {r.returncode}{tail}"
 
 
-def _keep_only(fd: int) -> None:
-    """Close every descriptor above stderr except ``fd`` (the tuner's files, the exec error pipe)."""
-    os.closerange(3, fd)
-    os.closerange(fd + 1, 1 << 20)
+def _read_clock(fd: int) -> float | None:
+    """Seconds the init clocked for the candidate (None when it was killed before it could say)."""
+    try:
+        os.set_blocking(fd, False)
+        data = os.read(fd, 64)
+        return int(data) / 1e9 if data else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _keep_only(*fds: int) -> None:
+    """Close every descriptor above stderr except ``fds`` (the tuner's files, the exec error pipe)."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def _exit_as(status: int) -> None:
@@ -838,13 +866,15 @@ def _exit_as(status: int) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _enter_pid_namespace() -> None:
+def _enter_pid_namespace(timing_fd: int | None) -> None:
     """Called after ``unshare(CLONE_NEWPID)`` in the step's child; returns in the candidate's process.
 
     The child stays outside (as the process the tuner waits for) and relays the candidate's exit
     status; its first fork is the namespace's init, which mounts the private ``/proc``, reaps orphans
     and leaves when the candidate does, whereupon the kernel kills everything left in the namespace.
     The candidate is not the init itself: an init ignores the signals it sends itself (``abort()``).
+    The init also clocks the candidate, from its fork to its exit, and writes the nanoseconds to
+    ``timing_fd``: the namespace's setup and the relay's way out are no part of the step's time.
     """
     read_end, write_end = os.pipe()
     init = os.fork()
@@ -858,15 +888,18 @@ def _enter_pid_namespace() -> None:
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     if _libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") != 0:
         raise OSError(ctypes.get_errno(), "mount /proc")
+    started_ns = time.perf_counter_ns()
     candidate = os.fork()
     if candidate:
-        _keep_only(write_end)
+        _keep_only(write_end, *(() if timing_fd is None else (timing_fd,)))
         while True:
             try:
                 pid, status = os.wait()
             except ChildProcessError:
                 os._exit(1)
             if pid == candidate:
+                if timing_fd is not None:
+                    os.write(timing_fd, str(time.perf_counter_ns() - started_ns).encode())
                 os.write(write_end, str(status).encode())
                 os._exit(0)
     os.close(write_end)
