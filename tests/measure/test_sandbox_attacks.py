@@ -183,6 +183,16 @@ def test_file_size_of_a_root_only_file_through_a_symlink_is_refused(
     # Named directly (outside scratch), a file the candidate's user may not read tells no size either.
     with pytest.raises(CandidateFileError, match="may not read it"):
         size_for_candidate(str(root_only_file), scratch=None, user=(59999, 59999))
+    # Nor does a hard link to it inside scratch (made here by root: fs.protected_hardlinks stops a
+    # candidate from making it, but the reader does not count on that).
+    scratch = public_tmp_path / "scratch-with-link"
+    scratch.mkdir()
+    try:
+        os.link(root_only_file, scratch / "out.bin")
+    except OSError as error:
+        pytest.skip(f"cannot make the hard link here: {error}")
+    with pytest.raises(CandidateFileError, match="may not read it"):
+        size_for_candidate(str(scratch / "out.bin"), scratch=str(scratch), user=(59999, 59999))
 
 
 # -- candidates against one another and against the tuner ------------------------------------------
