@@ -187,3 +187,10 @@ def test_relative_program_path_is_relative_to_the_step_directory(sandbox: Sandbo
         _shutil.copy(bad_program, os.path.join(str(scratch), "prog"))
         r = sandbox.run(["./prog", "ok"], scratch=scratch, timeout_s=10.0)
     assert r.ok and r.stdout == b"result 42\n", r.reason
+
+
+def test_wall_time_covers_the_whole_step_inside_a_pid_namespace(sandbox: Sandbox) -> None:
+    if not sandbox.protections()["pid_namespace"]:
+        pytest.skip("PID namespaces unavailable: the step is clocked by the tuner")
+    r = run(sandbox, ["sleep", "0.2"])  # sleep cannot return early: a lower bound, not a timing
+    assert r.ok and r.wall_s >= 0.2, r.wall_s

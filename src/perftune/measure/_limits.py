@@ -8,7 +8,10 @@ Protections, strongest first:
   else cgroup v1 ``memory`` and ``pids`` hierarchies);
 * rlimits as a fallback (address space, processes, file size, no core dumps);
 * a private mount namespace with a read-only root (only the scratch directory stays writable) and a
-  private network namespace without interfaces (directly as root, else through a user namespace).
+  private network namespace without interfaces (directly as root, else through a user namespace);
+* a private PID namespace per step, with its own ``/proc`` mounted ``hidepid=invisible``;
+* as root, a uid of its own per candidate (:mod:`perftune.measure._uids`), and a staged read-only
+  copy of a task that the candidates' users cannot reach (:mod:`perftune.measure._stage`).
 
 Example:
     >>> from perftune.measure import doctor
@@ -40,6 +43,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Capabilities:
     user_namespace: bool  # namespaces reached through a user namespace (non-root)
     mount_setattr: bool
     bwrap: str | None
+    pid_namespace: bool = False  # a PID namespace per step, with a private /proc (hidepid=invisible)
 
 
 def _own_cgroup_paths() -> dict[str, str]:
@@ -205,6 +210,32 @@ def _probe_namespaces(flags: int, *, via_user: bool) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
+def _probe_pid_namespace(*, via_user: bool) -> bool:
+    """Can a step get its own PID namespace and mount a private ``/proc`` (hidepid=invisible) in it?"""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            flags = CLONE_NEWNS | CLONE_NEWPID
+            uid, gid = os.geteuid(), os.getegid()
+            ok = _libc.unshare((CLONE_NEWUSER | flags) if via_user else flags) == 0
+            if ok:
+                if via_user:
+                    _write_id_maps(uid, gid)
+                if _libc.mount(None, b"/", None, 16384 | (1 << 18), None) == 0:  # MS_REC | MS_PRIVATE
+                    inner = os.fork()
+                    if inner == 0:
+                        ok = _libc.mount(b"proc", b"/proc", b"proc", 14, b"hidepid=invisible") == 0
+                        os._exit(0 if ok else 1)  # 14: MS_NOSUID | MS_NODEV | MS_NOEXEC
+                    _, status = os.waitpid(inner, 0)
+                    code = os.waitstatus_to_exitcode(status)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def _write_id_maps(uid: int, gid: int) -> None:
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
@@ -249,11 +280,12 @@ def capabilities() -> Capabilities:
     if not os.environ.get("PERFTUNE_SANDBOX_NO_CGROUPS"):
         mem, mem_v, pid_dir, pid_v = _detect_cgroups()
     via_user = not is_root
-    mount_ns = net_ns = False
+    mount_ns = net_ns = pid_ns = False
     if not os.environ.get("PERFTUNE_SANDBOX_NO_NAMESPACES"):
         setattr_ok = _has_mount_setattr()
         mount_ns = setattr_ok and _probe_namespaces(CLONE_NEWNS, via_user=via_user)
         net_ns = _probe_namespaces(CLONE_NEWNET, via_user=via_user)
+        pid_ns = mount_ns and _probe_pid_namespace(via_user=via_user)
     else:
         setattr_ok = _has_mount_setattr()
     return Capabilities(
@@ -270,6 +302,7 @@ def capabilities() -> Capabilities:
         user_namespace=via_user and (mount_ns or net_ns),
         mount_setattr=setattr_ok,
         bwrap=shutil.which("bwrap"),
+        pid_namespace=pid_ns,
     )
 
 
@@ -292,14 +325,46 @@ def doctor() -> list[tuple[str, bool, str]]:
             "each step in its own session; a timeout kills the group",
         ),
     ]
+    from perftune.measure._uids import UidPool
+
+    pool: UidPool | None = None
+    pool_problem = ""
+    try:
+        pool = UidPool.from_environment() if caps.is_root else None
+    except ValueError as error:
+        pool_problem = str(error)
     if caps.is_root:
         rows.append(
             (
                 "unprivileged user",
-                caps.sandbox_uid is not None,
-                f"candidates run as {caps.sandbox_user} (uid {caps.sandbox_uid})"
+                caps.sandbox_uid is not None or pool is not None,
+                f"candidates run as uids {pool.first}-{pool.last}"
+                if pool is not None
+                else f"candidates run as {caps.sandbox_user} (uid {caps.sandbox_uid})"
                 if caps.sandbox_uid is not None
                 else "running as root and no unprivileged account (nobody) found",
+            )
+        )
+        rows.append(
+            (
+                "own uid per candidate",
+                pool is not None,
+                f"uids {pool.first}-{pool.last} (PERFTUNE_SANDBOX_UIDS=first-last), one per concurrent "
+                "candidate, leased with flock in /run/perftune-uids; uids with an account are skipped; "
+                "every process of the uid is killed when the candidate ends"
+                if pool is not None
+                else pool_problem
+                or "PERFTUNE_SANDBOX_UIDS=none: candidates share one account and can reach one another",
+            )
+        )
+        rows.append(
+            (
+                "staging of private task directories",
+                True,
+                "a task directory or input the candidates' users cannot reach (under /root, in a mktemp -d "
+                "folder) is copied once per run under the scratch root: root-owned, directories 0755, file "
+                "modes kept (0600 stays unreadable), at most PERFTUNE_STAGE_MAX_MB (256) MB; "
+                "{task_dir} and {input} name the copy",
             )
         )
     else:
@@ -355,6 +420,33 @@ def doctor() -> list[tuple[str, bool, str]]:
             if caps.mount_namespace
             else "mount namespaces unavailable; writes outside scratch are only "
             "detected in world-writable directories",
+        )
+    )
+    rows.append(
+        (
+            "process isolation",
+            caps.pid_namespace,
+            "a PID namespace per step with a private /proc (hidepid=invisible): no other candidate, no "
+            "tuner and no driver command line in sight, nothing to signal; daemons die with the step"
+            if caps.pid_namespace
+            else "PID namespaces unavailable: candidates see the host's /proc"
+            + ("; processes of a candidate's uid are killed after each step" if pool is not None else ""),
+        )
+    )
+    rows.append(
+        (
+            "clean environment",
+            True,
+            "candidates get PATH, LANG, LC_*, TZ, TERM (and the task's env), HOME = TMPDIR = scratch; "
+            "nothing else of perftune's environment",
+        )
+    )
+    rows.append(
+        (
+            "files read for candidates",
+            True,
+            "stdin, [check] files and file_size outputs: regular files only, no link out of scratch, "
+            "only what the candidate could read itself, size-capped",
         )
     )
     rows.append(

@@ -5,6 +5,20 @@ the protections of :mod:`perftune.measure._limits` (unprivileged user, cgroups, 
 and a wall-clock timeout that kills the whole group. Whatever happens is returned as a
 :class:`StepResult` with a one-line ``reason``; nothing is raised for a misbehaving candidate.
 
+Candidates are untrusted code and are kept apart from the tuner and from one another:
+
+* as root, each candidate (its scratch directory and all its steps) runs under a uid of its own,
+  leased from a pool (:mod:`perftune.measure._uids`); its scratch directory is 0700 and its own;
+* each step runs in its own PID namespace under a small init, with a private ``/proc`` mounted with
+  ``hidepid=invisible``: it sees no other process (siblings, the tuner and its command line) and
+  cannot signal one; when the step's main process exits, the init exits and the kernel kills every
+  process left in the namespace, daemons included (without PID namespaces, every process of the
+  leased uid is killed after the step instead);
+* the environment is an allow-list (``PATH``, ``LANG``, ``LC_*``, ``TZ``, ``TERM`` ...; ``HOME`` and
+  ``TMPDIR`` are the scratch directory) plus what the caller passes: none of the tuner's tokens;
+* ``stdin`` is opened as :mod:`perftune.measure._candidate_files` describes (regular files the
+  candidate could read itself, no link out of scratch, no FIFO).
+
 Example:
     >>> from perftune.measure import Sandbox
     >>> sandbox = Sandbox()
@@ -19,8 +33,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import hashlib
 import os
+import resource
 import selectors
 import shutil
 import signal
@@ -32,9 +48,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from perftune.measure._candidate_files import CandidateFileError, open_for_candidate
 from perftune.measure._limits import (
     CLONE_NEWNET,
     CLONE_NEWNS,
+    CLONE_NEWPID,
     CLONE_NEWUSER,
     Capabilities,
     Limits,
@@ -44,6 +62,7 @@ from perftune.measure._limits import (
     capabilities,
     set_rlimits,
 )
+from perftune.measure._uids import UidLease, UidPool, kill_uid
 
 __all__ = ["Sandbox", "Scratch", "StepResult"]
 
@@ -56,7 +75,12 @@ _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _SYS_MOUNT_SETATTR = 442
 _PR_SET_PDEATHSIG = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
 _WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+#: What candidates get of the tuner's environment (besides ``LC_*``): nothing that could be a secret.
+CANDIDATE_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "TERMINFO", "COLORTERM", "NO_COLOR")
 
 
 class _MountAttr(ctypes.Structure):
@@ -125,9 +149,15 @@ class Scratch:
         ...     print(scratch.path)
     """
 
-    def __init__(self, path: str, *, keep: bool = False) -> None:
+    def __init__(self, path: str, *, keep: bool = False, lease: UidLease | None = None) -> None:
         self.path = path
         self.keep = keep
+        self.lease = lease
+
+    @property
+    def user(self) -> tuple[int, int] | None:
+        """``(uid, gid)`` leased for this candidate's steps (as root), else None."""
+        return (self.lease.uid, self.lease.gid) if self.lease is not None else None
 
     def size_bytes(self, *, max_entries: int = 200_000) -> tuple[int, int]:
         """(bytes used, number of entries), counting at most ``max_entries`` entries."""
@@ -152,7 +182,18 @@ class Scratch:
         return total, n
 
     def remove(self) -> None:
+        self._release()
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def _release(self) -> None:
+        if self.lease is None:
+            return
+        # The next candidate with this uid must not reach a kept directory (nor anything left running).
+        self.lease.release()
+        self.lease = None
+        with contextlib.suppress(OSError):
+            os.chown(self.path, os.geteuid(), os.getegid())
+            os.chmod(self.path, 0o700)
 
     def __enter__(self) -> Scratch:
         return self
@@ -162,6 +203,8 @@ class Scratch:
     ) -> None:
         if not self.keep:
             self.remove()
+        else:
+            self._release()
 
     def __fspath__(self) -> str:
         return self.path
@@ -219,8 +262,13 @@ class Sandbox:
         isolate_files: Run steps with a read-only view of the file system except their scratch
             directory (when mount namespaces are available); otherwise writes to world-writable
             directories are detected after the step.
-        drop_user: When perftune runs as root, run steps as an unprivileged user (``nobody``, or a
-            ``perftune-sandbox`` account if one exists).
+        drop_user: When perftune runs as root, run steps as an unprivileged user: a uid of its own
+            per candidate from the pool ``PERFTUNE_SANDBOX_UIDS`` (default 59000-59063), or, with
+            ``PERFTUNE_SANDBOX_UIDS=none``, the shared ``nobody`` (or ``perftune-sandbox``) account.
+        isolate_processes: Run each step in its own PID namespace with a private ``/proc``
+            (``hidepid=invisible``), when mount and PID namespaces are available.
+        pass_env: Names of the tuner's environment variables candidates get besides
+            :data:`CANDIDATE_ENV` and ``LC_*`` (e.g. ``CUDA_VISIBLE_DEVICES``).
         scratch_root: Where scratch directories are created (default: ``$PERFTUNE_SCRATCH`` or the
             system temporary directory).
         poll_interval_s: How often the disk use of a running step is checked.
@@ -240,6 +288,8 @@ class Sandbox:
         scratch_root: str | None = None,
         poll_interval_s: float = 0.05,
         cpu_affinity: Sequence[int] | None = None,
+        isolate_processes: bool = True,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self.limits = limits or Limits()
         self.isolate_network = isolate_network
@@ -248,23 +298,52 @@ class Sandbox:
         self.scratch_root = scratch_root
         self.poll_interval_s = poll_interval_s
         self.cpu_affinity = tuple(cpu_affinity) if cpu_affinity else None
+        self.isolate_processes = isolate_processes
+        self.pass_env = tuple(pass_env)
 
     @property
     def caps(self) -> Capabilities:
         return capabilities()
 
     def _user(self) -> tuple[int, int] | None:
+        """The user steps run as when no uid is leased: the shared account (as root), else None."""
         caps = self.caps
         if self.drop_user and caps.is_root and caps.sandbox_uid is not None and caps.sandbox_gid is not None:
             return caps.sandbox_uid, caps.sandbox_gid
         return None
+
+    def uid_pool(self) -> UidPool | None:
+        """The pool candidates lease their uids from (as root, unless turned off), else None."""
+        if not (self.drop_user and self.caps.is_root):
+            return None
+        return UidPool.from_environment()
+
+    def _step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
+        """Who runs a step in ``scratch``: the uid leased with it, else the shared account."""
+        if not self.drop_user:
+            return None
+        if isinstance(scratch, Scratch) and scratch.user is not None:
+            return scratch.user
+        pool = self.uid_pool()
+        if pool is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.fspath(scratch))
+                if st.st_uid in pool:  # a scratch directory made by another Sandbox object
+                    return st.st_uid, st.st_gid
+        return self._user()
+
+    def _pid_namespace(self) -> bool:
+        caps = self.caps
+        return self.isolate_processes and self.isolate_files and caps.mount_namespace and caps.pid_namespace
 
     def protections(self) -> dict[str, bool]:
         """Which protections this sandbox applies on this machine."""
         caps = self.caps
         user = self._user()
         return {
-            "user": user is not None or not caps.is_root,
+            "user": user is not None or self.uid_pool() is not None or not caps.is_root,
+            "own_uid": self.uid_pool() is not None,
+            "pid_namespace": self._pid_namespace(),
             "memory_cgroup": caps.memory_cgroup is not None,
             "processes": caps.pids_cgroup is not None or user is not None or not caps.is_root,
             "disk": True,
@@ -272,38 +351,56 @@ class Sandbox:
             "network": self.isolate_network and caps.net_namespace,
         }
 
-    def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
-        """Create a fresh scratch directory, owned by the user the steps run as."""
+    def root_dir(self) -> str:
+        """The directory scratch directories (and staged copies) go in; made on first use."""
         root = (
             self.scratch_root
             or os.environ.get("PERFTUNE_SCRATCH")
             or os.path.join(tempfile.gettempdir(), f"perftune-{os.geteuid()}")
         )
         os.makedirs(root, mode=0o711, exist_ok=True)
-        path = tempfile.mkdtemp(prefix=prefix, dir=root)
-        user = self._user()
-        if user is not None:
-            os.chown(path, user[0], user[1])
-            os.chmod(path, 0o700)
-            # The sandbox user must be able to reach the scratch directory.
-            mode = os.stat(root).st_mode
-            if not mode & stat.S_IXOTH:
-                os.chmod(root, mode | stat.S_IXOTH)
-        return Scratch(path, keep=keep)
+        return root
+
+    def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
+        """Create a fresh scratch directory, owned by the user the steps run as."""
+        root = self.root_dir()
+        pool = self.uid_pool()
+        lease = pool.acquire() if pool is not None else None
+        try:
+            path = tempfile.mkdtemp(prefix=prefix, dir=root)
+            user = (lease.uid, lease.gid) if lease is not None else self._user()
+            if user is not None:
+                os.chown(path, user[0], user[1])
+                os.chmod(path, 0o700)
+                # The sandbox user must be able to reach the scratch directory.
+                mode = os.stat(root).st_mode
+                if not mode & stat.S_IXOTH:
+                    os.chmod(root, mode | stat.S_IXOTH)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        return Scratch(path, keep=keep, lease=lease)
 
     def resolve(
-        self, program: str, path: str | None = None, cwd: str | None = None
+        self,
+        program: str,
+        path: str | None = None,
+        cwd: str | None = None,
+        *,
+        user: tuple[int, int] | None = None,
     ) -> tuple[str | None, str]:
         """Find ``program`` the way the step will exec it, as the user it runs as.
 
         A relative path with a slash (``./prog``) is relative to the step's working directory ``cwd``.
+        ``user`` is who runs the step (default: the shared unprivileged account, as root).
 
         Returns:
             ``(absolute path, "")``, or ``(None, one-line reason)`` when it is missing or the
             sandbox user may not execute it.
         """
         path = os.environ.get("PATH", os.defpath) if path is None else path
-        user = self._user()
+        user = user or self._user()
         if os.sep in program:
             candidates = [os.path.abspath(os.path.join(cwd or os.getcwd(), program))]
         else:
@@ -316,8 +413,9 @@ class Sandbox:
                 return candidate, ""
             blocked = blocked or candidate
         if blocked:
+            who = self.caps.sandbox_user if user == self._user() else f"uid {user[0]}" if user else ""
             return None, (
-                f"{program}: found at {blocked}, but the sandbox user {self.caps.sandbox_user} "
+                f"{program}: found at {blocked}, but the sandbox user {who} "
                 "may not execute it (install it system-wide, or give the full path of a copy it can run)"
             )
         return None, f"command not found: {program}"
@@ -325,13 +423,20 @@ class Sandbox:
     # -- running a step -------------------------------------------------------------------------
 
     def _preexec(
-        self, scratch: str, cwd: str, cgroup_files: list[str], memory_by_cgroup: bool, pids_by_cgroup: bool
+        self,
+        scratch: str,
+        cwd: str,
+        cgroup_files: list[str],
+        memory_by_cgroup: bool,
+        pids_by_cgroup: bool,
+        user: tuple[int, int] | None,
+        timing_fd: int | None = None,
     ) -> Callable[[], None]:
         caps = self.caps
         limits = self.limits
-        user = self._user()
         mount_ns = self.isolate_files and caps.mount_namespace
         net_ns = self.isolate_network and caps.net_namespace
+        pid_ns = self._pid_namespace()
         via_user = not caps.is_root
         uid, gid = os.geteuid(), os.getegid()
         affinity = self.cpu_affinity
@@ -359,8 +464,8 @@ class Sandbox:
                 with open(name, "w") as f:
                     f.write(pid)
             _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
             flags = (CLONE_NEWNS if mount_ns else 0) | (CLONE_NEWNET if net_ns else 0)
+            flags |= CLONE_NEWPID if pid_ns else 0
             if flags:
                 if via_user:
                     if _libc.unshare(CLONE_NEWUSER | flags) != 0:
@@ -373,6 +478,11 @@ class Sandbox:
                 setattr_(b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY, 0)
                 mount(scratch_b, scratch_b, _MS_BIND | _MS_REC)
                 setattr_(scratch_b, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
+            if pid_ns:
+                _enter_pid_namespace(timing_fd)
+            # Only now: the relay and the init are copies of the tuner, and an address-space limit
+            # smaller than its image would break them.
+            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
             if user is not None:
                 os.setgroups([])
                 os.setgid(user[1])
@@ -401,10 +511,12 @@ class Sandbox:
             argv: The command as an argument vector (or a string with ``shell=True``).
             scratch: The candidate's scratch directory.
             cwd: Working directory (default: the scratch directory).
-            env: Extra environment variables (on top of the current environment; ``HOME`` and
-                ``TMPDIR`` point at the scratch directory).
+            env: The step's environment variables, on top of the allowed part of the tuner's
+                (:data:`CANDIDATE_ENV`, ``LC_*``, ``pass_env``); ``HOME`` and ``TMPDIR`` point at
+                the scratch directory.
             timeout_s: Wall-clock limit; the whole process group is killed when it passes.
-            stdin_path: File fed to standard input (default: nothing).
+            stdin_path: File fed to standard input (default: nothing): a regular file the candidate
+                could read itself, and no link out of its scratch directory.
             shell: Run ``argv`` through ``/bin/sh -c`` (only when the task file says ``shell = true``).
             stdout_max_bytes: Keep at most this much of standard output (the rest is hashed).
         """
@@ -414,12 +526,23 @@ class Sandbox:
             args = ["/bin/sh", "-c", command]
         else:
             args = [argv] if isinstance(argv, str) else list(argv)
-        full_env = dict(os.environ)
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if k in CANDIDATE_ENV or k.startswith("LC_") or k in self.pass_env
+        }
+        full_env.setdefault("PATH", os.defpath)
         full_env.update({"HOME": scratch_path, "TMPDIR": scratch_path})
         if env:
             full_env.update(env)
         caps = self.caps
-        cgroup = StepCgroup(caps, self.limits) if (caps.memory_cgroup or caps.pids_cgroup) else None
+        # The relay and the init of a PID namespace are two processes of the step's cgroup too.
+        cgroup_limits = (
+            dataclasses.replace(self.limits, n_procs=self.limits.n_procs + 2)
+            if self._pid_namespace()
+            else self.limits
+        )
+        cgroup = StepCgroup(caps, cgroup_limits) if (caps.memory_cgroup or caps.pids_cgroup) else None
         memory_by_cgroup = bool(cgroup and cgroup.memory_dir)
         if self.limits.sanitizer and not memory_by_cgroup:
             extra = f"hard_rss_limit_mb={self.limits.memory_mb}:allocator_may_return_null=1"
@@ -428,6 +551,7 @@ class Sandbox:
         try:
             return self._run(
                 args,
+                self._step_user(scratch),
                 scratch_path,
                 cwd or scratch_path,
                 full_env,
@@ -444,6 +568,7 @@ class Sandbox:
     def _run(
         self,
         args: list[str],
+        user: tuple[int, int] | None,
         scratch: str,
         cwd: str,
         env: dict[str, str],
@@ -453,22 +578,34 @@ class Sandbox:
         cgroup: StepCgroup | None,
         memory_by_cgroup: bool,
     ) -> StepResult:
-        user = self._user()
         detect_outside = user is not None and not (self.isolate_files and self.caps.mount_namespace)
+        # Every process of a leased uid is this candidate's: what a PID namespace does not end, a sweep does.
+        pool = self.uid_pool()
+        sweep_uid = user[0] if (user and pool and user[0] in pool and not self._pid_namespace()) else None
+        found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
+        if found is None:
+            return StepResult(args, "failed", reason=problem)
+        args = [found, *args[1:]]
+        stdin: int = subprocess.DEVNULL
+        if stdin_path:
+            try:
+                stdin = open_for_candidate(stdin_path, scratch=scratch, user=user)
+            except CandidateFileError as error:
+                return StepResult(args, "failed", reason=f"stdin refused: {error}")
+        # The candidate's own time, clocked inside its PID namespace (see _enter_pid_namespace).
+        timing_r, timing_w = os.pipe() if self._pid_namespace() else (None, None)
         preexec = self._preexec(
             scratch,
             cwd,
             cgroup.join_files() if cgroup else [],
             memory_by_cgroup,
             bool(cgroup and cgroup.pids_dir),
+            user,
+            timing_w,
         )
-        found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd)
-        if found is None:
-            return StepResult(args, "failed", reason=problem)
-        args = [found, *args[1:]]
-        stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL  # noqa: SIM115
         started_wall = time.time()
         t0 = time.perf_counter()
+        proc: subprocess.Popen[bytes] | None = None
         try:
             proc = subprocess.Popen(
                 args,
@@ -495,7 +632,11 @@ class Sandbox:
             return StepResult(args, "failed", reason=f"could not start {args[0]}: {error.strerror or error}")
         finally:
             if stdin_path:
-                stdin.close()  # type: ignore[union-attr]
+                os.close(stdin)
+            if timing_w is not None:
+                os.close(timing_w)
+            if timing_r is not None and proc is None:
+                os.close(timing_r)
         assert proc.stdout is not None and proc.stderr is not None
         captured = _Captured(stdout_max_bytes)
         timed_out = False
@@ -552,6 +693,8 @@ class Sandbox:
             proc.returncode = os.waitstatus_to_exitcode(status)
             # Daemons the step left behind must not outlive it.
             self._kill(proc.pid, cgroup)
+            if sweep_uid is not None:
+                kill_uid(sweep_uid)
             # Drain what is left in the pipes (bounded: the writers are dead).
             drain_until = time.perf_counter() + 1.0
             while sel.get_map() and time.perf_counter() < drain_until:
@@ -574,7 +717,13 @@ class Sandbox:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(proc.pid, 0)
                 proc.returncode = -9
+                if sweep_uid is not None:
+                    kill_uid(sweep_uid)
         wall = exit_t - t0
+        if timing_r is not None:
+            clocked = _read_clock(timing_r)
+            if clocked is not None and not timed_out:
+                wall = clocked
         stderr_text = b"".join(captured.err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
             args,
@@ -682,6 +831,79 @@ class Sandbox:
             elif _looks_out_of_memory(r.stderr_tail):
                 r.status, r.limit = "limit", "memory"
                 r.reason = f"memory limit hit: {limits.memory_mb} MB; exit code {r.returncode}{tail}"
+
+
+def _read_clock(fd: int) -> float | None:
+    """Seconds the init clocked for the candidate (None when it was killed before it could say)."""
+    try:
+        os.set_blocking(fd, False)
+        data = os.read(fd, 64)
+        return int(data) / 1e9 if data else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _keep_only(*fds: int) -> None:
+    """Close every descriptor above stderr except ``fds`` (the tuner's files, the exec error pipe)."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
+def _exit_as(status: int) -> None:
+    """Leave this process the way a child with wait status ``status`` left."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dump of the tuner's image
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+        os._exit(128 + number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _enter_pid_namespace(timing_fd: int | None) -> None:
+    """Called after ``unshare(CLONE_NEWPID)`` in the step's child; returns in the candidate's process.
+
+    The child stays outside (as the process the tuner waits for) and relays the candidate's exit
+    status; its first fork is the namespace's init, which mounts the private ``/proc``, reaps orphans
+    and leaves when the candidate does, whereupon the kernel kills everything left in the namespace.
+    The candidate is not the init itself: an init ignores the signals it sends itself (``abort()``).
+    The init also clocks the candidate, from its fork to its exit, and writes the nanoseconds to
+    ``timing_fd``: the namespace's setup and the relay's way out are no part of the step's time.
+    """
+    read_end, write_end = os.pipe()
+    init = os.fork()
+    if init:
+        _keep_only(read_end)
+        _, init_status = os.waitpid(init, 0)
+        data = os.read(read_end, 32)
+        _exit_as(int(data) if data else init_status)
+    os.close(read_end)
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") != 0:
+        raise OSError(ctypes.get_errno(), "mount /proc")
+    started_ns = time.perf_counter_ns()
+    candidate = os.fork()
+    if candidate:
+        _keep_only(write_end, *(() if timing_fd is None else (timing_fd,)))
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                os._exit(1)
+            if pid == candidate:
+                if timing_fd is not None:
+                    os.write(timing_fd, str(time.perf_counter_ns() - started_ns).encode())
+                os.write(write_end, str(status).encode())
+                os._exit(0)
+    os.close(write_end)
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _executable_by(path: str, uid: int, gid: int) -> bool:

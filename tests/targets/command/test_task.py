@@ -254,15 +254,78 @@ min_timeout_s = 0.5
         task.objective({"delay": "3"})
 
 
-def test_private_task_directory_is_reported(tmp_path: Path) -> None:
+def test_private_task_directory_is_staged_for_the_sandbox_user(tmp_path: Path) -> None:
     if os.geteuid() != 0:
-        pytest.skip("only root drops candidates to an unprivileged user")
+        pytest.skip("only root drops candidates to an unprivileged user (then nothing is staged)")
     private = tmp_path / "private"
     private.mkdir()
-    path = write(private, SIMPLE)
+    (private / "in.txt").write_text("7\n")
+    (private / "secret.txt").write_text("hidden\n")
+    (private / "secret.txt").chmod(0o600)
+    text = """
+inputs = ["in.txt"]
+
+[space]
+file = { type = "choice", options = ["in.txt", "secret.txt"] }
+
+[run]
+command = ["sh", "-c", "read n < $0; echo value=$n; cat $1/$2", "{input}", "{task_dir}", "{file}"]
+timeout_s = 5
+
+[objective]
+metric = "stdout_regex"
+pattern = 'value=(\\d+)'
+goal = "max"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    path = write(private, text)
     private.chmod(0o700)
-    with pytest.raises(TaskError, match="not reachable by the sandbox user"):
-        load_task(path)
+    task = load_task(path)  # was: "not reachable by the sandbox user: make it world-readable"
+    assert oct(private.stat().st_mode & 0o777) == "0o700"  # nobody was asked to open it up
+    staged = task.objective.staged[str(private)]
+    assert staged != str(private) and not staged.startswith(str(private))
+    assert task.objective({"file": "in.txt"})["stdout_regex"] == 7.0
+    # A 0600 file stays as unreadable to candidates as if the parent directories were traversable.
+    with pytest.raises(CandidateError, match="Permission denied") as info:
+        task.objective({"file": "secret.txt"})
+    assert str(private) in str(info.value) and staged not in str(info.value)  # the user's own paths
+
+
+def test_private_input_outside_the_task_directory_is_staged(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root drops candidates to an unprivileged user (then nothing is staged)")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "numbers.txt").write_text("41\n")
+    data.chmod(0o700)
+    text = """
+inputs = ["data/numbers.txt"]
+
+[space]
+add = { type = "int", min = 1, max = 3, default = 1 }
+
+[run]
+command = ["sh", "-c", "read n; echo value=$((n + $0))", "{add}"]
+stdin = "{input}"
+timeout_s = 5
+
+[objective]
+metric = "stdout_regex"
+pattern = 'value=(\\d+)'
+goal = "max"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))  # the task directory is open, its input's folder is not
+    assert oct(data.stat().st_mode & 0o777) == "0o700"
+    assert str(tmp_path) not in task.objective.staged
+    assert str(data / "numbers.txt") in task.objective.staged
+    assert task.objective({"add": 1})["stdout_regex"] == 42.0
 
 
 def test_examples_load_and_pickle() -> None:

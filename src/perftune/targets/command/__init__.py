@@ -83,7 +83,16 @@ printed as ``nan``, ``inf`` or ``-inf`` is a failed trial ("objective value -inf
 
 Placeholders: ``{param}`` for every parameter (an inactive one renders empty), ``{scratch}``,
 ``{input}``, ``{task_dir}``; ``{{``/``}}`` are literal braces. An argument that renders empty is
-dropped. There is no shell unless ``shell = true``.
+dropped. There is no shell unless ``shell = true``. With it, the command is shell code and every
+substituted value is quoted as one shell word (``shlex.quote``; an empty value stays empty): a value
+cannot inject commands, and cannot be several words either (do not quote placeholders yourself).
+What ``shell`` gives up is the argument vector's guarantee that the command is only what is written:
+globbing, variables and redirections of the command line itself apply.
+
+``network = false`` (the default) runs candidates without a network; only ``network = true`` gives
+them one. Run as root from a private directory, the task directory (and any input outside it) is
+staged once per run as a read-only copy the candidates' users can read, and ``{task_dir}`` and
+``{input}`` name that copy (see ``perftune doctor``).
 
 Example:
     >>> from perftune.targets.command import load_task

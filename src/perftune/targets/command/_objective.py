@@ -13,7 +13,8 @@ import json
 import math
 import os
 import re
-import shutil
+import shlex
+import stat
 import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from perftune.measure import (
     TimingSettings,
     measure_adaptively,
 )
+from perftune.measure._candidate_files import CandidateFileError
 from perftune.measure._timing import is_constant
 from perftune.targets.command._task import TIME_LIKE
 from perftune.trial import TrialTimeout
@@ -145,6 +147,8 @@ class CommandObjective:
         self.state_dir = state_dir
         self.metric = objective.metric
         self.goal = objective.goal
+        # Real path -> the staged copy candidates read instead (root, private directories).
+        self.staged: dict[str, str] = {}
 
     # -- sandbox -------------------------------------------------------------------------------
     def sandbox(self, *, sanitizer: bool = False) -> Sandbox:
@@ -158,26 +162,21 @@ class CommandObjective:
         )
         return Sandbox(
             limits,
-            isolate_network=bool(o.get("network", True)) if "network" not in o else not bool(o["network"]),
+            # Only an explicit `network = true` opens the network; anything else keeps it closed.
+            isolate_network=o.get("network", False) is not True,
             isolate_files=bool(o.get("isolate_files", True)),
             scratch_root=o.get("scratch_root"),
             cpu_affinity=self.timing.pin_cpus,
         )
 
     def check_executables(self) -> None:
-        """Raise TaskError naming the key when a step's program cannot be found or executed."""
-        sandbox = self.sandbox()
-        user = sandbox._user()
-        if user is not None:
-            from perftune.measure._sandbox import _executable_by
+        """Raise TaskError naming the key when a step's program cannot be found or executed.
 
-            for label, p in [("task directory", self.task_dir), *(("input", i) for i in self.inputs)]:
-                if not _executable_by(p if label != "input" else os.path.dirname(p), *user):
-                    raise TaskError(
-                        f"{self.task_path}: the {label} {p} is not reachable by the sandbox user "
-                        f"{sandbox.caps.sandbox_user}: make it and its parent directories "
-                        "world-readable (chmod o+rx)"
-                    )
+        As root, a task directory or input that the candidates' users cannot reach (a clone in
+        ``/root`` or in a ``mktemp -d`` folder) is staged first: see :mod:`perftune.measure._stage`.
+        """
+        sandbox = self.sandbox()
+        self._stage_if_unreachable(sandbox)
         path = dict(self.env).get("PATH", os.environ.get("PATH", os.defpath))
         for section, step in (("build", self.build), ("run", self.run)):
             if step is None or step.shell:
@@ -186,10 +185,76 @@ class CommandObjective:
             if "{" in program:  # built by an earlier step, e.g. {scratch}/prog
                 continue
             if os.sep in program and not os.path.isabs(program):
-                program = os.path.join(self.task_dir, program)
-            found, problem = sandbox.resolve(program, path)
+                program = os.path.join(self._candidate_task_dir(), program)
+            found, problem = sandbox.resolve(program, path, user=self._probe_user(sandbox))
             if found is None:
-                raise TaskError(f"{self.task_path}: {section}.command[0]: {problem}")
+                raise TaskError(f"{self.task_path}: {section}.command[0]: {self._real(problem)}")
+
+    @staticmethod
+    def _probe_user(sandbox: Sandbox) -> tuple[int, int] | None:
+        """A user with exactly the rights of the candidates (a pool uid owns no file), as root."""
+        pool = sandbox.uid_pool()
+        usable = pool.usable() if pool is not None else []
+        if usable:
+            return usable[0], usable[0]
+        return sandbox._user()
+
+    def _stage_if_unreachable(self, sandbox: Sandbox) -> None:
+        from perftune.measure._sandbox import _executable_by
+        from perftune.measure._stage import Stage, StageError
+
+        user = self._probe_user(sandbox)
+        if user is None:
+            return  # candidates run as perftune's own user: they reach what it reaches
+        extra = list(self.check.expensive.inputs) if self.check.expensive else []
+        need_tree = not _executable_by(self.task_dir, *user)
+        # An input in the staged tree comes with it (its directories made 0755); any other is copied alone.
+        need_inputs = [
+            i
+            for i in dict.fromkeys([*self.inputs, *extra])
+            if not (need_tree and self._under_task_dir(i)) and not _executable_by(os.path.dirname(i), *user)
+        ]
+        if not (need_tree or need_inputs):
+            return
+        root = sandbox.root_dir()
+        mode = os.stat(root).st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(root, mode | stat.S_IXOTH)
+        try:
+            stage = Stage.create(root)
+            if need_tree:
+                self.staged[self.task_dir] = stage.add_tree(self.task_dir)
+            for i in need_inputs:
+                self.staged[i] = stage.add_file(i)
+        except (StageError, OSError) as error:
+            raise TaskError(f"{self.task_path}: {error}") from None
+        if not _executable_by(stage.path, *user):
+            raise TaskError(
+                f"{self.task_path}: the staged copy {stage.path} is not reachable by the sandbox user "
+                "either: set [sandbox] scratch_root (or PERFTUNE_SCRATCH) to a directory it can reach"
+            )
+
+    def _under_task_dir(self, path: str) -> bool:
+        return path == self.task_dir or path.startswith(self.task_dir.rstrip(os.sep) + os.sep)
+
+    def _candidate_task_dir(self) -> str:
+        return self.staged.get(self.task_dir, self.task_dir)
+
+    def _candidate_path(self, path: str) -> str:
+        """Where a candidate finds ``path`` (a task file or input): the staged copy when there is one."""
+        if path in self.staged:
+            return self.staged[path]
+        if self.task_dir in self.staged and self._under_task_dir(path):
+            return self.staged[self.task_dir] + path[len(self.task_dir) :]
+        return path
+
+    def _real(self, text: str | None) -> str | None:
+        """``text`` with staged paths shown as the user's own."""
+        if text is None:
+            return None
+        for real, copy in self.staged.items():
+            text = text.replace(copy, real)
+        return text
 
     # -- templates -----------------------------------------------------------------------------
     def _context(self, config: Mapping[str, Any], scratch: str, input_path: str | None) -> dict[str, str]:
@@ -197,19 +262,27 @@ class CommandObjective:
         for name, value in config.items():
             ctx[name] = _render_value(value, self.render.get(name, {}))
         ctx["scratch"] = scratch
-        ctx["task_dir"] = self.task_dir
-        ctx["input"] = input_path if input_path is not None else (self.inputs[0] if self.inputs else "")
+        ctx["task_dir"] = self._candidate_task_dir()
+        real_input = input_path if input_path is not None else (self.inputs[0] if self.inputs else "")
+        ctx["input"] = self._candidate_path(real_input) if real_input else ""
         return ctx
 
     @staticmethod
     def _fill(template: str, ctx: Mapping[str, str]) -> str:
         return template.format_map(ctx)
 
-    def _argv(self, command: tuple[str, ...] | str, ctx: Mapping[str, str]) -> list[str] | str:
+    def _argv(
+        self, command: tuple[str, ...] | str, ctx: Mapping[str, str], *, shell: bool = False
+    ) -> list[str] | str:
+        """The command with ``ctx`` substituted; with ``shell``, each value as one quoted shell word.
+
+        A value that renders empty stays empty (an inactive flag disappears, as in an argument vector).
+        """
+        quoted = {k: shlex.quote(v) if v else "" for k, v in ctx.items()} if shell else ctx
         if isinstance(command, str):
-            return self._fill(command, ctx)
-        out = [self._fill(t, ctx) for t in command]
-        return [a for a in out if a != ""]  # an element that renders empty is dropped
+            return self._fill(command, quoted)
+        out = [(self._fill(t, quoted), self._fill(t, ctx)) for t in command]
+        return [a for a, raw in out if raw != ""]  # an element that renders empty is dropped
 
     def _step(
         self, sandbox: Sandbox, step: Any, ctx: Mapping[str, str], scratch: str, timeout_s: float
@@ -218,17 +291,34 @@ class CommandObjective:
         env.update({k: self._fill(v, ctx) for k, v in step.env})
         cwd_t = step.cwd or self.cwd
         cwd = self._fill(cwd_t, ctx) if cwd_t else scratch
+        task_dir = self._candidate_task_dir()
         if not os.path.isabs(cwd):
-            cwd = os.path.join(self.task_dir, cwd)
+            cwd = os.path.join(task_dir, cwd)
         stdin = self._fill(step.stdin, ctx) if step.stdin else None
         if stdin and not os.path.isabs(stdin):
-            stdin = os.path.join(self.task_dir, stdin)
-        argv = self._argv(step.command, ctx)
+            stdin = os.path.join(task_dir, stdin)
+        argv = self._argv(step.command, ctx, shell=step.shell)
         if isinstance(argv, list) and argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
-            argv[0] = os.path.join(self.task_dir, argv[0])
-        return sandbox.run(
+            argv[0] = os.path.join(task_dir, argv[0])
+        r = sandbox.run(
             argv, scratch=scratch, cwd=cwd, env=env, timeout_s=timeout_s, stdin_path=stdin, shell=step.shell
         )
+        r.reason = self._real(r.reason)
+        return r
+
+    def _read_output(self, path: str, scratch: str, *, size_only: bool = False) -> bytes | int:
+        """A file the candidate produced, read as :mod:`perftune.measure._candidate_files` says.
+
+        Raises:
+            CandidateFileError: One line: missing, a link out of scratch, a FIFO, unreadable, too large.
+        """
+        from perftune.measure._candidate_files import read_for_candidate, size_for_candidate
+
+        sandbox = self.sandbox()
+        user = sandbox._step_user(scratch)
+        if size_only:
+            return size_for_candidate(path, scratch=scratch, user=user)
+        return read_for_candidate(path, scratch=scratch, user=user, max_bytes=sandbox.limits.disk_mb << 20)
 
     # -- shared state --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -320,12 +410,14 @@ class CommandObjective:
             src = self._fill(t, ctx)
             dst = os.path.join(self.state_dir, f"{tag}.file{i}")
             try:
-                shutil.copyfile(src, dst)
-            except OSError as error:
+                data = self._read_output(src, ctx["scratch"])
+            except CandidateFileError as error:
                 raise TaskError(
                     f"{self.task_path}: check.files[{i}]: the default configuration did not produce "
-                    f"{t!r}: {error.strerror}"
+                    f"{t!r}: {error}"
                 ) from None
+            with open(dst, "wb") as f:
+                f.write(data)  # type: ignore[arg-type]
             files.append(dst)
         saved["files"] = files
         return saved
@@ -349,9 +441,9 @@ class CommandObjective:
         if m == "file_size":
             path = self._fill(self.objective.file, ctx)
             try:
-                return float(os.path.getsize(path))
-            except OSError:
-                raise CandidateError(f"output file {path} was not produced") from None
+                return float(self._read_output(path, scratch, size_only=True))
+            except CandidateFileError as error:
+                raise CandidateError(f"output file {path} was not produced ({error})") from None
         text = r.text()
         if m == "stdout_regex":
             matches = list(re.finditer(self.objective.pattern, text, re.MULTILINE))
@@ -419,10 +511,10 @@ class CommandObjective:
         for i, t in enumerate(self.check.files):
             path = self._fill(t, ctx)
             try:
-                with open(path, "rb") as f:
-                    got = f.read()
-            except OSError:
-                return f"output file {t!r} was not produced"
+                got = self._read_output(path, ctx["scratch"])
+            except CandidateFileError as error:
+                return f"output file {t!r} was not produced ({error})"
+            assert isinstance(got, bytes)
             with open(ref["files"][i], "rb") as f:
                 want_b = f.read()
             if got == want_b:
