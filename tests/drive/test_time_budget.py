@@ -92,7 +92,9 @@ def test_time_budget_with_a_timeout_ends_within_budget_and_one_timeout():
 
 
 def test_quick_objective_with_a_time_budget_still_runs_many_trials():
-    result = perftune.tune(lambda c: float(c["x"]), space(), budget="1s", seed=None)
+    # A space far larger than a second of trials, so that the clock, not exhaustion, ends the run.
+    big = Space({"x": Int(0, 10**9, default=0)})
+    result = perftune.tune(lambda c: float(c["x"]), big, budget="1s", seed=None)
     assert result.stop_reason == "time" and len(result.trials) > 20
     assert result.best is not None and result.best.value == min(t.value for t in result.trials if t.ok)
 
