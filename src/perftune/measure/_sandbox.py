@@ -43,6 +43,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from perftune.measure._limits import (
     capabilities,
     set_rlimits,
 )
+from perftune.measure._stage import Stage, StageError
 from perftune.measure._uids import UidLease, UidPool, kill_uid
 
 __all__ = ["Sandbox", "Scratch", "StepResult"]
@@ -298,6 +300,9 @@ class Sandbox:
         self.scratch_root = scratch_root
         self.poll_interval_s = poll_interval_s
         self.cpu_affinity = tuple(cpu_affinity) if cpu_affinity else None
+        self._staged: dict[str, str] = {}  # directory -> its read-only copy for candidates
+        self._stage: Stage | None = None
+        self._stage_lock = threading.Lock()  # flags runs stage from several worker threads
         self.isolate_processes = isolate_processes
         self.pass_env = tuple(pass_env)
 
@@ -350,6 +355,55 @@ class Sandbox:
             "files": self.isolate_files and caps.mount_namespace,
             "network": self.isolate_network and caps.net_namespace,
         }
+
+    def candidate_user(self) -> tuple[int, int] | None:
+        """A user with exactly the rights of the candidates (a pool uid owns no file); None when
+        candidates run as perftune's own user (then they reach what it reaches)."""
+        pool = self.uid_pool()
+        usable = pool.usable() if pool is not None else []
+        if usable:
+            return usable[0], usable[0]
+        return self._user()
+
+    def reachable(self, directory: str, needed: Sequence[str] | None = None) -> str:
+        """Where candidates find ``directory``: the directory itself, or a read-only staged copy of it
+        (:mod:`perftune.measure._stage`) when the user candidates run as cannot reach it, as when
+        perftune runs as root from a private (0700) folder. Made once per directory and sandbox.
+
+        With ``needed`` (paths relative to ``directory``, e.g. the arguments of a run), a directory too
+        large to copy whole (over 32 MB) is staged with just those files.
+
+        Raises:
+            StageError: The copy cannot be made (too large, unreadable); ``str()`` is one line.
+        """
+        directory = os.path.abspath(directory)
+        with self._stage_lock:
+            return self._reachable(directory, needed)
+
+    def _reachable(self, directory: str, needed: Sequence[str] | None) -> str:
+        if directory in self._staged:
+            return self._staged[directory]
+        user = self.candidate_user()
+        if user is None or _executable_by(directory, *user):
+            return directory
+        root = self.root_dir()
+        mode = os.stat(root).st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(root, mode | stat.S_IXOTH)
+        if self._stage is None:
+            self._stage = Stage.create(root)
+        try:
+            if needed is None:
+                copy = self._stage.add_tree(directory)
+            else:
+                try:
+                    copy = Stage.create(root, max_bytes=32 * 1024 * 1024).add_tree(directory)
+                except StageError:
+                    copy = self._stage.add_selection(directory, needed)
+        except OSError as error:
+            raise StageError(f"{directory}: cannot be staged for the sandbox user: {error}") from None
+        self._staged[directory] = copy
+        return copy
 
     def root_dir(self) -> str:
         """The directory scratch directories (and staged copies) go in; made on first use."""

@@ -23,6 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Sequence
 
 __all__ = ["Stage", "StageError", "stage_limit_bytes"]
 
@@ -86,6 +87,31 @@ class Stage:
         self._copy_dir(source, target)
         return target
 
+    def add_selection(self, base: str, names: Sequence[str]) -> str:
+        """Copy the directory ``base`` with only the regular files ``names`` (paths relative to it;
+        others are skipped); returns the path of the copy."""
+        target = self._target(base)
+        os.mkdir(target, 0o755)
+        os.chmod(target, 0o755)
+        base_real = os.path.realpath(base)
+        for name in names:
+            source = os.path.realpath(os.path.join(base, name))
+            if not source.startswith(base_real + os.sep):
+                continue  # outside base: an absolute path the candidate reaches (or not) as it is
+            try:
+                st = os.stat(source)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            dst = os.path.join(target, os.path.relpath(source, base_real))
+            for parent in reversed(_parents(dst, target)):
+                if not os.path.isdir(parent):
+                    os.mkdir(parent, 0o755)
+                    os.chmod(parent, 0o755)
+            self._copy_file(source, dst, st)
+        return target
+
     def add_file(self, source: str) -> str:
         """Copy the regular file ``source``; returns the path of the copy."""
         target = self._target(source)
@@ -138,6 +164,16 @@ class Stage:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _parents(path: str, top: str) -> list[str]:
+    """The directories between ``top`` (excluded) and ``path`` (excluded), innermost first."""
+    out = []
+    parent = os.path.dirname(path)
+    while parent != top and parent.startswith(top + os.sep):
+        out.append(parent)
+        parent = os.path.dirname(parent)
+    return out
 
 
 def _remove_orphans(root: str) -> None:

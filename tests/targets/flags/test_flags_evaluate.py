@@ -90,3 +90,32 @@ def test_cpu_clock_times_runs_by_cpu_time(gcc_info) -> None:  # type: ignore[no-
     ev.set_reference(["-O2"])
     m = ev.measure(["-O3"], n_runs=2)
     assert m.ok and m.value is not None and m.value > 0 and len(m.samples) == 2
+
+
+def test_a_program_in_a_private_folder_runs_as_root_with_its_input(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Root working in a 0700 folder (/root, mktemp -d): runs start in a read-only copy of the folder,
+    with the input the run names, instead of failing before exec."""
+    import os
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("as non-root, candidates run as perftune's own user and reach the folder")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "sum.c").write_text(
+        '#include <stdio.h>\nint main(int c, char **v) { FILE *f = fopen(v[1], "r"); long s = 0, x;\n'
+        '  if (!f) return 3; while (fscanf(f, "%ld", &x) == 1) s += x; printf("%ld\\n", s); return 0; }\n'
+    )
+    (private / "numbers.txt").write_text("1 2 3 4\n")
+    (private / "secret.txt").write_text("root only\n")
+    os.chmod(private / "secret.txt", 0o600)
+    program = Program(sources=("sum.c",), run_args=("numbers.txt",), cwd=str(private))
+    ev = Evaluator(program, gcc_info)
+    ev.set_reference(["-O2"])
+    assert ev.reference is not None and ev.reference.strip() == "10"
+    assert ev.measure(["-O3"]).ok
+    # The copy keeps file modes: what the candidate could not read in place it cannot read there.
+    copy = ev.run_sandbox.reachable(str(private), needed=program.run_args)
+    assert copy != str(private)
+    assert os.stat(os.path.join(copy, "secret.txt")).st_mode & 0o777 == 0o600

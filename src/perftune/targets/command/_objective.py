@@ -193,11 +193,7 @@ class CommandObjective:
     @staticmethod
     def _probe_user(sandbox: Sandbox) -> tuple[int, int] | None:
         """A user with exactly the rights of the candidates (a pool uid owns no file), as root."""
-        pool = sandbox.uid_pool()
-        usable = pool.usable() if pool is not None else []
-        if usable:
-            return usable[0], usable[0]
-        return sandbox._user()
+        return sandbox.candidate_user()
 
     def _stage_if_unreachable(self, sandbox: Sandbox) -> None:
         from perftune.measure._sandbox import _executable_by

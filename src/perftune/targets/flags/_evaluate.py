@@ -253,10 +253,7 @@ class Evaluator:
         if limit <= 0:
             return None, TIME_BUDGET_REACHED, ""
         step = self.run_sandbox.run(
-            [binary, *self.program.run_args],
-            scratch=scratch,
-            cwd=os.path.abspath(self.program.cwd),
-            timeout_s=limit,
+            [binary, *self.program.run_args], scratch=scratch, cwd=self._run_cwd(), timeout_s=limit
         )
         out = step.text()
         if step.status == "timeout":
@@ -264,6 +261,16 @@ class Evaluator:
         if not step.ok:
             return None, f"run failed: {step.reason}", out
         return (step.cpu_s if self.program.clock == "cpu" else step.wall_s), None, out
+
+    def _run_cwd(self) -> str:
+        """The directory runs start in: the program's, or a read-only copy of it when the user the
+        runs are sandboxed as cannot reach it (root working in a 0700 folder)."""
+        from perftune.measure._stage import StageError
+
+        try:
+            return self.run_sandbox.reachable(self.program.cwd, needed=self.program.run_args)
+        except StageError as error:
+            raise PerftuneError(str(error)) from None
 
     def _timeout(self) -> float:
         # Hopeless candidates stop early: three times the best time so far (and at least a second).
