@@ -14,7 +14,6 @@ that promise.
 from __future__ import annotations
 
 import contextlib
-import pickle
 import statistics
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._evaluate import Outcome, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
@@ -35,7 +35,6 @@ __all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
 DEFAULT_LAG = 8
 """Lag of deterministic (seeded) runs: enough for 9 evaluations in flight without waiting."""
 
-_STATE_VERSION = 1
 _MAX_ASK_ATTEMPTS = 16
 _MAX_RANDOM_ATTEMPTS = 64
 
@@ -102,13 +101,13 @@ class _Ticket:
 
 @dataclass
 class _State:
-    """Everything needed to continue a run; pickled into the store as a checkpoint."""
+    """Everything needed to continue a run; stored as a JSON checkpoint (``_checkpoint``), never a pickle."""
 
-    version: int
     fingerprint: str
     goal: str
     metric: str | None
     technique_name: str
+    technique_seed: int | None
     seed: int | None
     lag: int
     technique: Any
@@ -221,6 +220,7 @@ class Tuner:
         if _resume_state is not None:
             st = _resume_state
             self._technique_name = st.technique_name
+            self._technique_seed = st.technique_seed
             self._technique = st.technique
             self._rng = np.random.default_rng()
             self._rng.bit_generator.state = st.rng
@@ -239,6 +239,7 @@ class Tuner:
         # SeedSequence() draws its entropy from the OS: always an int.
         technique_seed = seed if seed is not None else cast(int, np.random.SeedSequence().entropy) % (2**31)
         self._rng = np.random.default_rng(technique_seed + 7919)
+        self._technique_seed = technique_seed
         self._technique = search.create(technique, space, seed=technique_seed)
         if seed is not None and hasattr(self._technique, "set_deterministic"):
             # Cost-aware scheduling reads clocks; a seeded run must not depend on them.
@@ -526,22 +527,54 @@ class Tuner:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _state(self) -> _State:
-        return _State(
-            version=_STATE_VERSION,
-            fingerprint=self.space.fingerprint(),
-            goal=self.goal, metric=self.metric, technique_name=self._technique_name, seed=self.seed,
-            lag=self.lag, technique=self._technique, rng=self._rng.bit_generator.state,
-            next_id=self._next_id, applied_upto=self._applied_upto, queue=list(self._queue),
-            pending=dict(self._pending), n_since_best=self._n_since_best,
-            extras={"default_id": self._default_id},
-        )
+    def _checkpoint_payload(self) -> dict[str, Any]:
+        from perftune.search._base import state_of
+
+        driver = {
+            "fingerprint": self.space.fingerprint(), "goal": self.goal, "metric": self.metric,
+            "technique_name": self._technique_name, "technique_seed": self._technique_seed,
+            "seed": self.seed, "lag": self.lag, "rng": self._rng.bit_generator.state,
+            "next_id": self._next_id, "applied_upto": self._applied_upto,
+            "queue": [list(item) for item in self._queue],
+            "pending": [[ticket, p.config, p.technique] for ticket, p in self._pending.items()],
+            "n_since_best": self._n_since_best, "default_id": self._default_id,
+        }
+        return {"driver": driver, "technique": state_of(self._technique)}
+
+    @staticmethod
+    def _state_from(payload: dict[str, Any], space: Any, what: str) -> _State:
+        """Rebuild the driver state and the technique from a decoded checkpoint."""
+        from perftune import search
+        from perftune.search._base import load_state
+
+        try:
+            d = payload["driver"]
+            technique = search.create(d["technique_name"], space, seed=d["technique_seed"])
+            if d["seed"] is not None and hasattr(technique, "set_deterministic"):
+                technique.set_deterministic(True)
+            load_state(technique, payload["technique"])
+            np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
+            pending = {int(ticket): _Ticket(config, str(origin)) for ticket, config, origin in d["pending"]}
+            return _State(
+                fingerprint=str(d["fingerprint"]), goal=d["goal"], metric=d["metric"],
+                technique_name=d["technique_name"], technique_seed=d["technique_seed"], seed=d["seed"],
+                lag=int(d["lag"]), technique=technique, rng=d["rng"], next_id=int(d["next_id"]),
+                applied_upto=int(d["applied_upto"]),
+                queue=[(config, str(origin)) for config, origin in d["queue"]], pending=pending,
+                n_since_best=int(d["n_since_best"]), extras={"default_id": d["default_id"]},
+            )
+        except _checkpoint.CheckpointError:
+            raise
+        except PerftuneError as exc:
+            raise _checkpoint.CheckpointError(f"{what} does not fit this perftune: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _checkpoint.CheckpointError(f"{what} is corrupt: {type(exc).__name__}: {exc}") from None
 
     def checkpoint(self) -> None:
         """Write the whole driver state to the store atomically (no-op without a store)."""
         if self._store is None or self._run is None:
             return
-        blob = pickle.dumps(self._state(), protocol=pickle.HIGHEST_PROTOCOL)
+        blob = _checkpoint.encode(self._checkpoint_payload(), self.space)
         self._store.save_checkpoint(self._run.id, len(self._trials), blob)
         self._last_checkpoint_t = time.monotonic()
         self._last_checkpoint_n = len(self._trials)
@@ -577,11 +610,10 @@ class Tuner:
         if loaded is None:
             raise PerftuneError(f"resume: run {info.name!r} has no checkpoint to resume from")
         _, blob = loaded
-        state: _State = pickle.loads(blob)
-        if state.version != _STATE_VERSION:
-            raise PerftuneError(f"resume: checkpoint of run {info.name!r} has format v{state.version}, "
-                                f"expected v{_STATE_VERSION}")
-        tuner = cls(space if space is not None else stored_space, goal=state.goal, seed=state.seed,
+        what = f"resume: the checkpoint of run {info.name!r}"
+        run_space = space if space is not None else stored_space
+        state = cls._state_from(_checkpoint.decode(blob, run_space, what=what), run_space, what)
+        tuner = cls(run_space, goal=state.goal, seed=state.seed,
                     store=st_store, technique=state.technique_name, metric=state.metric,
                     _resume_state=state, _resume_run=info)
         tuner._resume_pending = set(state.pending)
