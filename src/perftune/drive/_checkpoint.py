@@ -257,7 +257,7 @@ class _Decoder:
             attrs = self.value(obj.get("attrs"), d)
             if not isinstance(attrs, dict):
                 raise ValueError(f"bad attributes of {body}")
-            instance = object.__new__(cls)
+            instance: Any = object.__new__(cls)
             instance.__dict__.update(attrs)
             return instance
         if tag == "$nested":

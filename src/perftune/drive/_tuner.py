@@ -36,6 +36,7 @@ DEFAULT_LAG = 8
 """Lag of deterministic (seeded) runs: enough for 9 evaluations in flight without waiting."""
 
 _MAX_ASK_ATTEMPTS = 16
+_LEASE_HEARTBEAT_S = 5.0
 _MAX_RANDOM_ATTEMPTS = 64
 
 
@@ -216,6 +217,9 @@ class Tuner:
         self._stored_after: dict[int, Trial] = {}
         self._reissue: list[int] = []
         self.deciding_s = 0.0  # time spent in technique.ask/tell
+        self._lease: Any = None  # this driver's lease on the run (one driver per run at a time)
+        self._lease_lost = False
+        self._last_heartbeat_t = 0.0
 
         if _resume_state is not None:
             st = _resume_state
@@ -270,6 +274,7 @@ class Tuner:
             }
             self._run = self._store.create_run(name, space, run_settings, goal, metric,
                                                environment=environment)
+            self._take_lease()
             self.checkpoint()  # so that a run killed before its first result can be resumed
 
     # ------------------------------------------------------------------ helpers
@@ -570,10 +575,45 @@ class Tuner:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _checkpoint.CheckpointError(f"{what} is corrupt: {type(exc).__name__}: {exc}") from None
 
+    # ------------------------------------------------------------------ the lease
+
+    def _take_lease(self) -> None:
+        """Become the run's only driver (StoreError naming the holder when another one drives it)."""
+        if self._store is None or self._run is None or self._lease is not None:
+            return
+        acquire = getattr(self._store, "acquire_lease", None)
+        if acquire is None:
+            return  # a store object without leases (a test double)
+        self._lease = acquire(self._run.id)
+        self._lease_lost = False
+        self._last_heartbeat_t = time.monotonic()
+
+    def _heartbeat(self, *, force: bool = False) -> None:
+        if self._lease is None or self._store is None:
+            return
+        if not force and time.monotonic() - self._last_heartbeat_t < _LEASE_HEARTBEAT_S:
+            return
+        from perftune.store import LeaseError
+
+        try:
+            self._store.renew_lease(self._lease)
+        except LeaseError:
+            # Another driver took the run over (this one looked dead): stop writing its state.
+            self._lease, self._lease_lost = None, True
+            raise
+        self._last_heartbeat_t = time.monotonic()
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None and self._store is not None:
+            with contextlib.suppress(Exception):  # a dead store must not hide why the run ended
+                self._store.release_lease(lease)
+
     def checkpoint(self) -> None:
         """Write the whole driver state to the store atomically (no-op without a store)."""
-        if self._store is None or self._run is None:
+        if self._store is None or self._run is None or self._lease_lost:
             return
+        self._heartbeat(force=True)
         blob = _checkpoint.encode(self._checkpoint_payload(), self.space)
         self._store.save_checkpoint(self._run.id, len(self._trials), blob)
         self._last_checkpoint_t = time.monotonic()
@@ -582,6 +622,7 @@ class Tuner:
     def _maybe_checkpoint(self) -> None:
         if self._store is None:
             return
+        self._heartbeat()
         if (len(self._trials) - self._last_checkpoint_n >= self.checkpoint_every
                 or time.monotonic() - self._last_checkpoint_t >= self.checkpoint_interval_s):
             self.checkpoint()
@@ -609,15 +650,25 @@ class Tuner:
         loaded = st_store.load_checkpoint(info.id)
         if loaded is None:
             raise PerftuneError(f"resume: run {info.name!r} has no checkpoint to resume from")
-        _, blob = loaded
-        what = f"resume: the checkpoint of run {info.name!r}"
-        run_space = space if space is not None else stored_space
-        state = cls._state_from(_checkpoint.decode(blob, run_space, what=what), run_space, what)
-        tuner = cls(run_space, goal=state.goal, seed=state.seed,
-                    store=st_store, technique=state.technique_name, metric=state.metric,
-                    _resume_state=state, _resume_run=info)
-        tuner._resume_pending = set(state.pending)
-        tuner._replay_store(st_store.trials(info.id))
+        # Taken before anything is decoded or measured: a second driver of this run stops here.
+        lease = st_store.acquire_lease(info.id) if hasattr(st_store, "acquire_lease") else None
+        try:
+            _, blob = loaded
+            what = f"resume: the checkpoint of run {info.name!r}"
+            run_space = space if space is not None else stored_space
+            state = cls._state_from(_checkpoint.decode(blob, run_space, what=what), run_space, what)
+            tuner = cls(run_space, goal=state.goal, seed=state.seed,
+                        store=st_store, technique=state.technique_name, metric=state.metric,
+                        _resume_state=state, _resume_run=info)
+            tuner._lease = lease
+            tuner._last_heartbeat_t = time.monotonic()
+            tuner._resume_pending = set(state.pending)
+            tuner._replay_store(st_store.trials(info.id))
+        except BaseException:
+            if lease is not None:
+                with contextlib.suppress(Exception):
+                    st_store.release_lease(lease)
+            raise
         return tuner
 
     def _replay_store(self, stored: list[Trial]) -> None:
@@ -704,6 +755,7 @@ class Tuner:
         if limit is None:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
         _check_run_args(workers, executor, timeout_s)
+        self._take_lease()  # again, when an earlier run() of this tuner gave the run back
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
 
@@ -774,9 +826,12 @@ class Tuner:
             executor.close()
         if bar is not None:
             bar.close()
-        if self._store is not None and self._run is not None:
-            self.checkpoint()
-            self._store.finish_run(self._run.id, status)
+        if self._store is not None and self._run is not None and not self._lease_lost:
+            try:
+                self.checkpoint()
+                self._store.finish_run(self._run.id, status)
+            finally:
+                self._release_lease()
 
     def result(self) -> Result:
         """The run's result so far."""
@@ -789,8 +844,11 @@ class Tuner:
         A closed run can still be resumed (``Tuner.resume``) or extended.
         """
         self.checkpoint()
-        if self._store is not None and self._run is not None:
-            self._store.finish_run(self._run.id, status)
+        if self._store is not None and self._run is not None and not self._lease_lost:
+            try:
+                self._store.finish_run(self._run.id, status)
+            finally:
+                self._release_lease()
 
 
 class _Progress:

@@ -135,13 +135,14 @@ class Stateful:
     overrides both methods, or extends :attr:`state_exclude` and rebuilds in :meth:`_after_load`.
 
     Example:
+        >>> import copy
         >>> from perftune.space import Int, Space
         >>> from perftune.search import create
         >>> space = Space({"x": Int(0, 9)})
         >>> a = create("random", space, seed=1)
         >>> _ = a.ask(3)
         >>> b = create("random", space, seed=1)
-        >>> b.load_state_dict(a.state_dict())
+        >>> b.load_state_dict(copy.deepcopy(a.state_dict()))  # a checkpoint copies it through JSON
         >>> a.ask(2) == b.ask(2)
         True
     """
