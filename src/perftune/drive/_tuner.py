@@ -628,7 +628,7 @@ class Tuner:
             self.checkpoint()
 
     @classmethod
-    def resume(cls, run: str | int, store: Any = None, *, space: Any = None) -> Tuner:
+    def resume(cls, run: str | int, store: Any = None, *, space: Any = None, lease: Any = None) -> Tuner:
         """Continue a stored run from its last checkpoint.
 
         Trials that finished after the checkpoint are taken from the store (never measured twice);
@@ -638,6 +638,12 @@ class Tuner:
             run: Run name, numeric id or ``"latest"``.
             store: Store or URL (default: ``$PERFTUNE_STORE`` or ``./perftune.db``).
             space: Optional space to check against the stored one (must be the same).
+            lease: The run's lease when the caller took it already (``store.acquire_lease``), e.g.
+                before preparing a task, which measures; else it is taken here.
+
+        Raises:
+            LeaseError: another driver drives the run ("run X is being driven by host:pid since T").
+            CheckpointError: the checkpoint is of another format or perftune version, or corrupt.
         """
         from perftune.space import Space
         from perftune.store import open_store
@@ -651,7 +657,10 @@ class Tuner:
         if loaded is None:
             raise PerftuneError(f"resume: run {info.name!r} has no checkpoint to resume from")
         # Taken before anything is decoded or measured: a second driver of this run stops here.
-        lease = st_store.acquire_lease(info.id) if hasattr(st_store, "acquire_lease") else None
+        if lease is None and hasattr(st_store, "acquire_lease"):
+            lease = st_store.acquire_lease(info.id)
+        elif lease is not None and lease.run_id != info.id:
+            raise PerftuneError(f"resume: the lease given is for run {lease.run_id}, not {info.name!r}")
         try:
             _, blob = loaded
             what = f"resume: the checkpoint of run {info.name!r}"
