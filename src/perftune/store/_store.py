@@ -1150,6 +1150,17 @@ def _check_sqlite_file(path: Path) -> None:
                          "give a new path to create a store")
     if head != SQLITE_MAGIC:
         raise StoreError(f"{str(path)!r} is not a perftune store (not a SQLite database)")
+    # Read-only, before the store's own connection switches the file to WAL mode (a write).
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.Error:
+        return  # locked or unreadable: the store's own checks report it
+    if not names:
+        raise StoreError(f"{str(path)!r} is not a perftune store (an empty SQLite database)")
+    if "meta" not in names:
+        listed = ", ".join(sorted(names)[:5])
+        raise StoreError(f"{str(path)!r} is not a perftune store (it holds tables {listed})")
 
 
 def _create_sqlite_store(path: Path, url: URL, version: int) -> None:
