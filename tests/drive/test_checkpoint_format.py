@@ -217,3 +217,37 @@ def test_a_driver_whose_lease_was_taken_over_stops_writing(tmp_path: Path) -> No
             slow.run(_objective, 5)
         assert store.count(run.id) <= 1  # it stopped at its next heartbeat
         assert store.get_run("split").status == "running"  # and did not mark the other driver's run
+
+
+class _PlainPlugin:
+    """A plug-in technique written to the protocol only: no base class, no state_dict()."""
+
+    name = "test-plain-plugin-state"
+
+    def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self.asked: list[Config] = []
+        self.seen: dict[Config, float | None] = {}
+
+    def ask(self, n: int) -> list[Config]:
+        out = [c for c in self.space.sample(self.rng, n) if c not in self.seen]
+        self.asked.extend(out)
+        return out
+
+    def tell(self, trials: Any) -> None:
+        for trial in trials:
+            self.seen[trial.config] = trial.loss
+
+
+def test_a_plugin_without_state_dict_is_checkpointed_by_its_attributes(tmp_path: Path) -> None:
+    from perftune import search
+
+    search.register(_PlainPlugin)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    Tuner(_space(), seed=4, store=url, name="plug", technique=_PlainPlugin.name).run(_objective, 9)
+    resumed = Tuner.resume("plug", url)
+    assert isinstance(resumed.technique, _PlainPlugin) and len(resumed.technique.asked) >= 8  # restored
+    result = resumed.run(_objective, 20)
+    straight = perftune.tune(_objective, _space(), budget=20, seed=4, technique=_PlainPlugin.name)
+    assert [t.config for t in result.trials] == [t.config for t in straight.trials]

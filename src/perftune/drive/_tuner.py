@@ -275,7 +275,11 @@ class Tuner:
             self._run = self._store.create_run(name, space, run_settings, goal, metric,
                                                environment=environment)
             self._take_lease()
-            self.checkpoint()  # so that a run killed before its first result can be resumed
+            try:
+                self.checkpoint()  # so that a run killed before its first result can be resumed
+            except BaseException:
+                self._release_lease()
+                raise
 
     # ------------------------------------------------------------------ helpers
 
@@ -493,6 +497,7 @@ class Tuner:
                 raise PerftuneError(f"tell(): {exc}") from None
             outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
                               started_at=now, finished_at=now)
+        self._heartbeat()  # an ask/tell run keeps its lease alive too
         return self._record(ticket, outcome)
 
     def _record(self, ticket: int, outcome: Outcome) -> Trial:
