@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perftune
 from perftune import Tuner
@@ -67,6 +69,37 @@ def test_every_kind_of_value_round_trips_exactly() -> None:
     assert np.array_equal(back["farray"], value["farray"], equal_nan=True)
     assert type(back["scalar"]) is np.float32 and back["scalar"] == 1.25
     assert (back["rng"].random(4) == rng.random(4)).all()
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=4).map(tuple)
+    | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    | st.dictionaries(st.integers() | st.tuples(st.integers(), st.text(max_size=3)), inner, max_size=4)
+    | st.sets(st.integers() | st.text(max_size=4), max_size=4)
+    | st.frozensets(st.integers(), max_size=4),
+    max_leaves=20,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (1 is not 1.0, a tuple is not a list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_values)
+def test_plain_values_round_trip_with_their_types(value: Any) -> None:
+    space = _space()
+    assert _same(decode(encode({"v": value}, space), space)["v"], value)
 
 
 def test_state_that_is_not_data_is_refused_when_written_naming_it() -> None:
