@@ -638,6 +638,9 @@ class Tuner:
 
         Trials that finished after the checkpoint are taken from the store (never measured twice);
         evaluations that were in flight when the run stopped are issued again under their tickets.
+        The tuner holds the run's lease (no other driver may drive it) until ``run()`` ends, is
+        interrupted, or ``close()`` is called; a lease of a dead driver on this host, or one whose
+        heartbeat is older than ``perftune.store.LEASE_TIMEOUT_S``, is taken over.
 
         Args:
             run: Run name, numeric id or ``"latest"``.
