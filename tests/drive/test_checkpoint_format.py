@@ -284,3 +284,34 @@ def test_a_plugin_without_state_dict_is_checkpointed_by_its_attributes(tmp_path:
     result = resumed.run(_objective, 20)
     straight = perftune.tune(_objective, _space(), budget=20, seed=4, technique=_PlainPlugin.name)
     assert [t.config for t in result.trials] == [t.config for t in straight.trials]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda state: state["driver"].update(queue=[["not a config", "seed"]]),
+        lambda state: state["driver"].update(pending=[[0, 5, "random"]]),
+        lambda state: state["driver"].update(rng={"bit_generator": "PCG64", "state": {}}),
+        lambda state: state["driver"].update(technique_name="no-such-technique"),
+    ],
+    ids=["queue", "pending", "rng", "technique"],
+)
+def test_a_well_formed_but_wrong_state_is_refused_before_anything_runs(tmp_path: Path, edit: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    Tuner(_space(), seed=1, store=url, name="w").run(_objective, 3)
+    with open_store(url) as store:
+        run = store.get_run("w")
+        document = json.loads(store.load_checkpoint(run.id)[1])
+        edit(document["state"])
+        store.save_checkpoint(run.id, 3, json.dumps(document).encode())
+        expected = r"^resume: the checkpoint of run 'w' (is corrupt|does not fit)"
+        with pytest.raises(CheckpointError, match=expected):
+            Tuner.resume("w", store)
+        assert store.count(run.id) == 3
+
+
+def test_a_trial_in_a_technique_state_must_be_a_trial() -> None:
+    config = {"x": 1, "f": 0.5, "c": "a", "p": ["u", "v", "w"]}
+    blob = _doc({"t": {"$trial": {"id": 0, "config": {"$config": 0}, "status": "ok"}}}, configs=[config])
+    with pytest.raises(CheckpointError, match="corrupt: bad trial"):
+        decode(blob, _space())

@@ -179,6 +179,7 @@ class _Decoder:
         from perftune.space import Config
         from perftune.trial import Status, Trial
 
+        self._config_cls = Config
         if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
             raise ValueError("the configuration table is not a list of objects")
         self._space = space
@@ -242,7 +243,11 @@ class _Decoder:
         if tag == "$trial":
             if not isinstance(body, dict) or not set(body) <= self._trial_fields or "id" not in body:
                 raise ValueError("bad trial")
-            return self._trial_cls(**{k: self.value(v, d) for k, v in body.items()})
+            trial = self._trial_cls(**{k: self.value(v, d) for k, v in body.items()})
+            if (type(trial.id) is not int or not isinstance(trial.config, self._config_cls)
+                    or not isinstance(trial.status, self._status_cls)):
+                raise ValueError("bad trial")
+            return trial
         if tag == "$ndarray":
             return self._array(obj)
         if tag == "$npscalar":

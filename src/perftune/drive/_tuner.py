@@ -564,13 +564,19 @@ class Tuner:
                 technique.set_deterministic(True)
             load_state(technique, payload["technique"])
             np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
+            from perftune.space import Config
+
             pending = {int(ticket): _Ticket(config, str(origin)) for ticket, config, origin in d["pending"]}
+            queue = [(config, str(origin)) for config, origin in d["queue"]]
+            configs = [*(p.config for p in pending.values()), *(c for c, _ in queue)]
+            if not all(isinstance(c, Config) for c in configs):
+                raise ValueError("a queued or pending ticket holds no configuration")
             return _State(
                 fingerprint=str(d["fingerprint"]), goal=d["goal"], metric=d["metric"],
                 technique_name=d["technique_name"], technique_seed=d["technique_seed"], seed=d["seed"],
                 lag=int(d["lag"]), technique=technique, rng=d["rng"], next_id=int(d["next_id"]),
                 applied_upto=int(d["applied_upto"]),
-                queue=[(config, str(origin)) for config, origin in d["queue"]], pending=pending,
+                queue=queue, pending=pending,
                 n_since_best=int(d["n_since_best"]), extras={"default_id": d["default_id"]},
             )
         except _checkpoint.CheckpointError:
