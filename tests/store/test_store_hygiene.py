@@ -113,6 +113,23 @@ def test_a_candidate_user_cannot_read_a_new_store(tmp_path: Path) -> None:
     assert proc.returncode != 0 and b"Permission denied" in proc.stderr
 
 
+def test_an_existing_store_readable_by_others_is_warned_about_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    open_store(path).close()
+    assert _one_line_ok(_cli("runs", "--store", str(path))) == []  # private: nothing to say
+    path.chmod(0o644)  # as older perftune created it
+    proc = _cli("runs", "--store", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert _one_line_ok(proc) == [f"perftune: warning: store {str(path)!r} can be read by other users "
+                                  f"(mode 0644), evaluated programs included: chmod 600 {str(path)!r}"]
+    assert _mode(path) == 0o644  # a warning, not a change behind the user's back
+
+
+def _one_line_ok(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 0, proc.stderr
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
 # ---------------------------------------------------------------- where the URL comes from
 
 
@@ -221,3 +238,18 @@ def test_psycopg3_url_against_a_real_server(fresh_postgres_url: str) -> None:
     assert proc.returncode == 0 and "pg3" in proc.stdout, proc.stderr
     with open_store(url) as store:
         assert store.get_lease(run.id) == lease
+
+
+def test_the_warning_is_about_the_url_on_the_command_line_not_a_word_of_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perftune.store._url import resolve_url
+
+    monkeypatch.setattr(sys, "argv", ["perftune", "show", "x", "--store", "@url-file"])
+    resolve_url("postgresql://u:x@db.example/perftune")  # from the file: its password "x" is also an argument
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys, "argv", ["perftune", "runs", "--store=postgresql://u:x@db.example/perftune"])
+    resolve_url("postgresql://u:x@db.example/perftune")
+    resolve_url("postgresql://u:x@db.example/perftune")  # once per process
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("perftune: warning: the password of store postgresql://u:***@")

@@ -19,6 +19,7 @@ import os
 import random
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -1135,6 +1136,7 @@ def open_store(
         if not path.exists():
             _create_sqlite_store(path, resolved, target)
         _check_sqlite_file(path)
+        _warn_if_readable_by_others(path)
         create = False  # an existing file is a perftune store or is refused: never initialised here
     return Store(engine, resolved, schema_version=target, create=create)
 
@@ -1161,6 +1163,24 @@ def _check_sqlite_file(path: Path) -> None:
     if "meta" not in names:
         listed = ", ".join(sorted(names)[:5])
         raise StoreError(f"{str(path)!r} is not a perftune store (it holds tables {listed})")
+
+
+_warned_modes: set[str] = set()
+
+
+def _warn_if_readable_by_others(path: Path) -> None:
+    """One line when an existing store of ours (made by an older perftune, or chmod-ed) is not private."""
+    try:
+        info = path.stat()
+    except OSError:
+        return
+    mode = info.st_mode & 0o777
+    key = str(path.resolve())
+    if not mode & 0o077 or info.st_uid != os.geteuid() or key in _warned_modes:
+        return
+    _warned_modes.add(key)
+    print(f"perftune: warning: store {str(path)!r} can be read by other users (mode {mode:04o}), "
+          f"evaluated programs included: chmod 600 {str(path)!r}", file=sys.stderr)
 
 
 def _create_sqlite_store(path: Path, url: URL, version: int) -> None:

@@ -42,7 +42,7 @@ _MAX_URL_FILE_BYTES = 4096
 
 # SQLAlchemy driver name -> (module to import, pip package to name when it is missing).
 _PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
-_warned_passwords: set[str] = set()
+_warned_passwords: set[str] = set()  # URLs warned about, once per process
 
 
 def describe(url: URL) -> str:
@@ -93,7 +93,7 @@ def resolve_url(url: str | os.PathLike[str] | None) -> URL:
             raise StoreError(
                 f"store URL {describe(parsed)!r} names no database: use postgresql://USER@HOST/DB"
             )
-        _warn_if_password_in_argv(parsed)
+        _warn_if_password_in_argv(parsed, text)
         return parsed.set(drivername=f"postgresql+{driver or _default_pg_driver()}")
     raise StoreError(
         f"unsupported store URL scheme {parsed.drivername!r} in {describe(parsed)!r}: perftune stores "
@@ -120,12 +120,12 @@ def _read_url_file(path: str) -> str:
     return text
 
 
-def _warn_if_password_in_argv(url: URL) -> None:
-    password = url.password
-    if not password or password in _warned_passwords:
+def _warn_if_password_in_argv(url: URL, text: str) -> None:
+    """One line when the URL ``text``, password included, is an argument of this process."""
+    if not url.password or text in _warned_passwords:
         return
-    if any(password in arg for arg in sys.argv):
-        _warned_passwords.add(password)
+    if any(text in arg for arg in sys.argv):
+        _warned_passwords.add(text)
         print(
             f"perftune: warning: the password of store {describe(url)} is on the command line, where "
             "other processes can read it: use $PERFTUNE_STORE or --store @FILE (a file holding the URL)",
