@@ -446,28 +446,35 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
                             "resume it with Tuner.resume() in Python")
     if not os.path.exists(task):
         raise PerftuneError(f"resume: the task file of run {info.name!r} is gone: {task}")
-    spec = load_task(task)
-    recorded = (info.settings or {}).get("task_fingerprint")
-    if recorded and recorded != _task_fingerprint(task):
-        raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) "
-                            f"since run {info.name!r} started; "
-                            f"start a new run (perftune run --warm-start {info.name})")
-    tuner = Tuner.resume(info.id, st, space=spec.space)
-    items = list(_opt(ctx, "budget", budget) or ())
-    extra = [b for b in items if b.startswith("+")]
-    plain = [b for b in items if not b.startswith("+")]
-    limit = parse_budget(plain) if plain else None
-    if extra:
-        more = parse_budget([b[1:] for b in extra])
+    # The lease first: preparing the task runs the default configuration, which a second driver of
+    # this run must not do. While another driver drives it, this stops here (exit 2, naming it).
+    lease = st.acquire_lease(info.id)
+    try:
+        spec = load_task(task)
+        recorded = (info.settings or {}).get("task_fingerprint")
+        if recorded and recorded != _task_fingerprint(task):
+            raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) "
+                                f"since run {info.name!r} started; "
+                                f"start a new run (perftune run --warm-start {info.name})")
+        if seed is not None or lag is not None:
+            raise PerftuneError(f"resume: run {info.name!r} keeps its seed and lag; "
+                                "start a new run to change them")
+        items = list(_opt(ctx, "budget", budget) or ())
+        extra = [b for b in items if b.startswith("+")]
+        plain = [b for b in items if not b.startswith("+")]
+        limit = parse_budget(plain) if plain else None
+        more = parse_budget([b[1:] for b in extra]) if extra else None
+        tuner = Tuner.resume(info.id, st, space=spec.space, lease=lease)
+    except BaseException:
+        st.release_lease(lease)
+        raise
+    if more is not None:
         evals = None if more.evals is None else tuner.n_trials + more.evals
         limit = Budget(evals=evals, seconds=more.seconds).merged(limit)
     if limit is None:
         stored = (info.settings or {}).get("budget") or {}
         limit = Budget(**{k: v for k, v in stored.items() if v is not None}) if stored else Budget(evals=50)
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
-    if seed is not None or lag is not None:
-        raise PerftuneError(f"resume: run {info.name!r} keeps its seed and lag; "
-                            "start a new run to change them")
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)

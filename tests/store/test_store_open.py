@@ -67,7 +67,7 @@ def test_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_text("just some text, long enough to look like a header of something else\n" * 20)
     before = path.read_bytes()
-    with pytest.raises(StoreError, match="not a database") as info:
+    with pytest.raises(StoreError, match=r"is not a perftune store \(not a SQLite database\)") as info:
         open_store(path)
     assert "\n" not in str(info.value)
     assert path.read_bytes() == before

@@ -14,7 +14,6 @@ that promise.
 from __future__ import annotations
 
 import contextlib
-import pickle
 import shutil
 import statistics
 import tempfile
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
@@ -40,8 +40,8 @@ __all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
 DEFAULT_LAG = 8
 """Lag of deterministic (seeded) runs: enough for 9 evaluations in flight without waiting."""
 
-_STATE_VERSION = 1
 _MAX_ASK_ATTEMPTS = 16
+_LEASE_HEARTBEAT_S = 5.0
 _MAX_RANDOM_ATTEMPTS = 64
 
 
@@ -130,13 +130,13 @@ class _Ticket:
 
 @dataclass
 class _State:
-    """Everything needed to continue a run; pickled into the store as a checkpoint."""
+    """Everything needed to continue a run; stored as a JSON checkpoint (``_checkpoint``), never a pickle."""
 
-    version: int
     fingerprint: str
     goal: str
     metric: str | None
     technique_name: str
+    technique_seed: int | None
     seed: int | None
     lag: int
     technique: Any
@@ -247,10 +247,14 @@ class Tuner:
         self.deciding_s = 0.0  # time spent in technique.ask/tell
         self._started_at: float | None = None  # when the clock of a time budget started
         self._deadline: float | None = None  # the deadline of run() while it runs
+        self._lease: Any = None  # this driver's lease on the run (one driver per run at a time)
+        self._lease_lost = False
+        self._last_heartbeat_t = 0.0
 
         if _resume_state is not None:
             st = _resume_state
             self._technique_name = st.technique_name
+            self._technique_seed = st.technique_seed
             self._technique = st.technique
             self._rng = np.random.default_rng()
             self._rng.bit_generator.state = st.rng
@@ -269,6 +273,7 @@ class Tuner:
         # SeedSequence() draws its entropy from the OS: always an int.
         technique_seed = seed if seed is not None else cast(int, np.random.SeedSequence().entropy) % (2**31)
         self._rng = np.random.default_rng(technique_seed + 7919)
+        self._technique_seed = technique_seed
         self._technique = search.create(technique, space, seed=technique_seed)
         if seed is not None and hasattr(self._technique, "set_deterministic"):
             # Cost-aware scheduling reads clocks; a seeded run must not depend on them.
@@ -299,7 +304,12 @@ class Tuner:
             }
             self._run = self._store.create_run(name, space, run_settings, goal, metric,
                                                environment=environment)
-            self.checkpoint()  # so that a run killed before its first result can be resumed
+            self._take_lease()
+            try:
+                self.checkpoint()  # so that a run killed before its first result can be resumed
+            except BaseException:
+                self._release_lease()
+                raise
 
     # ------------------------------------------------------------------ helpers
 
@@ -548,6 +558,7 @@ class Tuner:
                 raise PerftuneError(f"tell(): {exc}") from None
             outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
                               started_at=now, finished_at=now)
+        self._heartbeat()  # an ask/tell run keeps its lease alive too
         return self._record(ticket, outcome)
 
     def _record(self, ticket: int, outcome: Outcome) -> Trial:
@@ -587,22 +598,95 @@ class Tuner:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _state(self) -> _State:
-        return _State(
-            version=_STATE_VERSION,
-            fingerprint=self.space.fingerprint(),
-            goal=self.goal, metric=self.metric, technique_name=self._technique_name, seed=self.seed,
-            lag=self.lag, technique=self._technique, rng=self._rng.bit_generator.state,
-            next_id=self._next_id, applied_upto=self._applied_upto, queue=list(self._queue),
-            pending=dict(self._pending), n_since_best=self._n_since_best,
-            extras={"default_id": self._default_id},
-        )
+    def _checkpoint_payload(self) -> dict[str, Any]:
+        from perftune.search._base import state_of
+
+        driver = {
+            "fingerprint": self.space.fingerprint(), "goal": self.goal, "metric": self.metric,
+            "technique_name": self._technique_name, "technique_seed": self._technique_seed,
+            "seed": self.seed, "lag": self.lag, "rng": self._rng.bit_generator.state,
+            "next_id": self._next_id, "applied_upto": self._applied_upto,
+            "queue": [list(item) for item in self._queue],
+            "pending": [[ticket, p.config, p.technique] for ticket, p in self._pending.items()],
+            "n_since_best": self._n_since_best, "default_id": self._default_id,
+        }
+        return {"driver": driver, "technique": state_of(self._technique)}
+
+    @staticmethod
+    def _state_from(payload: dict[str, Any], space: Any, what: str) -> _State:
+        """Rebuild the driver state and the technique from a decoded checkpoint."""
+        from perftune import search
+        from perftune.search._base import load_state
+
+        try:
+            d = payload["driver"]
+            technique = search.create(d["technique_name"], space, seed=d["technique_seed"])
+            if d["seed"] is not None and hasattr(technique, "set_deterministic"):
+                technique.set_deterministic(True)
+            load_state(technique, payload["technique"])
+            np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
+            from perftune.space import Config
+
+            pending = {int(ticket): _Ticket(config, str(origin)) for ticket, config, origin in d["pending"]}
+            queue = [(config, str(origin)) for config, origin in d["queue"]]
+            configs = [*(p.config for p in pending.values()), *(c for c, _ in queue)]
+            if not all(isinstance(c, Config) for c in configs):
+                raise ValueError("a queued or pending ticket holds no configuration")
+            return _State(
+                fingerprint=str(d["fingerprint"]), goal=d["goal"], metric=d["metric"],
+                technique_name=d["technique_name"], technique_seed=d["technique_seed"], seed=d["seed"],
+                lag=int(d["lag"]), technique=technique, rng=d["rng"], next_id=int(d["next_id"]),
+                applied_upto=int(d["applied_upto"]),
+                queue=queue, pending=pending,
+                n_since_best=int(d["n_since_best"]), extras={"default_id": d["default_id"]},
+            )
+        except _checkpoint.CheckpointError:
+            raise
+        except PerftuneError as exc:
+            raise _checkpoint.CheckpointError(f"{what} does not fit this perftune: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _checkpoint.CheckpointError(f"{what} is corrupt: {type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ the lease
+
+    def _take_lease(self) -> None:
+        """Become the run's only driver (StoreError naming the holder when another one drives it)."""
+        if self._store is None or self._run is None or self._lease is not None:
+            return
+        acquire = getattr(self._store, "acquire_lease", None)
+        if acquire is None:
+            return  # a store object without leases (a test double)
+        self._lease = acquire(self._run.id)
+        self._lease_lost = False
+        self._last_heartbeat_t = time.monotonic()
+
+    def _heartbeat(self, *, force: bool = False) -> None:
+        if self._lease is None or self._store is None:
+            return
+        if not force and time.monotonic() - self._last_heartbeat_t < _LEASE_HEARTBEAT_S:
+            return
+        from perftune.store import LeaseError
+
+        try:
+            self._store.renew_lease(self._lease)
+        except LeaseError:
+            # Another driver took the run over (this one looked dead): stop writing its state.
+            self._lease, self._lease_lost = None, True
+            raise
+        self._last_heartbeat_t = time.monotonic()
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None and self._store is not None:
+            with contextlib.suppress(Exception):  # a dead store must not hide why the run ended
+                self._store.release_lease(lease)
 
     def checkpoint(self) -> None:
         """Write the whole driver state to the store atomically (no-op without a store)."""
-        if self._store is None or self._run is None:
+        if self._store is None or self._run is None or self._lease_lost:
             return
-        blob = pickle.dumps(self._state(), protocol=pickle.HIGHEST_PROTOCOL)
+        self._heartbeat(force=True)
+        blob = _checkpoint.encode(self._checkpoint_payload(), self.space)
         self._store.save_checkpoint(self._run.id, len(self._trials), blob)
         self._last_checkpoint_t = time.monotonic()
         self._last_checkpoint_n = len(self._trials)
@@ -610,21 +694,31 @@ class Tuner:
     def _maybe_checkpoint(self) -> None:
         if self._store is None:
             return
+        self._heartbeat()
         if (len(self._trials) - self._last_checkpoint_n >= self.checkpoint_every
                 or time.monotonic() - self._last_checkpoint_t >= self.checkpoint_interval_s):
             self.checkpoint()
 
     @classmethod
-    def resume(cls, run: str | int, store: Any = None, *, space: Any = None) -> Tuner:
+    def resume(cls, run: str | int, store: Any = None, *, space: Any = None, lease: Any = None) -> Tuner:
         """Continue a stored run from its last checkpoint.
 
         Trials that finished after the checkpoint are taken from the store (never measured twice);
         evaluations that were in flight when the run stopped are issued again under their tickets.
+        The tuner holds the run's lease (no other driver may drive it) until ``run()`` ends, is
+        interrupted, or ``close()`` is called; a lease of a dead driver on this host, or one whose
+        heartbeat is older than ``perftune.store.LEASE_TIMEOUT_S``, is taken over.
 
         Args:
             run: Run name, numeric id or ``"latest"``.
             store: Store or URL (default: ``$PERFTUNE_STORE`` or ``./perftune.db``).
             space: Optional space to check against the stored one (must be the same).
+            lease: The run's lease when the caller took it already (``store.acquire_lease``), e.g.
+                before preparing a task, which measures; else it is taken here.
+
+        Raises:
+            LeaseError: another driver drives the run ("run X is being driven by host:pid since T").
+            CheckpointError: the checkpoint is of another format or perftune version, or corrupt.
         """
         from perftune.space import Space
         from perftune.store import open_store
@@ -637,16 +731,28 @@ class Tuner:
         loaded = st_store.load_checkpoint(info.id)
         if loaded is None:
             raise PerftuneError(f"resume: run {info.name!r} has no checkpoint to resume from")
-        _, blob = loaded
-        state: _State = pickle.loads(blob)
-        if state.version != _STATE_VERSION:
-            raise PerftuneError(f"resume: checkpoint of run {info.name!r} has format v{state.version}, "
-                                f"expected v{_STATE_VERSION}")
-        tuner = cls(space if space is not None else stored_space, goal=state.goal, seed=state.seed,
-                    store=st_store, technique=state.technique_name, metric=state.metric,
-                    _resume_state=state, _resume_run=info)
-        tuner._resume_pending = set(state.pending)
-        tuner._replay_store(st_store.trials(info.id))
+        # Taken before anything is decoded or measured: a second driver of this run stops here.
+        if lease is None and hasattr(st_store, "acquire_lease"):
+            lease = st_store.acquire_lease(info.id)
+        elif lease is not None and lease.run_id != info.id:
+            raise PerftuneError(f"resume: the lease given is for run {lease.run_id}, not {info.name!r}")
+        try:
+            _, blob = loaded
+            what = f"resume: the checkpoint of run {info.name!r}"
+            run_space = space if space is not None else stored_space
+            state = cls._state_from(_checkpoint.decode(blob, run_space, what=what), run_space, what)
+            tuner = cls(run_space, goal=state.goal, seed=state.seed,
+                        store=st_store, technique=state.technique_name, metric=state.metric,
+                        _resume_state=state, _resume_run=info)
+            tuner._lease = lease
+            tuner._last_heartbeat_t = time.monotonic()
+            tuner._resume_pending = set(state.pending)
+            tuner._replay_store(st_store.trials(info.id))
+        except BaseException:
+            if lease is not None:
+                with contextlib.suppress(Exception):
+                    st_store.release_lease(lease)
+            raise
         return tuner
 
     def _replay_store(self, stored: list[Trial]) -> None:
@@ -742,6 +848,7 @@ class Tuner:
         if limit is None:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
         _check_run_args(workers, executor, timeout_s)
+        self._take_lease()  # again, when an earlier run() of this tuner gave the run back
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
 
@@ -826,9 +933,12 @@ class Tuner:
             executor.close()
         if bar is not None:
             bar.close()
-        if self._store is not None and self._run is not None:
-            self.checkpoint()
-            self._store.finish_run(self._run.id, status)
+        if self._store is not None and self._run is not None and not self._lease_lost:
+            try:
+                self.checkpoint()
+                self._store.finish_run(self._run.id, status)
+            finally:
+                self._release_lease()
 
     def result(self) -> Result:
         """The run's result so far."""
@@ -841,8 +951,11 @@ class Tuner:
         A closed run can still be resumed (``Tuner.resume``) or extended.
         """
         self.checkpoint()
-        if self._store is not None and self._run is not None:
-            self._store.finish_run(self._run.id, status)
+        if self._store is not None and self._run is not None and not self._lease_lost:
+            try:
+                self._store.finish_run(self._run.id, status)
+            finally:
+                self._release_lease()
 
 
 class _Progress:

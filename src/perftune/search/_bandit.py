@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perftune.search._base import BoundedDict, check_settings, loss_of
+from perftune.search._base import BoundedDict, Stateful, check_settings, loss_of
 from perftune.trial import Status
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class _CostMeter:
         return max(0.0, self.seconds) / max(1, self.proposals)
 
 
-class AUCBandit:
+class AUCBandit(Stateful):
     """AUC-bandit ensemble over a portfolio of techniques (the default technique, ``"default"``).
 
     Args:

@@ -7,7 +7,9 @@ built-in technique the same guarantees:
 * every proposal is a *valid* configuration (``space.is_valid``), repaired or resampled if needed;
 * a technique does not propose a configuration it already knows the result of, nor one it proposed and
   is still waiting for (bounded memory of both);
-* state is plain data (numpy generators, dicts, lists), so it pickles;
+* state is plain data (numpy generators, dicts, lists, configurations): ``state_dict()`` returns it and
+  ``load_state_dict()`` puts it back into a technique built with the same space, seed and settings,
+  which is how checkpoints store a technique (as JSON, see ``perftune.drive._checkpoint``);
 * an internal error (a bug) never escapes ``ask``/``tell``: it is counted in ``n_errors``, remembered
   in ``last_error``, and ``ask`` falls back to uniform random proposals. The conformance suite asserts
   ``n_errors == 0``, so bugs stay visible in tests.
@@ -36,7 +38,17 @@ if TYPE_CHECKING:
     from perftune.space import Config, Space
     from perftune.trial import Trial
 
-__all__ = ["BaseTechnique", "BoundedDict", "NoSettings", "Technique", "loss_of"]
+__all__ = [
+    "BaseTechnique",
+    "BoundedDict",
+    "NestedState",
+    "NoSettings",
+    "Stateful",
+    "Technique",
+    "load_state",
+    "loss_of",
+    "state_of",
+]
 
 
 @runtime_checkable
@@ -87,6 +99,94 @@ def _rebuild_bounded(limit: int, items: list[tuple[Any, Any]]) -> BoundedDict:
     return d
 
 
+class NestedState:
+    """The decoded state of a nested stateful object (a sub-technique), to load into the live one.
+
+    Attributes:
+        state: What the object's ``state_dict()`` returned when the checkpoint was written.
+    """
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+
+def _restore(current: Any, value: Any, where: str) -> Any:
+    if isinstance(value, NestedState):
+        load = getattr(current, "load_state_dict", None)
+        if not callable(load):
+            raise PerftuneError(f"checkpoint does not fit: {where} holds no technique to load a state into")
+        load(value.state)
+        return current
+    if isinstance(value, list) and any(isinstance(v, NestedState) for v in value):
+        if not isinstance(current, list) or len(current) != len(value):
+            raise PerftuneError(f"checkpoint does not fit: {where} holds {len(value)} techniques here")
+        return [_restore(c, v, f"{where}[{i}]") for i, (c, v) in enumerate(zip(current, value, strict=True))]
+    return value
+
+
+class Stateful:
+    """Checkpointing by ``state_dict()``/``load_state_dict()`` (the techniques' default).
+
+    The state is the instance's attributes minus :attr:`state_exclude` (what the constructor rebuilds
+    from the space, seed and settings). ``load_state_dict`` is called on an object built by the same
+    constructor call as the original, so excluded attributes are already right; nested techniques
+    (attributes, or lists of them) have their own state loaded into the objects the constructor built.
+    A technique whose state holds something else than plain data (see ``perftune.drive._checkpoint``)
+    overrides both methods, or extends :attr:`state_exclude` and rebuilds in :meth:`_after_load`.
+
+    Example:
+        >>> import copy
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> space = Space({"x": Int(0, 9)})
+        >>> a = create("random", space, seed=1)
+        >>> _ = a.ask(3)
+        >>> b = create("random", space, seed=1)
+        >>> b.load_state_dict(copy.deepcopy(a.state_dict()))  # a checkpoint copies it through JSON
+        >>> a.ask(2) == b.ask(2)
+        True
+    """
+
+    #: Attributes left out of the state: inputs of the constructor, and data rebuilt by ``_after_load``.
+    state_exclude: ClassVar[frozenset[str]] = frozenset({"space", "settings"})
+
+    def state_dict(self) -> dict[str, Any]:
+        """The technique's state as plain data (the values are not copied: encode them at once)."""
+        return {k: v for k, v in vars(self).items() if k not in self.state_exclude}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()`` of a technique built the same way)."""
+        for key, value in state.items():
+            if key in self.state_exclude:
+                continue
+            setattr(self, key, _restore(getattr(self, key, None), value, key))
+        self._after_load()
+
+    def _after_load(self) -> None:
+        """Rebuild derived data after ``load_state_dict`` (nothing by default)."""
+
+
+def state_of(technique: Any) -> dict[str, Any]:
+    """``technique.state_dict()``, or for a plug-in without one, its attributes but the space and settings."""
+    method = getattr(technique, "state_dict", None)
+    if callable(method):
+        state = method()
+        if not isinstance(state, dict):
+            raise PerftuneError(f"{type(technique).__name__}.state_dict() must return a dict")
+        return state
+    return {k: v for k, v in vars(technique).items() if k not in Stateful.state_exclude}
+
+
+def load_state(technique: Any, state: dict[str, Any]) -> None:
+    """The counterpart of :func:`state_of`: ``technique.load_state_dict(state)`` or set the attributes."""
+    method = getattr(technique, "load_state_dict", None)
+    if callable(method):
+        method(state)
+        return
+    for key, value in state.items():
+        setattr(technique, key, _restore(getattr(technique, key, None), value, key))
+
+
 def loss_of(trial: Trial) -> float | None:
     """The loss a technique should learn from, or None for a failure (NaN counts as a failure)."""
     loss = trial.loss
@@ -103,7 +203,7 @@ def better(a: float | None, b: float | None) -> bool:
     return b is None or a < b
 
 
-class BaseTechnique:
+class BaseTechnique(Stateful):
     """Common machinery of the built-in techniques.
 
     Subclasses set ``name`` and ``Settings`` and implement ``_propose`` (one new configuration, or None

@@ -226,14 +226,23 @@ class ModelBased(BaseTechnique):
         self._enum: list[Config] | None = None  # every valid configuration of a small finite space
         self._enum_x: np.ndarray | None = None
         self._enum_tried = False
+        # (x, y, random states, bootstrap indices or None) of the last fit: enough to refit it exactly.
+        self._fit_record: tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray] | None] | None = None
+
+    # The enumeration and the features are derived data (rebuilt deterministically on demand); the
+    # fitted trees are not plain data: a checkpoint keeps what fitted them and _after_load refits them.
+    state_exclude: ClassVar[frozenset[str]] = BaseTechnique.state_exclude | {
+        "_features", "_model", "_enum", "_enum_x", "_enum_tried"}
 
     def __getstate__(self) -> dict[str, Any]:
-        # The enumeration is derived data (rebuilt deterministically on demand): keep checkpoints small.
         state = dict(self.__dict__)
         state["_enum"] = None
         state["_enum_x"] = None
         state["_enum_tried"] = False
         return state
+
+    def _after_load(self) -> None:
+        self._model = None if self._fit_record is None else self._fit_trees(*self._fit_record)
 
     def _enumeration(self) -> list[Config] | None:
         if not self._enum_tried:
@@ -297,34 +306,45 @@ class ModelBased(BaseTechnique):
         if made is None:
             return False
         configs, y = made
+        s = self.settings
+        x = self._features.rows(configs).astype(np.float32)
+        forest = s.estimator == "random-forest"
+        states: list[int] = []
+        idxs: list[np.ndarray] | None = [] if forest else None
+        for _ in range(s.n_trees):
+            states.append(int(self.rng.integers(2**31 - 1)))
+            if idxs is not None:
+                idxs.append(self.rng.integers(0, len(y), len(y)))
+        self._model = self._fit_trees(x, y, states, idxs)
+        self._fit_record = (x, y, states, idxs)
+        self._n_new = 0
+        self.n_fits += 1
+        return True
+
+    def _fit_trees(
+        self, x: np.ndarray, y: np.ndarray, states: list[int], idxs: list[np.ndarray] | None
+    ) -> list[Any]:
         import sklearn
         from sklearn.tree import DecisionTreeRegressor
 
         s = self.settings
-        x = self._features.rows(configs).astype(np.float32)
-        forest = s.estimator == "random-forest"
         trees = []
         # Trees are fitted one by one (not through the ensemble class) and without sklearn's parameter
         # validation, which costs more than fitting a tree on a few hundred points.
         with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
-            for _ in range(s.n_trees):
+            for i, state in enumerate(states):
                 tree = DecisionTreeRegressor(
-                    splitter="best" if forest else "random",
+                    splitter="random" if idxs is None else "best",
                     max_features=s.max_features,
                     min_samples_leaf=s.min_samples_leaf,
-                    random_state=int(self.rng.integers(2**31 - 1)),
+                    random_state=state,
                 )
-                if forest:
-                    idx = self.rng.integers(0, len(y), len(y))
-                    tree.fit(x[idx], y[idx], check_input=False)
+                if idxs is not None:
+                    tree.fit(x[idxs[i]], y[idxs[i]], check_input=False)
                 else:
                     tree.fit(x, y, check_input=False)
                 trees.append(tree)
-        model = trees
-        self._model = model
-        self._n_new = 0
-        self.n_fits += 1
-        return True
+        return trees
 
     # ------------------------------------------------------------------ acquisition
     def _acquisition(self, configs: list[Config]) -> np.ndarray:

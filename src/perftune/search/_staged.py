@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
-from perftune.search._base import check_settings
+from perftune.search._base import Stateful, check_settings
 from perftune.search._boundary import CORNER_SETTINGS, DESIGN_SETTINGS, Boundary
 
 __all__ = ["CONTINUOUS_PORTFOLIO", "STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
@@ -85,7 +85,7 @@ def _all_continuous(space: Any) -> bool:
     return bool(space.params) and all(isinstance(p, Float) for p in space.params.values())
 
 
-class StagedBandit:
+class StagedBandit(Stateful):
     """An initial design of boundary-biased proposals, then the AUC bandit (the ``"default"`` search).
 
     Every result is told to both stages, so the bandit's model and local searches start from the

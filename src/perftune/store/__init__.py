@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from perftune.store._environment import capture_environment
 from perftune.store._schema import SCHEMA_VERSION, Migration, migrations
-from perftune.store._store import EXPORT_SCHEMA, HistoryPoint, RunInfo, Store, config_hash, open_store
+from perftune.store._store import (
+    EXPORT_SCHEMA,
+    LEASE_TIMEOUT_S,
+    HistoryPoint,
+    Lease,
+    LeaseError,
+    RunInfo,
+    Store,
+    config_hash,
+    open_store,
+)
 from perftune.store._url import DEFAULT_URL, ENV_VAR
 
 __all__ = [
@@ -20,7 +30,10 @@ __all__ = [
     "ENV_VAR",
     "EXPORT_SCHEMA",
     "SCHEMA_VERSION",
+    "LEASE_TIMEOUT_S",
     "HistoryPoint",
+    "Lease",
+    "LeaseError",
     "Migration",
     "RunInfo",
     "Store",

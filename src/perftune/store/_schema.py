@@ -21,6 +21,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Migration",
     "checkpoints",
+    "leases",
     "meta",
     "metadata",
     "migrations",
@@ -110,6 +111,19 @@ def _v2_checkpoints(md: sa.MetaData) -> sa.Table:
     )
 
 
+def _v3_leases(md: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "leases",
+        md,
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True, autoincrement=False),
+        sa.Column("token", sa.String(64), nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("started_at", sa.Float, nullable=False),
+        sa.Column("heartbeat_at", sa.Float, nullable=False),
+    )
+
+
 def _migrate_v1(conn: Connection) -> None:
     md = sa.MetaData()
     _v1_tables(md)
@@ -125,9 +139,17 @@ def _migrate_v2(conn: Connection) -> None:
     sa.Index("ix_trials_loss", md.tables["trials"].c.run_id, md.tables["trials"].c.loss).create(conn)
 
 
+def _migrate_v3(conn: Connection) -> None:
+    # v3: one lease per run, so that a run is driven by one driver at a time.
+    md = sa.MetaData()
+    _v1_tables(md)
+    _v3_leases(md).create(conn)
+
+
 migrations: list[Migration] = [
     Migration(1, "runs, trials, samples and the meta table", _migrate_v1),
     Migration(2, "checkpoints table, runs.finished_at, index on (run_id, loss)", _migrate_v2),
+    Migration(3, "leases table (which driver drives a run)", _migrate_v3),
 ]
 SCHEMA_VERSION: int = migrations[-1].version
 
@@ -135,6 +157,7 @@ SCHEMA_VERSION: int = migrations[-1].version
 metadata = sa.MetaData()
 _v1_tables(metadata)
 _v2_checkpoints(metadata)
+_v3_leases(metadata)
 meta = metadata.tables["meta"]
 runs = metadata.tables["runs"]
 runs.append_column(sa.Column("finished_at", sa.Float))
@@ -142,5 +165,6 @@ trials = metadata.tables["trials"]
 sa.Index("ix_trials_loss", trials.c.run_id, trials.c.loss)
 samples = metadata.tables["samples"]
 checkpoints = metadata.tables["checkpoints"]
+leases = metadata.tables["leases"]
 
 assert [m.version for m in migrations] == list(range(1, len(migrations) + 1)), "migrations out of order"

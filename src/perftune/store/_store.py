@@ -7,6 +7,7 @@ short transaction per trial. Everything else goes through SQLAlchemy Core on poo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import enum
@@ -16,9 +17,12 @@ import json
 import math
 import os
 import random
+import socket
 import sqlite3
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -32,7 +36,7 @@ from perftune.errors import StoreError
 from perftune.store import _schema as schema
 from perftune.store._environment import capture_environment
 from perftune.store._names import generate_run_name
-from perftune.store._url import create_engine_for, describe, resolve_url
+from perftune.store._url import SQLITE_MAGIC, create_engine_for, describe, resolve_url
 from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
@@ -40,7 +44,16 @@ if TYPE_CHECKING:
 
     from perftune.space import Space
 
-__all__ = ["EXPORT_SCHEMA", "HistoryPoint", "RunInfo", "Store", "open_store"]
+__all__ = [
+    "EXPORT_SCHEMA",
+    "LEASE_TIMEOUT_S",
+    "HistoryPoint",
+    "Lease",
+    "LeaseError",
+    "RunInfo",
+    "Store",
+    "open_store",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +62,8 @@ EXPORT_SCHEMA = 1
 
 # How long a writer keeps retrying while other processes hold the SQLite write lock.
 LOCK_WAIT_S = 120.0
+#: A lease whose heartbeat is older than this is stale: another driver may take the run over.
+LEASE_TIMEOUT_S = 600.0
 _RESERVED_NAMES = frozenset({"latest"})
 _MAX_NAME_LEN = 200
 _NAME_ATTEMPTS = 50
@@ -122,6 +137,65 @@ class RunInfo:
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON-compatible values."""
         return dataclasses.asdict(self)
+
+
+class LeaseError(StoreError):
+    """The run is driven by another driver (or this driver's lease was taken over).
+
+    Example:
+        >>> with open_store("sqlite://") as store:
+        ...     run = store.create_run("demo", None, {}, "min", None)
+        ...     _ = store.acquire_lease(run.id)
+        ...     store.acquire_lease(run.id)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        perftune.store._store.LeaseError: run 'demo' is being driven by ...
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """Who drives a run: taken by :meth:`Store.acquire_lease`, renewed by heartbeats, then released.
+
+    Attributes:
+        run_id: The run.
+        token: Identifies this holding of the lease (a takeover gives a new token).
+        host: ``socket.gethostname()`` of the driver.
+        pid: Process id of the driver on that host.
+        started_at: When the lease was taken (``time.time()``).
+        heartbeat_at: The driver's last sign of life.
+
+    Example:
+        >>> with open_store("sqlite://") as store:
+        ...     run = store.create_run("demo", None, {}, "min", None)
+        ...     lease = store.acquire_lease(run.id)
+        ...     store.release_lease(lease)
+        ...     store.get_lease(run.id) is None
+        True
+    """
+
+    run_id: int
+    token: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+
+    def describe(self) -> str:
+        """``host:pid since 2026-01-31 12:00:00 UTC``."""
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_at))
+        return f"{self.host}:{self.pid} since {since}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except OverflowError:
+        return False
+    return True
 
 
 class HistoryPoint(NamedTuple):
@@ -204,8 +278,11 @@ class Store:
         >>> store.close()
     """
 
-    def __init__(self, engine: Engine, url: URL, *, schema_version: int = schema.SCHEMA_VERSION) -> None:
+    def __init__(
+        self, engine: Engine, url: URL, *, schema_version: int = schema.SCHEMA_VERSION, create: bool = True
+    ) -> None:
         self._engine = engine
+        self._may_create = create
         self._url = url
         self.location = describe(url)
         self._sqlite = url.get_backend_name() == "sqlite"
@@ -333,6 +410,8 @@ class Store:
 
     def _migrate(self, target: int) -> None:
         version = self._run(self._read_version, "cannot open", write=False)
+        if version == 0 and not self._may_create:
+            raise StoreError(f"{self.location} is not a perftune store (an empty SQLite database)")
         self._check_version(version)
         if version < target:
             self._run(lambda conn: self._upgrade(conn, target), "cannot upgrade the schema", write=True)
@@ -452,18 +531,18 @@ class Store:
                 raise
 
     def _add_trial_postgres(self, run_id: int, trial_id: int, params: dict[str, Any]) -> bool:
-        import psycopg2
-
+        dbapi = self._engine.dialect.dbapi  # the psycopg2 or the psycopg (3) module
+        assert dbapi is not None
         cursor, conn = self._cursor, self._dbapi
         try:
             cursor.execute(self._trial_sql, params)
             inserted = cursor.fetchone()[0] == 1
             conn.commit()
             return bool(inserted)
-        except psycopg2.IntegrityError:
+        except dbapi.IntegrityError:
             conn.rollback()
             raise StoreError(f"store {self.location}: no run with id {run_id}") from None
-        except psycopg2.Error as exc:
+        except dbapi.Error as exc:
             if not conn.closed:
                 conn.rollback()
             raise self._error(exc, f"cannot record trial {trial_id}") from None
@@ -810,6 +889,86 @@ class Store:
         row = self._run(read, "cannot read the checkpoint", write=False)
         return None if row is None else (int(row.n_trials), bytes(row.blob))
 
+    # ------------------------------------------------------------------ leases
+
+    @staticmethod
+    def _lease_from_row(row: Any) -> Lease:
+        m = row._mapping
+        return Lease(int(m["run_id"]), m["token"], m["host"], int(m["pid"]), float(m["started_at"]),
+                     float(m["heartbeat_at"]))
+
+    def get_lease(self, run_id: int) -> Lease | None:
+        """Who holds the run's lease (stale or not), or None."""
+        le = schema.leases
+        row = self._run(lambda conn: conn.execute(sa.select(le).where(le.c.run_id == run_id)).first(),
+                        "cannot read the lease", write=False)
+        return None if row is None else self._lease_from_row(row)
+
+    def acquire_lease(self, run_id: int, *, timeout_s: float = LEASE_TIMEOUT_S) -> Lease:
+        """Take the run's lease for this process, atomically.
+
+        A lease held by another driver is taken over only when it is stale: its heartbeat is older than
+        ``timeout_s``, or its process is dead on this host.
+
+        Raises:
+            LeaseError: another live driver holds it ("run X is being driven by host:pid since T").
+            StoreError: no such run.
+        """
+        host, pid = socket.gethostname(), os.getpid()
+        le = schema.leases
+        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
+
+        def take(conn: Connection) -> Lease:
+            name = conn.execute(sa.select(schema.runs.c.name).where(schema.runs.c.id == run_id)).scalar()
+            if name is None:
+                raise StoreError(f"store {self.location}: no run with id {run_id}")
+            now = time.time()
+            mine = Lease(run_id, uuid.uuid4().hex, host, pid, now, now)
+            values = dataclasses.asdict(mine)
+            query = sa.select(le).where(le.c.run_id == run_id).with_for_update()
+            row = conn.execute(query).first()
+            if row is None:
+                # SQLite holds the write lock already (BEGIN IMMEDIATE); on PostgreSQL two drivers may
+                # both see no row: the primary key lets one insert win, and the other reads the winner.
+                stmt = (insert(le).values(values).on_conflict_do_nothing(index_elements=["run_id"])
+                        .returning(le.c.token))
+                if conn.execute(stmt).first() is not None:
+                    return mine
+                row = conn.execute(query).first()
+                assert row is not None
+            held = self._lease_from_row(row)
+            stale = now - held.heartbeat_at > timeout_s or (held.host == host and not _pid_alive(held.pid))
+            if not stale:
+                raise LeaseError(f"run {name!r} is being driven by {held.describe()}")
+            conn.execute(sa.update(le).where(le.c.run_id == run_id, le.c.token == held.token).values(values))
+            return mine
+
+        return self._run(take, "cannot take the lease", write=True)
+
+    def renew_lease(self, lease: Lease) -> None:
+        """Heartbeat: the driver holding ``lease`` is alive.
+
+        Raises:
+            LeaseError: the lease was taken over by another driver (this one must stop writing).
+        """
+        le = schema.leases
+
+        def renew(conn: Connection) -> int:
+            result = conn.execute(sa.update(le).where(le.c.run_id == lease.run_id, le.c.token == lease.token)
+                                  .values(heartbeat_at=time.time()))
+            return int(result.rowcount)
+
+        if self._run(renew, "cannot renew the lease", write=True) == 0:
+            holder = self.get_lease(lease.run_id)
+            who = f"by {holder.describe()}" if holder is not None else "and released"
+            raise LeaseError(f"run {lease.run_id}: this driver's lease was taken over {who}")
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the run back; does nothing when the lease is no longer this driver's."""
+        le = schema.leases
+        stmt = sa.delete(le).where(le.c.run_id == lease.run_id, le.c.token == lease.token)
+        self._run(lambda conn: conn.execute(stmt), "cannot release the lease", write=True)
+
     # ------------------------------------------------------------------ export
 
     def _export_rows(self, run_id: int) -> tuple[RunInfo, list[dict[str, Any]]]:
@@ -998,4 +1157,82 @@ def open_store(
     resolved = resolve_url(url)
     engine = create_engine_for(resolved, must_exist=must_exist)
     target = schema.SCHEMA_VERSION if _schema_version is None else _schema_version
-    return Store(engine, resolved, schema_version=target)
+    create = True
+    if resolved.get_backend_name() == "sqlite" and resolved.database not in (None, "", ":memory:"):
+        path = Path(resolved.database or "")
+        if not path.exists():
+            _create_sqlite_store(path, resolved, target)
+        _check_sqlite_file(path)
+        _warn_if_readable_by_others(path)
+        create = False  # an existing file is a perftune store or is refused: never initialised here
+    return Store(engine, resolved, schema_version=target, create=create)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot open store {str(path)!r}: {exc.strerror or exc}") from None
+    if not head:
+        raise StoreError(f"{str(path)!r} is not a perftune store (an empty file); "
+                         "give a new path to create a store")
+    if head != SQLITE_MAGIC:
+        raise StoreError(f"{str(path)!r} is not a perftune store (not a SQLite database)")
+    # Read-only, before the store's own connection switches the file to WAL mode (a write).
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.Error:
+        return  # locked or unreadable: the store's own checks report it
+    if not names:
+        raise StoreError(f"{str(path)!r} is not a perftune store (an empty SQLite database)")
+    if "meta" not in names:
+        listed = ", ".join(sorted(names)[:5])
+        raise StoreError(f"{str(path)!r} is not a perftune store (it holds tables {listed})")
+
+
+_warned_modes: set[str] = set()
+
+
+def _warn_if_readable_by_others(path: Path) -> None:
+    """One line when an existing store of ours (made by an older perftune, or chmod-ed) is not private."""
+    try:
+        info = path.stat()
+    except OSError:
+        return
+    mode = info.st_mode & 0o777
+    key = str(path.resolve())
+    if not mode & 0o077 or info.st_uid != os.geteuid() or key in _warned_modes:
+        return
+    _warned_modes.add(key)
+    print(f"perftune: warning: store {str(path)!r} can be read by other users (mode {mode:04o}), "
+          f"evaluated programs included: chmod 600 {str(path)!r}", file=sys.stderr)
+
+
+def _create_sqlite_store(path: Path, url: URL, version: int) -> None:
+    """Build a new store beside ``path`` (mode 0600) and link it into place only when complete.
+
+    So a path that exists always holds a whole store (or is someone else's file, refused), even when
+    several drivers create the same store at once: the first link wins, the others use its store.
+    """
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.new")
+    try:
+        # Only the owner may read results, settings and environment (the candidate runs as someone
+        # else where a sandbox is used); SQLite gives its -wal and -shm files the mode of the database.
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        tmp_url = url.set(database=str(tmp))
+        Store(create_engine_for(tmp_url), tmp_url, schema_version=version).close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another driver created it first
+        except OSError:
+            if not path.exists():  # a file system without hard links
+                os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"cannot create store {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()

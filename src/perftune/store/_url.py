@@ -1,15 +1,23 @@
 """Turning what the user typed (``--store``, ``$PERFTUNE_STORE``, a path) into a SQLAlchemy engine.
 
-Only two backends are supported: SQLite (the default, one file) and PostgreSQL through psycopg2
-(shared by many drivers). Everything that can go wrong here is a user mistake and becomes a
-one-line :class:`~perftune.errors.StoreError`; nothing is created on disk before the URL is known
-to be good.
+Two backends are supported: SQLite (the default, one file) and PostgreSQL (shared by many drivers)
+through psycopg2 (``postgresql://``, ``postgresql+psycopg2://``) or psycopg 3
+(``postgresql+psycopg://``; plain ``postgresql://`` uses it when psycopg2 is not installed). Other
+SQLAlchemy URLs are refused with a line saying so: the store relies on SQL that only these two speak
+(``ON CONFLICT``, advisory locks).
+
+``@PATH`` instead of a URL reads the URL from the first line of the file ``PATH``, so that a password
+need not appear on a command line (where every process of the machine can read it).
+
+Everything that can go wrong here is a user mistake and becomes a one-line
+:class:`~perftune.errors.StoreError`; nothing is created on disk before the URL is known to be good.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +28,7 @@ from sqlalchemy.pool import StaticPool
 
 from perftune.errors import StoreError
 
-__all__ = ["DEFAULT_URL", "ENV_VAR", "create_engine_for", "describe", "resolve_url"]
+__all__ = ["DEFAULT_URL", "ENV_VAR", "SQLITE_MAGIC", "create_engine_for", "describe", "resolve_url"]
 
 DEFAULT_URL = "sqlite:///perftune.db"
 ENV_VAR = "PERFTUNE_STORE"
@@ -28,6 +36,13 @@ ENV_VAR = "PERFTUNE_STORE"
 # A writer waits this long inside SQLite for the lock before the retry loop in Python takes over.
 SQLITE_BUSY_TIMEOUT_MS = 5_000
 POSTGRES_CONNECT_TIMEOUT_S = 10
+#: The first 16 bytes of every SQLite database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_MAX_URL_FILE_BYTES = 4096
+
+# SQLAlchemy driver name -> (module to import, pip package to name when it is missing).
+_PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
+_warned_passwords: set[str] = set()  # URLs warned about, once per process
 
 
 def describe(url: URL) -> str:
@@ -46,6 +61,8 @@ def resolve_url(url: str | os.PathLike[str] | None) -> URL:
     if url is None:
         url = os.environ.get(ENV_VAR) or DEFAULT_URL
     text = os.fspath(url).strip()
+    if text.startswith("@"):
+        text = _read_url_file(text[1:])
     if not text:
         raise StoreError("empty store URL: give a path like results.db or a URL like sqlite:///results.db")
     if "://" not in text:
@@ -67,20 +84,64 @@ def resolve_url(url: str | os.PathLike[str] | None) -> URL:
             raise StoreError(f"store URL {text!r}: unsupported SQLite driver {driver!r} (use sqlite:///PATH)")
         return parsed.set(drivername="sqlite")
     if backend == "postgresql":
-        if driver not in ("", "psycopg2"):
+        if driver not in ("", *_PG_DRIVERS):
             raise StoreError(
                 f"store URL {describe(parsed)!r}: unsupported PostgreSQL driver {driver!r} "
-                "(use postgresql://..., served by psycopg2)"
+                "(use postgresql://... with psycopg2, or postgresql+psycopg://... with psycopg 3)"
             )
         if not parsed.database:
             raise StoreError(
                 f"store URL {describe(parsed)!r} names no database: use postgresql://USER@HOST/DB"
             )
-        return parsed.set(drivername="postgresql+psycopg2")
+        _warn_if_password_in_argv(parsed, text)
+        return parsed.set(drivername=f"postgresql+{driver or _default_pg_driver()}")
     raise StoreError(
-        f"unsupported store URL scheme {parsed.drivername!r} in {describe(parsed)!r}: "
-        "use sqlite:///PATH or postgresql://USER@HOST/DB"
+        f"unsupported store URL scheme {parsed.drivername!r} in {describe(parsed)!r}: perftune stores "
+        "live in SQLite (sqlite:///PATH) or PostgreSQL (postgresql://USER@HOST/DB)"
     )
+
+
+def _read_url_file(path: str) -> str:
+    """The URL on the first line of the file ``path`` (``--store @path``)."""
+    where = os.path.expanduser(path.strip())
+    if not where:
+        raise StoreError("store URL '@': name a file after the @, e.g. --store @~/.perftune-store")
+    try:
+        with open(where, "rb") as f:
+            raw = f.read(_MAX_URL_FILE_BYTES)
+    except OSError as exc:
+        raise StoreError(f"store URL file {where!r}: {exc.strerror or exc}") from None
+    lines = raw.decode("utf-8", errors="replace").strip().splitlines()
+    if not lines or not lines[0].strip():
+        raise StoreError(f"store URL file {where!r} is empty: write the store URL on its first line")
+    text = lines[0].strip()
+    if text.startswith("@"):
+        raise StoreError(f"store URL file {where!r} names another file: write the URL itself")
+    return text
+
+
+def _warn_if_password_in_argv(url: URL, text: str) -> None:
+    """One line when the URL ``text``, password included, is an argument of this process."""
+    if not url.password or text in _warned_passwords:
+        return
+    if any(text in arg for arg in sys.argv):
+        _warned_passwords.add(text)
+        print(
+            f"perftune: warning: the password of store {describe(url)} is on the command line, where "
+            "other processes can read it: use $PERFTUNE_STORE or --store @FILE (a file holding the URL)",
+            file=sys.stderr,
+        )
+
+
+def _default_pg_driver() -> str:
+    """psycopg2 when it is installed, else psycopg 3 when that is, else psycopg2 (named when missing)."""
+    for driver, (module, _) in _PG_DRIVERS.items():
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        return driver
+    return "psycopg2"
 
 
 def _is_memory(url: URL) -> bool:
@@ -140,11 +201,12 @@ def create_engine_for(url: URL, *, must_exist: bool = False) -> Engine:
             )
         event.listen(engine, "connect", _on_sqlite_connect)
         return engine
+    module, package = _PG_DRIVERS.get(url.get_driver_name(), _PG_DRIVERS["psycopg2"])
     try:
-        import psycopg2  # noqa: F401
+        __import__(module)
     except ImportError:
         raise StoreError(
-            f"store {describe(url)!r} needs psycopg2: pip install 'perftune[postgres]'"
+            f"store {describe(url)!r} needs {module}: pip install '{package}' (or 'perftune[postgres]')"
         ) from None
     return sa.create_engine(
         url,

@@ -8,9 +8,10 @@ the URL of a new, empty store for each test::
         def store_url(self, tmp_path):
             return f"sqlite:///{tmp_path / 'perftune.db'}"
 
-The suite covers runs, trials, samples, checkpoints, ``best``/``history``, exports, and 8 processes
-appending to one store at once (nothing lost, nothing duplicated, each trial's samples written by
-the same process as the trial). This module is also the writer process of that last test:
+The suite covers runs, trials, samples, checkpoints, leases (one driver per run; stale leases taken
+over; several processes racing for one), ``best``/``history``, exports, and 8 processes appending to
+one store at once (nothing lost, nothing duplicated, each trial's samples written by the same process
+as the trial). This module is also the writer process of that last test:
 ``python -m perftune.testing.stores URL RUN WORKER N_WORKERS N_TICKETS GO_FILE``.
 """
 
@@ -20,6 +21,7 @@ import csv
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perftune.errors import StoreError
-from perftune.store import EXPORT_SCHEMA, Store, open_store
+from perftune.store import EXPORT_SCHEMA, LeaseError, Store, open_store
 from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
@@ -295,6 +297,85 @@ class StoreConformance:
         assert store.load_checkpoint(run.id) == (20, big)
         assert store.load_checkpoint(other.id) == (1, b"other")
 
+    # ---------------------------------------------------------------- leases
+
+    def test_lease_is_held_by_one_driver(self, store: Store) -> None:
+        run = store.create_run("leased", None, {}, "min", None)
+        lease = store.acquire_lease(run.id)
+        assert (lease.host, lease.pid) == (socket.gethostname(), os.getpid())
+        assert store.get_lease(run.id) == lease
+        with pytest.raises(LeaseError) as info:
+            store.acquire_lease(run.id)  # a second Tuner of this process: alive, fresh heartbeat
+        message = str(info.value)
+        assert f"run 'leased' is being driven by {lease.host}:{lease.pid} since " in message
+        assert "\n" not in message
+        store.renew_lease(lease)
+        store.release_lease(lease)
+        assert store.get_lease(run.id) is None
+        again = store.acquire_lease(run.id)
+        assert again.token != lease.token
+        store.release_lease(lease)  # an old holder's release leaves the new lease alone
+        assert store.get_lease(run.id) == again
+
+    def test_stale_lease_is_taken_over_and_the_old_holder_told(self, store: Store) -> None:
+        run = store.create_run("stale", None, {}, "min", None)
+        old = store.acquire_lease(run.id)
+        time.sleep(0.01)
+        new = store.acquire_lease(run.id, timeout_s=0.001)  # its heartbeat is older than the timeout
+        assert new.token != old.token and store.get_lease(run.id) == new
+        with pytest.raises(LeaseError, match="taken over"):
+            store.renew_lease(old)
+        store.renew_lease(new)
+
+    def test_lease_of_a_dead_process_on_this_host_is_taken_over(self, store_url: str) -> None:
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        with open_store(store_url) as store:
+            run = store.create_run("orphan", None, {}, "min", None)
+        # The holder dies without releasing (a crash): its row stays, with a pid that no longer exists.
+        code = (
+            "import os, sys; from perftune.store import open_store; s = open_store(sys.argv[1]); "
+            "print(s.acquire_lease(s.get_run('orphan').id).pid, flush=True); os._exit(0)"
+        )
+        proc = subprocess.run([sys.executable, "-c", code, store_url], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        with open_store(store_url) as store:
+            held = store.get_lease(run.id)
+            assert held is not None and held.pid == int(proc.stdout) != os.getpid()
+            lease = store.acquire_lease(run.id)
+            assert lease.pid == os.getpid()
+
+    @pytest.mark.slow
+    def test_processes_racing_for_a_lease_get_it_once(self, store_url: str, tmp_path: Path) -> None:
+        if not self.persistent:
+            pytest.skip("in-memory store")
+        with open_store(store_url) as store:
+            run = store.create_run("race", None, {}, "min", None)
+        go, done = tmp_path / "go", tmp_path / "done"
+        # Each racer stays alive until the end, so that none of them looks dead to the others.
+        racer = tmp_path / "racer.py"
+        racer.write_text(_RACER)
+        procs = [
+            subprocess.Popen([sys.executable, str(racer), store_url, str(go), str(done)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)
+        ]
+        try:
+            time.sleep(0.5)
+            go.touch()
+            lines = [proc.stdout.readline().strip() for proc in procs]  # type: ignore[union-attr]
+        finally:
+            done.touch()
+            outputs = [proc.communicate(timeout=120) for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), outputs
+        assert sorted(line.split()[0] for line in lines) == ["lost", "lost", "lost", "won"], lines
+        assert all("is being driven by" in line for line in lines if line.startswith("lost"))
+        winner = next(int(line.split()[1]) for line in lines if line.startswith("won"))
+        with open_store(store_url) as store:
+            held = store.get_lease(run.id)
+            assert held is not None and held.pid == winner
+
     # ---------------------------------------------------------------- export
 
     def test_export_csv(self, store: Store, space: Space, tmp_path: Path) -> None:
@@ -520,6 +601,24 @@ class StoreConformance:
                 # The samples come from the same writer as the trial row (one transaction).
                 assert t.samples == [t.id + writer / 10, t.id + writer / 10 + 1]
             assert store.count(run.id) == n_tickets
+
+
+_RACER = """
+import pathlib, sys, time
+from perftune.store import LeaseError, open_store
+
+store = open_store(sys.argv[1])
+run = store.get_run("race").id
+go, done = pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+while not go.exists():
+    time.sleep(0.005)
+try:
+    print("won", store.acquire_lease(run).pid, flush=True)
+except LeaseError as exc:
+    print("lost", exc, flush=True)
+while not done.exists():
+    time.sleep(0.01)
+"""
 
 
 def _writer_main(argv: list[str]) -> int:
