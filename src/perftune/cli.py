@@ -362,10 +362,15 @@ def _resume_command(run_name: str | None, store: Any) -> str:
     import shlex
 
     words = ["perftune", "resume", str(run_name)]
-    if store is not None:
-        where = os.path.abspath(store.location) if store.dialect == "sqlite" else store.url
-        words += ["--store", where]
-    return shlex.join(words)
+    if store is None:
+        return shlex.join(words)
+    if store.dialect == "sqlite":
+        return shlex.join([*words, "--store", os.path.abspath(store.location)])
+    if store.has_password:
+        # Never print a password: the URL is given again the way it should have been given.
+        return shlex.join(words) + (" (with the store URL, password included, in $PERFTUNE_STORE "
+                                    "or --store @FILE)")
+    return shlex.join([*words, "--store", store.url])
 
 
 def _verified(result: Any, spec: Any, max_checks: int = 5) -> Any:

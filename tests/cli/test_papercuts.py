@@ -180,3 +180,18 @@ def test_runs_prints_whole_names_on_a_narrow_terminal(tmp_path):
     invoke("--store", db, "run", str(task), "--budget", "1", "--name", name)
     narrow = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--store", db, "runs"], catch_exceptions=False)
     assert narrow.exit_code == 0 and name in narrow.output
+
+
+def test_resume_line_never_prints_a_store_password():
+    from types import SimpleNamespace
+
+    from perftune.cli import _resume_command
+
+    # The attributes _resume_command reads of a PostgreSQL store whose URL holds a password.
+    store = SimpleNamespace(dialect="postgresql", has_password=True,
+                            url="postgresql://tuner:***@db.example/perftune")
+    line = _resume_command("nightly", store)
+    assert "***" not in line and "secret" not in line
+    assert line.startswith("perftune resume nightly ") and "$PERFTUNE_STORE or --store @FILE" in line
+    plain = SimpleNamespace(dialect="postgresql", has_password=False, url="postgresql://tuner@db/perftune")
+    assert shlex.split(_resume_command("nightly", plain))[-2:] == ["--store", "postgresql://tuner@db/perftune"]

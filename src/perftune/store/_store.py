@@ -307,6 +307,11 @@ class Store:
         return self._url.render_as_string(hide_password=True)
 
     @property
+    def has_password(self) -> bool:
+        """Whether the store's URL holds a password (which :attr:`url` hides)."""
+        return bool(self._url.password)
+
+    @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return "sqlite" if self._sqlite else "postgresql"
