@@ -29,8 +29,10 @@ def test_all_names_exist_and_public_names_are_listed(name):
 
 def test_importing_perftune_is_light():
     code = "import sys, perftune; print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in " \
-           "('numpy', 'sqlalchemy', 'sklearn', 'scipy', 'dask', 'distributed', 'gymnasium', 'matplotlib', 'rich'))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+           "('numpy', 'sqlalchemy', 'sklearn', 'scipy', 'dask', 'distributed', 'gymnasium', " \
+           "'matplotlib', 'rich'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
     assert out == "", f"import perftune pulled in heavy modules: {out}"
 
 

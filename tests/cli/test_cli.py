@@ -91,14 +91,15 @@ def test_resume_extends_a_finished_run(tmp_path):
 def test_warm_start_seeds_a_new_run_with_old_bests(tmp_path):
     task = write_task(tmp_path)
     db = f"sqlite:///{tmp_path / 'p.db'}"
-    first = json.loads(invoke("--store", db, "run", str(task), "--budget", "15", "--seed", "3", "--json").output)
+    first = json.loads(
+        invoke("--store", db, "run", str(task), "--budget", "15", "--seed", "3", "--json").output)
     second = json.loads(invoke("--store", db, "run", str(task), "--budget", "3", "--warm-start", "square",
                                "--json").output)
     assert second["best"]["config"] == first["best"]["config"]
 
 
-@pytest.mark.parametrize("case", ["empty range", "unknown type in space", "constraint names unknown parameter",
-                                  "unsatisfiable constraints"])
+@pytest.mark.parametrize("case", ["empty range", "unknown type in space",
+                                  "constraint names unknown parameter", "unsatisfiable constraints"])
 def test_bad_task_is_one_clear_line_and_writes_nothing(tmp_path, case):
     text = TASK
     if case == "empty range":
@@ -124,7 +125,8 @@ def test_bad_task_is_one_clear_line_and_writes_nothing(tmp_path, case):
 def test_budget_of_zero_and_bad_budget(tmp_path):
     task = write_task(tmp_path)
     for bad in ("0", "ten", "-5m"):
-        result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task), "--budget", bad])
+        result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task),
+                                          "--budget", bad])
         assert result.exit_code == 2 and result.output.startswith("perftune: error: --budget"), result.output
     assert not (tmp_path / "p.db").exists()
 
@@ -174,8 +176,8 @@ def test_resume_bad_input_is_one_line_and_leaves_data_untouched(tmp_path):
     other_objective = CliRunner().invoke(cli, ["--store", db, "resume", "square", "--budget", "+2"])
     assert other_objective.exit_code == 2 and "changed its objective" in other_objective.output
 
-    bad_scheduler = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "2", "--executor", "dask",
-                                             "--scheduler", "tcp://127.0.0.1:1"])
+    bad_scheduler = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "2",
+                                             "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"])
     assert bad_scheduler.exit_code == 2 and "Dask scheduler" in bad_scheduler.output
 
     after = json.loads(invoke("--store", db, "show", "square", "--json").output)["trials"]
@@ -191,7 +193,8 @@ def test_run_dispatches_a_flags_target_task(tmp_path):
     (tmp_path / "stencil.c").chmod(0o644)
     task = tmp_path / "flags.toml"
     task.write_text('[target]\nkind = "flags"\nsources = ["stencil.c"]\nrun = ["64", "10"]\nrel_tol = 1e-5\n')
-    result = invoke("--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task), "--budget", "10s", "--json")
+    result = invoke("--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task), "--budget", "10s",
+                    "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{"):])
     assert payload["schema"] == 1 and payload["n_trials"] >= 2

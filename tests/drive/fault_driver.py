@@ -13,7 +13,8 @@ from perftune import Tuner
 from perftune.errors import StoreError
 from perftune.space import Choice, Float, Int, Space
 
-SPACE = Space({"x": Int(-20, 20, default=0), "y": Float(-1.0, 1.0, default=0.0), "k": Choice(["a", "b", "c"])})
+SPACE = Space({"x": Int(-20, 20, default=0), "y": Float(-1.0, 1.0, default=0.0),
+               "k": Choice(["a", "b", "c"])})
 
 
 def objective(config) -> float:

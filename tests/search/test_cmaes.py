@@ -56,7 +56,8 @@ def test_mixed_space_with_integers_stays_valid_and_finds_the_optimum():
     assert all(space.is_valid(t.config) for t in loop.trials)
 
 
-@pytest.mark.parametrize("bad", [{"sigma0": 0.0}, {"popsize": -1}, {"popsize": 1}, {"ipop_factor": 0.5}, {"tol_sigma": 0.0}])
+@pytest.mark.parametrize("bad", [{"sigma0": 0.0}, {"popsize": -1}, {"popsize": 1}, {"ipop_factor": 0.5},
+                                 {"tol_sigma": 0.0}])
 def test_bad_settings_are_one_line_errors(bad):
     with pytest.raises(PerftuneError, match="CMAESSettings"):
         CMAESSettings(**bad)
