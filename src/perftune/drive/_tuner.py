@@ -1,6 +1,6 @@
 """The Tuner: the ask/tell loop, the budget, de-duplication, tickets, checkpoints and resume.
 
-The driver owns the loop and the budget (DESIGN.md, rule 1). Techniques only propose and learn.
+The driver owns the loop and the budget (docs/architecture.md, rule 1). Techniques only propose and learn.
 
 Tickets and determinism: every trial gets a ticket (its ``id``) in issue order. With a seed, results
 are applied to the search in ticket order with a fixed lag ``L``: the proposal for ticket ``k`` depends
