@@ -447,3 +447,19 @@ def test_each_rule_catches_its_violation(importer: str, imported: str, rule_inde
 ])
 def test_rules_allow_what_the_house_allows(importer: str, imported: str) -> None:
     assert not [r.name for r in RULES if _violations(r, _fake_imports([(importer, imported)]))]
+
+
+# ------------------------------------------------------------------ the page that describes the rules
+
+
+def test_the_architecture_page_names_every_package_and_target() -> None:
+    page = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    layout = page[page.index("```\nsrc/perftune/"):]
+    layout = layout[: layout.index("\n```", 4)]
+    root = SRC / PACKAGE
+    names = [f"{p.name}/" for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+    names += [p.name for p in root.glob("*.py") if not p.name.startswith("_")]
+    missing = [n for n in names if n not in layout]
+    targets = [p.name for p in (root / "targets").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    missing += [f"targets/{t}" for t in targets if t not in layout]
+    assert not missing, f"docs/architecture.md does not place: {missing}"
