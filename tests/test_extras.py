@@ -45,13 +45,13 @@ def test_dask_executor_without_dask_names_the_extra(monkeypatch: pytest.MonkeyPa
 def test_postgres_store_without_psycopg2_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from perftune.store import open_store
 
-    _hide(monkeypatch, "psycopg2")
+    _hide(monkeypatch, "psycopg2", "psycopg")  # plain postgresql:// falls back to psycopg 3
     with pytest.raises(StoreError, match=r"pip install 'perftune\[postgres\]'"):
         open_store("postgresql://nobody@127.0.0.1:1/none")
 
 
 def test_cli_with_a_postgres_url_without_psycopg2_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    _hide(monkeypatch, "psycopg2")
+    _hide(monkeypatch, "psycopg2", "psycopg")
     result = CliRunner().invoke(cli, ["--store", "postgresql://nobody@127.0.0.1:1/none", "runs"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "pip install 'perftune[postgres]'" in result.output

@@ -19,12 +19,9 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def bad_program(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("bad") / "bad"
     subprocess.run(["gcc", "-O1", str(DATA / "bad.c"), "-o", str(out)], check=True)
-    # The sandbox user must be able to reach and run it.
-    for p in [out, *out.parents]:
-        if str(p) in ("/", "/tmp"):
-            break
-        os.chmod(p, os.stat(p).st_mode | 0o055)
-    return str(out)
+    # The sandbox user must be able to reach and run it: pytest's temporary folders are 0700 (and
+    # pytest makes them so again), so as root the program is run from the sandbox's staged copy.
+    return os.path.join(Sandbox().reachable(str(out.parent)), "bad")
 
 
 @pytest.fixture

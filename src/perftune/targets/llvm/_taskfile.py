@@ -4,7 +4,8 @@ The generated file needs nothing but clang-14, opt-14 and grep in the sandbox: t
 ``positions`` choice parameters over the action space (each option is a pipeline element with
 its trailing comma, or the empty string for "no pass"), the run step prints the instruction
 count of the optimised module (instruction lines of textual IR, as :mod:`._ir` counts them), and
-the objective minimises it.
+the objective minimises it. The pipeline is not quoted in the template: with ``shell = true`` every
+substituted value is shell-quoted on its own, and the shell joins the quoted pieces into one word.
 
 Example:
     >>> text = task_file_text("prog.c", positions=3)
@@ -41,7 +42,7 @@ timeout_s = 120
 
 [run]
 shell = true
-command = "opt-14 -passes='{pipeline}' {{scratch}}/in.bc -S -o - | grep -c '^  [^] ;]'"
+command = "opt-14 -passes={pipeline} {{scratch}}/in.bc -S -o - | grep -c '^  [^] ;]'"
 timeout_s = 60
 
 [objective]
