@@ -206,7 +206,8 @@ def create_engine_for(url: URL, *, must_exist: bool = False) -> Engine:
         __import__(module)
     except ImportError:
         raise StoreError(
-            f"store {describe(url)!r} needs {module}: pip install 'perftune[postgres]' (or pip install '{package}')"
+            f"store {describe(url)!r} needs {module}: pip install 'perftune[postgres]' "
+            f"(or pip install '{package}')"
         ) from None
     return sa.create_engine(
         url,
