@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ast
+import doctest
+import importlib
+import io
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import perftune.space
 from perftune.space import Choice, Config, Permutation, Selector
@@ -84,3 +88,15 @@ def test_parameters_and_config_normalize_values_alike():
         (Selector([np.int64(1), np.int64(2)]).choices, (1, 2)),
     ]:
         assert value == plain and _types(value) == _types(plain)
+
+
+@pytest.mark.parametrize("module", ["_base", "_normalize", "_constraints", "_solver", "_params"])
+def test_docstring_examples_of_the_split_modules_run(module):
+    name = f"perftune.space.{module}"
+    tests = doctest.DocTestFinder(exclude_empty=True).find(importlib.import_module(name), name)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    out = io.StringIO()
+    for test in tests:
+        runner.run(test, out=out.write)
+    assert sum(len(t.examples) for t in tests) > 0, f"{name} has no docstring examples"
+    assert runner.failures == 0, out.getvalue()

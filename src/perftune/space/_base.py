@@ -102,6 +102,7 @@ class Param(ABC):
         n_dims: Size of the unit-cube encoding.
 
     Example:
+        >>> from perftune.space import Int
         >>> Int(1, 8, default=4).default_value()
         4
     """
@@ -253,6 +254,7 @@ class Param(ABC):
         """Plain-data description; :func:`parameter_from_dict` inverts it.
 
         Example:
+            >>> from perftune.space import Pow2
             >>> Pow2(16, 256, default=64).to_dict()
             {'type': 'pow2', 'lo': 16, 'hi': 256, 'default': 64}
         """
