@@ -35,8 +35,8 @@ from perftune.trial import Status, Trial
 if TYPE_CHECKING:
     from perftune.measure import SpeedupCI, TimingSettings
     from perftune.search import Technique
-    from perftune.space import Space
-    from perftune.store import RunInfo, Store
+    from perftune.space import Config, Space
+    from perftune.store import Lease, RunInfo, Store
 
 __all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
 
@@ -127,7 +127,7 @@ class Result:
 
 @dataclass
 class _Ticket:
-    config: Any
+    config: Config
     technique: str
 
 
@@ -142,11 +142,11 @@ class _State:
     technique_seed: int | None
     seed: int | None
     lag: int
-    technique: Any
+    technique: Technique
     rng: Mapping[str, Any]
     next_id: int
     applied_upto: int
-    queue: list[tuple[Any, str]]
+    queue: list[tuple[Config, str]]
     pending: dict[int, _Ticket]
     n_since_best: int
     extras: dict[str, Any] = field(default_factory=dict)
@@ -250,7 +250,7 @@ class Tuner:
         self._store = self._open_store(store)
         self._run: RunInfo | None = None
         self._trials: dict[int, Trial] = {}  # finished trials by ticket
-        self._by_config: dict[Any, int] = {}  # config -> ticket of its (first) trial
+        self._by_config: dict[Config, int] = {}  # config -> ticket of its (first) trial
         self._best: Trial | None = None
         self._default_id: int | None = None
         self._n_counted = 0  # finished trials that count against the budget (cancelled ones don't)
@@ -264,7 +264,7 @@ class Tuner:
         self.deciding_s = 0.0  # time spent in technique.ask/tell
         self._started_at: float | None = None  # when the clock of a time budget started
         self._deadline: float | None = None  # the deadline of run() while it runs
-        self._lease: Any = None  # this driver's lease on the run (one driver per run at a time)
+        self._lease: Lease | None = None  # this driver's lease on the run (one driver per run at a time)
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
 
@@ -278,7 +278,7 @@ class Tuner:
             self.lag = st.lag
             self._next_id = st.next_id
             self._applied_upto = st.applied_upto
-            self._queue: deque[tuple[Any, str]] = deque(st.queue)
+            self._queue: deque[tuple[Config, str]] = deque(st.queue)
             self._pending: dict[int, _Ticket] = dict(st.pending)
             self._n_since_best = st.n_since_best
             self._default_id = st.extras.get("default_id")
@@ -713,7 +713,14 @@ class Tuner:
             self.checkpoint()
 
     @classmethod
-    def resume(cls, run: str | int, store: Any = None, *, space: Any = None, lease: Any = None) -> Tuner:
+    def resume(
+        cls,
+        run: str | int,
+        store: Store | str | None = None,
+        *,
+        space: Space | None = None,
+        lease: Lease | None = None,
+    ) -> Tuner:
         """Continue a stored run from its last checkpoint.
 
         Trials that finished after the checkpoint are taken from the store (never measured twice);
@@ -1016,11 +1023,11 @@ class _Progress:
 
 def tune(
     objective: Callable[[Any], Any],
-    space: Any,
+    space: Space,
     *,
     budget: Budget | int | str,
     seed: int | None = None,
-    store: Any = None,
+    store: Store | str | None = None,
     workers: int = 1,
     goal: str = "min",
     metric: str | None = None,
