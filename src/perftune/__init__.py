@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perftune._version import __version__
 from perftune.errors import PerftuneError
 from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
     from perftune.drive import Budget, Result, Tuner, tune
-
-__version__ = "0.1.0"
 
 __all__ = ["Budget", "PerftuneError", "Result", "Status", "Trial", "Tuner", "__version__", "tune"]
 

@@ -313,7 +313,7 @@ class _Decoder:
 
 
 def _perftune_version() -> str:
-    from perftune import __version__
+    from perftune._version import __version__
 
     return __version__
 

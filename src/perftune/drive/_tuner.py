@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
     from perftune.measure import SpeedupCI, TimingSettings
+    from perftune.search import Technique
+    from perftune.space import Config, Space
+    from perftune.store import Lease, RunInfo, Store
 
 __all__ = ["DEFAULT_LAG", "Result", "Tuner", "tune"]
 
@@ -124,7 +127,7 @@ class Result:
 
 @dataclass
 class _Ticket:
-    config: Any
+    config: Config
     technique: str
 
 
@@ -139,11 +142,11 @@ class _State:
     technique_seed: int | None
     seed: int | None
     lag: int
-    technique: Any
+    technique: Technique
     rng: Mapping[str, Any]
     next_id: int
     applied_upto: int
-    queue: list[tuple[Any, str]]
+    queue: list[tuple[Config, str]]
     pending: dict[int, _Ticket]
     n_since_best: int
     extras: dict[str, Any] = field(default_factory=dict)
@@ -157,6 +160,17 @@ def _check_run_args(workers: Any, executor: Any, timeout_s: Any) -> None:
         raise PerftuneError(f"executor must be 'local' or 'dask', got {executor!r}")
     if timeout_s is not None and not (isinstance(timeout_s, int | float) and timeout_s > 0):
         raise PerftuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+
+
+def _create_technique(name: str, space: Space, seed: int, deterministic: bool) -> Technique:
+    """The technique ``name``, told not to read clocks when the run is deterministic."""
+    from perftune import search
+    from perftune.search._base import ClockAware
+
+    technique: Technique = search.create(name, space, seed=seed)
+    if deterministic and isinstance(technique, ClockAware):
+        technique.set_deterministic(True)
+    return technique
 
 
 def _is_space(obj: Any) -> bool:
@@ -194,11 +208,11 @@ class Tuner:
 
     def __init__(
         self,
-        space: Any,
+        space: Space,
         *,
         goal: str = "min",
         seed: int | None = None,
-        store: Any = None,
+        store: Store | str | None = None,
         technique: str = "default",
         seeds: Iterable[Mapping[str, Any]] = (),
         metric: str | None = None,
@@ -211,7 +225,7 @@ class Tuner:
         settings: Mapping[str, Any] | None = None,
         environment: Mapping[str, Any] | None = None,
         _resume_state: _State | None = None,
-        _resume_run: Any = None,
+        _resume_run: RunInfo | None = None,
     ) -> None:
         if not _is_space(space):
             raise SpaceError(f"Tuner: expected a perftune.space.Space, got {type(space).__name__}")
@@ -221,19 +235,22 @@ class Tuner:
             raise PerftuneError(f"lag must be a non-negative integer, got {lag!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise PerftuneError(f"seed must be a non-negative integer, got {seed!r}")
-        from perftune import search
+        from perftune.search._seeding import Stream, fresh_seed, stream_seed
 
         self.space = space
         self.goal = goal
         self.metric = metric
         self.seed = seed
+        # A seeded run is deterministic: results reach the search in ticket order with a fixed lag and
+        # no decision reads a clock. An unseeded one tells the search every result as it arrives.
+        self.deterministic = seed is not None
         self.budget = Budget.coerce(budget)
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval_s = checkpoint_interval_s
         self._store = self._open_store(store)
-        self._run: Any = None
+        self._run: RunInfo | None = None
         self._trials: dict[int, Trial] = {}  # finished trials by ticket
-        self._by_config: dict[Any, int] = {}  # config -> ticket of its (first) trial
+        self._by_config: dict[Config, int] = {}  # config -> ticket of its (first) trial
         self._best: Trial | None = None
         self._default_id: int | None = None
         self._n_counted = 0  # finished trials that count against the budget (cancelled ones don't)
@@ -247,7 +264,7 @@ class Tuner:
         self.deciding_s = 0.0  # time spent in technique.ask/tell
         self._started_at: float | None = None  # when the clock of a time budget started
         self._deadline: float | None = None  # the deadline of run() while it runs
-        self._lease: Any = None  # this driver's lease on the run (one driver per run at a time)
+        self._lease: Lease | None = None  # this driver's lease on the run (one driver per run at a time)
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
 
@@ -261,7 +278,7 @@ class Tuner:
             self.lag = st.lag
             self._next_id = st.next_id
             self._applied_upto = st.applied_upto
-            self._queue: deque[tuple[Any, str]] = deque(st.queue)
+            self._queue: deque[tuple[Config, str]] = deque(st.queue)
             self._pending: dict[int, _Ticket] = dict(st.pending)
             self._n_since_best = st.n_since_best
             self._default_id = st.extras.get("default_id")
@@ -269,15 +286,11 @@ class Tuner:
             return
 
         self._technique_name = technique
-        self.lag = (DEFAULT_LAG if lag is None else lag) if seed is not None else 0
-        # SeedSequence() draws its entropy from the OS: always an int.
-        technique_seed = seed if seed is not None else cast(int, np.random.SeedSequence().entropy) % (2**31)
-        self._rng = np.random.default_rng(technique_seed + 7919)
+        self.lag = (DEFAULT_LAG if lag is None else lag) if self.deterministic else 0
+        technique_seed = seed if seed is not None else fresh_seed()
+        self._rng = np.random.default_rng(stream_seed(technique_seed, Stream.DRIVER))
         self._technique_seed = technique_seed
-        self._technique = search.create(technique, space, seed=technique_seed)
-        if seed is not None and hasattr(self._technique, "set_deterministic"):
-            # Cost-aware scheduling reads clocks; a seeded run must not depend on them.
-            self._technique.set_deterministic(True)
+        self._technique = _create_technique(technique, space, technique_seed, self.deterministic)
         self._next_id = 0
         self._applied_upto = 0
         self._queue = deque()
@@ -314,7 +327,7 @@ class Tuner:
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def _open_store(store: Any) -> Any:
+    def _open_store(store: Store | str | None) -> Store | None:
         if store is None or not isinstance(store, str):
             return store
         from perftune.store import open_store
@@ -428,14 +441,14 @@ class Tuner:
 
     def _ready(self) -> bool:
         """Whether the next ticket may be issued now (deterministic runs wait for old results)."""
-        if self.seed is None:
+        if not self.deterministic:
             return True
         need = self._next_id - self.lag
         return all(i in self._trials for i in range(self._applied_upto, need))
 
     def _apply_ready(self) -> None:
         """Tell the technique, in ticket order, every result the next ticket may depend on."""
-        if self.seed is None:
+        if not self.deterministic:
             return  # results were told as they arrived
         need = self._next_id - self.lag
         batch = []
@@ -455,7 +468,9 @@ class Tuner:
             config, origin = self._queue.popleft()
             if not self._known(config):
                 return config, origin
-        proposer = getattr(self._technique, "proposer_of", None)
+        from perftune.search._base import LabelsProposals
+
+        proposer = self._technique.proposer_of if isinstance(self._technique, LabelsProposals) else None
         for _ in range(_MAX_ASK_ATTEMPTS):
             proposals = self._timed(self._technique.ask, 1)
             if not proposals:
@@ -469,7 +484,7 @@ class Tuner:
                 return config, origin
             # A repeat: answer from the cache (when its result may already be known to the search).
             known = self._trials.get(ticket)
-            if known is not None and (self.seed is None or ticket < self._applied_upto):
+            if known is not None and (not self.deterministic or ticket < self._applied_upto):
                 self._timed(self._technique.tell, [known])
         for _ in range(_MAX_RANDOM_ATTEMPTS):
             try:
@@ -575,7 +590,7 @@ class Tuner:
         if self._store is not None and self._run is not None:
             self._store.add_trial(self._run.id, trial)
         self._absorb(trial)
-        if self.seed is None and trial.status is not Status.CANCELLED:
+        if not self.deterministic and trial.status is not Status.CANCELLED:
             self._timed(self._technique.tell, [trial])
         return trial
 
@@ -615,14 +630,12 @@ class Tuner:
     @staticmethod
     def _state_from(payload: dict[str, Any], space: Any, what: str) -> _State:
         """Rebuild the driver state and the technique from a decoded checkpoint."""
-        from perftune import search
         from perftune.search._base import load_state
 
         try:
             d = payload["driver"]
-            technique = search.create(d["technique_name"], space, seed=d["technique_seed"])
-            if d["seed"] is not None and hasattr(technique, "set_deterministic"):
-                technique.set_deterministic(True)
+            deterministic = d["seed"] is not None
+            technique = _create_technique(d["technique_name"], space, d["technique_seed"], deterministic)
             load_state(technique, payload["technique"])
             np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
             from perftune.space import Config
@@ -700,7 +713,14 @@ class Tuner:
             self.checkpoint()
 
     @classmethod
-    def resume(cls, run: str | int, store: Any = None, *, space: Any = None, lease: Any = None) -> Tuner:
+    def resume(
+        cls,
+        run: str | int,
+        store: Store | str | None = None,
+        *,
+        space: Space | None = None,
+        lease: Lease | None = None,
+    ) -> Tuner:
         """Continue a stored run from its last checkpoint.
 
         Trials that finished after the checkpoint are taken from the store (never measured twice);
@@ -760,16 +780,16 @@ class Tuner:
         checkpoint_next = self._next_id
         self._stored_after = {}
         for trial in sorted(stored, key=lambda t: t.id):
-            if self.seed is not None and trial.id >= checkpoint_next:
+            if self.deterministic and trial.id >= checkpoint_next:
                 # Issued and finished after the checkpoint: a seeded run re-derives the same proposal for
                 # this ticket and then takes the stored result instead of measuring it again.
                 self._stored_after[trial.id] = trial
                 continue
             self._pending.pop(trial.id, None)  # finished after the checkpoint: keep it, don't re-measure
             self._absorb(trial)
-            if self.seed is None and (trial.id >= checkpoint_next or trial.id in self._resume_pending):
+            if not self.deterministic and (trial.id >= checkpoint_next or trial.id in self._resume_pending):
                 self._technique.tell([trial])
-        if self.seed is None and stored:
+        if not self.deterministic and stored:
             self._next_id = max(self._next_id, max(t.id for t in stored) + 1)
         # Tickets in flight at the checkpoint that never finished are issued again, first.
         self._reissue = sorted(self._pending)
@@ -861,7 +881,9 @@ class Tuner:
                 executor = InlineExecutor(objective, self.metric)
             else:
                 executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
-        if hasattr(self._technique, "set_parallelism"):
+        from perftune.search._base import ParallelismAware
+
+        if isinstance(self._technique, ParallelismAware):
             self._technique.set_parallelism(executor.capacity)
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
         self._deadline = deadline
@@ -1001,11 +1023,11 @@ class _Progress:
 
 def tune(
     objective: Callable[[Any], Any],
-    space: Any,
+    space: Space,
     *,
     budget: Budget | int | str,
     seed: int | None = None,
-    store: Any = None,
+    store: Store | str | None = None,
     workers: int = 1,
     goal: str = "min",
     metric: str | None = None,

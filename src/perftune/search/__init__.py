@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from perftune.search._annealing import AnnealingSettings, SimulatedAnnealing
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
-from perftune.search._base import BaseTechnique, NoSettings, Technique
+from perftune.search._base import (
+    BaseTechnique,
+    ClockAware,
+    LabelsProposals,
+    NoSettings,
+    ParallelismAware,
+    Technique,
+)
 from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
 from perftune.search._cmaes import CMAES, CMAESSettings
 from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
@@ -50,6 +57,7 @@ __all__ = [
     "BoundarySettings",
     "CMAES",
     "CMAESSettings",
+    "ClockAware",
     "CONTINUOUS_PORTFOLIO",
     "CoordinateDescent",
     "CoordinateDescentSettings",
@@ -61,12 +69,14 @@ __all__ = [
     "GreedyNormal",
     "GreedySettings",
     "GreedyUniform",
+    "LabelsProposals",
     "ModelBased",
     "ModelSettings",
     "NelderMead",
     "NelderMeadSettings",
     "NoSettings",
     "PSOSettings",
+    "ParallelismAware",
     "ParticleSwarm",
     "PatternSearch",
     "PatternSearchSettings",

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from perftune.search._base import BoundedDict, Stateful, check_settings, loss_of
+from perftune.search._seeding import BANDIT_GATE_KEY, derive_rng, derive_seed
 from perftune.trial import Status
 
 if TYPE_CHECKING:
@@ -238,13 +239,13 @@ class AUCBandit(Stateful):
         self.settings = settings
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self._gate_rng = np.random.default_rng(np.random.SeedSequence([seed or 0, 0xC057]))
+        self._gate_rng = derive_rng(seed or 0, BANDIT_GATE_KEY)
         root = int(seed) if seed is not None else int(self.rng.integers(2**31 - 1))
         overrides = dict(settings.technique_settings)
         self.names: list[str] = list(settings.techniques)
         self.techniques: list[Any] = []
         for i, name in enumerate(self.names):
-            sub_seed = int(np.random.SeedSequence([root, i + 1]).generate_state(1)[0])
+            sub_seed = derive_seed(root, i + 1)
             self.techniques.append(create(name, space, seed=sub_seed, settings=overrides.get(name)))
         self._index = {name: i for i, name in enumerate(self.names)}
         self._window = _AUCWindow(len(self.names), settings.window)

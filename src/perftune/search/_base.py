@@ -41,8 +41,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BaseTechnique",
     "BoundedDict",
+    "ClockAware",
+    "LabelsProposals",
     "NestedState",
     "NoSettings",
+    "ParallelismAware",
     "Stateful",
     "Technique",
     "load_state",
@@ -63,6 +66,75 @@ class Technique(Protocol):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         """Learn from finished trials (any proposer, any order, failures included)."""
+        ...
+
+
+# Optional hooks. A technique may implement any of them; the driver calls a hook only on a technique
+# that has it (``isinstance`` on these runtime-checkable protocols) and otherwise does without.
+
+
+@runtime_checkable
+class LabelsProposals(Protocol):
+    """A technique that can say which of its parts proposed a configuration (ensembles do).
+
+    The driver labels each trial with the answer (``trial.technique``); without the hook, or when it
+    answers None, the trial carries the technique's own name.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> tech = create("bandit", Space({"x": Int(0, 9)}), seed=1)
+        >>> isinstance(tech, LabelsProposals), isinstance(create("random", tech.space), LabelsProposals)
+        (True, False)
+        >>> tech.proposer_of(tech.ask(1)[0]) in tech.names + ["random"]
+        True
+    """
+
+    def proposer_of(self, config: Config) -> str | None:
+        """The name of the part that proposed ``config`` while it is in flight, or None."""
+        ...
+
+
+@runtime_checkable
+class ClockAware(Protocol):
+    """A technique whose scheduling reads clocks (cost-aware allowances) and can be told not to.
+
+    A deterministic (seeded) driver calls ``set_deterministic(True)`` once, right after creating the
+    technique, so that the run does not depend on timings. Without the hook a technique is assumed
+    not to read clocks.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> tech = create("bandit", Space({"x": Int(0, 9)}), seed=1)
+        >>> isinstance(tech, ClockAware)
+        True
+        >>> tech.set_deterministic(True)
+    """
+
+    def set_deterministic(self, flag: bool = True) -> None:
+        """``True``: make no decision that depends on a clock."""
+        ...
+
+
+@runtime_checkable
+class ParallelismAware(Protocol):
+    """A technique that adapts to the number of evaluations in flight.
+
+    The driver calls ``set_parallelism(n)`` when a run starts, with the executor's capacity. Without
+    the hook a technique proposes the same way however many evaluations run at once.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> tech = create("default", Space({"x": Int(0, 9)}), seed=1)
+        >>> isinstance(tech, ParallelismAware)
+        True
+        >>> tech.set_parallelism(4)
+    """
+
+    def set_parallelism(self, n_in_flight: int) -> None:
+        """``n_in_flight`` evaluations may run at the same time from now on."""
         ...
 
 

@@ -23,6 +23,7 @@ from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import Stateful, check_settings
 from perftune.search._boundary import CORNER_SETTINGS, DESIGN_SETTINGS, Boundary
+from perftune.search._seeding import Stream, stream_seed
 
 __all__ = ["CONTINUOUS_PORTFOLIO", "STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
 
@@ -126,7 +127,7 @@ class StagedBandit(Stateful):
         overrides = {"boundary": CORNER_SETTINGS} if "boundary" in techniques else {}
         self.bandit = AUCBandit(
             space,
-            seed=None if seed is None else seed + 1,
+            seed=None if seed is None else stream_seed(seed, Stream.STAGED_BANDIT),
             settings=BanditSettings(
                 techniques=techniques,
                 exploration=self.settings.exploration,

@@ -16,35 +16,14 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from perftune.errors import SpaceError
+from perftune.space._normalize import normalize_value
 from perftune.space._selector import Levels
 
 if TYPE_CHECKING:
     from perftune.space._space import Space
 
 __all__ = ["Config", "normalize_value"]
-
-_PLAIN = (int, float, str, bool, type(None))
-
-
-def normalize_value(value: Any) -> Any:
-    """Return ``value`` as plain, hashable Python: numpy scalars to Python, lists/arrays to tuples."""
-    t = type(value)
-    if t in _PLAIN:
-        return value
-    if t is tuple:
-        if all(type(v) in _PLAIN for v in value):
-            return value
-        return tuple(normalize_value(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, list | np.ndarray):
-        return tuple(normalize_value(v) for v in value)
-    if isinstance(value, tuple):
-        return tuple(normalize_value(v) for v in value)
-    return value
 
 
 def _to_json(value: Any) -> Any:

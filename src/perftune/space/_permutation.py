@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from perftune.errors import SpaceError
+from perftune.space._base import Param, _normalize, _unit
 from perftune.space._expression import Expression
-from perftune.space._params import Param, _normalize, _unit
 
 __all__ = ["Permutation", "Schedule"]
 

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from perftune.errors import SpaceError
-from perftune.space._expression import Expression
-from perftune.space._params import (
+from perftune.space._base import (
     Param,
     _as_int,
     _bucket_decode,
@@ -29,6 +28,7 @@ from perftune.space._params import (
     _normalize,
     _unit,
 )
+from perftune.space._expression import Expression
 
 __all__ = ["Levels", "Selector"]
 

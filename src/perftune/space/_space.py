@@ -18,10 +18,7 @@ Example:
 from __future__ import annotations
 
 import copy
-import difflib
-import functools
 import hashlib
-import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,8 +28,10 @@ import numpy as np
 
 from perftune.errors import ExpressionError, SpaceError, UnsatisfiableError
 from perftune.space._config import Config
+from perftune.space._constraints import Constraint, ConstraintFn, guard, suggest
 from perftune.space._expression import Expression
 from perftune.space._params import Param, parameter_from_dict
+from perftune.space._solver import ABSENT, SAMPLE_BUDGET, ConstraintSolver, hashable
 
 __all__ = ["Space"]
 
@@ -43,122 +42,16 @@ ENUMERATE_LIMIT = 50_000
 ENUMERATE_BUDGET = 100_000
 # Counting valid configurations by enumeration is done up to this Cartesian product.
 COUNT_LIMIT = 1_000_000
-# Candidates tried per sampling/repair before giving up.
-SAMPLE_BUDGET = 20_000
+# Candidates tried per repair before giving up (per sampled configuration: SAMPLE_BUDGET).
 REPAIR_BUDGET = 2_000
 # Restarts of the randomized depth-first search per sampled configuration (budget shared).
 SAMPLE_RESTARTS = 10
-# A parameter with at most this many values is tried exhaustively (in random order) when sampling.
-EXHAUSTIVE_VALUES = 256
-RANDOM_CANDIDATES = 24
-# Domains of finite parameters up to this size are pruned by the constraints (arc consistency),
-# one constraint at a time when the product of the domains it reads is at most PRUNE_LIMIT.
-DOMAIN_LIMIT = 4096
-PRUNE_LIMIT = 50_000
-TABLE_WORK = 300_000
 
-_ABSENT = object()
-_END = object()
-
-ConstraintFn = Callable[[Mapping[str, Any]], Any]
-
-
-_Allowed = tuple[tuple[Any, ...], frozenset[Any]]
-_NONE_ALLOWED: _Allowed = ((), frozenset())
-
-
-class _Uniform:
-    """Uniform numbers in [0, 1) drawn from a numpy Generator in batches (one call per 64)."""
-
-    __slots__ = ("buf", "i", "rng")
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.buf: list[float] = []
-        self.i = 0
-
-    def __call__(self) -> float:
-        i = self.i
-        if i >= len(self.buf):
-            self.buf = self.rng.random(64).tolist()
-            i = 0
-        self.i = i + 1
-        return self.buf[i]
-
-
-@functools.lru_cache(maxsize=512)
-def _coprime_steps(n: int) -> tuple[int, ...]:
-    return tuple(s for s in range(1, n) if math.gcd(s, n) == 1) or (1,)
-
-
-def _guard(fn: ConstraintFn, conditional: tuple[str, ...]) -> ConstraintFn:
-    """A constraint that mentions an inactive parameter is satisfied, whatever it would evaluate to."""
-
-    def guarded(data: Mapping[str, Any]) -> Any:
-        for n in conditional:
-            if n not in data:
-                return True
-        return fn(data)
-
-    return guarded
+_ABSENT = ABSENT
 
 
 def _when_fn(p: Param) -> ConstraintFn | None:
     return p.when._fn if p.when is not None else None
-
-
-def _hashable(v: Any) -> Any:
-    try:
-        hash(v)
-    except TypeError:
-        return repr(v)
-    return v
-
-
-def _suggest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-class _CallableConstraint:
-    """Adapts a user callable ``f(config) -> bool`` to the internal ``f(dict)`` form; picklable."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[Config], Any]) -> None:
-        self.fn = fn
-
-    def __call__(self, data: Mapping[str, Any]) -> Any:
-        return self.fn(Config._trusted(dict(data)) if type(data) is not dict else Config._trusted(data))
-
-
-class _Constraint:
-    """One constraint: its text (or callable), the names it reads (None: unknown), its evaluator."""
-
-    __slots__ = ("fn", "label", "names", "source")
-
-    def __init__(self, source: str | Callable[[Config], Any], known: Sequence[str]) -> None:
-        self.source = source
-        if isinstance(source, str | Expression):
-            expr = Expression(source) if isinstance(source, str) else source
-            for name in sorted(expr.names):
-                if name not in known:
-                    raise ExpressionError(
-                        f"constraint {expr.text!r}: unknown parameter {name!r}{_suggest(name, known)}"
-                    )
-            self.names: frozenset[str] | None = expr.names
-            self.fn: ConstraintFn = expr._fn
-            self.label = repr(expr.text)
-            self.source = expr.text
-        elif callable(source):
-            self.names = None
-            self.fn = _CallableConstraint(source)
-            self.label = getattr(source, "__qualname__", None) or repr(source)
-        else:
-            raise SpaceError(
-                f"constraint {source!r}: must be an expression string or a callable, "
-                f"not {type(source).__name__}"
-            )
 
 
 class Space:
@@ -225,13 +118,13 @@ class Space:
                     if dep not in params:
                         raise ExpressionError(
                             f"parameter {name!r}: when={p.when.text!r} names unknown parameter {dep!r}"
-                            f"{_suggest(dep, names)}"
+                            f"{suggest(dep, names)}"
                         )
-        self._constraints = [_Constraint(c, names) for c in self._constraint_sources]
+        self._constraints = [Constraint(c, names) for c in self._constraint_sources]
         conditional = {n for n, p in params.items() if p.when is not None}
         for c in self._constraints:
             if c.names is not None and c.names & conditional:
-                c.fn = _guard(c.fn, tuple(sorted(c.names & conditional)))
+                c.fn = guard(c.fn, tuple(sorted(c.names & conditional)))
         self._has_when = any(p.when is not None for p in params.values())
 
         # Activity order: a parameter comes after every parameter its `when` reads (stable).
@@ -295,72 +188,11 @@ class Space:
         cards = [params[n].cardinality() for n in names]
         self._finite = all(c is not None for c in cards)
         self._product: int | None = math.prod(c for c in cards if c is not None) if self._finite else None
-        self._plan = self._make_plan()
+        self._solver = ConstraintSolver(params, names, order, self._constraints)
         self._enumerated: list[Config] | None = None
         self._cumulative: np.ndarray | None = None
         self._enumeration_failed = False
-        self._conflict_cache: tuple[list[frozenset[int]], list[list[frozenset[int]]]] | None = None
         self._count: int | None = None
-        self._pruned: dict[str, list[Any]] | None = None
-        # name -> [(names before it in a tabulated constraint, their values -> its consistent values)]
-        self._tables: dict[str, list[tuple[tuple[str, ...], dict[tuple[Any, ...], _Allowed]]]] = {}
-        self._unsat: str | None = None
-
-    def _make_plan(self) -> list[tuple[str, Param, ConstraintFn | None, list[ConstraintFn]]]:
-        """Order the parameters so that each constraint is checked as soon as its names are assigned.
-
-        Parameters that constraints read (and those their ``when=`` conditions need) come first,
-        chosen greedily: the one that completes most constraints, then the one with fewest values.
-        The other parameters follow in activity order: no constraint can fail on them, so a search
-        never backtracks into them, and enumeration never repeats the constrained part for them.
-        """
-        params = self.params
-        expr_cons = [c for c in self._constraints if c.names is not None]
-        needed: set[str] = set()
-        stack = [n for c in expr_cons for n in c.names or ()]
-        while stack:
-            n = stack.pop()
-            if n not in needed:
-                needed.add(n)
-                w = params[n].when
-                stack.extend(w.names if w is not None else ())
-        mentions = {n: 0 for n in needed}
-        for c in expr_cons:
-            for n in c.names or ():
-                mentions[n] += 1
-        declared = {n: i for i, n in enumerate(self.names)}
-        remaining = [n for n in self._activity_order if n in needed]
-        assigned: set[str] = set()
-        order: list[str] = []
-        while remaining:
-            ready = [n for n in remaining if params[n].when is None or params[n].when.names <= assigned]  # type: ignore[union-attr]
-
-            def score(n: str) -> tuple[int, int, int, int]:
-                completes = sum(
-                    1
-                    for c in expr_cons
-                    if n in (c.names or ()) and (c.names or frozenset()) - assigned <= {n}
-                )
-                card = params[n].cardinality()
-                return (-completes, card if card is not None else 1 << 62, -mentions[n], declared[n])
-
-            best = min(ready, key=score)
-            order.append(best)
-            assigned.add(best)
-            remaining.remove(best)
-        order.extend(n for n in self._activity_order if n not in needed)
-        last = {}
-        position = {n: i for i, n in enumerate(order)}
-        for c in self._constraints:
-            last[id(c)] = (
-                max((position[n] for n in c.names), default=0) if c.names is not None else len(order) - 1
-            )
-        plan = []
-        for i, name in enumerate(order):
-            checks = [c.fn for c in self._constraints if last[id(c)] == i]
-            w = params[name].when
-            plan.append((name, params[name], w._fn if w is not None else None, checks))
-        return plan
 
     def __getstate__(self) -> dict[str, Any]:
         return {"params": self.params, "names": self.names, "constraints": self._constraint_sources}
@@ -459,7 +291,7 @@ class Space:
         data = self._data(config)
         for name in data:
             if name not in self.params:
-                return f"unknown parameter {name!r}{_suggest(name, self.names)}"
+                return f"unknown parameter {name!r}{suggest(name, self.names)}"
         for name, p, when in self._activity:
             present = name in data
             active = True if when is None else self._active(when, data)
@@ -509,180 +341,7 @@ class Space:
 
     # -- sampling ----------------------------------------------------------------------------------
     def _domains(self) -> dict[str, list[Any]]:
-        """Domains of finite parameters, pruned of values that no valid configuration can use.
-
-        Computed once, lazily. Each expression constraint over always-active finite parameters
-        whose (current) domains multiply to at most PRUNE_LIMIT is evaluated on every combination,
-        smallest first; its satisfying combinations are kept as a table. Values that appear in no
-        row of a table are dropped from their domain, and the tables are filtered in turn until
-        nothing changes (generalized arc consistency). Pruning is sound: a dropped value is in no
-        valid configuration. The tables then guide sampling (see :meth:`_allowed`).
-        """
-        if self._pruned is not None:
-            return self._pruned
-        domains: dict[str, list[Any]] = {}
-        for name, p in self.params.items():
-            card = p.cardinality()
-            if card is not None and card <= DOMAIN_LIMIT:
-                domains[name] = list(p.iter_values())
-        prunable = {n for n in domains if self.params[n].when is None}
-        cons = [c for c in self._constraints if c.names and c.names <= prunable]
-        position = {name: i for i, (name, *_rest) in enumerate(self._plan)}
-        scopes = {id(c): sorted(c.names or (), key=position.__getitem__) for c in cons}
-        rows: dict[int, list[tuple[Any, ...]]] = {}
-        work = 0
-
-        def size(c: _Constraint) -> int:
-            return math.prod(len(domains[n]) for n in scopes[id(c)])
-
-        while self._unsat is None:
-            todo = [c for c in cons if id(c) not in rows and size(c) <= PRUNE_LIMIT]
-            if not todo:
-                break
-            c = min(todo, key=size)
-            if work + size(c) > TABLE_WORK:
-                break
-            work += size(c)
-            scope = scopes[id(c)]
-            fn = c.fn
-            table: list[tuple[Any, ...]] = []
-            for combo in itertools.product(*(domains[n] for n in scope)):
-                try:
-                    ok = fn(dict(zip(scope, combo, strict=True)))
-                except Exception:
-                    ok = False
-                if ok:
-                    table.append(combo)
-            rows[id(c)] = table
-            self._propagate(cons, scopes, rows, domains, c)
-        self._pruned = domains
-        self._domain_sets = {n: set(map(_hashable, d)) for n, d in domains.items()}
-        for c in cons:
-            found = rows.get(id(c))
-            if found is None:
-                continue
-            table = found
-            scope = scopes[id(c)]
-            # Rows are in domain order, so the consistent values are too (deterministic enumeration).
-            lists: list[dict[tuple[Any, ...], dict[Any, None]]] = [{} for _ in scope]
-            for combo in table:
-                for j in range(len(scope)):
-                    lists[j].setdefault(combo[:j], {})[combo[j]] = None
-            for j, name in enumerate(scope):
-                allowed = {k: (tuple(v), frozenset(v)) for k, v in lists[j].items()}
-                self._tables.setdefault(name, []).append((tuple(scope[:j]), allowed))
-        return domains
-
-    def _propagate(
-        self,
-        cons: list[_Constraint],
-        scopes: dict[int, list[str]],
-        rows: dict[int, list[tuple[Any, ...]]],
-        domains: dict[str, list[Any]],
-        start: _Constraint,
-    ) -> None:
-        """Arc consistency over the tabulated constraints, starting from ``start``."""
-        queue = [start]
-        queued = {id(start)}
-        while queue:
-            c = queue.pop()
-            queued.discard(id(c))
-            scope = scopes[id(c)]
-            sets = [set(domains[n]) for n in scope]
-            table = [r for r in rows[id(c)] if all(v in s for v, s in zip(r, sets, strict=True))]
-            rows[id(c)] = table
-            if not table:
-                names = ", ".join(repr(n) for n in scope)
-                self._unsat = f"constraint {c.label} holds for no values of {names}"
-                return
-            for j, name in enumerate(scope):
-                support = {r[j] for r in table}
-                kept = [v for v in domains[name] if v in support]
-                if len(kept) < len(domains[name]):
-                    domains[name] = kept
-                    for c2 in cons:
-                        if id(c2) in rows and id(c2) not in queued and c2 is not c and name in scopes[id(c2)]:
-                            queue.append(c2)
-                            queued.add(id(c2))
-
-    def _allowed(self, name: str, values: dict[str, Any]) -> _Allowed | None:
-        """Values of ``name`` consistent with the tabulated constraints, given earlier values."""
-        tables = self._tables.get(name)
-        if not tables:
-            return None
-        best: _Allowed | None = None
-        for prefix, table in tables:
-            found = table.get(tuple(map(values.__getitem__, prefix)))
-            if found is None:
-                return _NONE_ALLOWED
-            if best is None:
-                best = found
-            else:
-                kept = tuple(v for v in best[0] if v in found[1])
-                best = (kept, frozenset(kept))
-        return best
-
-    def _candidates(
-        self,
-        name: str,
-        p: Param,
-        rng: np.random.Generator | None,
-        uniform: _Uniform | None,
-        prefer: Any,
-        domains: dict[str, list[Any]],
-        allowed: _Allowed | None = None,
-    ) -> Iterator[Any]:
-        dom = domains.get(name)
-        if allowed is not None:
-            ordered, members = allowed
-            if prefer is not _ABSENT and prefer in members and p.contains(prefer):
-                yield prefer
-            n = len(ordered)
-            if rng is None or uniform is None:
-                yield from ordered
-            elif n == 1:
-                yield ordered[0]
-            elif n:
-                # Every consistent value once, in a cheap pseudo-random order.
-                start = int(uniform() * n)
-                steps = _coprime_steps(n)
-                step = steps[int(uniform() * len(steps))]
-                for k in range(n):
-                    yield ordered[(start + k * step) % n]
-            return
-        if prefer is not _ABSENT and p.contains(prefer):
-            yield prefer
-        if rng is None or uniform is None:
-            yield from (dom if dom is not None else p.iter_values())
-            return
-        if dom is not None:
-            n = len(dom)
-            if n == 0:
-                return
-            # The first candidate follows the parameter's own distribution (log-uniform...).
-            first = p.decode((uniform(),)) if p.decode_is_sample else p.sample(rng)
-            if _hashable(first) in self._domain_sets[name]:
-                yield first
-            if n <= EXHAUSTIVE_VALUES:
-                # Every value once, in a cheap pseudo-random order: random start, co-prime stride.
-                start = int(uniform() * n)
-                steps = _coprime_steps(n)
-                step = steps[int(uniform() * len(steps))]
-                for k in range(n):
-                    yield dom[(start + k * step) % n]
-            else:
-                for _ in range(RANDOM_CANDIDATES):
-                    yield dom[int(uniform() * n)]
-        elif p.decode_is_sample:
-            # Continuous: half plain samples, half drawn towards a bound, where budget-like
-            # constraints ("x + y <= 0.05") tend to be satisfied.
-            for _ in range(RANDOM_CANDIDATES):
-                yield p.decode((uniform(),))
-                u = uniform() ** 4
-                yield p.decode((u if uniform() < 0.5 else 1.0 - u,))
-        else:
-            for _ in range(2 * RANDOM_CANDIDATES):
-                yield p.sample(rng)
+        return self._solver.domains()
 
     def _search(
         self,
@@ -692,129 +351,8 @@ class Space:
         pinned: frozenset[str] = frozenset(),
         stats: dict[str, int] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Depth-first assignment in plan order with constraint checks as early as possible.
-
-        With ``rng`` the candidate values are random (exhaustive for small domains); without, every
-        value in order (enumeration). ``prefer`` gives values tried first; ``pinned`` names whose
-        preferred value is the only candidate. Yields complete valid assignments; stops after
-        ``budget`` candidate checks.
-        """
-        plan = self._plan
-        n = len(plan)
-        prefer = prefer or {}
-        if n == 0:
-            if self._check_constraints({}):
-                yield {}
-            return
-        domains = self._domains()
-        uniform = _Uniform(rng) if rng is not None else None
-        # Conflict-directed backjumping when looking for one random solution: a level that runs out
-        # of candidates jumps back to the deepest earlier level that took part in its failures.
-        # (Enumeration backtracks chronologically: jumping could skip solutions.)
-        backjump = rng is not None
-        static, check_levels = self._conflict_levels()
-        conflicts: list[set[int]] = [set() for _ in range(n)]
-        sampled = [False] * n  # level i draws random candidates (not every value)
-        values: dict[str, Any] = {}
-        iters: list[Iterator[Any] | None] = [None] * n
-        i = 0
-        evals = 0
-        while i >= 0:
-            if i == n:
-                yield dict(values)
-                i -= 1
-                continue
-            name, p, when, checks = plan[i]
-            it = iters[i]
-            if it is None:
-                if backjump:
-                    conflicts[i] = set(static[i])
-                sampled[i] = False
-                if when is not None and not self._active(when, values):
-                    it = iter((_ABSENT,))
-                elif name in pinned and p.contains(prefer.get(name, _ABSENT)):
-                    it = iter((prefer[name],))
-                else:
-                    allowed = self._allowed(name, values) if self._tables else None
-                    it = self._candidates(name, p, rng, uniform, prefer.get(name, _ABSENT), domains, allowed)
-                    dom = domains.get(name)
-                    sampled[i] = allowed is None and (dom is None or len(dom) > EXHAUSTIVE_VALUES)
-                iters[i] = it
-            v = next(it, _END)
-            if v is _END:
-                iters[i] = None
-                values.pop(name, None)
-                conflict = conflicts[i]
-                if backjump and not conflict and sampled[i]:
-                    # Random candidates failed for reasons that do not depend on earlier levels:
-                    # draw more here (the budget bounds this) rather than give up.
-                    continue
-                if backjump and conflict:
-                    h = max(conflict)
-                    conflicts[h] |= conflict
-                    conflicts[h].discard(h)
-                    for k in range(h + 1, i):
-                        iters[k] = None
-                        values.pop(plan[k][0], None)
-                    i = h
-                else:
-                    i -= 1
-                continue
-            if v is _ABSENT:
-                values.pop(name, None)
-            else:
-                values[name] = v
-            evals += 1
-            if stats is not None:
-                stats["evals"] = evals
-            if budget is not None and evals > budget:
-                if stats is not None:
-                    stats["budget_hit"] = 1
-                return
-            ok = True
-            for k, fn in enumerate(checks):
-                try:
-                    if fn(values):
-                        continue
-                except KeyError:
-                    continue
-                except Exception:
-                    pass
-                ok = False
-                if backjump:
-                    conflicts[i].update(check_levels[i][k])
-                break
-            if ok:
-                i += 1
-
-    def _conflict_levels(self) -> tuple[list[frozenset[int]], list[list[frozenset[int]]]]:
-        """For each plan level: the earlier levels its candidate set depends on (``when``, tables),
-        and for each of its checks, the earlier levels the constraint reads."""
-        if self._conflict_cache is not None:
-            return self._conflict_cache
-        position = {name: i for i, (name, *_rest) in enumerate(self._plan)}
-        by_fn = {id(c.fn): c for c in self._constraints}
-        static: list[frozenset[int]] = []
-        per_check: list[list[frozenset[int]]] = []
-        for i, (name, p, _when, checks) in enumerate(self._plan):
-            deps: set[int] = set()
-            if p.when is not None:
-                deps.update(position[n] for n in p.when.names)
-            for prefix, _table in self._tables.get(name, ()):
-                deps.update(position[n] for n in prefix)
-            deps.discard(i)
-            static.append(frozenset(deps))
-            levels = []
-            for fn in checks:
-                c = by_fn.get(id(fn))
-                names = c.names if c is not None and c.names is not None else None
-                if names is None:
-                    levels.append(frozenset(range(i)))
-                else:
-                    levels.append(frozenset(position[n] for n in names if position[n] != i))
-            per_check.append(levels)
-        self._conflict_cache = (static, per_check)
-        return self._conflict_cache
+        """Complete valid assignments from the constraint solver (see :meth:`ConstraintSolver.search`)."""
+        return self._solver.search(rng, prefer, budget, pinned, stats)
 
     def _enumeration(self) -> list[Config] | None:
         """All valid configurations, for finite spaces small enough (computed once)."""
@@ -888,8 +426,8 @@ class Space:
                 out.append(self._ordered(self._sample_direct(rng)))
             return out
         self._domains()
-        if self._unsat is not None:
-            raise UnsatisfiableError(f"{self._unsat}: constraints may be unsatisfiable")
+        if self._solver.unsat is not None:
+            raise UnsatisfiableError(f"{self._solver.unsat}: constraints may be unsatisfiable")
         valid = self._enumeration()
         if valid is not None:
             if not valid:
@@ -949,7 +487,7 @@ class Space:
         if self._check_constraints(data):
             return self._ordered(data)
         self._domains()
-        if self._unsat is not None:
+        if self._solver.unsat is not None:
             return None
         # Local repair: resample one parameter named by a violated constraint.
         for _ in range(3):
@@ -1071,7 +609,7 @@ class Space:
         params = self.params
         trial: dict[str, Any] = dict(base)
         chosen: list[str] = []
-        domain_sets = self._domain_sets if self._pruned is not None else {}
+        domain_sets = self._solver.domain_sets
         for _ in range(6):
             trial = dict(base)
             draws = rng.random(len(active) + 1).tolist()
@@ -1083,7 +621,7 @@ class Space:
                 v = params[name].mutate(base[name], rng, scale)
                 trial[name] = v
                 dom = domain_sets.get(name)
-                if dom is not None and _hashable(v) not in dom:
+                if dom is not None and hashable(v) not in dom:
                     hopeless = True  # pruned: in no valid configuration
             if hopeless or trial == base:
                 continue

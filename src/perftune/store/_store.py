@@ -1134,7 +1134,7 @@ def _check_name(name: str) -> None:
 
 
 def _perftune_version() -> str:
-    from perftune import __version__
+    from perftune._version import __version__
 
     return __version__
 

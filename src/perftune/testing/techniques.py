@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from perftune.search._base import ClockAware
 from perftune.space import (
     Bool,
     Choice,
@@ -210,7 +211,7 @@ class AskTellLoop:
         self.cache: dict[Config, Trial] = {}
         self._untold: list[Trial] = []
         self._clock = 1_000_000.0
-        if hasattr(technique, "set_deterministic"):
+        if isinstance(technique, ClockAware):
             technique.set_deterministic(True)  # what a seeded driver does
 
     def _evaluate(self, config: Config) -> Trial:
