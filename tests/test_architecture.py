@@ -237,10 +237,6 @@ _STOREKNOTS = "cut in branch storeknots"
 
 #: (importer, imported) -> why it is allowed for now. Empty this once the branches named are merged.
 KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("perftune.store._store", "perftune"):
-        f"perftune.__version__ from the facade; {_SPACEKNOTS} (perftune/_version.py)",
-    ("perftune.drive._checkpoint", "perftune"):
-        f"perftune.__version__ from the facade; {_SPACEKNOTS} (perftune/_version.py)",
     ("perftune.cli", "perftune.targets.llvm._cli"):
         f"llvm-passes command reaches into the LLVM target's privates; {_STOREKNOTS}",
     ("perftune.targets.command._objective", "perftune.measure._candidate_files"):
@@ -261,11 +257,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
 
 #: Strongly connected groups of modules (import cycles) that another branch is cutting.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"perftune.space._params", "perftune.space._permutation", "perftune.space._selector"}):
-        f"parameter classes import each other; {_SPACEKNOTS} (split of _params.py)",
-    frozenset({"perftune", "perftune.drive", "perftune.drive._checkpoint", "perftune.drive._tuner",
-               "perftune.store", "perftune.store._store"}):
-        f"store and checkpoints read perftune.__version__ from the facade; {_SPACEKNOTS} (_version.py)",
     frozenset({"perftune.targets.command._objective", "perftune.targets.command._task"}):
         f"task and objective import each other lazily; {_STOREKNOTS}",
     frozenset({"perftune.targets.llvm._env", "perftune.targets.llvm._validate"}):
