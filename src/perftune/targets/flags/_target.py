@@ -74,7 +74,8 @@ class FlagsTarget(TargetBase):
         os.chmod(workdir, 0o755)
         task = FlagsTask(sources=("loop.c",), run_args=("200000",), cwd=workdir, include_params=False,
                          run_timeout_s=10.0)
-        return Example(cls(task, workdir=os.path.join(workdir, "scratch")))
+        # Scratch directories stay the sandbox's own: the candidate's user must reach them.
+        return Example(cls(task))
 
     def _compiler(self) -> Any:
         if self._info is None:
