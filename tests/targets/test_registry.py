@@ -190,3 +190,60 @@ def test_verified_winner_gives_way_to_the_next_best() -> None:
     assert warned == ["trial 1 failed verification: wrong"]
     assert targets.verified_winner(trials, lambda c: "no", max_checks=2, warn=warned.append) is None
     assert warned[-1] == "no verified winner among the best candidates"
+
+
+def test_perftune_run_drives_a_builtin_target_from_its_table(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+    from perftune.targets.replay._target import ReplayTarget
+
+    ReplayTarget.example(str(tmp_path))  # writes example.T1.json and example.dev.T4.json
+    task = tmp_path / "replayed.toml"
+    task.write_text('[target]\nkind = "replay"\nt1 = "example.T1.json"\nt4 = "example.dev.T4.json"\n'
+                    "[tuning]\nbudget = 12\nseed = 3\n")
+    store = f"sqlite:///{tmp_path / 'p.db'}"
+    result = CliRunner().invoke(cli, ["--store", store, "run", str(task), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{"):])
+    assert payload["run"]["name"] == "replayed"
+    # Twelve recorded configurations, one of them failed: all tried, the optimum found.
+    assert payload["counts"] == {"ok": 11, "failed": 1}
+    assert payload["best"]["value"] == 1.0 and payload["best"]["config"] == {"bx": 4, "t": 1}
+    missing = tmp_path / "missing.toml"
+    missing.write_text('[target]\nkind = "replay"\nt1 = "example.T1.json"\n')
+    result = CliRunner().invoke(cli, ["--store", store, "run", str(missing)])
+    assert result.exit_code == 2 and "key target.t4: expected the path of the T4 file" in result.output
+
+
+class _PickyTarget(_Square):
+    """The best configuration (x = 0) fails its verification: the next best is the final answer."""
+
+    kind = "picky-test"
+    deterministic = True
+
+    @classmethod
+    def from_task(cls, path: str, table: Any) -> _PickyTarget:
+        return cls()
+
+    def verify(self, config: Config) -> str | None:
+        return "x = 0 is too good to be true" if config["x"] == 0 else None
+
+    def explain(self, config: Config) -> str:
+        return f"picky x={config['x']}"
+
+
+def test_perftune_run_verifies_the_winner_with_the_targets_verify(tmp_path: Path,
+                                                                  clean_registry: None) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    targets.register(_PickyTarget)
+    task = tmp_path / "picky.toml"
+    task.write_text('[target]\nkind = "picky-test"\n')
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(task),
+                                      "--budget", "7", "--seed", "0"])
+    assert result.exit_code == 0, result.output
+    assert "failed verification: x = 0 is too good to be true" in result.output
+    assert "best: 1" in result.output and result.output.rstrip().endswith(("picky x=1", "picky x=-1"))
