@@ -85,6 +85,8 @@ class TaskRunner(Protocol):
     declared so that nothing probes for it with ``hasattr``.
     """
 
+    kind: ClassVar[str]
+
     def run_task(self, *, budget: Any, workers: int, store: Any, seed: int | None, name: str) -> Any:
         """Tune and return the target's result."""
         ...
