@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from perftune.space import Config
 from perftune.targets._target import Example, Outcome, TargetBase
 from perftune.targets.flags._discover import discover
 from perftune.targets.flags._evaluate import Evaluator, Program
@@ -26,6 +27,9 @@ _EXAMPLE_SOURCE = """\
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;
     for (long i = 0; i < n; i++) s += (i * i) % 7;
+#ifdef __OPTIMIZE_SIZE__
+    s += 1; /* a "miscompilation" at -Os: the example's failing configuration */
+#endif
     printf("%ld\\n", s);
     return 0;
 }
@@ -65,7 +69,7 @@ class FlagsTarget(TargetBase):
 
     @classmethod
     def example(cls, workdir: str) -> Example:
-        """A loop of a few milliseconds built with the system gcc (flags without ``--param`` knobs)."""
+        """A loop of milliseconds built with the system gcc (no ``--param`` knobs); -Os changes its output."""
         if shutil.which("gcc") is None:
             return Example(None, skip="gcc is not installed")
         with open(os.path.join(workdir, "loop.c"), "w") as f:
@@ -75,7 +79,9 @@ class FlagsTarget(TargetBase):
         task = FlagsTask(sources=("loop.c",), run_args=("200000",), cwd=workdir, include_params=False,
                          run_timeout_s=10.0)
         # Scratch directories stay the sandbox's own: the candidate's user must reach them.
-        return Example(cls(task))
+        target = cls(task)
+        failing = Config({**target.space().default(), "O": "s"})
+        return Example(target, failing=failing)
 
     def _compiler(self) -> Any:
         if self._info is None:
