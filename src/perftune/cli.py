@@ -256,7 +256,7 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
     """``perftune run`` of a task file with a ``[target]`` table: the registry's target of that kind."""
     from perftune.targets import TaskRunner
 
-    tuning = _flags_tuning(task, target.kind)
+    tuning = _target_tuning(task, target.kind)
     items = _opt(ctx, "budget", budget) or tuning.get("budget")
     if isinstance(items, int | str):
         items = (items,)
@@ -314,7 +314,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
         click.echo(target.explain(result.best.config))
 
 
-def _flags_tuning(task: str, kind: str = "flags") -> dict[str, Any]:
+def _target_tuning(task: str, kind: str) -> dict[str, Any]:
     """The run name and ``[tuning]`` settings of a ``[target]`` (``[tuning] name``, else ``name``)."""
     import tomllib
 
