@@ -207,7 +207,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
 
-    kind = _target_kind(task)
+    kind = targets.task_kind(task)
     if kind != targets.DEFAULT_KIND:
         _run_target(ctx, task, targets.from_task_file(task), store, seed, workers, lag, budget, executor,
                     scheduler, as_json)
@@ -241,13 +241,6 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             if name or "already exists" not in str(error) or attempt == 49:
                 raise
     _tune_task(tuner, command_target, limit, n_workers, executor, scheduler, as_json, store=st)
-
-
-def _target_kind(task: str) -> str:
-    """The target a task file names (``[target] kind``), "command" without a ``[target]`` table."""
-    from perftune.targets._registry import kind_of, target_table
-
-    return kind_of(task, target_table(task))
 
 
 def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,

@@ -134,7 +134,8 @@ def test_importing_the_registry_imports_no_target() -> None:
 def test_task_file_kind_dispatch(tmp_path: Path) -> None:
     plain = tmp_path / "plain.toml"
     plain.write_text('name = "x"\n')
-    assert _registry.kind_of(str(plain), _registry.target_table(str(plain))) == "command"
+    assert targets.task_kind(plain) == "command"
+    assert targets.task_kind(tmp_path / "absent.toml") == "command"  # the command loader says it is absent
     bad = tmp_path / "bad.toml"
     bad.write_text("[target]\nkind = 3\n")
     with pytest.raises(PerftuneError, match="key target.kind: expected the name of a target"):

@@ -17,7 +17,15 @@ Example:
 
 from __future__ import annotations
 
-from perftune.targets._registry import DEFAULT_KIND, ENTRY_POINT_GROUP, from_task_file, get, names, register
+from perftune.targets._registry import (
+    DEFAULT_KIND,
+    ENTRY_POINT_GROUP,
+    from_task_file,
+    get,
+    names,
+    register,
+    task_kind,
+)
 from perftune.targets._target import (
     Example,
     Outcome,
@@ -45,5 +53,6 @@ __all__ = [
     "names",
     "outcome_of",
     "register",
+    "task_kind",
     "verified_winner",
 ]

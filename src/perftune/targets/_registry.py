@@ -20,7 +20,7 @@ from typing import Any
 
 from perftune.errors import PerftuneError
 
-__all__ = ["DEFAULT_KIND", "ENTRY_POINT_GROUP", "from_task_file", "get", "names", "register"]
+__all__ = ["DEFAULT_KIND", "ENTRY_POINT_GROUP", "from_task_file", "get", "names", "register", "task_kind"]
 
 ENTRY_POINT_GROUP = "perftune.targets"
 
@@ -134,6 +134,19 @@ def kind_of(path: str, table: Mapping[str, Any] | None) -> str:
         raise PerftuneError(f"{path}: key target.kind: expected the name of a target "
                             f"(known: {', '.join(names())})")
     return kind
+
+
+def task_kind(path: str | os.PathLike[str]) -> str:
+    """The kind of target a task file names: ``[target] kind``, or :data:`DEFAULT_KIND` without a table.
+
+    A file that cannot be read or parsed is the command target's: its loader reports the problem with the
+    file, key and line.
+
+    Raises:
+        PerftuneError: a ``[target]`` table whose ``kind`` is missing or not a string.
+    """
+    path = os.fspath(path)
+    return kind_of(path, target_table(path))
 
 
 def from_task_file(path: str | os.PathLike[str]) -> Any:
