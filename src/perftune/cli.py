@@ -204,14 +204,16 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
             warm_start: str | None, as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
+    from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
-    from perftune.targets.command import load_task
 
-    target = _target_table(task)
-    if target is not None:
-        _run_target(ctx, task, target, store, seed, workers, budget, executor, as_json)
+    kind = targets.task_kind(task)
+    if kind != targets.DEFAULT_KIND:
+        _run_target(ctx, task, targets.from_task_file(task), store, seed, workers, lag, budget, executor,
+                    scheduler, as_json)
         return
-    spec = load_task(task)
+    command_target = targets.get(kind).from_task(task, {})  # type: ignore[attr-defined]
+    spec = command_target.task
     limit = parse_budget(_opt(ctx, "budget", budget)) if _opt(ctx, "budget", budget) else spec.budget
     if limit is None:
         limit = Budget(evals=50)
@@ -238,49 +240,75 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             # Another driver of the same task took the name between our look and our insert.
             if name or "already exists" not in str(error) or attempt == 49:
                 raise
-    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json, store=st)
+    _tune_task(tuner, command_target, limit, n_workers, executor, scheduler, as_json, store=st)
 
 
-def _target_table(task: str) -> dict[str, Any] | None:
-    """The ``[target]`` table of a task file that names a built-in target (``kind = "flags"``)."""
-    import tomllib
+def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
+                workers: int | None, lag: int | None, budget: tuple[str, ...], executor: str,
+                scheduler: str | None, as_json: bool) -> None:
+    """``perftune run`` of a task file with a ``[target]`` table: the registry's target of that kind."""
+    from perftune.targets import TaskRunner
 
-    try:
-        with open(task, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None  # load_task reports it with the file, key and line
-    target = data.get("target")
-    return target if isinstance(target, dict) else None
-
-
-def _run_target(ctx: click.Context, task: str, target: dict[str, Any], store: str | None, seed: int | None,
-                workers: int | None, budget: tuple[str, ...], executor: str, as_json: bool) -> None:
-    kind = target.get("kind")
-    if kind != "flags":
-        raise PerftuneError(f"{task}: key target.kind: unknown target {kind!r} (known: 'flags')")
-    if executor != "local":
-        raise PerftuneError("flags: builds and timed runs stay on this machine; "
-                            "--executor dask is not supported")
-    from perftune.targets.flags import task_from_toml
-
-    flags_task = task_from_toml(target, task)
-    tuning = _flags_tuning(task)
+    tuning = _target_tuning(task, target.kind)
     items = _opt(ctx, "budget", budget) or tuning.get("budget")
     if isinstance(items, int | str):
         items = (items,)
-    st = _open(ctx, store, must_exist=False)
-    # Like the run name of any task file: a second run of the same file gets "-2", not an error.
-    name = _free_name(st, tuning.get("name") or flags_task.name)
     seed = _opt(ctx, "seed", seed)
-    result = flags_task.run(budget=list(items) if items else "5m",
-                            workers=_opt(ctx, "workers", workers) or tuning.get("workers") or 1,
-                            store=st, seed=tuning.get("seed") if seed is None else seed, name=name)
-    _print_flags_result(result, as_json)
+    seed = tuning.get("seed") if seed is None else seed
+    n_workers = _opt(ctx, "workers", workers) or tuning.get("workers") or 1
+    if isinstance(target, TaskRunner):
+        if executor != "local":
+            raise PerftuneError(f"{target.kind}: builds and timed runs stay on this machine; "
+                                "--executor dask is not supported")
+        st = _open(ctx, store, must_exist=False)
+        # Like the run name of any task file: a second run of the same file gets "-2", not an error.
+        name = _free_name(st, tuning.get("name") or _task_stem(task))
+        result = target.run_task(budget=list(items) if items else "5m", workers=n_workers, store=st,
+                                 seed=seed, name=name)
+        _print_flags_result(result, as_json)
+        return
+    _tune_registered_target(ctx, task, target, store, seed, n_workers, lag, items, executor, scheduler,
+                            as_json, tuning.get("name"))
 
 
-def _flags_tuning(task: str) -> dict[str, Any]:
-    """The run name and ``[tuning]`` settings of a flags task file (``[tuning] name``, else ``name``)."""
+def _task_stem(task: str) -> str:
+    return os.path.splitext(os.path.basename(task))[0] or "run"
+
+
+def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
+                            workers: int, lag: int | None, items: Any, executor: str, scheduler: str | None,
+                            as_json: bool, name: str | None) -> None:
+    """The driver's loop over any registered target: its space, its evaluate, its verify for the winner."""
+    from perftune.drive import Budget, Tuner, parse_budget
+    from perftune.report import answer_of, record_final_answer
+    from perftune.targets import TargetObjective
+
+    limit = parse_budget(list(items)) if items else Budget(evals=50)
+    _warn_lag(seed, lag, workers)
+    st = _open(ctx, store, must_exist=False)
+    tuner = Tuner(target.space(), goal=target.goal, seed=seed, store=st, lag=lag, budget=limit,
+                  name=_free_name(st, name or _task_stem(task)),
+                  settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
+    try:
+        result = tuner.run(TargetObjective(target), limit, workers=workers, executor=executor,
+                           scheduler=scheduler, progress=not as_json and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        click.echo("perftune: interrupted", err=True)
+        sys.exit(130)
+    searched = result.best
+    result = _verified(result, target.verify)
+    note = None
+    if result.best is None and searched is not None:
+        note = "no verified winner among the best trials: the run has no final answer"
+    answer = answer_of(result.best, result.default, goal=target.goal, note=note)
+    record_final_answer(st, result.run_id, answer)
+    _print_result(result, as_json=as_json, answer=answer)
+    if result.best is not None and not as_json:
+        click.echo(target.explain(result.best.config))
+
+
+def _target_tuning(task: str, kind: str) -> dict[str, Any]:
+    """The run name and ``[tuning]`` settings of a ``[target]`` (``[tuning] name``, else ``name``)."""
     import tomllib
 
     with open(task, "rb") as f:
@@ -291,7 +319,7 @@ def _flags_tuning(task: str) -> dict[str, Any]:
     known = {"name", "budget", "seed", "workers"}
     unknown = sorted(set(tuning) - known)
     if unknown:
-        raise PerftuneError(f"{task}: key tuning.{unknown[0]}: not used by the flags kind "
+        raise PerftuneError(f"{task}: key tuning.{unknown[0]}: not used by the {kind} kind "
                             f"(known: {', '.join(sorted(known))})")
     out: dict[str, Any] = {}
     name = tuning.get("name", data.get("name"))
@@ -326,9 +354,11 @@ def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
                    f"flight; pass --lag {workers - 1} to use all {workers} workers", err=True)
 
 
-def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
+def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
                as_json: bool, store: Any = None) -> None:
     from perftune.report import answer_of, record_final_answer
+
+    spec = target.task
 
     if store is not None and tuner.run_id is not None and tuner.n_trials:
         store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
@@ -345,7 +375,7 @@ def _tune_task(tuner: Any, spec: Any, limit: Any, workers: int, executor: str, s
         # The driver's clock ended the search; this final step is bounded by the check's own timeouts.
         click.echo("perftune: note: the winner's expensive check runs after the time budget "
                    "(at most 5 candidates, each within the check's timeouts)", err=True)
-    result = _verified(result, spec)
+    result = _verified(result, target.verify)
     note = None
     if result.best is None and searched is not None:
         note = "no verified winner among the best trials: the run has no final answer"
@@ -373,18 +403,14 @@ def _resume_command(run_name: str | None, store: Any) -> str:
     return shlex.join([*words, "--store", store.url])
 
 
-def _verified(result: Any, spec: Any, max_checks: int = 5) -> Any:
-    """The final winner is always verified; a winner that fails its check gives way to the next best."""
-    ranked = sorted((t for t in result.trials if t.ok), key=lambda t: t.loss)
-    for trial in ranked[:max_checks]:
-        problem = spec.verify(trial.config)
-        if problem is None:
-            result.best = trial
-            return result
-        click.echo(f"perftune: trial {trial.id} failed verification: {problem}", err=True)
-    if ranked:
-        click.echo("perftune: no verified winner among the best candidates", err=True)
-        result.best = None
+def _verified(result: Any, verify: Any, max_checks: int = 5) -> Any:
+    """The final winner passes the target's ``verify``; one that fails gives way to the next best."""
+    from perftune.targets import verified_winner
+
+    if not any(t.ok for t in result.trials):
+        return result
+    result.best = verified_winner(result.trials, verify, max_checks=max_checks,
+                                  warn=lambda line: click.echo(f"perftune: {line}", err=True))
     return result
 
 
@@ -440,6 +466,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
                lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None,
                as_json: bool) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
+    from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
 
@@ -483,7 +510,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
-    _tune_task(tuner, spec, limit, n_workers, executor, scheduler, as_json, store=st)
+    _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 
 @cli.command("runs")
