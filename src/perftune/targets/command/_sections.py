@@ -75,7 +75,6 @@ _STEP_KEYS = {"command", "timeout_s", "shell", "env", "cwd", "stdin", "sanitizer
 class Where:
     """Where a key is in the task file, for errors that name the file and the line."""
 
-
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
