@@ -14,7 +14,7 @@ import re
 import string
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from perftune.errors import PerftuneError, SpaceError, TaskError
 from perftune.targets.command._objective import TimingOptions
@@ -165,6 +165,7 @@ def _number(
     if isinstance(value, bool) or not isinstance(value, kinds):
         expected = "an integer" if integer else "a number"
         raise where.error(path, f"expected {expected}, got {type(value).__name__} {value!r}")
+    value = cast(float, value)  # an int, or a float when not ``integer``
     if not math.isfinite(value):
         raise where.error(path, f"must be a finite number, got {value}")
     bounds = []
@@ -664,7 +665,7 @@ def read_tuning(doc: Mapping[str, Any], where: Where, space: Space) -> TuningSpe
     return TuningSpec(budget=budget, seed=seed, workers=workers, technique=technique, seeds=tuple(seeds))
 
 
-def _read_budget(tuning: Mapping[str, Any], where: Where) -> Budget:
+def _read_budget(tuning: Mapping[str, Any], where: Where) -> Budget | None:
     """``[tuning] budget``: a number of evaluations, a duration, or a table of limits."""
     from perftune.drive import Budget
 
