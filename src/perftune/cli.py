@@ -674,7 +674,7 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, seconds: float, search: 
     Example:
       perftune llvm-passes prog.c --seconds 30
     """
-    from perftune.targets.llvm._cli import llvm_passes
+    from perftune.targets.llvm import llvm_passes
 
     llvm_passes(benchmark, seconds=seconds, search=search, length=length, engine=engine, run=not no_run,
                 as_json=as_json, seed=_opt(ctx, "seed", seed) or 0, emit_json=_emit_json, echo=click.echo)

@@ -6,6 +6,9 @@
 * :func:`measure_adaptively` repeats a measurement until a sequential test separates the
   candidate from the incumbent; :func:`speedup_ci` reports a speedup with its interval.
 * :class:`BudgetedVerifier` spends an expensive check on the riskiest candidates.
+* For targets that run candidates themselves: :func:`executable_by` and :class:`Stage` (a read-only
+  copy of what the sandbox user cannot reach), :func:`read_for_candidate` and
+  :func:`size_for_candidate` (a file a candidate wrote, read with the candidate's rights).
 
 Example:
     >>> from perftune.measure import Limits, Sandbox
@@ -14,14 +17,17 @@ Example:
 
 from __future__ import annotations
 
+from perftune.measure._candidate_files import CandidateFileError, read_for_candidate, size_for_candidate
 from perftune.measure._limits import Capabilities, Limits, capabilities, doctor
-from perftune.measure._sandbox import Sandbox, Scratch, StepResult
+from perftune.measure._sandbox import Sandbox, Scratch, StepResult, executable_by
+from perftune.measure._stage import Stage, StageError
 from perftune.measure._timing import (
     Decision,
     MeasureResult,
     SpeedupCI,
     TimingSettings,
     compare,
+    is_constant,
     measure_adaptively,
     speedup_ci,
 )
@@ -30,6 +36,7 @@ from perftune.measure._verify import FEATURES, BudgetedVerifier, RiskModel
 __all__ = [
     "FEATURES",
     "BudgetedVerifier",
+    "CandidateFileError",
     "Capabilities",
     "Decision",
     "Limits",
@@ -38,11 +45,17 @@ __all__ = [
     "Sandbox",
     "Scratch",
     "SpeedupCI",
+    "Stage",
+    "StageError",
     "StepResult",
     "TimingSettings",
     "capabilities",
     "compare",
     "doctor",
+    "executable_by",
+    "is_constant",
     "measure_adaptively",
+    "read_for_candidate",
+    "size_for_candidate",
     "speedup_ci",
 ]

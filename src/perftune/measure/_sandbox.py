@@ -66,7 +66,7 @@ from perftune.measure._limits import (
 from perftune.measure._stage import Stage, StageError
 from perftune.measure._uids import UidLease, UidPool, kill_uid
 
-__all__ = ["Sandbox", "Scratch", "StepResult"]
+__all__ = ["Sandbox", "Scratch", "StepResult", "executable_by"]
 
 _MiB = 1024 * 1024
 _MS_BIND = 4096
@@ -323,7 +323,7 @@ class Sandbox:
             return None
         return UidPool.from_environment()
 
-    def _step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
+    def step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
         """Who runs a step in ``scratch``: the uid leased with it, else the shared account."""
         if not self.drop_user:
             return None
@@ -384,7 +384,7 @@ class Sandbox:
         if directory in self._staged:
             return self._staged[directory]
         user = self.candidate_user()
-        if user is None or _executable_by(directory, *user):
+        if user is None or executable_by(directory, *user):
             return directory
         root = self.root_dir()
         mode = os.stat(root).st_mode
@@ -463,7 +463,7 @@ class Sandbox:
         for candidate in candidates:
             if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
                 continue
-            if user is None or _executable_by(candidate, *user):
+            if user is None or executable_by(candidate, *user):
                 return candidate, ""
             blocked = blocked or candidate
         if blocked:
@@ -605,7 +605,7 @@ class Sandbox:
         try:
             return self._run(
                 args,
-                self._step_user(scratch),
+                self.step_user(scratch),
                 scratch_path,
                 cwd or scratch_path,
                 full_env,
@@ -960,7 +960,7 @@ def _enter_pid_namespace(timing_fd: int | None) -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _executable_by(path: str, uid: int, gid: int) -> bool:
+def executable_by(path: str, uid: int, gid: int) -> bool:
     """Can ``uid``/``gid`` (no supplementary groups) reach and execute ``path``? Follows symlinks."""
     real = os.path.realpath(path)
 

@@ -1,13 +1,14 @@
 """The results store: runs, trials, samples and checkpoints in SQLite or PostgreSQL.
 
 Writes of trials are the hot path (one per finished trial): their INSERTs are compiled once from
-SQLAlchemy Core when the store opens and then run on a DBAPI connection held by the store, one
-short transaction per trial. Everything else goes through SQLAlchemy Core on pooled connections.
+SQLAlchemy Core when the store opens and then run on a DBAPI connection held by the store's dialect,
+one short transaction per trial. Everything else goes through SQLAlchemy Core on pooled connections.
+What differs between SQLite and PostgreSQL lives in their dialects (:mod:`perftune.store._sqlite`,
+:mod:`perftune.store._postgres`), chosen once when the store opens.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import enum
@@ -16,10 +17,7 @@ import io
 import json
 import math
 import os
-import random
 import socket
-import sqlite3
-import sys
 import threading
 import time
 import uuid
@@ -28,15 +26,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
+from perftune.store._dialect import Dialect, LockWait, TrialRow, store_error
 from perftune.store._environment import capture_environment
 from perftune.store._names import generate_run_name
-from perftune.store._url import SQLITE_MAGIC, create_engine_for, describe, resolve_url
+from perftune.store._url import describe, dialect_for, resolve_url
 from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
@@ -60,30 +57,11 @@ T = TypeVar("T")
 #: Version of the layout of ``export(..., "json")`` output.
 EXPORT_SCHEMA = 1
 
-# How long a writer keeps retrying while other processes hold the SQLite write lock.
-LOCK_WAIT_S = 120.0
 #: A lease whose heartbeat is older than this is stale: another driver may take the run over.
 LEASE_TIMEOUT_S = 600.0
 _RESERVED_NAMES = frozenset({"latest"})
 _MAX_NAME_LEN = 200
 _NAME_ATTEMPTS = 50
-
-_TRIAL_KEYS = (
-    "run_id",
-    "trial_id",
-    "config",
-    "config_hash",
-    "status",
-    "reason",
-    "value",
-    "loss",
-    "metrics",
-    "technique",
-    "worker",
-    "started_at",
-    "finished_at",
-)
-_SAMPLE_KEYS = ("run_id", "trial_id", "idx", "value")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,19 +224,6 @@ def _float_or_none(x: Any) -> float | None:
     return None if x is None else float(x)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
-
-
-def _is_locked(exc: BaseException) -> bool:
-    orig = getattr(exc, "orig", exc)
-    if not isinstance(orig, sqlite3.OperationalError):
-        return False
-    text = str(orig).lower()
-    return "locked" in text or "busy" in text
-
-
 def config_hash(config_json: str) -> str:
     """The hash stored with each trial: sha256 of the configuration's canonical JSON."""
     return hashlib.sha256(config_json.encode()).hexdigest()
@@ -279,17 +244,22 @@ class Store:
     """
 
     def __init__(
-        self, engine: Engine, url: URL, *, schema_version: int = schema.SCHEMA_VERSION, create: bool = True
+        self,
+        engine: Engine,
+        url: URL,
+        *,
+        schema_version: int = schema.SCHEMA_VERSION,
+        create: bool = True,
+        dialect: Dialect | None = None,
     ) -> None:
         self._engine = engine
         self._may_create = create
         self._url = url
         self.location = describe(url)
-        self._sqlite = url.get_backend_name() == "sqlite"
+        self._dialect = dialect if dialect is not None else dialect_for(url)
         self._lock = threading.RLock()
         self._spaces: dict[int, Space | None] = {}
         self._closed = False
-        self._raw: Any = None
         self._pid = os.getpid()
         try:
             self._migrate(schema_version)
@@ -314,10 +284,12 @@ class Store:
     @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
-        return "sqlite" if self._sqlite else "postgresql"
+        return self._dialect.name
 
-    def _error(self, exc: BaseException, what: str) -> StoreError:
-        return StoreError(f"store {self.location}: {what}: {_one_line(exc)}")
+    @property
+    def _dbapi(self) -> Any:
+        """The hot path's DBAPI connection (sqlite3's, psycopg2's or psycopg's)."""
+        return self._dialect.dbapi_connection
 
     def _check_open(self) -> None:
         if self._closed:
@@ -328,46 +300,37 @@ class Store:
     def _reconnect_after_fork(self) -> None:
         # A SQLite or libpq connection must be neither used nor closed in a forked child (SQLite's
         # "how to corrupt" list): keep the parent's objects alive, untouched, and connect anew.
-        _INHERITED.append((self._engine, self._raw, getattr(self, "_cursor", None)))
+        connected = self._dialect.connected
+        _INHERITED.append((self._engine, *self._dialect.abandon()))
         self._pid = os.getpid()
-        if self._sqlite and self._url.database in (None, "", ":memory:"):
+        try:
+            self._dialect.check_fork()
+        except RuntimeError:
             self._closed = True
-            raise RuntimeError("an in-memory store cannot be used by a forked process: use a store file")
+            raise
         self._lock = threading.RLock()  # another thread of the parent may have held it at fork time
-        self._engine = create_engine_for(self._url)
-        if self._raw is not None:
-            self._raw = None
-            self._connect_hot_path()
-
-    def _backoff(self, deadline: float, delay: float, exc: BaseException, what: str) -> float:
-        if time.monotonic() >= deadline:
-            raise StoreError(
-                f"store {self.location}: {what}: still locked by another process after {LOCK_WAIT_S:.0f} s"
-            ) from None
-        # Jitter keeps several waiting writers from waking in lock step.
-        time.sleep(delay * (0.5 + random.random()))
-        return min(delay * 2, 0.5)
+        self._engine = self._dialect.create_engine()
+        if connected:
+            self._dialect.connect_hot_path(self._engine)
 
     def _run(self, fn: Callable[[Connection], T], what: str, *, write: bool) -> T:
         """Run ``fn`` in one transaction; retry while SQLite is locked by another writer."""
         self._check_open()
-        deadline = time.monotonic() + LOCK_WAIT_S
-        delay = 0.005
+        wait = LockWait(self.location, what)
         while True:
             with self._lock:
                 try:
                     with self._engine.connect() as conn:
-                        if write and self._sqlite:
-                            conn.exec_driver_sql("BEGIN IMMEDIATE")
+                        if write:
+                            self._dialect.begin_write(conn)
                         result = fn(conn)
                         if write:
                             conn.commit()
                         return result
                 except sa.exc.DBAPIError as exc:
-                    if not (self._sqlite and _is_locked(exc)):
-                        raise self._error(exc, what) from None
-                    locked = exc
-            delay = self._backoff(deadline, delay, locked, what)
+                    if not self._dialect.is_locked(exc):
+                        raise store_error(self.location, exc, what) from None
+            wait.sleep()
 
     # ------------------------------------------------------------------ schema
 
@@ -393,9 +356,7 @@ class Store:
             )
 
     def _upgrade(self, conn: Connection, target: int) -> None:
-        if not self._sqlite:
-            # Several drivers may open a fresh database at once: one migrates, the others wait.
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(7410526)"))
+        self._dialect.lock_schema(conn)
         version = self._read_version(conn)
         self._check_version(version)
         for migration in schema.migrations:
@@ -428,42 +389,8 @@ class Store:
     # ------------------------------------------------------------------ hot path
 
     def _prepare_hot_path(self) -> None:
-        dialect = self._engine.dialect
-        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
-        trial_stmt = (
-            insert(schema.trials)
-            .values({k: sa.bindparam(k) for k in _TRIAL_KEYS})
-            .on_conflict_do_nothing(index_elements=["run_id", "trial_id"])
-        )
-        sample_stmt = sa.insert(schema.samples).values({k: sa.bindparam(k) for k in _SAMPLE_KEYS})
-        trial_sql = trial_stmt.compile(dialect=dialect)
-        sample_sql = sample_stmt.compile(dialect=dialect)
-        self._trial_sql = str(trial_sql)
-        self._sample_sql = str(sample_sql)
-        if self._sqlite:
-            # add_trial builds tuples in the order of _TRIAL_KEYS / _SAMPLE_KEYS for the qmark style.
-            assert tuple(trial_sql.positiontup or ()) == _TRIAL_KEYS
-            assert tuple(sample_sql.positiontup or ()) == _SAMPLE_KEYS
-        else:
-            # One round trip per trial instead of one per row: the trial INSERT (compiled above) and
-            # the samples, passed as an array, in one statement; the samples are written only when
-            # the trial row was new. The result is 1 when the trial was stored, 0 when it was there.
-            self._trial_sql = (
-                f"WITH new_trial AS ({self._trial_sql} RETURNING run_id, trial_id), "
-                "new_samples AS (INSERT INTO samples (run_id, trial_id, idx, value) "
-                "SELECT new_trial.run_id, new_trial.trial_id, s.idx - 1, s.value FROM new_trial, "
-                "unnest(%(sample_values)s::double precision[]) WITH ORDINALITY AS s(value, idx)) "
-                "SELECT count(*) FROM new_trial"
-            )
-        self._connect_hot_path()
-
-    def _connect_hot_path(self) -> None:
-        try:
-            self._raw = self._engine.raw_connection()
-        except sa.exc.DBAPIError as exc:
-            raise self._error(exc, "cannot connect") from None
-        self._dbapi = self._raw.dbapi_connection
-        self._cursor = self._dbapi.cursor()
+        self._dialect.compile_hot_path(self._engine)
+        self._dialect.connect_hot_path(self._engine)
 
     def add_trial(self, run_id: int, trial: Trial) -> bool:
         """Record a finished trial and its samples in one transaction (the driver's hot path).
@@ -484,7 +411,7 @@ class Store:
         if trial.status is Status.PENDING:
             raise ValueError(f"trial {trial.id} is still pending: only finished trials are stored")
         config_json = trial.config.to_json()
-        row = (
+        row: TrialRow = (
             run_id,
             trial.id,
             config_json,
@@ -499,62 +426,10 @@ class Store:
             _float_or_none(trial.started_at),
             _float_or_none(trial.finished_at),
         )
-        samples = [(run_id, trial.id, i, float(v)) for i, v in enumerate(trial.samples)]
+        samples = [float(v) for v in trial.samples]
         self._check_open()
         with self._lock:
-            if self._sqlite:
-                return self._add_trial_sqlite(run_id, trial.id, row, samples)
-            params = dict(zip(_TRIAL_KEYS, row, strict=True))
-            params["sample_values"] = [s[3] for s in samples]
-            return self._add_trial_postgres(run_id, trial.id, params)
-
-    def _add_trial_sqlite(self, run_id: int, trial_id: int, row: Any, samples: list[Any]) -> bool:
-        cursor, conn = self._cursor, self._dbapi
-        deadline = time.monotonic() + LOCK_WAIT_S
-        delay = 0.005
-        while True:
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                cursor.execute(self._trial_sql, row)
-                inserted = cursor.rowcount == 1
-                if inserted and samples:
-                    cursor.executemany(self._sample_sql, samples)
-                conn.commit()
-                return bool(inserted)
-            except sqlite3.OperationalError as exc:
-                if conn.in_transaction:
-                    conn.rollback()
-                if not _is_locked(exc):
-                    raise self._error(exc, f"cannot record trial {trial_id}") from None
-                delay = self._backoff(deadline, delay, exc, f"cannot record trial {trial_id}")
-            except sqlite3.IntegrityError:
-                conn.rollback()
-                raise StoreError(f"store {self.location}: no run with id {run_id}") from None
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
-
-    def _add_trial_postgres(self, run_id: int, trial_id: int, params: dict[str, Any]) -> bool:
-        dbapi = self._engine.dialect.dbapi  # the psycopg2 or the psycopg (3) module
-        assert dbapi is not None
-        cursor, conn = self._cursor, self._dbapi
-        try:
-            cursor.execute(self._trial_sql, params)
-            inserted = cursor.fetchone()[0] == 1
-            conn.commit()
-            return bool(inserted)
-        except dbapi.IntegrityError:
-            conn.rollback()
-            raise StoreError(f"store {self.location}: no run with id {run_id}") from None
-        except dbapi.Error as exc:
-            if not conn.closed:
-                conn.rollback()
-            raise self._error(exc, f"cannot record trial {trial_id}") from None
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
+            return self._dialect.add_trial(run_id, trial.id, row, samples)
 
     # ------------------------------------------------------------------ runs
 
@@ -863,12 +738,9 @@ class Store:
         Raises:
             StoreError: no such run, or the database cannot be written.
         """
-        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
         values = {"run_id": run_id, "n_trials": int(n_trials), "created_at": time.time(), "blob": bytes(blob)}
-        stmt = insert(schema.checkpoints).values(values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["run_id"],
-            set_={k: stmt.excluded[k] for k in ("n_trials", "created_at", "blob")},
+        stmt = self._dialect.upsert(
+            schema.checkpoints, values, key=("run_id",), update=("n_trials", "created_at", "blob")
         )
 
         def write(conn: Connection) -> None:
@@ -897,7 +769,7 @@ class Store:
     # ------------------------------------------------------------------ leases
 
     @staticmethod
-    def _lease_from_row(row: Any) -> Lease:
+    def _lease_from_row(row: sa.Row[Any]) -> Lease:
         m = row._mapping
         return Lease(int(m["run_id"]), m["token"], m["host"], int(m["pid"]), float(m["started_at"]),
                      float(m["heartbeat_at"]))
@@ -921,7 +793,6 @@ class Store:
         """
         host, pid = socket.gethostname(), os.getpid()
         le = schema.leases
-        insert = sqlite_dialect.insert if self._sqlite else pg_dialect.insert
 
         def take(conn: Connection) -> Lease:
             name = conn.execute(sa.select(schema.runs.c.name).where(schema.runs.c.id == run_id)).scalar()
@@ -935,8 +806,7 @@ class Store:
             if row is None:
                 # SQLite holds the write lock already (BEGIN IMMEDIATE); on PostgreSQL two drivers may
                 # both see no row: the primary key lets one insert win, and the other reads the winner.
-                stmt = (insert(le).values(values).on_conflict_do_nothing(index_elements=["run_id"])
-                        .returning(le.c.token))
+                stmt = self._dialect.insert_or_ignore(le, values, ("run_id",)).returning(le.c.token)
                 if conn.execute(stmt).first() is not None:
                     return mine
                 row = conn.execute(query).first()
@@ -1096,12 +966,7 @@ class Store:
             if self._closed:
                 return
             self._closed = True
-            if self._raw is not None:
-                try:
-                    self._cursor.close()
-                    self._raw.close()
-                except Exception:  # noqa: BLE001 - closing a broken connection must not mask the cause
-                    pass
+            self._dialect.close()
             self._engine.dispose()
 
     def __enter__(self) -> Store:
@@ -1160,84 +1025,13 @@ def open_store(
         []
     """
     resolved = resolve_url(url)
-    engine = create_engine_for(resolved, must_exist=must_exist)
+    dialect = dialect_for(resolved)
+    engine = dialect.create_engine(must_exist=must_exist)
     target = schema.SCHEMA_VERSION if _schema_version is None else _schema_version
-    create = True
-    if resolved.get_backend_name() == "sqlite" and resolved.database not in (None, "", ":memory:"):
-        path = Path(resolved.database or "")
-        if not path.exists():
-            _create_sqlite_store(path, resolved, target)
-        _check_sqlite_file(path)
-        _warn_if_readable_by_others(path)
-        create = False  # an existing file is a perftune store or is refused: never initialised here
-    return Store(engine, resolved, schema_version=target, create=create)
 
+    def initialise(new: URL) -> None:
+        fresh = dialect_for(new)
+        Store(fresh.create_engine(), new, schema_version=target, dialect=fresh).close()
 
-def _check_sqlite_file(path: Path) -> None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreError(f"cannot open store {str(path)!r}: {exc.strerror or exc}") from None
-    if not head:
-        raise StoreError(f"{str(path)!r} is not a perftune store (an empty file); "
-                         "give a new path to create a store")
-    if head != SQLITE_MAGIC:
-        raise StoreError(f"{str(path)!r} is not a perftune store (not a SQLite database)")
-    # Read-only, before the store's own connection switches the file to WAL mode (a write).
-    try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    except sqlite3.Error:
-        return  # locked or unreadable: the store's own checks report it
-    if not names:
-        raise StoreError(f"{str(path)!r} is not a perftune store (an empty SQLite database)")
-    if "meta" not in names:
-        listed = ", ".join(sorted(names)[:5])
-        raise StoreError(f"{str(path)!r} is not a perftune store (it holds tables {listed})")
-
-
-_warned_modes: set[str] = set()
-
-
-def _warn_if_readable_by_others(path: Path) -> None:
-    """One line when an existing store of ours (made by an older perftune, or chmod-ed) is not private."""
-    try:
-        info = path.stat()
-    except OSError:
-        return
-    mode = info.st_mode & 0o777
-    key = str(path.resolve())
-    if not mode & 0o077 or info.st_uid != os.geteuid() or key in _warned_modes:
-        return
-    _warned_modes.add(key)
-    print(f"perftune: warning: store {str(path)!r} can be read by other users (mode {mode:04o}), "
-          f"evaluated programs included: chmod 600 {str(path)!r}", file=sys.stderr)
-
-
-def _create_sqlite_store(path: Path, url: URL, version: int) -> None:
-    """Build a new store beside ``path`` (mode 0600) and link it into place only when complete.
-
-    So a path that exists always holds a whole store (or is someone else's file, refused), even when
-    several drivers create the same store at once: the first link wins, the others use its store.
-    """
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.new")
-    try:
-        # Only the owner may read results, settings and environment (the candidate runs as someone
-        # else where a sandbox is used); SQLite gives its -wal and -shm files the mode of the database.
-        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        tmp_url = url.set(database=str(tmp))
-        Store(create_engine_for(tmp_url), tmp_url, schema_version=version).close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another driver created it first
-        except OSError:
-            if not path.exists():  # a file system without hard links
-                os.replace(tmp, path)
-    except OSError as exc:
-        raise StoreError(f"cannot create store {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+    create = dialect.prepare_database(initialise)
+    return Store(engine, resolved, schema_version=target, create=create, dialect=dialect)

@@ -16,32 +16,30 @@ Everything that can go wrong here is a user mistake and becomes a one-line
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
-from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine
-from sqlalchemy.pool import StaticPool
 
 from perftune.errors import StoreError
+from perftune.store._dialect import Dialect
+from perftune.store._postgres import PG_DRIVERS, PostgresDialect
+from perftune.store._sqlite import SQLITE_MAGIC, SqliteDialect
 
-__all__ = ["DEFAULT_URL", "ENV_VAR", "SQLITE_MAGIC", "create_engine_for", "describe", "resolve_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "ENV_VAR",
+    "SQLITE_MAGIC",
+    "create_engine_for",
+    "describe",
+    "dialect_for",
+    "resolve_url",
+]
 
 DEFAULT_URL = "sqlite:///perftune.db"
 ENV_VAR = "PERFTUNE_STORE"
 
-# A writer waits this long inside SQLite for the lock before the retry loop in Python takes over.
-SQLITE_BUSY_TIMEOUT_MS = 5_000
-POSTGRES_CONNECT_TIMEOUT_S = 10
-#: The first 16 bytes of every SQLite database file.
-SQLITE_MAGIC = b"SQLite format 3\x00"
 _MAX_URL_FILE_BYTES = 4096
-
-# SQLAlchemy driver name -> (module to import, pip package to name when it is missing).
-_PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
 _warned_passwords: set[str] = set()  # URLs warned about, once per process
 
 
@@ -84,7 +82,7 @@ def resolve_url(url: str | os.PathLike[str] | None) -> URL:
             raise StoreError(f"store URL {text!r}: unsupported SQLite driver {driver!r} (use sqlite:///PATH)")
         return parsed.set(drivername="sqlite")
     if backend == "postgresql":
-        if driver not in ("", *_PG_DRIVERS):
+        if driver not in ("", *PG_DRIVERS):
             raise StoreError(
                 f"store URL {describe(parsed)!r}: unsupported PostgreSQL driver {driver!r} "
                 "(use postgresql://... with psycopg2, or postgresql+psycopg://... with psycopg 3)"
@@ -135,7 +133,7 @@ def _warn_if_password_in_argv(url: URL, text: str) -> None:
 
 def _default_pg_driver() -> str:
     """psycopg2 when it is installed, else psycopg 3 when that is, else psycopg2 (named when missing)."""
-    for driver, (module, _) in _PG_DRIVERS.items():
+    for driver, (module, _) in PG_DRIVERS.items():
         try:
             __import__(module)
         except ImportError:
@@ -144,23 +142,12 @@ def _default_pg_driver() -> str:
     return "psycopg2"
 
 
-def _is_memory(url: URL) -> bool:
-    return url.database in (None, "", ":memory:")
-
-
-def _on_sqlite_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-    # The store issues BEGIN IMMEDIATE itself for writes: with the driver's implicit deferred
-    # transactions, two writers can both hold a read lock and deadlock when they upgrade.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        # In WAL mode NORMAL is crash-safe for the database; a power cut may lose the last commits.
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
+def dialect_for(url: URL) -> Dialect:
+    """The dialect of a resolved URL (:func:`resolve_url`): SQLite or PostgreSQL."""
+    location = describe(url)
+    if url.get_backend_name() == "sqlite":
+        return SqliteDialect(url, location)
+    return PostgresDialect(url, location)
 
 
 def create_engine_for(url: URL, *, must_exist: bool = False) -> Engine:
@@ -170,47 +157,4 @@ def create_engine_for(url: URL, *, must_exist: bool = False) -> Engine:
         StoreError: the SQLite file's folder does not exist, the file is missing while
             ``must_exist``, or the PostgreSQL driver is not installed.
     """
-    if url.get_backend_name() == "sqlite":
-        if _is_memory(url):
-            if must_exist:
-                raise StoreError("an in-memory store is always empty: give a store file or URL")
-            engine = sa.create_engine(
-                "sqlite://",
-                poolclass=StaticPool,
-                connect_args={"check_same_thread": False, "isolation_level": None},
-            )
-        else:
-            path = Path(url.database or "")
-            if path.is_dir():
-                raise StoreError(f"store {str(path)!r} is a directory, not a SQLite file")
-            if not path.exists():
-                if must_exist:
-                    raise StoreError(f"no store at {str(path)!r}")
-                parent = path.parent
-                if not parent.is_dir():
-                    raise StoreError(
-                        f"cannot create store {str(path)!r}: folder {str(parent)!r} does not exist"
-                    )
-            engine = sa.create_engine(
-                url,
-                connect_args={
-                    "check_same_thread": False,
-                    "isolation_level": None,
-                    "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
-                },
-            )
-        event.listen(engine, "connect", _on_sqlite_connect)
-        return engine
-    module, package = _PG_DRIVERS.get(url.get_driver_name(), _PG_DRIVERS["psycopg2"])
-    try:
-        __import__(module)
-    except ImportError:
-        raise StoreError(
-            f"store {describe(url)!r} needs {module}: pip install 'perftune[postgres]' "
-            f"(or pip install '{package}')"
-        ) from None
-    return sa.create_engine(
-        url,
-        pool_pre_ping=True,
-        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "perftune"},
-    )
+    return dialect_for(url).create_engine(must_exist=must_exist)

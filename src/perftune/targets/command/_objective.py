@@ -23,17 +23,22 @@ from typing import Any
 from perftune.errors import TaskError
 from perftune.measure import (
     BudgetedVerifier,
+    CandidateFileError,
     Decision,
     Limits,
     MeasureResult,
     Sandbox,
+    Stage,
+    StageError,
     StepResult,
     TimingSettings,
+    executable_by,
+    is_constant,
     measure_adaptively,
+    read_for_candidate,
+    size_for_candidate,
 )
-from perftune.measure._candidate_files import CandidateFileError
-from perftune.measure._timing import is_constant
-from perftune.targets.command._task import TIME_LIKE
+from perftune.targets.command._specs import TIME_LIKE, StepSpec
 from perftune.trial import TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
@@ -173,7 +178,7 @@ class CommandObjective:
         """Raise TaskError naming the key when a step's program cannot be found or executed.
 
         As root, a task directory or input that the candidates' users cannot reach (a clone in
-        ``/root`` or in a ``mktemp -d`` folder) is staged first: see :mod:`perftune.measure._stage`.
+        ``/root`` or in a ``mktemp -d`` folder) is staged first: see :class:`perftune.measure.Stage`.
         """
         sandbox = self.sandbox()
         self._stage_if_unreachable(sandbox)
@@ -196,19 +201,16 @@ class CommandObjective:
         return sandbox.candidate_user()
 
     def _stage_if_unreachable(self, sandbox: Sandbox) -> None:
-        from perftune.measure._sandbox import _executable_by
-        from perftune.measure._stage import Stage, StageError
-
         user = self._probe_user(sandbox)
         if user is None:
             return  # candidates run as perftune's own user: they reach what it reaches
         extra = list(self.check.expensive.inputs) if self.check.expensive else []
-        need_tree = not _executable_by(self.task_dir, *user)
+        need_tree = not executable_by(self.task_dir, *user)
         # An input in the staged tree comes with it (its directories made 0755); any other is copied alone.
         need_inputs = [
             i
             for i in dict.fromkeys([*self.inputs, *extra])
-            if not (need_tree and self._under_task_dir(i)) and not _executable_by(os.path.dirname(i), *user)
+            if not (need_tree and self._under_task_dir(i)) and not executable_by(os.path.dirname(i), *user)
         ]
         if not (need_tree or need_inputs):
             return
@@ -224,7 +226,7 @@ class CommandObjective:
                 self.staged[i] = stage.add_file(i)
         except (StageError, OSError) as error:
             raise TaskError(f"{self.task_path}: {error}") from None
-        if not _executable_by(stage.path, *user):
+        if not executable_by(stage.path, *user):
             raise TaskError(
                 f"{self.task_path}: the staged copy {stage.path} is not reachable by the sandbox user "
                 "either: set [sandbox] scratch_root (or PERFTUNE_SCRATCH) to a directory it can reach"
@@ -303,15 +305,13 @@ class CommandObjective:
         return r
 
     def _read_output(self, path: str, scratch: str, *, size_only: bool = False) -> bytes | int:
-        """A file the candidate produced, read as :mod:`perftune.measure._candidate_files` says.
+        """A file the candidate produced, read as :func:`perftune.measure.read_for_candidate` says.
 
         Raises:
             CandidateFileError: One line: missing, a link out of scratch, a FIFO, unreadable, too large.
         """
-        from perftune.measure._candidate_files import read_for_candidate, size_for_candidate
-
         sandbox = self.sandbox()
-        user = sandbox._step_user(scratch)
+        user = sandbox.step_user(scratch)
         if size_only:
             return size_for_candidate(path, scratch=scratch, user=user)
         return read_for_candidate(path, scratch=scratch, user=user, max_bytes=sandbox.limits.disk_mb << 20)
@@ -712,8 +712,6 @@ class CommandObjective:
             sandbox = self.sandbox(sanitizer=ex.sanitizer)
             with sandbox.scratch() as vscratch:
                 ctx = self._context(config, vscratch.path, None)
-                from perftune.targets.command._task import StepSpec
-
                 build = StepSpec(tuple(ex.build), ex.build_timeout_s, sanitizer=ex.sanitizer)
                 r = self._step(sandbox, build, ctx, vscratch.path, ex.build_timeout_s)
                 if not r.ok:

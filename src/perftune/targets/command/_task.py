@@ -1,16 +1,15 @@
 """Loading a TOML task file into a :class:`Task` (space, objective, goal, budget, seeds).
 
-The schema is documented in :mod:`perftune.targets.command` and in ``examples/README.md``.
+The schema is documented in :mod:`perftune.targets.command` and in ``examples/README.md``; each
+section is read by its own function in :mod:`perftune.targets.command._sections`.
 """
 
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import re
 import shutil
-import string
 import tempfile
 import tomllib
 from collections.abc import Mapping
@@ -18,93 +17,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perftune.errors import PerftuneError, SpaceError, TaskError
+from perftune.errors import TaskError
+from perftune.targets.command._objective import CommandObjective
+from perftune.targets.command._sections import (
+    BUILTINS,
+    TOP_KEYS,
+    Where,
+    check_keys,
+    read_check,
+    read_environment,
+    read_inputs,
+    read_name,
+    read_objective,
+    read_sandbox,
+    read_space,
+    read_steps,
+    read_timing,
+    read_tuning,
+)
+from perftune.targets.command._specs import CheckSpec, ExpensiveCheckSpec, ObjectiveSpec, StepSpec
 
 __all__ = ["CheckSpec", "ExpensiveCheckSpec", "ObjectiveSpec", "StepSpec", "Task", "load_task"]
-
-METRICS = ("wall_time", "cpu_time", "max_rss", "file_size", "stdout_regex", "stdout_json")
-BUILTINS = ("scratch", "input", "task_dir")
-_TOP_KEYS = {
-    "name",
-    "description",
-    "constraints",
-    "space",
-    "build",
-    "run",
-    "objective",
-    "check",
-    "timing",
-    "sandbox",
-    "tuning",
-    "env",
-    "inputs",
-    "cwd",
-}
-_STEP_KEYS = {"command", "timeout_s", "shell", "env", "cwd", "stdin", "sanitizer"}
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """A build or run step: an argument-vector template and how to run it."""
-
-    command: tuple[str, ...] | str
-    timeout_s: float
-    shell: bool = False
-    env: tuple[tuple[str, str], ...] = ()
-    cwd: str | None = None
-    stdin: str | None = None
-    sanitizer: bool = False
-
-
-TIME_LIKE = ("wall_time", "cpu_time", "max_rss")
-"""Metrics measured by the clock or the kernel: noisy, so always the sequential test (unless declared)."""
-
-
-@dataclass(frozen=True)
-class ObjectiveSpec:
-    """``[objective]``: what is optimised.
-
-    ``deterministic``: True (one run per configuration), False (the sequential test, always) or None
-    (``"auto"``: time-like metrics get the sequential test, ``file_size`` one run, and a value read
-    from stdout is measured once per configuration when the default configuration printed the same
-    value twice).
-    """
-
-    metric: str = "wall_time"
-    goal: str = "min"
-    pattern: str | None = None
-    key: str | None = None
-    file: str | None = None
-    deterministic: bool | None = None
-
-
-@dataclass(frozen=True)
-class ExpensiveCheckSpec:
-    """The expensive check, run on risky candidates within ``budget`` and on every potential winner."""
-
-    budget: float = 0.1
-    build: tuple[str, ...] | None = None  # e.g. a sanitizer build; the run command is reused
-    build_timeout_s: float = 300.0
-    run_timeout_s: float | None = None
-    sanitizer: bool = True
-    inputs: tuple[str, ...] = ()
-    repeats: int = 0
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """Correctness check against the default configuration's output (cheap: every candidate)."""
-
-    stdout: str = "none"  # "none", "exact", "numeric"
-    files: tuple[str, ...] = ()
-    rtol: float = 0.0
-    atol: float = 0.0
-    ignore: str | None = None  # regex: lines matching it are not compared (timings printed by the program)
-    expensive: ExpensiveCheckSpec | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.stdout != "none" or bool(self.files)
 
 
 @dataclass
@@ -157,313 +90,9 @@ class Task:
 
         The same number as every view of the run prints (:func:`perftune.report.trial_speedup`).
         """
-        from perftune.report._improvement import trial_speedup
+        from perftune.report import trial_speedup
 
         return trial_speedup(best, default, goal=self.goal, confidence=confidence)
-
-
-# -- errors with file, key and line ---------------------------------------------------------------
-
-
-class _Where:
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
-        self.text = text
-
-    def line_of(self, *needles: str) -> int | None:
-        for needle in needles:
-            if not needle:
-                continue
-            for i, line in enumerate(self.text.splitlines(), 1):
-                if needle in line:
-                    return i
-        return None
-
-    def line_of_key(self, key: str) -> int | None:
-        """Line of ``leaf = ...`` inside the table of a dotted key (``run.timeout_s``: under ``[run]``)."""
-        *tables, leaf = key.split(".")
-        leaf = leaf.split("[")[0]
-        table = ".".join(tables)
-        assignment = re.compile(rf"{re.escape(leaf)}\s*=")
-        current = ""
-        for i, line in enumerate(self.text.splitlines(), 1):
-            stripped = line.strip()
-            if stripped.startswith("[") and "]" in stripped:
-                current = stripped.lstrip("[").split("]")[0].strip()
-                continue
-            if current == table and assignment.match(stripped):
-                return i
-        return None
-
-    def error(self, key: str, message: str, *needles: str) -> TaskError:
-        line = self.line_of(*needles) if needles else None
-        if line is None and key:
-            line = self.line_of_key(key)
-        if line is None and key:
-            leaf = key.split(".")[-1].split("[")[0]
-            line = self.line_of(f"{leaf} =", f"{leaf}=", f"[{key}]")
-        where = f"{self.path}:{line}: {key}" if line else f"{self.path}: {key}"
-        return TaskError(f"{where}: {message}")
-
-
-def _get(
-    table: Mapping[str, Any],
-    key: str,
-    kind: type | tuple[type, ...],
-    where: _Where,
-    path: str,
-    default: Any = None,
-) -> Any:
-    if key not in table:
-        return default
-    value = table[key]
-    if isinstance(value, bool) and kind in (int, float, (int, float)):
-        raise where.error(path, f"expected a number, got {value!r}")
-    if not isinstance(value, kind):
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise where.error(path, f"expected {expected}, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _flag(table: Mapping[str, Any], key: str, where: _Where, path: str, default: Any = None) -> Any:
-    """A boolean setting: a TOML ``true``/``false``; the string "false" (which is truthy) is refused."""
-    if key not in table:
-        return default
-    value = table[key]
-    if not isinstance(value, bool):
-        raise where.error(path, f"expected true or false (a TOML boolean, without quotes), got {value!r}")
-    return value
-
-
-def _number(
-    table: Mapping[str, Any],
-    key: str,
-    where: _Where,
-    path: str,
-    default: Any = None,
-    *,
-    integer: bool = False,
-    above: float | None = None,
-    at_least: float | None = None,
-    below: float | None = None,
-    at_most: float | None = None,
-) -> Any:
-    """A numeric setting: the right type, finite (TOML allows nan and inf), and in range."""
-    if key not in table:
-        return default
-    value = table[key]
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        expected = "an integer" if integer else "a number"
-        raise where.error(path, f"expected {expected}, got {type(value).__name__} {value!r}")
-    if not math.isfinite(value):
-        raise where.error(path, f"must be a finite number, got {value}")
-    bounds = []
-    if above is not None:
-        bounds.append(f"> {above:g}")
-    if at_least is not None:
-        bounds.append(f">= {at_least:g}")
-    if below is not None:
-        bounds.append(f"< {below:g}")
-    if at_most is not None:
-        bounds.append(f"<= {at_most:g}")
-    if (
-        (above is not None and not value > above)
-        or (at_least is not None and not value >= at_least)
-        or (below is not None and not value < below)
-        or (at_most is not None and not value <= at_most)
-    ):
-        raise where.error(path, f"must be {' and '.join(bounds)}, got {value!r}")
-    return value
-
-
-def _check_keys(table: Mapping[str, Any], allowed: set[str], where: _Where, prefix: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise where.error(
-                f"{prefix}{key}" if prefix else key,
-                f"unknown key (allowed: {', '.join(sorted(allowed))})",
-                f"{key} =",
-                f"[{prefix}{key}]",
-            )
-
-
-# -- templates --------------------------------------------------------------------------------------
-
-_FORMATTER = string.Formatter()
-
-
-def template_names(template: str) -> list[str]:
-    """Placeholder names of a template (``{x}``); ``{{`` and ``}}`` are literal braces."""
-    names = []
-    for _, name, spec, conv in _FORMATTER.parse(template):
-        if name is not None:
-            if name == "" or spec or conv:
-                raise ValueError(
-                    f"placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
-                    "must be a plain name"
-                )
-            names.append(name)
-    return names
-
-
-def _check_template(template: str, known: set[str], where: _Where, key: str) -> None:
-    try:
-        names = template_names(template)
-    except ValueError as error:
-        raise where.error(key, f"{error} in {template!r}", template) from None
-    for name in names:
-        if name not in known:
-            from difflib import get_close_matches
-
-            close = get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {{{close[0]}}}?" if close else ""
-            raise where.error(
-                key,
-                f"unknown parameter {{{name}}} in {template!r} (known: {', '.join(sorted(known))}){hint}",
-                "{" + name + "}",
-            )
-
-
-# -- loading --------------------------------------------------------------------------------------
-
-
-def _step(table: Any, where: _Where, section: str, default_timeout_s: float, known: set[str]) -> StepSpec:
-    if not isinstance(table, Mapping):
-        raise where.error(section, f"expected a table [{section}]")
-    _check_keys(table, _STEP_KEYS, where, f"{section}.")
-    if "command" not in table:
-        raise where.error(section, "missing 'command' (an array of arguments)", f"[{section}]")
-    shell = _flag(table, "shell", where, f"{section}.shell", False)
-    command = table["command"]
-    if isinstance(command, str):
-        if not shell:
-            raise where.error(
-                f"{section}.command",
-                "a string runs through a shell: write an array of arguments, or add shell = true",
-            )
-        parts: tuple[str, ...] | str = command
-        templates = [command]
-    elif (
-        isinstance(command, list)
-        and command
-        and all(isinstance(c, str | int | float) and not isinstance(c, bool) for c in command)
-    ):
-        parts = tuple(str(c) for c in command)
-        templates = list(parts)
-    else:
-        raise where.error(f"{section}.command", "expected a non-empty array of strings")
-    for i, t in enumerate(templates):
-        _check_template(t, known, where, f"{section}.command[{i}]")
-    timeout = _number(table, "timeout_s", where, f"{section}.timeout_s", default_timeout_s, above=0)
-    env = _get(table, "env", dict, where, f"{section}.env", {})
-    for k, v in env.items():
-        if not isinstance(v, str | int | float):
-            raise where.error(f"{section}.env.{k}", f"expected a string, got {v!r}")
-        _check_template(str(v), known, where, f"{section}.env.{k}")
-    cwd = _get(table, "cwd", str, where, f"{section}.cwd")
-    stdin = _get(table, "stdin", str, where, f"{section}.stdin")
-    for k, v in (("cwd", cwd), ("stdin", stdin)):
-        if v is not None:
-            _check_template(v, known, where, f"{section}.{k}")
-    sanitizer = _flag(table, "sanitizer", where, f"{section}.sanitizer", None)
-    if sanitizer is None:
-        sanitizer = any("-fsanitize" in t for t in templates)
-    return StepSpec(
-        parts, float(timeout), shell, tuple((k, str(v)) for k, v in env.items()), cwd, stdin, sanitizer
-    )
-
-
-def _space(doc: Mapping[str, Any], where: _Where) -> tuple[Any, dict[str, dict[str, Any]]]:
-    from perftune.space import Space, parameter_from_dict
-
-    table = doc.get("space")
-    if not isinstance(table, Mapping) or not table:
-        raise where.error(
-            "space",
-            "missing or empty [space] table (one entry per parameter, e.g. "
-            'block = { type = "pow2", min = 16, max = 512 })',
-            "[space]",
-        )
-    params = {}
-    render: dict[str, dict[str, Any]] = {}
-    for name, spec in table.items():
-        if name in BUILTINS:
-            raise where.error(f"space.{name}", f"{name!r} is a reserved placeholder name", f"{name} =")
-        if not isinstance(spec, Mapping):
-            raise where.error(
-                f"space.{name}",
-                'expected an inline table such as { type = "int", min = 1, max = 8 }',
-                f"{name} =",
-            )
-        spec = dict(spec)
-        extra: dict[str, Any] = {}
-        for rkey in ("on", "off", "sep"):
-            if rkey in spec:
-                value = spec.pop(rkey)
-                if not isinstance(value, str):
-                    raise where.error(
-                        f"space.{name}.{rkey}", f"expected a string, got {value!r}", f"{name} ="
-                    )
-                extra[rkey] = value
-        ptype = str(spec.get("type", "")).lower()
-        if ("on" in extra or "off" in extra) and ptype != "bool":
-            raise where.error(f"space.{name}", "'on'/'off' only apply to type \"bool\"", f"{name} =")
-        if "sep" in extra and ptype not in ("permutation", "schedule"):
-            raise where.error(
-                f"space.{name}", '\'sep\' only applies to type "permutation" or "schedule"', f"{name} ="
-            )
-        if (
-            ptype in ("choice", "ordinal")
-            and "values" in spec
-            and "options" not in spec
-            and ptype == "choice"
-        ):
-            spec["options"] = spec.pop("values")
-        try:
-            params[name] = parameter_from_dict(spec, name)
-        except PerftuneError as error:
-            raise where.error(f"space.{name}", str(error).split(": ", 1)[-1], f"{name} =") from None
-        except (TypeError, ValueError) as error:
-            raise where.error(f"space.{name}", str(error), f"{name} =") from None
-        render[name] = extra
-    constraints = doc.get("constraints", [])
-    if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
-        raise where.error("constraints", "expected an array of expression strings")
-    try:
-        space = Space(params, constraints)
-    except SpaceError as error:
-        msg = str(error)
-        needle = next((c for c in constraints if c in msg), "")
-        raise where.error("constraints" if needle else "space", msg, needle) from None
-    return space, render
-
-
-def _check_timing(table: Mapping[str, Any], where: _Where) -> None:
-    """Types and ranges of ``[timing]``, each error naming its key and line."""
-    for k in ("min_runs", "max_runs", "first_runs", "repeats"):
-        _number(table, k, where, f"timing.{k}", integer=True, at_least=1)
-    _number(table, "warmup_runs", where, "timing.warmup_runs", integer=True, at_least=0)
-    _number(table, "tie", where, "timing.tie", at_least=0)
-    for k in ("confidence", "futility_confidence"):
-        _number(table, k, where, f"timing.{k}", above=0, below=1)
-    _number(table, "timeout_factor", where, "timing.timeout_factor", at_least=1)
-    _number(table, "min_timeout_s", where, "timing.min_timeout_s", above=0)
-    if "min_runs" in table and "max_runs" in table and table["min_runs"] > table["max_runs"]:
-        raise where.error(
-            "timing.min_runs", f"must be at most max_runs ({table['max_runs']}), got {table['min_runs']}"
-        )
-    pin = table.get("pin_cpus")
-    if pin is not None and (
-        not isinstance(pin, list)
-        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in pin)
-    ):
-        raise where.error("timing.pin_cpus", f"expected an array of core numbers, got {pin!r}")
-
-
-def _resolve_path(value: str, base: Path) -> str:
-    p = Path(os.path.expanduser(value))
-    return str(p if p.is_absolute() else (base / p).resolve())
 
 
 def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
@@ -478,299 +107,24 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
             parameter in a template, a missing executable, an unreadable input, a regex that never
             matches, a default configuration that fails.
     """
-    from perftune.targets.command._objective import CommandObjective, TimingOptions
-
     file = Path(path)
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        raise TaskError(f"{path}: no such task file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise TaskError(f"{path}: cannot read the task file: {error}") from None
-    where = _Where(str(path), text)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        msg = str(error)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        if m:
-            raise TaskError(
-                f"{path}:{m.group(1)}: malformed TOML: {msg[: m.start()].strip()} (column {m.group(2)})"
-            ) from None
-        raise TaskError(f"{path}: malformed TOML: {msg}") from None
-    _check_keys(doc, _TOP_KEYS, where, "")
+    text = _read_text(file, path)
+    where = Where(str(path), text)
+    doc = _parse_toml(text, path)
+    check_keys(doc, TOP_KEYS, where, "")
     task_dir = file.resolve().parent
-    space, render = _space(doc, where)
+    # Sections are read in this order so that a file with several mistakes reports the same one first.
+    space, render = read_space(doc, where)
     known = set(space.names) | set(BUILTINS)
-
-    # inputs: {input} is the first one
-    inputs = doc.get("inputs", [])
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
-        raise where.error("inputs", "expected a path or an array of paths")
-    input_paths = []
-    for i, inp in enumerate(inputs):
-        resolved = _resolve_path(inp, task_dir)
-        if not os.path.isfile(resolved) or not os.access(resolved, os.R_OK):
-            why = "does not exist" if not os.path.exists(resolved) else "is not a readable file"
-            raise where.error(f"inputs[{i}]", f"input {inp!r} {why} ({resolved})", inp)
-        input_paths.append(resolved)
-
-    build = _step(doc["build"], where, "build", 300.0, known) if "build" in doc else None
-    if "run" not in doc:
-        raise where.error("run", "missing [run] table with command = [...]")
-    run = _step(doc["run"], where, "run", 60.0, known)
-
-    for section, step in (("build", build), ("run", run)):
-        if step is None:
-            continue
-        if (
-            any("{input}" in t for t in ([step.command] if isinstance(step.command, str) else step.command))
-            and not input_paths
-        ):
-            raise where.error(
-                f"{section}.command", "uses {input} but the task declares no inputs = [...]", "{input}"
-            )
-
-    # objective
-    obj_table = doc.get("objective", {})
-    if not isinstance(obj_table, Mapping):
-        raise where.error("objective", "expected a table [objective]")
-    _check_keys(obj_table, {"metric", "goal", "pattern", "key", "file", "deterministic"}, where, "objective.")
-    metric = _get(obj_table, "metric", str, where, "objective.metric", "wall_time")
-    if metric not in METRICS:
-        raise where.error(
-            "objective.metric", f"unknown metric {metric!r} (one of: {', '.join(METRICS)})", metric
-        )
-    default_goal = "min" if metric in ("wall_time", "cpu_time", "max_rss", "file_size") else None
-    goal = _get(obj_table, "goal", str, where, "objective.goal", default_goal)
-    if goal not in ("min", "max"):
-        raise where.error(
-            "objective.goal",
-            'expected "min" or "max"' if goal else f'metric {metric!r} needs goal = "min" or "max"',
-        )
-    pattern = _get(obj_table, "pattern", str, where, "objective.pattern")
-    key = _get(obj_table, "key", str, where, "objective.key")
-    out_file = _get(obj_table, "file", str, where, "objective.file")
-    if metric == "stdout_regex":
-        if not pattern:
-            raise where.error(
-                "objective.pattern",
-                "metric \"stdout_regex\" needs pattern = '...' "
-                "(its first group, or the whole match, is the number)",
-                "[objective]",
-            )
-        try:
-            re.compile(pattern, re.MULTILINE)
-        except re.error as error:
-            raise where.error("objective.pattern", f"bad regular expression: {error}", pattern) from None
-    if metric == "stdout_json" and not key:
-        raise where.error(
-            "objective.key",
-            'metric "stdout_json" needs key = "..." (dotted for nested objects)',
-            "[objective]",
-        )
-    if metric == "file_size":
-        if not out_file:
-            raise where.error(
-                "objective.file", 'metric "file_size" needs file = "{scratch}/..."', "[objective]"
-            )
-        _check_template(out_file, known, where, "objective.file")
-    deterministic = obj_table.get("deterministic", "auto")
-    if deterministic == "auto" and not isinstance(deterministic, bool):
-        deterministic = None
-    elif not isinstance(deterministic, bool):
-        raise where.error(
-            "objective.deterministic", f'expected true, false or "auto", got {deterministic!r}'
-        )
-    elif deterministic and metric in ("wall_time", "cpu_time"):
-        raise where.error(
-            "objective.deterministic",
-            f"{metric} is measured by the clock and never deterministic: remove the key, or set it to false",
-        )
-    objective_spec = ObjectiveSpec(metric, goal, pattern, key, out_file, deterministic)
-
-    # check
-    check_table = doc.get("check", {})
-    if not isinstance(check_table, Mapping):
-        raise where.error("check", "expected a table [check]")
-    _check_keys(check_table, {"stdout", "files", "rtol", "atol", "ignore", "expensive"}, where, "check.")
-    stdout_mode = _get(check_table, "stdout", (str, bool), where, "check.stdout", "none")
-    if stdout_mode is True:
-        stdout_mode = "exact"
-    elif stdout_mode is False:
-        stdout_mode = "none"
-    if stdout_mode not in ("none", "exact", "numeric"):
-        raise where.error("check.stdout", f'expected "exact", "numeric" or "none", got {stdout_mode!r}')
-    files = _get(check_table, "files", list, where, "check.files", [])
-    for i, f in enumerate(files):
-        if not isinstance(f, str):
-            raise where.error(f"check.files[{i}]", f"expected a path template, got {f!r}")
-        _check_template(f, known, where, f"check.files[{i}]")
-    rtol = float(_number(check_table, "rtol", where, "check.rtol", 0.0, at_least=0))
-    atol = float(_number(check_table, "atol", where, "check.atol", 0.0, at_least=0))
-    if (rtol or atol) and stdout_mode == "exact":
-        stdout_mode = "numeric"
-    ignore = _get(check_table, "ignore", str, where, "check.ignore")
-    if ignore is not None:
-        try:
-            re.compile(ignore)
-        except re.error as error:
-            raise where.error("check.ignore", f"bad regular expression: {error}", ignore) from None
-    expensive = None
-    if "expensive" in check_table:
-        ex = check_table["expensive"]
-        if not isinstance(ex, Mapping):
-            raise where.error("check.expensive", "expected a table [check.expensive]")
-        _check_keys(
-            ex,
-            {"budget", "build", "build_timeout_s", "run_timeout_s", "inputs", "repeats", "sanitizer"},
-            where,
-            "check.expensive.",
-        )
-        try:
-            budget_frac = float(
-                _number(ex, "budget", where, "check.expensive.budget", 0.1, at_least=0, at_most=1)
-            )
-        except TaskError as error:
-            raise TaskError(f"{error} (a fraction of the candidates)") from None
-        ex_build = _get(ex, "build", list, where, "check.expensive.build")
-        if ex_build is not None:
-            if not ex_build:
-                raise where.error("check.expensive.build", "expected a non-empty array of arguments")
-            for i, t in enumerate(ex_build):
-                if isinstance(t, bool) or not isinstance(t, str | int | float):
-                    raise where.error(f"check.expensive.build[{i}]", f"expected a string, got {t!r}")
-                _check_template(str(t), known, where, f"check.expensive.build[{i}]")
-        ex_inputs = []
-        for i, inp in enumerate(_get(ex, "inputs", list, where, "check.expensive.inputs", [])):
-            resolved = _resolve_path(str(inp), task_dir)
-            if not os.path.isfile(resolved) or not os.access(resolved, os.R_OK):
-                raise where.error(
-                    f"check.expensive.inputs[{i}]", f"input {inp!r} is missing or unreadable", inp
-                )
-            ex_inputs.append(resolved)
-        if ex_inputs and not input_paths:
-            raise where.error(
-                "check.expensive.inputs", "extra inputs replace {input}, but the task has no inputs"
-            )
-        expensive = ExpensiveCheckSpec(
-            budget=budget_frac,
-            build=tuple(str(t) for t in ex_build) if ex_build is not None else None,
-            build_timeout_s=float(
-                _number(ex, "build_timeout_s", where, "check.expensive.build_timeout_s", 300.0, above=0)
-            ),
-            run_timeout_s=_number(ex, "run_timeout_s", where, "check.expensive.run_timeout_s", above=0),
-            sanitizer=_flag(ex, "sanitizer", where, "check.expensive.sanitizer", True),
-            inputs=tuple(ex_inputs),
-            repeats=int(
-                _number(ex, "repeats", where, "check.expensive.repeats", 0, integer=True, at_least=0)
-            ),
-        )
-    check = CheckSpec(stdout_mode, tuple(files), rtol, atol, ignore, expensive)
-
-    # timing
-    timing_table = doc.get("timing", {})
-    if not isinstance(timing_table, Mapping):
-        raise where.error("timing", "expected a table [timing]")
-    allowed_timing = {
-        "min_runs",
-        "max_runs",
-        "warmup_runs",
-        "first_runs",
-        "tie",
-        "confidence",
-        "repeats",
-        "timeout_factor",
-        "min_timeout_s",
-        "pin_cpus",
-        "futility_confidence",
-    }
-    _check_keys(timing_table, allowed_timing, where, "timing.")
-    _check_timing(timing_table, where)
-    if deterministic and timing_table.get("repeats", 1) > 1:
-        raise where.error(
-            "timing.repeats",
-            "objective.deterministic = true measures each configuration once: remove one of the two",
-        )
-    try:
-        timing = TimingOptions.from_table(timing_table, metric)
-    except (TypeError, ValueError) as error:
-        raise where.error("timing", str(error), "[timing]") from None
-
-    # sandbox
-    sandbox_table = doc.get("sandbox", {})
-    if not isinstance(sandbox_table, Mapping):
-        raise where.error("sandbox", "expected a table [sandbox]")
-    _check_keys(
-        sandbox_table,
-        {"memory_mb", "processes", "disk_mb", "network", "isolate_files", "scratch_root", "keep_scratch"},
-        where,
-        "sandbox.",
-    )
-    for k in ("memory_mb", "processes", "disk_mb"):
-        _number(sandbox_table, k, where, f"sandbox.{k}", integer=True, at_least=1)
-    for k in ("network", "isolate_files", "keep_scratch"):
-        _flag(sandbox_table, k, where, f"sandbox.{k}")
-    _get(sandbox_table, "scratch_root", str, where, "sandbox.scratch_root")
-
-    # environment and working directory
-    env = _get(doc, "env", dict, where, "env", {})
-    for k, v in env.items():
-        if not isinstance(v, str | int | float):
-            raise where.error(f"env.{k}", f"expected a string, got {v!r}")
-        _check_template(str(v), known, where, f"env.{k}")
-    cwd = _get(doc, "cwd", str, where, "cwd")
-    if cwd is not None:
-        _check_template(cwd, known, where, "cwd")
-
-    # tuning
-    tuning = doc.get("tuning", {})
-    if not isinstance(tuning, Mapping):
-        raise where.error("tuning", "expected a table [tuning]")
-    _check_keys(tuning, {"budget", "seed", "workers", "seeds", "technique"}, where, "tuning.")
-    budget = None
-    if "budget" in tuning:
-        from perftune.drive import Budget
-
-        raw = tuning["budget"]
-        if isinstance(raw, Mapping):
-            for k in ("evals", "patience"):
-                _number(raw, k, where, f"tuning.budget.{k}", integer=True, at_least=1)
-            _number(raw, "seconds", where, "tuning.budget.seconds", above=0)
-            _number(raw, "target", where, "tuning.budget.target")
-        elif isinstance(raw, int | float):
-            _number(tuning, "budget", where, "tuning.budget", integer=True, at_least=1)
-        try:
-            if isinstance(raw, Mapping):
-                budget = Budget(**{k: v for k, v in raw.items()})
-            else:
-                budget = Budget.coerce(raw)
-        except (PerftuneError, TypeError) as error:
-            raise where.error("tuning.budget", str(error).split(": ", 1)[-1]) from None
-    seed = _number(tuning, "seed", where, "tuning.seed", integer=True, at_least=0)
-    workers = _number(tuning, "workers", where, "tuning.workers", integer=True, at_least=1)
-    technique = _get(tuning, "technique", str, where, "tuning.technique")
-    seeds_raw = _get(tuning, "seeds", list, where, "tuning.seeds", [])
-    seeds: list[dict[str, Any]] = []
-    for i, s in enumerate(seeds_raw):
-        if not isinstance(s, Mapping):
-            raise where.error(
-                f"tuning.seeds[{i}]", f"expected an inline table of parameter values, got {s!r}"
-            )
-        unknown = [k for k in s if k not in space.params]
-        if unknown:
-            raise where.error(f"tuning.seeds[{i}]", f"unknown parameter {unknown[0]!r}")
-        from perftune.space import Config
-
-        cfg = Config.from_json(dict(s), space)
-        problem = space.why_invalid(cfg)
-        if problem:
-            raise where.error(f"tuning.seeds[{i}]", f"invalid configuration: {problem}")
-        seeds.append(dict(cfg))
-
-    name = _get(doc, "name", str, where, "name", file.stem if file.stem != "task" else task_dir.name)
+    input_paths = read_inputs(doc, where, task_dir)
+    build, run = read_steps(doc, where, known, input_paths)
+    objective_spec = read_objective(doc, where, known)
+    check = read_check(doc, where, known, task_dir, input_paths)
+    timing = read_timing(doc, where, objective_spec)
+    sandbox_options = read_sandbox(doc, where)
+    env, cwd = read_environment(doc, where, known)
+    tuning = read_tuning(doc, where, space)
+    name = read_name(doc, where, file.stem if file.stem != "task" else task_dir.name)
     objective = CommandObjective(
         task_path=str(path),
         task_dir=str(task_dir),
@@ -782,9 +136,9 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         check=check,
         timing=timing,
         inputs=tuple(input_paths),
-        env=tuple((k, str(v)) for k, v in env.items()),
+        env=env,
         cwd=cwd,
-        sandbox_options=dict(sandbox_table),
+        sandbox_options=sandbox_options,
         state_dir=_state_dir(),
     )
     objective.check_executables()
@@ -793,18 +147,40 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
         path=str(path),
         space=space,
         objective=objective,
-        goal=goal,
-        metric=metric,
-        budget=budget,
-        seed=seed,
-        workers=workers,
-        seeds=seeds,
+        goal=objective_spec.goal,
+        metric=objective_spec.metric,
+        budget=tuning.budget,
+        seed=tuning.seed,
+        workers=tuning.workers,
+        seeds=list(tuning.seeds),
         timeout_s=None,
-        technique=technique,
+        technique=tuning.technique,
     )
     if prepare:
         objective.prepare()
     return task
+
+
+def _read_text(file: Path, path: str | os.PathLike[str]) -> str:
+    try:
+        return file.read_text()
+    except FileNotFoundError:
+        raise TaskError(f"{path}: no such task file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise TaskError(f"{path}: cannot read the task file: {error}") from None
+
+
+def _parse_toml(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        msg = str(error)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if m:
+            raise TaskError(
+                f"{path}:{m.group(1)}: malformed TOML: {msg[: m.start()].strip()} (column {m.group(2)})"
+            ) from None
+        raise TaskError(f"{path}: malformed TOML: {msg}") from None
 
 
 def _state_dir() -> str:

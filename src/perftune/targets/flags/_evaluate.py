@@ -265,7 +265,7 @@ class Evaluator:
     def _run_cwd(self) -> str:
         """The directory runs start in: the program's, or a read-only copy of it when the user the
         runs are sandboxed as cannot reach it (root working in a 0700 folder)."""
-        from perftune.measure._stage import StageError
+        from perftune.measure import StageError
 
         try:
             return self.run_sandbox.reachable(self.program.cwd, needed=self.program.run_args)

@@ -30,7 +30,7 @@ from typing import Any
 
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
-from perftune.report._improvement import FinalAnswer, Improvement, record_final_answer
+from perftune.report import FinalAnswer, Improvement, record_final_answer
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render

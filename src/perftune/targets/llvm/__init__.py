@@ -27,6 +27,7 @@ from perftune.targets.llvm._actions import (
     action_index,
     pipeline_of,
 )
+from perftune.targets.llvm._cli import llvm_passes
 from perftune.targets.llvm._datasets import (
     BUNDLED_PROGRAMS,
     Benchmark,
@@ -39,14 +40,15 @@ from perftune.targets.llvm._errors import ActionError, BenchmarkError, LlvmError
 from perftune.targets.llvm._taskfile import task_file_text
 
 if TYPE_CHECKING:
-    from perftune.targets.llvm._env import ActionSpace, LlvmEnv, ValidationResult
+    from perftune.targets.llvm._env import ActionSpace, LlvmEnv
     from perftune.targets.llvm._tune import PassTuneResult, tune_passes
+    from perftune.targets.llvm._validate import ValidationResult
 
 # gymnasium is an optional dependency: the environment is imported on first use.
 _LAZY = {
     "ActionSpace": "perftune.targets.llvm._env",
     "LlvmEnv": "perftune.targets.llvm._env",
-    "ValidationResult": "perftune.targets.llvm._env",
+    "ValidationResult": "perftune.targets.llvm._validate",
     "PassTuneResult": "perftune.targets.llvm._tune",
     "tune_passes": "perftune.targets.llvm._tune",
 }
@@ -71,6 +73,7 @@ __all__ = [
     "bundled_uris",
     "csmith_uris",
     "get_benchmark",
+    "llvm_passes",
     "task_file_text",
     "tune_passes",
     "COMPILERGYM_FLAGS",

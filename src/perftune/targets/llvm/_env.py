@@ -31,7 +31,7 @@ import shutil
 import string
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 import contextlib
 
-from perftune.targets.llvm._actions import ACTIONS, action_index, pipeline_of
+from perftune.targets.llvm._actions import ACTIONS, action_index
+from perftune.targets.llvm._commandline import opt_commandline, opt_program, passes_text
 from perftune.targets.llvm._datasets import Benchmark, get_benchmark
 from perftune.targets.llvm._engine import Engine, EngineCrash, PipelineError, make_engine
 from perftune.targets.llvm._errors import ActionError, LlvmError, StepError
 from perftune.targets.llvm._ir import INSTCOUNT_NAMES
+from perftune.targets.llvm._validate import ValidationResult, validate_actions
 
 __all__ = [
     "AUTOPHASE_NAMES",
@@ -58,6 +60,10 @@ __all__ = [
     "ActionSpace",
     "LlvmEnv",
     "ValidationResult",
+    # Re-exported: their old import path (they live in _commandline now).
+    "opt_commandline",
+    "opt_program",
+    "passes_text",
 ]
 
 AUTOPHASE_NAMES: tuple[str, ...] = (
@@ -171,32 +177,6 @@ class ActionSpace(spaces.Discrete):
         if isinstance(actions, int | np.integer):
             return self.flags[int(actions)]
         return " ".join(self.flags[int(a)] for a in actions)
-
-
-@dataclass
-class ValidationResult:
-    """Outcome of :meth:`LlvmEnv.validate`.
-
-    Attributes:
-        ok: True when every check passed.
-        commandline: The ``opt`` command line that replays the episode.
-        instruction_count: Count reached by the environment.
-        replayed_instruction_count: Count reached by the command line.
-        output_checked: Whether the program was run and its output compared with -O0.
-        errors: What went wrong, one line each.
-        notes: Checks that could not be made (e.g. the -O0 build runs longer than the limit).
-    """
-
-    ok: bool
-    commandline: str
-    instruction_count: int
-    replayed_instruction_count: int | None
-    output_checked: bool = False
-    errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 @dataclass
@@ -535,8 +515,6 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         Checks that the command line reaches the same instruction count, and (with ``run``)
         that the optimised program prints what the -O0 build prints.
         """
-        from perftune.targets.llvm._validate import validate_actions
-
         self._check_has_episode()
         return validate_actions(self.benchmark, self._actions, self._count, run=run)
 
@@ -562,37 +540,3 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
             self.close()
-
-
-def opt_program() -> str:
-    """How a printed command line names LLVM 14's ``opt``: the installed one (``opt-14`` on Debian,
-    where a plain ``opt`` may be missing or another version), by name when that name is on PATH."""
-    from perftune.targets.llvm._errors import LlvmError
-    from perftune.targets.llvm._tools import find_tool
-
-    try:
-        path = find_tool("opt")
-    except LlvmError:
-        return "opt"
-    name = os.path.basename(path)
-    found = shutil.which(name)
-    return name if found is not None and os.path.realpath(found) == os.path.realpath(path) else path
-
-
-def opt_commandline(
-    actions: Sequence[int], input_path: str, *, isolate_steps: bool = False, output_path: str = "out.bc"
-) -> str:
-    """``opt-14 -passes='...' INPUT -o OUTPUT`` for a sequence of actions (shell-quoted)."""
-    import shlex
-
-    passes = passes_text(actions, isolate_steps=isolate_steps)
-    return f"{opt_program()} -passes='{passes}' {shlex.quote(input_path)} -o {shlex.quote(output_path)}"
-
-
-def passes_text(actions: Sequence[int], *, isolate_steps: bool = False) -> str:
-    """The ``-passes=`` value for a sequence of actions (``verify`` when empty)."""
-    if not actions:
-        return "verify"
-    if isolate_steps:
-        return ",invalidate<all>,".join(ACTIONS[i].pipeline for i in actions)
-    return pipeline_of(list(actions))

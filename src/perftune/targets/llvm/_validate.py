@@ -5,16 +5,43 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from perftune.targets.llvm._commandline import opt_commandline, opt_program, passes_text
 from perftune.targets.llvm._datasets import Benchmark
-from perftune.targets.llvm._env import ValidationResult, opt_commandline, opt_program, passes_text
 from perftune.targets.llvm._errors import LlvmError
 from perftune.targets.llvm._ir import count_instructions
 from perftune.targets.llvm._run import build_module, outputs_match, reference_output, run_executable
 from perftune.targets.llvm._tools import find_tool
 
-__all__ = ["replay_count", "validate_actions"]
+__all__ = ["ValidationResult", "replay_count", "validate_actions"]
+
+
+@dataclass
+class ValidationResult:
+    """Outcome of :meth:`~perftune.targets.llvm.LlvmEnv.validate` (and of :func:`validate_actions`).
+
+    Attributes:
+        ok: True when every check passed.
+        commandline: The ``opt`` command line that replays the episode.
+        instruction_count: Count reached by the environment.
+        replayed_instruction_count: Count reached by the command line.
+        output_checked: Whether the program was run and its output compared with -O0.
+        errors: What went wrong, one line each.
+        notes: Checks that could not be made (e.g. the -O0 build runs longer than the limit).
+    """
+
+    ok: bool
+    commandline: str
+    instruction_count: int
+    replayed_instruction_count: int | None
+    output_checked: bool = False
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 def replay_count(bench: Benchmark, actions: Sequence[int], out_ll: Path, *, isolate_steps: bool) -> int:

@@ -1,0 +1,112 @@
+"""The PostgreSQL dialect of the store: one database shared by many drivers on many machines.
+
+PostgreSQL serialises writers itself, so nothing is retried; a fresh database is migrated by one
+driver at a time under an advisory lock, and the hot path writes a trial and its samples in one
+round trip. The driver is psycopg2 or psycopg 3 (:mod:`perftune.store._url` picks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.engine import URL, Connection, Engine
+
+from perftune.errors import StoreError
+from perftune.store._dialect import TRIAL_KEYS, Dialect, TrialRow, store_error
+
+__all__ = ["PG_DRIVERS", "POSTGRES_CONNECT_TIMEOUT_S", "PostgresDialect"]
+
+POSTGRES_CONNECT_TIMEOUT_S = 10
+#: SQLAlchemy driver name -> (module to import, pip package to name when it is missing).
+PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
+# Any constant will do, as long as every perftune driver takes the same one.
+_MIGRATION_LOCK = 7410526
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL: an advisory lock around migrations, one statement per recorded trial.
+
+    Example:
+        >>> from sqlalchemy.engine import make_url
+        >>> url = make_url("postgresql+psycopg2://tuner@db.example/perftune")
+        >>> PostgresDialect(url, "postgresql+psycopg2://tuner@db.example/perftune").name
+        'postgresql'
+    """
+
+    name = "postgresql"
+
+    def __init__(self, url: URL, location: str) -> None:
+        super().__init__(url, location)
+        self._trial_sql = ""
+        self._dbapi: Any = None  # the psycopg2 or the psycopg (3) module, for its exception classes
+
+    def create_engine(self, *, must_exist: bool = False) -> Engine:
+        url = self.url
+        module, package = PG_DRIVERS.get(url.get_driver_name(), PG_DRIVERS["psycopg2"])
+        try:
+            __import__(module)
+        except ImportError:
+            raise StoreError(
+                f"store {self.location!r} needs {module}: pip install 'perftune[postgres]' "
+                f"(or pip install '{package}')"
+            ) from None
+        return sa.create_engine(
+            url,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "perftune"},
+        )
+
+    def check_fork(self) -> None:
+        pass  # a forked child opens connections of its own to the same server
+
+    def begin_write(self, conn: Connection) -> None:
+        pass  # SQLAlchemy's implicit BEGIN: PostgreSQL takes row locks as the transaction writes
+
+    def is_locked(self, exc: BaseException) -> bool:
+        return False  # PostgreSQL waits for locks itself; an error that reaches here is final
+
+    def lock_schema(self, conn: Connection) -> None:
+        # Several drivers may open a fresh database at once: one migrates, the others wait.
+        conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+
+    def insert(self, table: sa.Table) -> pg_dialect.Insert:
+        return pg_dialect.insert(table)
+
+    def compile_hot_path(self, engine: Engine) -> None:
+        self._dbapi = engine.dialect.dbapi
+        trial_sql = str(self.trial_insert().compile(dialect=engine.dialect))
+        # One round trip per trial instead of one per row: the trial INSERT and the samples, passed as
+        # an array, in one statement; the samples are written only when the trial row was new. The
+        # result is 1 when the trial was stored, 0 when it was there.
+        self._trial_sql = (
+            f"WITH new_trial AS ({trial_sql} RETURNING run_id, trial_id), "
+            "new_samples AS (INSERT INTO samples (run_id, trial_id, idx, value) "
+            "SELECT new_trial.run_id, new_trial.trial_id, s.idx - 1, s.value FROM new_trial, "
+            "unnest(%(sample_values)s::double precision[]) WITH ORDINALITY AS s(value, idx)) "
+            "SELECT count(*) FROM new_trial"
+        )
+
+    def add_trial(self, run_id: int, trial_id: int, row: TrialRow, samples: Sequence[float]) -> bool:
+        params: dict[str, Any] = dict(zip(TRIAL_KEYS, row, strict=True))
+        params["sample_values"] = list(samples)
+        dbapi = self._dbapi
+        cursor, conn = self._cursor, self.dbapi_connection
+        try:
+            cursor.execute(self._trial_sql, params)
+            inserted = cursor.fetchone()[0] == 1
+            conn.commit()
+            return bool(inserted)
+        except dbapi.IntegrityError:
+            conn.rollback()
+            raise StoreError(f"store {self.location}: no run with id {run_id}") from None
+        except dbapi.Error as exc:
+            if not conn.closed:
+                conn.rollback()
+            raise store_error(self.location, exc, f"cannot record trial {trial_id}") from None
+        except BaseException:
+            if not conn.closed:
+                conn.rollback()
+            raise

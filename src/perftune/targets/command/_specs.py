@@ -1,0 +1,95 @@
+"""What a task file declares, as frozen values: its steps, objective and checks, and how it is tuned.
+
+These are what :mod:`perftune.targets.command._sections` reads from the TOML file and what
+:class:`~perftune.targets.command.CommandObjective` runs; both import them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "METRICS",
+    "TIME_LIKE",
+    "CheckSpec",
+    "ExpensiveCheckSpec",
+    "ObjectiveSpec",
+    "StepSpec",
+    "TuningSpec",
+]
+
+METRICS = ("wall_time", "cpu_time", "max_rss", "file_size", "stdout_regex", "stdout_json")
+TIME_LIKE = ("wall_time", "cpu_time", "max_rss")
+"""Metrics measured by the clock or the kernel: noisy, so always the sequential test (unless declared)."""
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A build or run step: an argument-vector template and how to run it."""
+
+    command: tuple[str, ...] | str
+    timeout_s: float
+    shell: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    stdin: str | None = None
+    sanitizer: bool = False
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """``[objective]``: what is optimised.
+
+    ``deterministic``: True (one run per configuration), False (the sequential test, always) or None
+    (``"auto"``: time-like metrics get the sequential test, ``file_size`` one run, and a value read
+    from stdout is measured once per configuration when the default configuration printed the same
+    value twice).
+    """
+
+    metric: str = "wall_time"
+    goal: str = "min"
+    pattern: str | None = None
+    key: str | None = None
+    file: str | None = None
+    deterministic: bool | None = None
+
+
+@dataclass(frozen=True)
+class ExpensiveCheckSpec:
+    """The expensive check, run on risky candidates within ``budget`` and on every potential winner."""
+
+    budget: float = 0.1
+    build: tuple[str, ...] | None = None  # e.g. a sanitizer build; the run command is reused
+    build_timeout_s: float = 300.0
+    run_timeout_s: float | None = None
+    sanitizer: bool = True
+    inputs: tuple[str, ...] = ()
+    repeats: int = 0
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """Correctness check against the default configuration's output (cheap: every candidate)."""
+
+    stdout: str = "none"  # "none", "exact", "numeric"
+    files: tuple[str, ...] = ()
+    rtol: float = 0.0
+    atol: float = 0.0
+    ignore: str | None = None  # regex: lines matching it are not compared (timings printed by the program)
+    expensive: ExpensiveCheckSpec | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.stdout != "none" or bool(self.files)
+
+
+@dataclass(frozen=True)
+class TuningSpec:
+    """``[tuning]``: the run's budget, seed, workers, technique and the configurations to try early."""
+
+    budget: Any = None  # a perftune.drive.Budget
+    seed: int | None = None
+    workers: int | None = None
+    technique: str | None = None
+    seeds: tuple[dict[str, Any], ...] = field(default_factory=tuple)
