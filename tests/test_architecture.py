@@ -12,9 +12,8 @@ registry and the lazy ``__getattr__`` of a package use them.
   out too: a registry that names the bandit, and the bandit that asks the registry for its portfolio,
   is how a registry inverts a dependency, not a knot.
 
-Violations that another branch of issue 15 is cutting are listed in ``KNOWN_VIOLATIONS`` and
-``KNOWN_CYCLES`` with the reason and the branch. An entry that no longer matches the code fails the
-test too, so the lists only shrink: once the branches are merged they must be empty.
+An exception would be listed in ``KNOWN_VIOLATIONS`` or ``KNOWN_CYCLES`` with its reason; both are
+empty. An entry that no longer matches the code fails the test too, so the lists can only shrink.
 """
 
 from __future__ import annotations
@@ -232,36 +231,11 @@ RULES = [
          and not _under(i.importer, owner)),
 ]
 
-_SPACEKNOTS = "cut in branch spaceknots"
-_STOREKNOTS = "cut in branch storeknots"
+#: (importer, imported) -> why it is allowed for now. Empty: every rule holds; an entry needs a reason.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
-#: (importer, imported) -> why it is allowed for now. Empty this once the branches named are merged.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("perftune.cli", "perftune.targets.llvm._cli"):
-        f"llvm-passes command reaches into the LLVM target's privates; {_STOREKNOTS}",
-    ("perftune.targets.command._objective", "perftune.measure._candidate_files"):
-        f"privates of measure; {_STOREKNOTS} (public sandbox API in perftune.measure)",
-    ("perftune.targets.command._objective", "perftune.measure._sandbox"):
-        f"_executable_by and other privates of measure; {_STOREKNOTS}",
-    ("perftune.targets.command._objective", "perftune.measure._stage"):
-        f"privates of measure; {_STOREKNOTS}",
-    ("perftune.targets.command._objective", "perftune.measure._timing"):
-        f"privates of measure; {_STOREKNOTS}",
-    ("perftune.targets.flags._evaluate", "perftune.measure._stage"):
-        f"privates of measure; {_STOREKNOTS}",
-    ("perftune.targets.command._task", "perftune.report._improvement"):
-        f"privates of report; {_STOREKNOTS}",
-    ("perftune.targets.flags._tune", "perftune.report._improvement"):
-        f"privates of report; {_STOREKNOTS}",
-}
-
-#: Strongly connected groups of modules (import cycles) that another branch is cutting.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"perftune.targets.command._objective", "perftune.targets.command._task"}):
-        f"task and objective import each other lazily; {_STOREKNOTS}",
-    frozenset({"perftune.targets.llvm._env", "perftune.targets.llvm._validate"}):
-        f"environment and validation import each other lazily; {_STOREKNOTS}",
-}
+#: Strongly connected groups of modules (import cycles) allowed for now, with the reason. Empty.
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _violations(rule: Rule, imports: list[Import]) -> list[Import]:
