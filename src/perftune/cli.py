@@ -196,13 +196,14 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
 @click.argument("task", type=click.Path(dir_okay=False))
 @_common_options
 @click.option("--name", default=None, help="Name of the run (unique in the store; generated if absent).")
-@click.option("--warm-start", "warm_start", default=None, metavar="RUN",
-              help="Seed this run with the best configurations of an older run.")
+@click.option("--warm-start", "warm_start", multiple=True, metavar="SOURCE",
+              help="Measure early the best-ranked configurations of SOURCE: a run in the store, another "
+                   "store, or a T4 / Kernel Tuner cache file of the same space (repeatable: ranks combined).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
-            warm_start: str | None, as_json: bool) -> None:
+            warm_start: tuple[str, ...], as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
@@ -221,8 +222,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
     st = _open(ctx, store, must_exist=False)
     seeds = list(spec.seeds)
-    if warm_start:
-        seeds += _warm_start_seeds(st, warm_start, spec.space)
+    sources = [_warm_start_source(st, source) for source in warm_start]
     limit = Budget.coerce(limit)
     _warn_lag(seed, lag, n_workers)
     from perftune.store import capture_environment
@@ -234,6 +234,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
         try:
             tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
                           name=name or _free_name(st, spec.name), settings=settings, budget=limit, lag=lag,
+                          warm_start=sources or None,
                           technique=spec.technique or "default", environment=environment)
             break
         except StoreError as error:
@@ -445,16 +446,11 @@ def _when(timestamp: Any) -> str:
         return str(timestamp)
 
 
-def _warm_start_seeds(st: Any, run: str, space: Any, n_best: int = 5) -> list[Any]:
-    info = st.get_run(run)
-    ok = sorted((t for t in st.trials(info.id) if t.loss is not None), key=lambda t: t.loss)
-    seeds = []
-    for trial in ok:
-        if space.is_valid(trial.config):
-            seeds.append(dict(trial.config))
-        if len(seeds) >= n_best:
-            break
-    return seeds
+def _warm_start_source(st: Any, source: str) -> Any:
+    """A file (T4, Kernel Tuner cache, another store) as itself; anything else names a run of ``st``."""
+    if os.path.isfile(source) or "://" in source:
+        return source
+    return (st, source)
 
 
 @cli.command("resume")

@@ -14,6 +14,7 @@ from perftune.drive._budget import Budget, parse_budget
 from perftune.drive._evaluate import Outcome, evaluate, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
+from perftune.drive._warmstart import Prior, WarmStart
 
 __all__ = [
     "DEFAULT_LAG",
@@ -21,9 +22,11 @@ __all__ = [
     "Executor",
     "InlineExecutor",
     "Outcome",
+    "Prior",
     "ProcessExecutor",
     "Result",
     "Tuner",
+    "WarmStart",
     "evaluate",
     "interpret",
     "parse_budget",

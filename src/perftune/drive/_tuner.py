@@ -29,6 +29,7 @@ from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.drive._warmstart import Prior, WarmStart
 from perftune.errors import PerftuneError, SpaceError
 from perftune.trial import Status, Trial
 
@@ -196,6 +197,12 @@ class Tuner:
         include_default: Measure the default configuration first, as the baseline.
         checkpoint_every: Write a checkpoint every this many trials (with a store).
         checkpoint_interval_s: ... and at least this often in seconds.
+        warm_start: Results on the same space measured elsewhere (other hardware, an older program): a
+            list of sources (a Result, trials, a store, ``(store, run)``, a T4 or Kernel Tuner file) or a
+            :class:`perftune.drive.WarmStart`. Their best-ranked configurations (by mean percentile rank,
+            not by value) are measured early, after ``seeds``, labelled ``"seed"``; the search learns
+            only from this run's measurements, so the prior never outweighs them. A source with other
+            parameters is refused; one with other ranges or constraints keeps its valid configurations.
 
     Example:
         >>> from perftune.space import Int, Space
@@ -224,6 +231,7 @@ class Tuner:
         checkpoint_interval_s: float = 30.0,
         settings: Mapping[str, Any] | None = None,
         environment: Mapping[str, Any] | None = None,
+        warm_start: WarmStart | Sequence[Any] | None = None,
         _resume_state: _State | None = None,
         _resume_run: RunInfo | None = None,
     ) -> None:
@@ -309,11 +317,21 @@ class Tuner:
             config = self._as_config(raw, f"seeds[{i}]")
             if all(config != c for c, _ in self._queue):
                 self._queue.append((config, "seed"))
+        warm = WarmStart.coerce(warm_start)
+        warm_settings: dict[str, Any] = {}
+        if warm is not None and warm.n_propose > 0:
+            prior = Prior.from_sources(warm.sources, space)
+            queued = {c for c, _ in self._queue}
+            # n_propose new measurements: a prior configuration already queued (the default) is not one.
+            for config in [c for c in prior.ranked if c not in queued][: warm.n_propose]:
+                self._queue.append((config, "seed"))
+            warm_settings = {"warm_start": {"n_sources": prior.n_sources, "n_propose": warm.n_propose}}
 
         if self._store is not None:
             run_settings = {
                 "goal": goal, "seed": seed, "technique": technique, "lag": self.lag, "metric": metric,
-                "budget": None if self.budget is None else self.budget.__dict__, **(settings or {}),
+                "budget": None if self.budget is None else self.budget.__dict__, **warm_settings,
+                **(settings or {}),
             }
             self._run = self._store.create_run(name, space, run_settings, goal, metric,
                                                environment=environment)
@@ -1040,6 +1058,7 @@ def tune(
     scheduler: str | None = None,
     progress: bool = False,
     repeats: int | str | TimingSettings | None = None,
+    warm_start: WarmStart | Sequence[Any] | None = None,
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
 
@@ -1067,6 +1086,7 @@ def tune(
             objective). An int: exactly that many calls. A :class:`perftune.measure.TimingSettings`:
             the sequential test with those settings. A trial's value is the median of its samples;
             ``timeout_s`` applies to the whole trial; :meth:`Result.speedup` gives the interval.
+        warm_start: A prior from results on the same space measured elsewhere (see :class:`Tuner`).
 
     Example:
         >>> from perftune.space import Float, Space
@@ -1088,7 +1108,7 @@ def tune(
             raise PerftuneError(f"tune(): {error}") from None
     try:
         tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
-                      metric=metric, name=name, lag=lag)
+                      warm_start=warm_start, metric=metric, name=name, lag=lag)
         return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
                          scheduler=scheduler, progress=progress)
     finally:

@@ -1,0 +1,302 @@
+"""Warm starts: a prior from results on the same space measured elsewhere (other hardware, older code).
+
+A source's absolute values say little about new hardware (another GPU is faster or slower throughout),
+but the *order* of configurations often carries over. So each source is reduced to ranks: every
+successful configuration gets its percentile rank in that source (0 for the best, 1 for the worst,
+ties averaged), and sources are combined by the mean of the ranks each configuration has.
+
+How the prior is used, and why it never outranks a measurement: the ``n_propose`` best-ranked
+configurations that are valid in the new space are measured early, right after the default
+configuration and the user's seeds. The search itself learns only from what is measured in this run;
+the prior decides nothing but which configurations are measured first, and their measured values, good
+or bad, are what the search then sees. A misleading prior (reversed ranks) spends ``n_propose``
+measurements on poor configurations (tests/drive/test_warm_start.py); a good one gives the search strong
+elites to start from (benchmarks/results/transfer.md).
+
+Sources: a :class:`Prior` already read, a :class:`~perftune.drive.Result`, a sequence of
+:class:`~perftune.Trial`, a :class:`~perftune.store.Store` (every run of it on this space),
+``(store, run)`` for one run, or a path: a benchmark-hub T4 results file (``*.T4.json[.gz]``), a
+Kernel Tuner cache file (``*.json[.gz]`` with a ``cache`` table; failures, whose ``time`` is a string,
+are left out) or a store file/URL. A source whose parameters differ from the space's is refused with
+one line naming them; one with the same parameters but other ranges or constraints is mapped: its
+configurations that are valid in the new space are used, the others dropped (refused when none is left).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perftune.errors import PerftuneError
+from perftune.trial import Trial
+
+if TYPE_CHECKING:
+    from perftune.space import Config, Space
+
+__all__ = ["DEFAULT_N_PROPOSE", "Prior", "WarmStart"]
+
+DEFAULT_N_PROPOSE = 8
+"""Prior configurations measured early. Chosen on the development spaces (benchmarks/results/transfer.md):
+enough that the other GPUs' top ranks contain a near-optimal configuration on five of six spaces, few
+enough that a misleading prior costs little."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Sources of a prior and how many of its best-ranked configurations to measure early.
+
+    Attributes:
+        sources: What to learn the ranks from (see the module docstring for the kinds).
+        n_propose: Best-ranked configurations of the prior measured early (0: none).
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune import tune
+        >>> space = Space({"x": Int(0, 20)})
+        >>> old = tune(lambda c: abs(c["x"] - 13), space, budget=15, seed=0)
+        >>> new = tune(lambda c: 2 * abs(c["x"] - 13), space, budget=3, seed=1,
+        ...            warm_start=WarmStart([old], n_propose=2))
+        >>> new.best.config["x"]
+        13
+    """
+
+    sources: Sequence[Any]
+    n_propose: int = DEFAULT_N_PROPOSE
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_propose, bool) or not isinstance(self.n_propose, int) or self.n_propose < 0:
+            raise PerftuneError(f"warm_start: n_propose must be a non-negative integer, "
+                                f"got {self.n_propose!r}")
+
+    @classmethod
+    def coerce(cls, value: WarmStart | Sequence[Any] | Any | None) -> WarmStart | None:
+        """A :class:`WarmStart` from itself, a list of sources or one source (None stays None)."""
+        if value is None or isinstance(value, WarmStart):
+            return value
+        if isinstance(value, list | tuple) and not _is_store_run(value):
+            return cls(tuple(value))
+        return cls((value,))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Configurations ranked by their mean percentile rank over the sources (0: best everywhere).
+
+    Attributes:
+        ranked: Configurations valid in the space, best first.
+        rank: Mean percentile rank of each configuration in ``ranked``.
+        n_sources: Sources that contributed.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune import Trial, Status
+        >>> space = Space({"x": Int(0, 3)})
+        >>> old = [Trial(i, space.default().replace(x=i), Status.OK, value=v, loss=v)
+        ...        for i, v in enumerate([4.0, 1.0, 3.0])]
+        >>> prior = Prior.from_sources([old], space)
+        >>> [c["x"] for c in prior.ranked], prior.rank
+        ([1, 2, 0], (0.0, 0.5, 1.0))
+    """
+
+    ranked: tuple[Config, ...]
+    rank: tuple[float, ...]
+    n_sources: int
+
+    @classmethod
+    def from_sources(cls, sources: Iterable[Any], space: Space) -> Prior:
+        """Read every source, check it is of ``space``, and combine their ranks.
+
+        Raises:
+            PerftuneError: a source cannot be read, has other parameters, or has no successful
+                configuration valid in ``space``; one line naming the source.
+        """
+        sums: dict[Config, float] = {}
+        counts: dict[Config, int] = {}
+        n_sources = 0
+        for source in sources:
+            for label, losses in _read(source, space):
+                ranks = _percentile_ranks(losses)
+                if not ranks:
+                    raise PerftuneError(f"warm_start: {label} has no successful configuration valid in "
+                                        "this space")
+                n_sources += 1
+                for config, r in ranks.items():
+                    sums[config] = sums.get(config, 0.0) + r
+                    counts[config] = counts.get(config, 0) + 1
+        mean = {c: sums[c] / counts[c] for c in sums}
+        # Ties (and equal means) in the order the configurations were first seen: deterministic.
+        ranked = sorted(mean, key=mean.__getitem__)
+        return cls(tuple(ranked), tuple(mean[c] for c in ranked), n_sources)
+
+
+def _percentile_ranks(losses: Mapping[Config, float]) -> dict[Config, float]:
+    """Percentile rank of each loss (0 best, 1 worst), equal losses sharing their mean rank."""
+    n = len(losses)
+    if n == 0:
+        return {}
+    if n == 1:
+        return {c: 0.0 for c in losses}
+    order = sorted(losses, key=losses.__getitem__)
+    ranks: dict[Config, float] = {}
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and losses[order[j + 1]] == losses[order[i]]:
+            j += 1
+        r = (i + j) / 2 / (n - 1)
+        for k in range(i, j + 1):
+            ranks[order[k]] = r
+        i = j + 1
+    return ranks
+
+
+def _is_store_run(value: Any) -> bool:
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str | int)
+            and not isinstance(value[1], bool) and not isinstance(value[0], Trial))
+
+
+def _check_names(label: str, names: Iterable[str], space: Space) -> None:
+    got, want = set(names), set(space.params)
+    if got != want:
+        parts = []
+        if want - got:
+            parts.append("missing " + ", ".join(sorted(want - got)))
+        if got - want:
+            parts.append("extra " + ", ".join(sorted(got - want)))
+        raise PerftuneError(f"warm_start: {label} was measured on another space ({'; '.join(parts)}); "
+                            "give results of the same parameters")
+
+
+def _config(raw: Mapping[str, Any], space: Space) -> Config | None:
+    """``raw`` as a configuration of ``space`` (lists as tuples), or None when it is not valid there."""
+    from perftune.space import Config
+
+    values = {}
+    for name in space.params:
+        v = raw[name]
+        values[name] = tuple(v) if isinstance(v, list) else v
+    config = Config(values)
+    return config if space.is_valid(config) else None
+
+
+def _from_trials(trials: Iterable[Trial], space: Space, label: str) -> dict[Config, float]:
+    losses: dict[Config, float] = {}
+    checked = False
+    for t in trials:
+        if not checked:
+            _check_names(label, t.config, space)
+            checked = True
+        if t.loss is None:
+            continue
+        config = _config(t.config, space)
+        if config is not None and (config not in losses or t.loss < losses[config]):
+            losses[config] = t.loss
+    return losses
+
+
+def _read(source: Any, space: Space) -> list[tuple[str, dict[Config, float]]]:
+    """``(label, losses)`` of each run in ``source``: losses of its successful valid configurations."""
+    from perftune.store import Store
+
+    if isinstance(source, Prior):  # read once, used by many runs (its ranks order like losses)
+        if source.ranked:
+            _check_names("a prior", source.ranked[0], space)
+        return [("a prior", {c: r for c, r in zip(source.ranked, source.rank, strict=True)
+                             if space.is_valid(c)})]
+    trials = getattr(source, "trials", None)  # a Result (or a Tuner); not imported: _tuner imports this
+    if isinstance(trials, list) and all(isinstance(t, Trial) for t in trials):
+        return [("a result", _from_trials(trials, space, "a result"))]
+    if isinstance(source, Store):
+        return _from_store(source, None, space, str(source.url))
+    if _is_store_run(source):
+        store, run = source
+        if isinstance(store, str | os.PathLike):
+            from perftune.store import open_store
+
+            store = open_store(store, must_exist=True)
+        return _from_store(store, run, space, f"run {run!r}")
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_file() and ".json" in path.name:
+            return [(path.name, _from_file(path, space))]
+        from perftune.store import open_store
+
+        try:
+            store = open_store(source, must_exist=True)
+        except PerftuneError as error:
+            raise PerftuneError(f"warm_start: {source}: not a T4 or Kernel Tuner file nor a store ({error})"
+                                ) from None
+        return _from_store(store, None, space, str(source))
+    if isinstance(source, Sequence) and all(isinstance(t, Trial) for t in source):
+        return [("a list of trials", _from_trials(source, space, "a list of trials"))]
+    raise PerftuneError(f"warm_start: cannot read a prior from {type(source).__name__}; give a Result, "
+                        "trials, a store, (store, run) or a T4 / Kernel Tuner file")
+
+
+def _from_store(store: Any, run: str | int | None, space: Space, label: str
+                ) -> list[tuple[str, dict[Config, float]]]:
+    if run is not None:
+        info = store.get_run(run)
+        return [(f"run {info.name!r}", _from_trials(store.trials(info.id), space, f"run {info.name!r}"))]
+    out = []
+    for info in store.list_runs():
+        names = (info.space or {}).get("params")
+        if info.space_fingerprint != space.fingerprint() and (
+                not isinstance(names, Mapping) or set(names) != set(space.params)):
+            continue  # a store holds runs of many spaces: take those of this one
+        out.append((f"run {info.name!r}", _from_trials(store.trials(info.id), space, f"run {info.name!r}")))
+    if not out:
+        raise PerftuneError(f"warm_start: {label} holds no run on this space")
+    return out
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as error:
+        raise PerftuneError(f"warm_start: {path}: cannot read it ({error})") from None
+
+
+def _from_file(path: Path, space: Space) -> dict[Config, float]:
+    """Losses (times) of a T4 results file or a Kernel Tuner cache file; failures left out."""
+    doc = _load_json(path)
+    rows: list[tuple[Mapping[str, Any], Any]] = []
+    if isinstance(doc, Mapping) and isinstance(doc.get("results"), list):  # T4
+        for r in doc["results"]:
+            conf = r.get("configuration") if isinstance(r, Mapping) else None
+            if not isinstance(conf, Mapping):
+                raise PerftuneError(f"warm_start: {path.name}: a result has no configuration")
+            objectives = r.get("objectives") or ["time"]
+            value = None
+            if str(r.get("invalidity", "correct")) == "correct":
+                for m in r.get("measurements") or []:
+                    if isinstance(m, Mapping) and m.get("name") == objectives[0]:
+                        value = m.get("value")
+            rows.append((conf, value))
+    elif isinstance(doc, Mapping) and isinstance(doc.get("cache"), Mapping):  # Kernel Tuner cache
+        keys = doc.get("tune_params_keys")
+        if isinstance(keys, list):
+            _check_names(path.name, [str(k) for k in keys], space)
+        rows = [(entry, entry.get("time")) for entry in doc["cache"].values() if isinstance(entry, Mapping)]
+    else:
+        raise PerftuneError(f"warm_start: {path.name}: neither a T4 results file nor a Kernel Tuner cache")
+    if rows and not isinstance(doc.get("cache"), Mapping):
+        _check_names(path.name, rows[0][0], space)
+    elif rows:  # a cache entry holds its measurements beside the parameters: only missing ones tell
+        _check_names(path.name, [n for n in space.params if n in rows[0][0]], space)
+    losses: dict[Config, float] = {}
+    for conf, value in rows:
+        # Failures are strings (Kernel Tuner) or a non-"correct" invalidity (T4): no rank to learn.
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            continue
+        config = _config(conf, space)
+        if config is not None:
+            losses[config] = float(value)
+    return losses
