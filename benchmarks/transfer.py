@@ -32,6 +32,7 @@ HUB = ROOT / "data" / "benchmark_hub"
 KERNELS = ("convolution_milo", "dedispersion_milo")
 GPUS = ("A4000", "A6000", "W6600")
 BUDGETS = (25, 50, 100, 200)
+DEFAULT_N_PROPOSE = 8  # the default of perftune.drive.WarmStart.n_propose
 
 
 def t4(kernel: str, gpu: str) -> Path:
@@ -53,13 +54,15 @@ def prior(kernel: str, gpu: str) -> Any:
     return Prior.from_sources([t4(kernel, o) for o in GPUS if o != gpu], problem(kernel, gpu).space)
 
 
-def run(kernel: str, gpu: str, seed: int, with_prior: bool) -> list[float]:
+def run(kernel: str, gpu: str, seed: int, with_prior: bool, n_propose: int = DEFAULT_N_PROPOSE
+        ) -> list[float]:
     """The score after each measurement (best so far / optimum) of one seeded run."""
     import perftune
+    from perftune.drive import WarmStart
     from perftune.targets.replay import ReplayFailure
 
     p = problem(kernel, gpu)
-    warm = [prior(kernel, gpu)] if with_prior else None
+    warm = WarmStart([prior(kernel, gpu)], n_propose=n_propose) if with_prior else None
     tuner = perftune.Tuner(p.space, seed=seed, lag=0, warm_start=warm)
     best, scores = math.inf, []
     while len(scores) < max(BUDGETS):
@@ -78,17 +81,20 @@ def run(kernel: str, gpu: str, seed: int, with_prior: bool) -> list[float]:
     return scores
 
 
-def _job(args: tuple[str, str, int, bool]) -> tuple[tuple[str, str, int, bool], list[float]]:
-    return args, run(*args)
+def _job(args: tuple[str, str, int, bool, int]) -> tuple[tuple[str, str, int, bool], list[float]]:
+    return args[:4], run(*args)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--n-propose", type=int, default=DEFAULT_N_PROPOSE,
+                        help="prior configurations measured early (WarmStart.n_propose)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    jobs = [(k, g, s, w) for k in KERNELS for g in GPUS for w in (False, True) for s in range(args.seeds)]
+    jobs = [(k, g, s, w, args.n_propose)
+            for k in KERNELS for g in GPUS for w in (False, True) for s in range(args.seeds)]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         results = dict(pool.map(_job, jobs, chunksize=4))
@@ -130,7 +136,7 @@ def main() -> None:
         "",
         f"- Command: `{command}`",
         f"- Machine: {os.cpu_count()}-core VM ({platform.machine()}), Python {platform.python_version()}, "
-        f"{args.jobs} worker processes, {elapsed_s:.0f} s",
+        f"{args.jobs} worker processes, {elapsed_s:.0f} s; `WarmStart.n_propose` = {args.n_propose}",
         f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         "",
         *rows,

@@ -160,3 +160,45 @@ def test_warm_start_is_recorded_in_the_run_settings_and_a_bad_count_is_refused(t
         WarmStart([old], n_propose=-1)
     with pytest.raises(PerftuneError, match="cannot read a prior from int"):
         Tuner(SPACE, warm_start=[3])
+
+
+TASK = """
+name = "blocks"
+[space]
+block = { type = "pow2", min = 1, max = 64, default = 1 }
+unroll = { type = "int", min = 1, max = 6, default = 1 }
+[run]
+command = ["python3", "-c", "print('value', abs({block} - 16) + abs({unroll} - 4) + 1)"]
+timeout_s = 20
+[objective]
+metric = "stdout_regex"
+pattern = 'value ([-0-9.e]+)'
+goal = "min"
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+
+
+def test_the_cli_warm_starts_from_t4_files_and_combines_their_ranks(public_tmp_path):
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    task = public_tmp_path / "task.toml"
+    task.write_text(TASK)
+    a = write_t4(public_tmp_path / "k.A.T4.json.gz", [({"block": 16, "unroll": 4}, 1.0),
+                                                       ({"block": 8, "unroll": 2}, 2.0),
+                                                       ({"block": 2, "unroll": 6}, 3.0)])
+    b = write_t4(public_tmp_path / "k.B.T4.json.gz", [({"block": 16, "unroll": 4}, 2000.0),
+                                                       ({"block": 8, "unroll": 2}, 1000.0),
+                                                       ({"block": 2, "unroll": 6}, 3000.0)])
+    db = f"sqlite:///{public_tmp_path / 'p.db'}"
+    out = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "4", "--seed", "0",
+                                   "--warm-start", str(a), "--warm-start", str(b), "--json"],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    trials = open_store(db).trials(open_store(db).get_run("blocks").id)
+    assert [dict(t.config) for t in trials if t.technique == "seed"] == [
+        {"block": 16, "unroll": 4}, {"block": 8, "unroll": 2}, {"block": 2, "unroll": 6}]
+    assert json.loads(out.output)["best"]["value"] == 1.0
