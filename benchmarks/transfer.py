@@ -9,7 +9,7 @@ the first B measurements divided by the space's optimum; the table gives the med
 and the geometric mean of those medians over the six spaces.
 
 Usage:
-    python benchmarks/transfer.py [--seeds 20] [--jobs 2] [--n-propose 4] [--out results/transfer.md]
+    python benchmarks/transfer.py [--seeds 20] [--jobs 2] [--n-propose 4] [--out FILE]
     python benchmarks/transfer.py --ranks-only   # the best of the prior's top k per space, no search
 """
 

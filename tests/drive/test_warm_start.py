@@ -84,6 +84,18 @@ def test_warm_start_from_a_t4_file_skips_failures_and_configurations_invalid_her
         {"block": 8, "unroll": 4}, {"block": 32, "unroll": 3}, {"block": 2, "unroll": 1}]
 
 
+def test_a_tuple_of_two_files_is_two_sources_and_a_store_with_a_run_name_is_one(tmp_path):
+    c84, c21, c41 = {"block": 8, "unroll": 4}, {"block": 2, "unroll": 1}, {"block": 4, "unroll": 1}
+    a = write_t4(tmp_path / "a.T4.json.gz", [(c84, 2.0), (c21, 1.0)])
+    b = write_t4(tmp_path / "b.T4.json.gz", [(c84, 1.0), (c21, 2.0), (c41, 3.0)])
+    assert WarmStart.coerce((str(a), str(b))).sources == (str(a), str(b))
+    assert Prior.from_sources(WarmStart.coerce((str(a), str(b))).sources, SPACE).n_sources == 2
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    perftune.tune(time_on_a, SPACE, budget=3, seed=0, store=url, name="old")
+    store = open_store(url)
+    assert WarmStart.coerce((store, "old")).sources == ((store, "old"),)
+
+
 def test_warm_start_from_a_kernel_tuner_cache_file(tmp_path):
     cache = {"tune_params_keys": ["block", "unroll"], "tune_params": {"block": [1, 2, 4, 8, 16, 32, 64],
                                                                       "unroll": [1, 2, 3, 4, 5, 6]},

@@ -80,8 +80,8 @@ class WarmStart:
         """A :class:`WarmStart` from itself, a list of sources or one source (None stays None)."""
         if value is None or isinstance(value, WarmStart):
             return value
-        if isinstance(value, list | tuple) and not _is_store_run(value):
-            return cls(tuple(value))
+        if isinstance(value, list | tuple) and not (_is_store_run(value) and _is_store(value[0])):
+            return cls(tuple(value))  # ("a.T4.json.gz", "b.T4.json.gz") is two sources, not (url, run)
         return cls((value,))
 
 
@@ -155,6 +155,12 @@ def _percentile_ranks(losses: Mapping[Config, float]) -> dict[Config, float]:
             ranks[order[k]] = r
         i = j + 1
     return ranks
+
+
+def _is_store(value: Any) -> bool:
+    from perftune.store import Store
+
+    return isinstance(value, Store)
 
 
 def _is_store_run(value: Any) -> bool:
