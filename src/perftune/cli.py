@@ -211,7 +211,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     kind = targets.task_kind(task)
     if kind != targets.DEFAULT_KIND:
         _run_target(ctx, task, targets.from_task_file(task), store, seed, workers, lag, budget, executor,
-                    scheduler, as_json)
+                    scheduler, as_json, warm_start)
         return
     command_target = targets.get(kind).from_task(task, {})  # type: ignore[attr-defined]
     spec = command_target.task
@@ -246,7 +246,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
 
 def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
                 workers: int | None, lag: int | None, budget: tuple[str, ...], executor: str,
-                scheduler: str | None, as_json: bool) -> None:
+                scheduler: str | None, as_json: bool, warm_start: tuple[str, ...] = ()) -> None:
     """``perftune run`` of a task file with a ``[target]`` table: the registry's target of that kind."""
     from perftune.targets import TaskRunner
 
@@ -261,6 +261,8 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         if executor != "local":
             raise PerftuneError(f"{target.kind}: builds and timed runs stay on this machine; "
                                 "--executor dask is not supported")
+        if warm_start:  # this target drives its own Tuner: refused rather than silently ignored
+            raise PerftuneError(f"{target.kind}: --warm-start is not supported for this target yet")
         st = _open(ctx, store, must_exist=False)
         # Like the run name of any task file: a second run of the same file gets "-2", not an error.
         name = _free_name(st, tuning.get("name") or _task_stem(task))
@@ -269,7 +271,7 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         _print_flags_result(result, as_json)
         return
     _tune_registered_target(ctx, task, target, store, seed, n_workers, lag, items, executor, scheduler,
-                            as_json, tuning.get("name"))
+                            as_json, tuning.get("name"), warm_start)
 
 
 def _task_stem(task: str) -> str:
@@ -278,7 +280,7 @@ def _task_stem(task: str) -> str:
 
 def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
                             workers: int, lag: int | None, items: Any, executor: str, scheduler: str | None,
-                            as_json: bool, name: str | None) -> None:
+                            as_json: bool, name: str | None, warm_start: tuple[str, ...] = ()) -> None:
     """The driver's loop over any registered target: its space, its evaluate, its verify for the winner."""
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.report import answer_of, record_final_answer
@@ -287,7 +289,9 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
     limit = parse_budget(list(items)) if items else Budget(evals=50)
     _warn_lag(seed, lag, workers)
     st = _open(ctx, store, must_exist=False)
+    sources = [_warm_start_source(st, source) for source in warm_start]
     tuner = Tuner(target.space(), goal=target.goal, seed=seed, store=st, lag=lag, budget=limit,
+                  warm_start=sources or None,
                   name=_free_name(st, name or _task_stem(task)),
                   settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
     try:

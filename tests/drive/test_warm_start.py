@@ -214,3 +214,29 @@ def test_the_cli_warm_starts_from_t4_files_and_combines_their_ranks(public_tmp_p
     assert [dict(t.config) for t in trials if t.technique == "seed"] == [
         {"block": 16, "unroll": 4}, {"block": 8, "unroll": 2}, {"block": 2, "unroll": 6}]
     assert json.loads(out.output)["best"]["value"] == 1.0
+
+
+def test_the_cli_transfers_a_replay_target_from_another_gpus_t4_file(tmp_path):
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    hub = Path(__file__).resolve().parents[2] / "data" / "benchmark_hub"
+    task = tmp_path / "w6600.toml"
+    task.write_text(f'[target]\nkind = "replay"\nt1 = "{hub / "dedispersion_milo.T1.json"}"\n'
+                    f't4 = "{hub / "dedispersion_milo.W6600.T4.json.gz"}"\n')
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    out = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "5", "--seed", "0", "--json",
+                                   "--warm-start", str(hub / "dedispersion_milo.A4000.T4.json.gz")],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    store = open_store(db)
+    trials = store.trials(store.list_runs()[0].id)
+    warm_started = [t.config for t in trials if t.technique == "seed"]
+    assert [t.technique for t in trials if t.technique != "default"][:4] == ["seed"] * 4
+    from perftune.targets import replay
+
+    a4000 = hub / "dedispersion_milo.A4000.T4.json.gz"
+    space = replay.load(hub / "dedispersion_milo.T1.json", a4000).space
+    ranked = [c for c in Prior.from_sources([a4000], space).ranked if c != space.default()]
+    assert warm_started == ranked[: len(warm_started)] and len(warm_started) == 4
