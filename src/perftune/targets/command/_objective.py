@@ -34,7 +34,7 @@ from perftune.measure import (
 from perftune.measure._candidate_files import CandidateFileError
 from perftune.measure._timing import is_constant
 from perftune.targets.command._task import TIME_LIKE
-from perftune.trial import TrialTimeout
+from perftune.trial import Status, TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
 
@@ -538,7 +538,7 @@ class CommandObjective:
             ctx = self._context(config, scratch.path, None)
             if self.build is not None:
                 r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
-                if r.status == "timeout":
+                if r.status is Status.TIMEOUT:
                     raise TrialTimeout(f"build: {r.reason}")
                 if not r.ok:
                     raise CandidateError(f"build: {r.reason}")
@@ -556,7 +556,7 @@ class CommandObjective:
             def run_once() -> float:
                 nonlocal checked_output
                 r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
-                if r.status == "timeout":
+                if r.status is Status.TIMEOUT:
                     why = (
                         f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
                         if adaptive
