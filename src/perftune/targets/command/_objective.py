@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perftune.drive._context import EvalContext
+from perftune.drive import EvalContext
 from perftune.errors import TaskError
 from perftune.measure import (
     BudgetedVerifier,
