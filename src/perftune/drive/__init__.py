@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 from perftune.drive._budget import Budget, parse_budget
+from perftune.drive._context import EvalContext, Incumbent
 from perftune.drive._evaluate import Outcome, evaluate, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
@@ -18,7 +19,9 @@ from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
 __all__ = [
     "DEFAULT_LAG",
     "Budget",
+    "EvalContext",
     "Executor",
+    "Incumbent",
     "InlineExecutor",
     "Outcome",
     "ProcessExecutor",

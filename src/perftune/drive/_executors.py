@@ -1,7 +1,9 @@
 """Executors: where evaluations run.
 
-An executor takes (ticket, config) submissions and yields (ticket, Outcome) as they complete. The
-driver owns the loop; executors only run things. ``InlineExecutor`` evaluates in the driver's own
+An executor takes (ticket, config, context) submissions and yields (ticket, Outcome) as they complete.
+The driver owns the loop; executors only run things. The :class:`~perftune.drive.EvalContext` travels
+with the submission (pickled in the submit message to a worker process) and what the objective
+published in it comes back in the outcome. ``InlineExecutor`` evaluates in the driver's own
 process; ``ProcessExecutor`` keeps N forked worker processes, each fed one configuration at a time over
 a pipe, so that a worker that crashes or hangs costs only its own trial and is replaced.
 """
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from perftune.drive._context import EvalContext
 from perftune.drive._evaluate import Outcome, evaluate
 from perftune.trial import Status
 
@@ -37,7 +40,9 @@ class Executor(Protocol):
 
     capacity: int
 
-    def submit(self, ticket: int, config: Any) -> None: ...
+    # ``context`` is optional for executors written before it existed: the driver passes it only to a
+    # ``submit`` that declares it.
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None: ...
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]: ...
     def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]: ...
     def close(self) -> None: ...
@@ -65,8 +70,8 @@ class InlineExecutor:
     def n_busy(self) -> int:
         return len(self._done)
 
-    def submit(self, ticket: int, config: Any) -> None:
-        self._done.append((ticket, evaluate(self._objective, config, self._metric)))
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
+        self._done.append((ticket, evaluate(self._objective, config, self._metric, context)))
 
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
         done, self._done = self._done, []
@@ -169,8 +174,8 @@ def _serve(conn: Connection, objective: Callable[[Any], Any], metric: str | None
             return
         if message is None:
             return
-        ticket, config = message
-        outcome = evaluate(objective, config, metric)
+        ticket, config, context = message
+        outcome = evaluate(objective, config, metric, context)
         try:
             conn.send((ticket, outcome))
         except (BrokenPipeError, OSError):
@@ -213,7 +218,8 @@ class ProcessExecutor:
     """A pool of forked worker processes with per-evaluation timeouts and crash recovery.
 
     Args:
-        objective: Called as ``objective(config)`` in a worker.
+        objective: Called as ``objective(config)`` in a worker (``objective(config, context=...)``
+            when it declares ``context``).
         metric: Name of the metric to optimise when the objective returns a mapping.
         workers: Number of evaluations in flight.
         timeout_s: Kill an evaluation (and its worker) after this many seconds; the trial is TIMEOUT.
@@ -245,12 +251,12 @@ class ProcessExecutor:
     def n_busy(self) -> int:
         return sum(w.ticket is not None for w in self._workers)
 
-    def submit(self, ticket: int, config: Any) -> None:
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
         for worker in self._workers:
             if worker.ticket is None:
                 worker.ticket = ticket
                 worker.started_at = time.time()
-                worker.conn.send((ticket, config))
+                worker.conn.send((ticket, config, context))
                 return
         raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
 

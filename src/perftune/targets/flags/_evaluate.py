@@ -32,6 +32,7 @@ from perftune.errors import PerftuneError
 from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_adaptively
 from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, remember_rejected
+from perftune.trial import Status
 
 __all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator"]
 
@@ -100,6 +101,14 @@ class Measurement:
     def ok(self) -> bool:
         """True when the candidate built, ran and gave the reference output."""
         return self.status == "ok"
+
+    @property
+    def trial_status(self) -> Status:
+        """The trial's status for the driver: ``status`` keeps the flags' own finer failure kinds."""
+        return _TRIAL_STATUS.get(self.status, Status.FAILED)
+
+
+_TRIAL_STATUS = {"ok": Status.OK, "timeout": Status.TIMEOUT, "cancelled": Status.CANCELLED}
 
 
 _REJECTED_OPTION = re.compile(
@@ -207,9 +216,9 @@ class Evaluator:
         if step.ok:
             self.build_s = time.monotonic() - started
             return binary, None
-        if step.status == "timeout" and cut:
+        if step.status is Status.TIMEOUT and cut:
             return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
-        if step.status == "timeout" or step.status == "limit":
+        if step.status is Status.TIMEOUT or step.limit_hit:
             return None, Measurement("compile-error", reason=f"compile: {step.reason}")
         text = step.stderr_tail
         if (
@@ -256,7 +265,7 @@ class Evaluator:
             [binary, *self.program.run_args], scratch=scratch, cwd=self._run_cwd(), timeout_s=limit
         )
         out = step.text()
-        if step.status == "timeout":
+        if step.status is Status.TIMEOUT:
             return None, TIME_BUDGET_REACHED if cut else f"run timed out after {limit:.1f} s", out
         if not step.ok:
             return None, f"run failed: {step.reason}", out
@@ -321,7 +330,7 @@ class Evaluator:
             except _RunFailed as failed:
                 result = failed.measurement
             result.binary_hash = digest
-            if n_runs is None and against is None and result.status != "cancelled":
+            if n_runs is None and against is None and result.trial_status is not Status.CANCELLED:
                 with self._state_lock:
                     self._by_hash.setdefault(digest, result)
                     if (

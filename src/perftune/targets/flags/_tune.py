@@ -34,6 +34,7 @@ from perftune.report import FinalAnswer, Improvement, record_final_answer
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
+from perftune.trial import Status
 
 __all__ = ["FlagsResult", "parse_flag_budget", "reduce_flags", "tune_flags"]
 
@@ -353,7 +354,7 @@ def tune_flags(
                 for fut in done:
                     trial = pending.pop(fut)
                     m = fut.result()
-                    if m.status == "cancelled":
+                    if m.trial_status is Status.CANCELLED:
                         # In flight when the search's time ran out: recorded, not counted.
                         tuner.tell(trial, error=m.reason, status=Status.CANCELLED)
                         n_cancelled += 1
@@ -369,8 +370,7 @@ def tune_flags(
                             best[0] = (m.value, trial.config)
                             trace.append((time.monotonic() - started, m.value, render(trial.config, info)))
                     else:
-                        status = Status.TIMEOUT if m.status == "timeout" else Status.FAILED
-                        tuner.tell(trial, error=f"{m.status}: {m.reason}", status=status)
+                        tuner.tell(trial, error=f"{m.status}: {m.reason}", status=m.trial_status)
                         failures[m.status] = failures.get(m.status, 0) + 1
                     n_done += 1
                     base = baseline[0]
@@ -445,7 +445,7 @@ def _interleaved(
         bin_b, fail_b = evaluator.build(list(b), scratch_b)
         failed = fail_a or fail_b
         if failed is not None:
-            if failed.status == "cancelled":
+            if failed.trial_status is Status.CANCELLED:
                 raise _OutOfTime(failed.reason)
             raise RuntimeError(f"confirmation build failed: {failed.reason}")
         assert bin_a is not None and bin_b is not None
