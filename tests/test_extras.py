@@ -64,7 +64,7 @@ def test_cli_llvm_passes_without_gymnasium_is_one_line(monkeypatch: pytest.Monke
         monkeypatch.delitem(sys.modules, name)  # imported again, now without gymnasium
     source = tmp_path / "prog.c"
     source.write_text("int main(void) { return 0; }\n")
-    result = CliRunner().invoke(cli, ["llvm-passes", str(source), "--seconds", "1"])
+    result = CliRunner().invoke(cli, ["llvm-passes", str(source), "--budget", "1s"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert result.output.startswith("perftune: error: ") and "pip install 'perftune[gym]'" in result.output

@@ -238,7 +238,7 @@ def _follow_the_tour(venv: Venv, work: Path) -> None:
                               cwd=work)
     assert "pip install 'perftune[postgres]'" in err
     (work / "prog.c").write_text("int main(void) { return 0; }\n")
-    err = venv.one_line_error(["perftune", "llvm-passes", "prog.c", "--seconds", "1"], cwd=work)
+    err = venv.one_line_error(["perftune", "llvm-passes", "prog.c", "--budget", "1s"], cwd=work)
     assert "pip install 'perftune[gym]'" in err
 
 
