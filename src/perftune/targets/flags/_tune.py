@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from perftune.drive import Budget, Countdown, Outcome, ThreadExecutor, parse_budget
+from perftune.drive import Budget, Countdown, Outcome, ThreadExecutor, Tuner, parse_budget
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
 from perftune.report._improvement import FinalAnswer, Improvement, record_final_answer
@@ -209,7 +209,6 @@ def tune_flags(
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
             naming an unknown option, a bad budget: one line, before tuning starts.
     """
-    from perftune.drive import Tuner
     from perftune.trial import Status
 
     limit = _as_budget(budget)
