@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> None:
               help="Wall time (90s, 10m; default 60s) or sequences evaluated (500); give twice for both, "
                    "the first reached ends the search.")
 @click.option("--seconds", type=float, default=None, metavar="S",
-              help="Deprecated: use --budget Ss (search time in seconds).")
+              help="Deprecated alias: --seconds 30 is --budget 30s.")
 @click.option("--search", type=click.Choice(["perftune", "random", "greedy"]), default="perftune",
               show_default=True, help="perftune's ensemble, or CompilerGym's random/greedy baselines.")
 @click.option("--length", type=int, default=160, show_default=True, help="Longest pass sequence searched.")
