@@ -540,20 +540,38 @@ class Tuner:
         status: Status | None = None,
         metrics: Mapping[str, float] | None = None,
         samples: Sequence[float] | None = None,
+        started_at: float | None = None,
+        finished_at: float | None = None,
     ) -> Trial:
         """Report the outcome of a trial issued by :meth:`ask`.
 
         ``tell(trial, 1.23)`` reports success; ``tell(trial, error="reason")`` or
         ``tell(trial, status=Status.TIMEOUT)`` a failure; ``tell(trial, {"time": 1.2, "size": 300})``
         a mapping of metrics (``metric=`` of the tuner names the optimised one).
+
+        ``started_at`` and ``finished_at`` (``time.time()`` instants) are when the evaluation ran, as
+        measured by whoever ran it; they are stored with the trial. Both default to the time of this
+        call.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"x": Int(0, 3)}), budget=1)
+            >>> trial = tuner.ask()
+            >>> told = tuner.tell(trial, 2.0, started_at=100.0, finished_at=101.5)
+            >>> (told.started_at, told.finished_at, tuner.ask())
+            (100.0, 101.5, None)
         """
         ticket = trial if isinstance(trial, int) else trial.id
         if ticket not in self._pending:
             raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner, or was already told")
         now = time.time()
+        finished = now if finished_at is None else float(finished_at)
+        started = finished if started_at is None else float(started_at)
+        if started > finished:
+            raise PerftuneError(f"tell(): started_at {started} is after finished_at {finished}")
         if error is not None or (status is not None and status is not Status.OK):
             st = status if status is not None and status is not Status.OK else Status.FAILED
-            outcome = Outcome(st, reason=error or st.value, started_at=now, finished_at=now)
+            outcome = Outcome(st, reason=error or st.value, started_at=started, finished_at=finished)
         else:
             raw: Any = value
             if raw is None and metrics is not None:
@@ -573,7 +591,7 @@ class Tuner:
             except ValueError as exc:
                 raise PerftuneError(f"tell(): {exc}") from None
             outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
-                              started_at=now, finished_at=now)
+                              started_at=started, finished_at=finished)
         self._heartbeat()  # an ask/tell run keeps its lease alive too
         return self._record(ticket, outcome)
 
