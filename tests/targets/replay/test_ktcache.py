@@ -344,3 +344,25 @@ def test_small_problem_matches_the_t1_file(tmp_path: Path) -> None:
     assert {tuple(c[n] for n in space.names) for c in from_t1.enumerate()} == expected
     combos = itertools.product([1, 2, 4, 8], "ab", [1, 2, 3])
     assert len(expected) == sum(1 for bx, _a, t in combos if bx * t <= 16)
+
+
+def test_a_task_file_replays_a_kernel_tuner_cache(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    p1, pk, small = _cut(tmp_path)
+    task = tmp_path / "cut.toml"
+    target = f'[target]\nkind = "replay"\nt1 = "{p1.name}"\nkt = "{pk.name}"\n'
+    task.write_text(target + "[tuning]\nbudget = 12\nseed = 1\n")
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "p.db"), "run", str(task), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{"):])
+    n_failed = sum(isinstance(e["time"], str) for e in small["cache"].values())
+    assert payload["counts"] == {"ok": 12 - n_failed, "failed": n_failed}
+    times = [e["time"] for e in small["cache"].values() if not isinstance(e["time"], str)]
+    assert payload["best"]["value"] == min(times)
+    both = tmp_path / "both.toml"
+    both.write_text(target + 't4 = "x.T4.json"\n')
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "p.db"), "run", str(both)])
+    assert result.exit_code == 2 and "give one of them, not both" in result.output
