@@ -366,3 +366,16 @@ def test_a_task_file_replays_a_kernel_tuner_cache(tmp_path: Path) -> None:
     both.write_text(target + 't4 = "x.T4.json"\n')
     result = CliRunner().invoke(cli, ["--store", str(tmp_path / "p.db"), "run", str(both)])
     assert result.exit_code == 2 and "give one of them, not both" in result.output
+
+
+def test_a_hub_cache_round_trips_through_a_perftune_run(tmp_path: Path) -> None:
+    p1, pk, _small = _cut(tmp_path)
+    original = replay.load_kt(p1, pk)
+    run = perftune.tune(original.objective, original.space, budget=12, seed=2)
+    assert len({t.config for t in run.trials}) == 12
+    out = replay.export_kt(run.trials, tmp_path / "again.kt.json", space=original.space)
+    again = replay.load_kt(p1, out)
+    assert again.objective.records.keys() == original.objective.records.keys()
+    for key, rec in original.objective.records.items():
+        back = again.objective.records[key]
+        assert (back.value, back.reason) == (rec.value, rec.reason)  # RuntimeFailedConfig stays itself
