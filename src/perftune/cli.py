@@ -631,15 +631,26 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
 
 @cli.command("export")
 @click.argument("run")
-@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "kt"]), default="csv", show_default=True,
+              help="kt: a Kernel Tuner cache file, replayable with tune_kernel(..., simulation_mode=True).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
 @click.pass_context
-def export_cmd(ctx: click.Context, run: str, fmt: str, output: str, store: str | None) -> None:
-    """Export the trials of RUN as CSV or JSON."""
+def export_cmd(
+    ctx: click.Context, run: str, fmt: str, output: str, store: str | None, kernel_name: str | None
+) -> None:
+    """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file."""
     st = _open(ctx, store)
     info = st.get_run(run)
-    st.export(info.id, fmt, output)
+    if fmt == "kt":
+        from perftune.targets.replay import export_run_kt
+
+        export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name)
+    else:
+        if kernel_name is not None:
+            raise click.UsageError("--kernel-name is only for --format kt")
+        st.export(info.id, fmt, output)
     click.echo(f"wrote {output}")
 
 
