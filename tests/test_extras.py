@@ -64,7 +64,7 @@ def test_cli_llvm_passes_runs_without_gymnasium(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.delitem(sys.modules, name)  # imported again, now without gymnasium
     source = tmp_path / "prog.c"
     source.write_text("int main(void) { return 0; }\n")
-    result = CliRunner().invoke(cli, ["llvm-passes", str(source), "--seconds", "1"])
+    result = CliRunner().invoke(cli, ["llvm-passes", str(source), "--budget", "1s"])
     assert result.exit_code == 0, result.output
     assert sys.modules.get("gymnasium") is None
 

@@ -240,7 +240,7 @@ def _follow_the_tour(venv: Venv, work: Path) -> None:
     # The LLVM pass search needs opt-14, not the gym extra (only perftune.gym does).
     if shutil.which("opt-14", path=venv.env["PATH"]) and shutil.which("clang-14", path=venv.env["PATH"]):
         (work / "prog.c").write_text("int main(void) { return 0; }\n")
-        venv.ok(["perftune", "llvm-passes", "prog.c", "--seconds", "1"], cwd=work)
+        venv.ok(["perftune", "llvm-passes", "prog.c", "--budget", "1s"], cwd=work)
 
 
 def test_tour_in_a_private_folder(venv: Venv, tmp_path: Path) -> None:

@@ -631,15 +631,26 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
 
 @cli.command("export")
 @click.argument("run")
-@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "kt"]), default="csv", show_default=True,
+              help="kt: a Kernel Tuner cache file, replayable with tune_kernel(..., simulation_mode=True).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
 @click.pass_context
-def export_cmd(ctx: click.Context, run: str, fmt: str, output: str, store: str | None) -> None:
-    """Export the trials of RUN as CSV or JSON."""
+def export_cmd(
+    ctx: click.Context, run: str, fmt: str, output: str, store: str | None, kernel_name: str | None
+) -> None:
+    """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file."""
     st = _open(ctx, store)
     info = st.get_run(run)
-    st.export(info.id, fmt, output)
+    if fmt == "kt":
+        from perftune.targets.replay import export_run_kt
+
+        export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name)
+    else:
+        if kernel_name is not None:
+            raise click.UsageError("--kernel-name is only for --format kt")
+        st.export(info.id, fmt, output)
     click.echo(f"wrote {output}")
 
 
@@ -653,7 +664,11 @@ def main(argv: list[str] | None = None) -> None:
 
 @cli.command("llvm-passes")
 @click.argument("benchmark")
-@click.option("--seconds", type=float, default=60.0, show_default=True, help="Search time.")
+@click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
+              help="Wall time (90s, 10m; default 60s) or sequences evaluated (500); give twice for both, "
+                   "the first reached ends the search.")
+@click.option("--seconds", type=float, default=None, metavar="S",
+              help="Deprecated alias: --seconds 30 is --budget 30s.")
 @click.option("--search", type=click.Choice(["perftune", "random", "greedy"]), default="perftune",
               show_default=True, help="perftune's ensemble, or CompilerGym's random/greedy baselines.")
 @click.option("--length", type=int, default=160, show_default=True, help="Longest pass sequence searched.")
@@ -663,8 +678,9 @@ def main(argv: list[str] | None = None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print pipeline and instruction counts as JSON.")
 @click.option("--seed", type=int, default=None, help="Seed of the search (default 0).")
 @click.pass_context
-def llvm_passes_cmd(ctx: click.Context, benchmark: str, seconds: float, search: str, length: int, engine: str,
-                    no_run: bool, as_json: bool, seed: int | None) -> None:
+def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...], seconds: float | None,
+                    search: str, length: int, engine: str, no_run: bool, as_json: bool,
+                    seed: int | None) -> None:
     """Search an LLVM 14 pass sequence that minimises the instruction count of BENCHMARK.
 
     BENCHMARK is a .c/.ll/.bc file or a URI (benchmark://perftune-v0/crc32, generator://csmith-v0/7).
@@ -672,12 +688,21 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, seconds: float, search: 
 
     \b
     Example:
-      perftune llvm-passes prog.c --seconds 30
+      perftune llvm-passes prog.c --budget 30s
     """
+    from perftune.drive import parse_budget
     from perftune.targets.llvm import llvm_passes
 
-    llvm_passes(benchmark, seconds=seconds, search=search, length=length, engine=engine, run=not no_run,
-                as_json=as_json, seed=_opt(ctx, "seed", seed) or 0, emit_json=_emit_json, echo=click.echo)
+    items = _opt(ctx, "budget", budget)
+    limit = parse_budget(items) if items else None
+    search_s = None if limit is None else limit.seconds
+    if seconds is not None:
+        click.echo(f"perftune: note: --seconds is deprecated; use --budget {seconds:g}s", err=True)
+        search_s = seconds if search_s is None else min(search_s, seconds)
+    llvm_passes(benchmark, seconds=60.0 if search_s is None else search_s,
+                evals=None if limit is None else limit.evals, search=search, length=length, engine=engine,
+                run=not no_run, as_json=as_json, seed=_opt(ctx, "seed", seed) or 0, emit_json=_emit_json,
+                echo=click.echo)
 
 
 @cli.command("doctor")

@@ -22,8 +22,17 @@ if TYPE_CHECKING:
 __all__ = ["Status", "Trial", "TrialTimeout"]
 
 
-class Status(enum.Enum):
-    """How a trial ended (or that it has not ended yet)."""
+class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change str() and f-strings)
+    """How a trial ended (or that it has not ended yet).
+
+    The values are stored (store, checkpoints, replay files) and never change. A ``str`` enum, so that
+    code written when outcomes were strings (``step.status == "timeout"``) keeps working; ``str()``
+    and formatting stay those of a plain enum (``Status.OK``).
+
+    Example:
+        >>> Status.TIMEOUT == "timeout", Status("failed") is Status.FAILED
+        (True, True)
+    """
 
     PENDING = "pending"
     OK = "ok"

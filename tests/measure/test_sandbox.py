@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from perftune.measure import Limits, Sandbox, doctor
+from perftune.trial import Status
 
 DATA = Path(__file__).parent / "data"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -36,18 +37,18 @@ def run(sandbox: Sandbox, argv: list[str], timeout_s: float = 10.0):
 
 def test_ok_step_reports_output_and_times(sandbox: Sandbox, bad_program: str) -> None:
     r = run(sandbox, [bad_program, "ok"])
-    assert r.ok and r.stdout == b"result 42\n" and r.reason is None
+    assert r.status is Status.OK and r.stdout == b"result 42\n" and r.reason is None
     assert r.wall_s > 0 and r.returncode == 0
 
 
 def test_segfault_is_reported_with_signal(sandbox: Sandbox, bad_program: str) -> None:
     r = run(sandbox, [bad_program, "segv"])
-    assert r.status == "failed" and r.signal == "SIGSEGV" and "SIGSEGV" in r.reason
+    assert r.status is Status.FAILED and r.signal == "SIGSEGV" and "SIGSEGV" in r.reason
 
 
 def test_exit_code_and_stderr_tail(sandbox: Sandbox, bad_program: str) -> None:
     r = run(sandbox, [bad_program, "exit7"])
-    assert r.status == "failed" and r.returncode == 7
+    assert r.status is Status.FAILED and r.returncode == 7 and not r.limit_hit
     assert "exit code 7" in r.reason and "something went wrong" in r.reason
 
 
@@ -56,7 +57,7 @@ def test_hang_times_out_and_kills_the_group(sandbox: Sandbox) -> None:
 
     marker = f"sleep {300 + os.getpid() % 1000}.25"  # unique to this test run
     r = run(sandbox, ["sh", "-c", f"{marker} & {marker}"], timeout_s=1.0)
-    assert r.status == "timeout" and "timeout" in r.reason
+    assert r.status is Status.TIMEOUT and "timeout" in r.reason
     deadline = time.monotonic() + 5.0
     while True:  # SIGKILL is delivered at once, but a loaded machine may take a moment to reap
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
@@ -68,7 +69,7 @@ def test_hang_times_out_and_kills_the_group(sandbox: Sandbox) -> None:
 
 def test_allocating_100_gb_hits_the_memory_limit(sandbox: Sandbox, bad_program: str) -> None:
     r = run(sandbox, [bad_program, "alloc"])
-    assert r.status == "limit" and r.limit == "memory", r.reason
+    assert r.status is Status.FAILED and r.limit == "memory" and r.limit_hit, r.reason
     assert "memory limit" in r.reason
 
 
@@ -78,7 +79,7 @@ def test_fork_bomb_hits_the_process_limit(sandbox: Sandbox, bad_program: str) ->
             "no process limit can be enforced here (root without cgroup pids or an unprivileged user)"
         )
     r = run(sandbox, [bad_program, "forkbomb"], timeout_s=2.0)
-    assert r.status in ("limit", "timeout") and r.limit == "processes", r.reason
+    assert r.status in (Status.FAILED, Status.TIMEOUT) and r.limit == "processes", r.reason
     assert "process limit" in r.reason
 
 
@@ -86,7 +87,7 @@ def test_disk_filling_hits_the_disk_limit(sandbox: Sandbox, bad_program: str) ->
     if not sandbox.protections()["disk"]:
         pytest.skip("no disk limit can be enforced here")
     r = run(sandbox, [bad_program, "disk"])
-    assert r.status == "limit" and r.limit in ("disk", "file size"), r.reason
+    assert r.status is Status.FAILED and r.limit in ("disk", "file size") and r.limit_hit, r.reason
 
 
 def test_writing_outside_scratch_is_denied_or_detected(
@@ -98,7 +99,7 @@ def test_writing_outside_scratch_is_denied_or_detected(
     target = f"/tmp/perftune-escape-test-{os.getpid()}"
     try:
         r = run(sandbox, [bad_program, "escape", target])
-        assert r.status == "failed", r.reason
+        assert r.status is Status.FAILED, r.reason
         assert not os.path.exists(target)
         assert "Read-only" in r.reason or "outside its scratch" in r.reason or "Permission denied" in r.reason
     finally:
@@ -116,7 +117,7 @@ def test_network_is_unreachable_when_isolated(sandbox: Sandbox) -> None:
 
 def test_missing_executable_is_a_clear_reason(sandbox: Sandbox) -> None:
     r = run(sandbox, ["no-such-program-perftune"])
-    assert r.status == "failed" and r.reason == "command not found: no-such-program-perftune"
+    assert r.status is Status.FAILED and r.reason == "command not found: no-such-program-perftune"
 
 
 def test_huge_stdout_is_bounded_and_hashed(sandbox: Sandbox, bad_program: str) -> None:

@@ -10,21 +10,26 @@ Example:
 
 from __future__ import annotations
 
-from perftune.drive._budget import Budget, parse_budget
+from perftune.drive._budget import Budget, Countdown, parse_budget
+from perftune.drive._context import EvalContext, Incumbent
 from perftune.drive._evaluate import Outcome, evaluate, interpret
-from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor, ThreadExecutor
 from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
 from perftune.drive._warmstart import Prior, WarmStart
 
 __all__ = [
     "DEFAULT_LAG",
     "Budget",
+    "Countdown",
+    "EvalContext",
     "Executor",
+    "Incumbent",
     "InlineExecutor",
     "Outcome",
     "Prior",
     "ProcessExecutor",
     "Result",
+    "ThreadExecutor",
     "Tuner",
     "WarmStart",
     "evaluate",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import TypeVar
 
 from perftune.errors import BudgetError
 
-__all__ = ["Budget", "parse_budget"]
+__all__ = ["Budget", "Countdown", "parse_budget"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
 _UNIT_S = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -75,6 +76,43 @@ class Budget:
             patience=tighter(self.patience, other.patience),
             target=self.target if self.target is not None else other.target,
         )
+
+
+class Countdown:
+    """The clock of a time budget, started once; everything that spends the budget reads it here.
+
+    A target whose command has steps before or after the driver's search (checks, a confirmation)
+    sizes them by this clock rather than by one of its own, so that one budget covers the whole command.
+
+    Args:
+        seconds: The time budget; None for none (then nothing is ever out of time).
+
+    Example:
+        >>> clock = Countdown(60.0)
+        >>> 59 < clock.remaining_s() <= 60 and not clock.expired()
+        True
+        >>> Countdown(None).remaining_s() is None
+        True
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._started = time.monotonic()
+
+    def elapsed_s(self) -> float:
+        """Seconds since the clock started."""
+        return time.monotonic() - self._started
+
+    def remaining_s(self) -> float | None:
+        """Seconds left (never negative), or None without a time budget."""
+        if self.seconds is None:
+            return None
+        return max(0.0, self.seconds - self.elapsed_s())
+
+    def expired(self) -> bool:
+        """Whether the time budget is spent."""
+        left = self.remaining_s()
+        return left is not None and left <= 0.0
 
 
 def parse_budget(items: list[str] | tuple[str, ...]) -> Budget:

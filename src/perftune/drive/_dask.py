@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from perftune.drive._context import EvalContext
 from perftune.drive._evaluate import Outcome, evaluate
 from perftune.errors import PerftuneError
 from perftune.trial import Status
@@ -33,7 +34,8 @@ class DaskExecutor:
     """Runs evaluations as Dask tasks.
 
     Args:
-        objective: Called as ``objective(config)`` on a Dask worker (shipped with cloudpickle).
+        objective: Called as ``objective(config)`` on a Dask worker (shipped with cloudpickle), or
+            ``objective(config, context=...)`` when it declares ``context``.
         metric: Metric to optimise when the objective returns a mapping.
         workers: Evaluations in flight.
         scheduler: ``"tcp://host:port"`` of a running scheduler, or ``"local:N"`` for a local cluster.
@@ -80,8 +82,9 @@ class DaskExecutor:
     def n_busy(self) -> int:
         return len(self._futures)
 
-    def submit(self, ticket: int, config: Any) -> None:
-        future = self._client.submit(evaluate, self._objective, config, self._metric, pure=False,
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
+        # The context goes with the task (pickled), so a Dask worker sees the run's incumbent too.
+        future = self._client.submit(evaluate, self._objective, config, self._metric, context, pure=False,
                                      key=f"perftune-eval-{ticket}-{time.monotonic_ns()}")
         self._futures[future] = (ticket, time.time())
 

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import math
 import numbers
 import os
 import socket
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perftune.drive._context import EvalContext, takes_context
 from perftune.trial import Status, TrialTimeout
 
 __all__ = ["Outcome", "RepeatedObjective", "evaluate", "interpret"]
 
-Objective = Callable[[Any], Any]
+Objective = Callable[..., Any]  # objective(config) or objective(config, context=...)
 
 
 @dataclass
@@ -42,6 +40,7 @@ class Outcome:
     started_at: float = 0.0
     finished_at: float = 0.0
     worker: str | None = None
+    published: dict[str, Any] = field(default_factory=dict)
 
 
 def _number(x: Any) -> float | None:
@@ -102,21 +101,29 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def evaluate(objective: Objective, config: Any, metric: str | None) -> Outcome:
-    """Call the objective once; an exception is a failed trial with its message as the reason."""
+def evaluate(objective: Objective, config: Any, metric: str | None,
+             context: EvalContext | None = None) -> Outcome:
+    """Call the objective once; an exception is a failed trial with its message as the reason.
+
+    ``context`` reaches an objective that declares a ``context`` parameter (see
+    :class:`~perftune.drive.EvalContext`); what it published comes back in ``Outcome.published``,
+    whether it succeeded or not.
+    """
     started = time.time()
+    published = context.published if context is not None else {}
     try:
-        raw = objective(config)
+        raw = objective(config, context=context) if context is not None and takes_context(objective) \
+            else objective(config)
         value, metrics, samples = interpret(raw, metric)
     except TrialTimeout as error:
         return Outcome(Status.TIMEOUT, reason=str(error) or "timeout", started_at=started,
-                       finished_at=time.time(), worker=_worker_name())
+                       finished_at=time.time(), worker=_worker_name(), published=published)
     except Exception as error:  # the objective is user code: any exception is a failed trial
         reason = f"{type(error).__name__}: {error}".strip()
         return Outcome(Status.FAILED, reason=reason[:2000], started_at=started, finished_at=time.time(),
-                       worker=_worker_name())
+                       worker=_worker_name(), published=published)
     return Outcome(Status.OK, value=value, metrics=metrics, samples=samples, started_at=started,
-                   finished_at=time.time(), worker=_worker_name())
+                   finished_at=time.time(), worker=_worker_name(), published=published)
 
 
 class RepeatedObjective:
@@ -133,29 +140,33 @@ class RepeatedObjective:
     every later configuration is measured once. An int ``n`` measures every configuration exactly
     ``n`` times (no warm-up); a ``TimingSettings`` is used as given.
 
-    The incumbent's samples live in a small file under ``state_dir`` (locked), so that the worker
-    processes of one run share them; a worker that cannot reach it (another machine) keeps its own.
+    Called by the driver, it reads the incumbent from the :class:`~perftune.drive.EvalContext` and
+    publishes what it detected there, so that worker processes (and Dask workers) share both. Called
+    directly (no context), it remembers them itself, in this process.
 
     Args:
-        objective: ``objective(config)``, returning a number or a mapping of metrics.
+        objective: ``objective(config)`` (or ``objective(config, context)``), returning a number or a
+            mapping of metrics.
         metric: The metric to optimise when it returns a mapping (as for :func:`perftune.tune`).
         goal: ``"min"`` or ``"max"``.
         repeats: ``"auto"``, a number of runs, or a :class:`~perftune.measure.TimingSettings`.
-        state_dir: Directory for the shared state (created when missing).
+        state_dir: Ignored; kept so that callers that passed one keep working (the state travels with
+            the driver's context now).
 
     Example:
-        >>> import tempfile
         >>> calls = []
-        >>> f = RepeatedObjective(lambda c: calls.append(c) or c["x"] % 3, None, "min", "auto",
-        ...                       tempfile.mkdtemp())
+        >>> f = RepeatedObjective(lambda c: calls.append(c) or c["x"] % 3, None, "min", "auto")
         >>> f({"x": 4})["samples"], len(calls)   # a warm-up, then the same value twice
         ([1.0, 1.0], 3)
         >>> f({"x": 3})["samples"], len(calls)   # deterministic: once per configuration
         ([0.0], 4)
     """
 
+    #: The key under which the detected determinism is shared (``EvalContext.shared``).
+    DETERMINISTIC_KEY = "repeats.deterministic"
+
     def __init__(self, objective: Objective, metric: str | None, goal: str, repeats: Any,
-                 state_dir: str) -> None:
+                 state_dir: str | None = None) -> None:
         from perftune.measure import TimingSettings
 
         if isinstance(repeats, TimingSettings):
@@ -171,47 +182,29 @@ class RepeatedObjective:
         self.metric = metric
         self.goal = goal
         self.settings = settings
-        self.state_dir = state_dir
+        self._passes_context = takes_context(objective)
+        # Without a driver's context (called directly): the incumbent and the detection, kept here.
         self._memory: dict[str, Any] = {}
-
-    @contextlib.contextmanager
-    def _state(self) -> Iterator[dict[str, Any]]:
-        """The shared state, read and written under an exclusive lock."""
-        try:
-            os.makedirs(self.state_dir, exist_ok=True)
-            lock = open(os.path.join(self.state_dir, "lock"), "a")  # noqa: SIM115 (held across yield)
-        except OSError:
-            yield self._memory
-            return
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            path = os.path.join(self.state_dir, "state.json")
-            try:
-                with open(path) as f:
-                    state = json.load(f)
-            except (OSError, ValueError):
-                state = {}
-            before = dict(state)
-            yield state
-            if state != before:
-                tmp = f"{path}.{os.getpid()}"
-                with open(tmp, "w") as f:
-                    json.dump(state, f)
-                os.replace(tmp, path)
 
     def _better(self, a: float, b: float) -> bool:
         return a < b if self.goal == "min" else a > b
 
-    def __call__(self, config: Any) -> dict[str, Any]:
+    def __call__(self, config: Any, context: EvalContext | None = None) -> dict[str, Any]:
         from perftune.measure import Decision, measure_adaptively
 
-        with self._state() as state:
-            incumbent = state.get("incumbent")
-            known = state.get("deterministic")
+        if context is not None:
+            incumbent = context.incumbent
+            against = list(incumbent.samples or (incumbent.value,)) if incumbent is not None else None
+            known = context.shared.get(self.DETERMINISTIC_KEY)
+        else:
+            remembered = self._memory.get("incumbent")
+            against = remembered["samples"] if remembered else None
+            known = self._memory.get("deterministic")
         last: dict[str, float] = {}
 
         def run_once() -> float:
-            value, metrics, _ = interpret(self.objective(config), self.metric)
+            raw = self.objective(config, context=context) if self._passes_context else self.objective(config)
+            value, metrics, _ = interpret(raw, self.metric)
             last.clear()
             last.update(metrics)
             return value
@@ -220,17 +213,20 @@ class RepeatedObjective:
             mode: bool | None = False
         else:
             mode = True if known is True else None
-        result = measure_adaptively(run_once, incumbent["samples"] if incumbent else None, self.settings,
-                                    goal=self.goal, deterministic=mode)
+        result = measure_adaptively(run_once, against, self.settings, goal=self.goal, deterministic=mode)
         value = statistics.median(result.samples)
-        with self._state() as state:
-            if self._auto and state.get("deterministic") is None and len(result.samples) >= 2:
-                # The first configuration measured more than once says whether there is noise at all.
-                state["deterministic"] = all(x == result.samples[0] for x in result.samples)
-            current = state.get("incumbent")
+        if self._auto and known is None and len(result.samples) >= 2:
+            # The first configuration measured more than once says whether there is noise at all.
+            deterministic = all(x == result.samples[0] for x in result.samples)
+            if context is not None:
+                context.publish(self.DETERMINISTIC_KEY, deterministic)
+            else:
+                self._memory["deterministic"] = deterministic
+        if context is None:
+            current = self._memory.get("incumbent")
             improves = current is None or self._better(value, current["value"])
             if result.decision is Decision.BETTER and improves:
-                state["incumbent"] = {"samples": result.samples, "value": value}
+                self._memory["incumbent"] = {"samples": result.samples, "value": value}
         key = self.metric if self.metric is not None else "value"
         return {**last, key: value, "samples": list(result.samples), "n_runs": float(result.n_runs)}
 

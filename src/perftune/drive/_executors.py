@@ -1,9 +1,13 @@
 """Executors: where evaluations run.
 
-An executor takes (ticket, config) submissions and yields (ticket, Outcome) as they complete. The
-driver owns the loop; executors only run things. ``InlineExecutor`` evaluates in the driver's own
+An executor takes (ticket, config, context) submissions and yields (ticket, Outcome) as they complete.
+The driver owns the loop; executors only run things. The :class:`~perftune.drive.EvalContext` travels
+with the submission (pickled in the submit message to a worker process) and what the objective
+published in it comes back in the outcome. ``InlineExecutor`` evaluates in the driver's own
 process; ``ProcessExecutor`` keeps N forked worker processes, each fed one configuration at a time over
-a pipe, so that a worker that crashes or hangs costs only its own trial and is replaced.
+a pipe, so that a worker that crashes or hangs costs only its own trial and is replaced;
+``ThreadExecutor`` runs N evaluations on threads of the driver's process, for targets whose evaluation
+is itself a sandboxed subprocess (a build, a timed run) and that share state between evaluations.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent import futures
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from perftune.drive._context import EvalContext
 from perftune.drive._evaluate import Outcome, evaluate
 from perftune.trial import Status
 
-__all__ = ["Executor", "InlineExecutor", "ProcessExecutor"]
+__all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "ThreadExecutor"]
 
 
 class Executor(Protocol):
@@ -37,7 +43,9 @@ class Executor(Protocol):
 
     capacity: int
 
-    def submit(self, ticket: int, config: Any) -> None: ...
+    # ``context`` is optional for executors written before it existed: the driver passes it only to a
+    # ``submit`` that declares it.
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None: ...
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]: ...
     def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]: ...
     def close(self) -> None: ...
@@ -65,8 +73,8 @@ class InlineExecutor:
     def n_busy(self) -> int:
         return len(self._done)
 
-    def submit(self, ticket: int, config: Any) -> None:
-        self._done.append((ticket, evaluate(self._objective, config, self._metric)))
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
+        self._done.append((ticket, evaluate(self._objective, config, self._metric, context)))
 
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
         done, self._done = self._done, []
@@ -79,6 +87,100 @@ class InlineExecutor:
         pass
 
 
+class ThreadExecutor:
+    """Evaluates on ``workers`` threads of the driver's process.
+
+    For a target whose evaluation runs its own sandboxed subprocesses and keeps state across
+    evaluations (a cache of built binaries, a lock that serialises timed runs): forking a worker per
+    evaluation would lose that state and buy no isolation. The objective may return an
+    :class:`Outcome` (a status and a reason of its own, e.g. CANCELLED for a step the time budget
+    cut); anything else is read as by :func:`perftune.drive.evaluate`.
+
+    A thread cannot be killed, so cancellation is cooperative: :meth:`cancel_all` calls ``cancel``
+    (the target's way of stopping what it runs; a target whose every step is bounded by the driver's
+    :meth:`perftune.Tuner.remaining_s` needs none) and waits up to ``grace_s`` for the evaluations to
+    return. They are recorded as cancelled either way; one still running after that is abandoned.
+
+    Args:
+        objective: Called as ``objective(config)`` on a worker thread.
+        metric: Name of the metric to optimise when the objective returns a mapping.
+        workers: Number of evaluations in flight.
+        cancel: Called once by :meth:`cancel_all` before it waits.
+        grace_s: How long :meth:`cancel_all` waits for the evaluations in flight.
+
+    Example:
+        >>> ex = ThreadExecutor(lambda c: c["x"] + 1, None, workers=2)
+        >>> ex.submit(0, {"x": 1})
+        >>> ex.submit(1, {"x": 2})
+        >>> done: list[tuple[int, Outcome]] = []
+        >>> while len(done) < 2:
+        ...     done += ex.collect(5.0)
+        >>> sorted((ticket, outcome.value) for ticket, outcome in done)
+        [(0, 2.0), (1, 3.0)]
+        >>> ex.close()
+    """
+
+    def __init__(self, objective: Callable[[Any], Any], metric: str | None, workers: int = 1, *,
+                 cancel: Callable[[], None] | None = None, grace_s: float = 5.0) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        self._objective = objective
+        self._metric = metric
+        self._cancel = cancel
+        self._grace_s = grace_s
+        self.capacity = workers
+        self._pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perftune-eval")
+        self._running: dict[futures.Future[Outcome], tuple[int, float]] = {}
+
+    @property
+    def n_busy(self) -> int:
+        return len(self._running)
+
+    def _evaluate(self, config: Any) -> Outcome:
+        own: list[Outcome] = []
+
+        def call(c: Any) -> Any:
+            raw = self._objective(c)
+            if isinstance(raw, Outcome):
+                own.append(raw)
+                return 0.0  # a placeholder for evaluate(); the target's own outcome is returned below
+            return raw
+
+        outcome = evaluate(call, config, self._metric)
+        if not own:
+            return outcome
+        mine = own[0]
+        mine.started_at = mine.started_at or outcome.started_at
+        mine.finished_at = mine.finished_at or outcome.finished_at
+        mine.worker = mine.worker or outcome.worker
+        return mine
+
+    def submit(self, ticket: int, config: Any) -> None:
+        if len(self._running) >= self.capacity:
+            raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
+        self._running[self._pool.submit(self._evaluate, config)] = (ticket, time.time())
+
+    def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
+        if not self._running:
+            return []
+        done, _ = futures.wait(list(self._running), timeout=timeout_s, return_when=futures.FIRST_COMPLETED)
+        return [(self._running.pop(future)[0], future.result()) for future in done]
+
+    def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]:
+        """Ask the evaluations in flight to stop, wait for them, and report each as CANCELLED."""
+        if not self._running:
+            return []
+        if self._cancel is not None:
+            self._cancel()
+        running, self._running = self._running, {}
+        futures.wait(list(running), timeout=self._grace_s)
+        now = time.time()
+        return [(ticket, Outcome(Status.CANCELLED, reason=reason, started_at=started, finished_at=now))
+                for ticket, started in running.values()]
+
+    def close(self) -> None:
+        # Evaluations abandoned by cancel_all may still run: do not wait for them here.
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Cancelled(BaseException):
@@ -169,8 +271,8 @@ def _serve(conn: Connection, objective: Callable[[Any], Any], metric: str | None
             return
         if message is None:
             return
-        ticket, config = message
-        outcome = evaluate(objective, config, metric)
+        ticket, config, context = message
+        outcome = evaluate(objective, config, metric, context)
         try:
             conn.send((ticket, outcome))
         except (BrokenPipeError, OSError):
@@ -213,7 +315,8 @@ class ProcessExecutor:
     """A pool of forked worker processes with per-evaluation timeouts and crash recovery.
 
     Args:
-        objective: Called as ``objective(config)`` in a worker.
+        objective: Called as ``objective(config)`` in a worker (``objective(config, context=...)``
+            when it declares ``context``).
         metric: Name of the metric to optimise when the objective returns a mapping.
         workers: Number of evaluations in flight.
         timeout_s: Kill an evaluation (and its worker) after this many seconds; the trial is TIMEOUT.
@@ -245,12 +348,12 @@ class ProcessExecutor:
     def n_busy(self) -> int:
         return sum(w.ticket is not None for w in self._workers)
 
-    def submit(self, ticket: int, config: Any) -> None:
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
         for worker in self._workers:
             if worker.ticket is None:
                 worker.ticket = ticket
                 worker.started_at = time.time()
-                worker.conn.send((ticket, config))
+                worker.conn.send((ticket, config, context))
                 return
         raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
 

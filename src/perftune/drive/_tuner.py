@@ -14,9 +14,7 @@ that promise.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import statistics
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +25,7 @@ import numpy as np
 
 from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
+from perftune.drive._context import EvalContext, Incumbent, takes_context
 from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.drive._warmstart import Prior, WarmStart
@@ -260,6 +259,8 @@ class Tuner:
         self._trials: dict[int, Trial] = {}  # finished trials by ticket
         self._by_config: dict[Config, int] = {}  # config -> ticket of its (first) trial
         self._best: Trial | None = None
+        # What objectives published through their EvalContext; sent with every later submission.
+        self._shared: dict[str, Any] = {}
         self._default_id: int | None = None
         self._n_counted = 0  # finished trials that count against the budget (cancelled ones don't)
         self._status_counts: dict[str, int] = {}
@@ -557,20 +558,38 @@ class Tuner:
         status: Status | None = None,
         metrics: Mapping[str, float] | None = None,
         samples: Sequence[float] | None = None,
+        started_at: float | None = None,
+        finished_at: float | None = None,
     ) -> Trial:
         """Report the outcome of a trial issued by :meth:`ask`.
 
         ``tell(trial, 1.23)`` reports success; ``tell(trial, error="reason")`` or
         ``tell(trial, status=Status.TIMEOUT)`` a failure; ``tell(trial, {"time": 1.2, "size": 300})``
         a mapping of metrics (``metric=`` of the tuner names the optimised one).
+
+        ``started_at`` and ``finished_at`` (``time.time()`` instants) are when the evaluation ran, as
+        measured by whoever ran it; they are stored with the trial. Both default to the time of this
+        call.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"x": Int(0, 3)}), budget=1)
+            >>> trial = tuner.ask()
+            >>> told = tuner.tell(trial, 2.0, started_at=100.0, finished_at=101.5)
+            >>> (told.started_at, told.finished_at, tuner.ask())
+            (100.0, 101.5, None)
         """
         ticket = trial if isinstance(trial, int) else trial.id
         if ticket not in self._pending:
             raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner, or was already told")
         now = time.time()
+        finished = now if finished_at is None else float(finished_at)
+        started = finished if started_at is None else float(started_at)
+        if started > finished:
+            raise PerftuneError(f"tell(): started_at {started} is after finished_at {finished}")
         if error is not None or (status is not None and status is not Status.OK):
             st = status if status is not None and status is not Status.OK else Status.FAILED
-            outcome = Outcome(st, reason=error or st.value, started_at=now, finished_at=now)
+            outcome = Outcome(st, reason=error or st.value, started_at=started, finished_at=finished)
         else:
             raw: Any = value
             if raw is None and metrics is not None:
@@ -590,7 +609,7 @@ class Tuner:
             except ValueError as exc:
                 raise PerftuneError(f"tell(): {exc}") from None
             outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
-                              started_at=now, finished_at=now)
+                              started_at=started, finished_at=finished)
         self._heartbeat()  # an ask/tell run keeps its lease alive too
         return self._record(ticket, outcome)
 
@@ -607,6 +626,7 @@ class Tuner:
                 trial.samples = [outcome.value]
         if self._store is not None and self._run is not None:
             self._store.add_trial(self._run.id, trial)
+        self._shared.update(outcome.published)
         self._absorb(trial)
         if not self.deterministic and trial.status is not Status.CANCELLED:
             self._timed(self._technique.tell, [trial])
@@ -880,6 +900,10 @@ class Tuner:
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
         KeyboardInterrupt propagates; the run can be resumed. ``on_trial(trial)`` is called in the
         driver after each finished trial.
+
+        An objective that declares a ``context`` parameter is called as ``objective(config,
+        context=...)`` with the :class:`~perftune.drive.EvalContext` of :meth:`context_for`, in
+        whichever process or Dask worker it runs.
         """
         limit = Budget.coerce(budget)
         limit = self.budget if limit is None else limit.merged(self.budget)
@@ -924,9 +948,34 @@ class Tuner:
         self._finish(executor, bar, "finished")
         return self.result()
 
+    def context_for(self, trial: Trial) -> EvalContext:
+        """What the driver tells the objective evaluating ``trial``: the incumbent, who proposed it, and
+        the values earlier evaluations published.
+
+        ``run()`` sends it with each submission; an ask/tell loop can pass it to its objective.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"n": Int(0, 9)}), seed=0)
+            >>> first = tuner.ask()
+            >>> _ = tuner.tell(first, 4.0)
+            >>> ctx = tuner.context_for(tuner.ask())
+            >>> ctx.incumbent.value, ctx.incumbent.trial_id == first.id
+            (4.0, True)
+        """
+        best = self._best
+        incumbent = None
+        if best is not None and best.value is not None:
+            incumbent = Incumbent(trial_id=best.id, value=best.value,
+                                  samples=tuple(best.samples) or (best.value,), metrics=dict(best.metrics))
+        return EvalContext(trial_id=trial.id, technique=trial.technique, incumbent=incumbent,
+                           shared=dict(self._shared))
+
     def _loop(self, executor: Executor, limit: Budget, deadline: float | None, in_flight: set[int],
               bar: _Progress | None, on_trial: Callable[[Trial], None] | None) -> None:
         """Keep the executor busy until the budget is spent; at the deadline, cancel what is in flight."""
+        # An executor written before contexts existed takes (ticket, config) only.
+        with_context = takes_context(executor.submit)
 
         def out_of_time() -> bool:
             return deadline is not None and time.monotonic() >= deadline
@@ -943,7 +992,10 @@ class Tuner:
                     exhausted = True
                     break
                 in_flight.add(trial.id)
-                executor.submit(trial.id, trial.config)
+                if with_context:
+                    executor.submit(trial.id, trial.config, context=self.context_for(trial))
+                else:
+                    executor.submit(trial.id, trial.config)
             if not in_flight:
                 if out_of_time() and not self._stop_reason:
                     self._stop_reason = "time"
@@ -1098,19 +1150,12 @@ def tune(
     if limit is None:
         raise PerftuneError("tune(): give a budget (a number of trials, a duration or a perftune.Budget)")
     _check_run_args(workers, executor, timeout_s)
-    state_dir = None
     if repeats is not None:
-        state_dir = tempfile.mkdtemp(prefix="perftune-repeats-")
         try:
-            objective = RepeatedObjective(objective, metric, goal, repeats, state_dir)
+            objective = RepeatedObjective(objective, metric, goal, repeats)
         except ValueError as error:
-            shutil.rmtree(state_dir, ignore_errors=True)
             raise PerftuneError(f"tune(): {error}") from None
-    try:
-        tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
-                      warm_start=warm_start, metric=metric, name=name, lag=lag)
-        return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                         scheduler=scheduler, progress=progress)
-    finally:
-        if state_dir is not None:
-            shutil.rmtree(state_dir, ignore_errors=True)
+    tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
+                  warm_start=warm_start, metric=metric, name=name, lag=lag)
+    return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
+                     scheduler=scheduler, progress=progress)

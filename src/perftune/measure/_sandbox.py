@@ -65,6 +65,7 @@ from perftune.measure._limits import (
 )
 from perftune.measure._stage import Stage, StageError
 from perftune.measure._uids import UidLease, UidPool, kill_uid
+from perftune.trial import Status
 
 __all__ = ["Sandbox", "Scratch", "StepResult", "executable_by"]
 
@@ -99,12 +100,14 @@ class StepResult:
     """What one step did.
 
     Attributes:
-        status: ``"ok"`` (exit code 0), ``"failed"`` (non-zero exit, signal, could not start),
-            ``"timeout"`` (wall-clock limit) or ``"limit"`` (memory, processes, disk or file size).
+        status: :attr:`Status.OK <perftune.trial.Status.OK>` (exit code 0), ``Status.FAILED``
+            (non-zero exit, signal, could not start, or a resource limit: then ``limit`` says which) or
+            ``Status.TIMEOUT`` (wall-clock limit). The driver records it as the trial's status as is.
         reason: One line for humans; None when ok.
         returncode: Exit code, or None when killed by a signal or never started.
         signal: Name of the fatal signal (``"SIGSEGV"``), if any.
-        limit: Which limit was hit: ``"memory"``, ``"processes"``, ``"disk"``, ``"file size"``.
+        limit: Which limit was hit: ``"memory"``, ``"processes"``, ``"disk"``, ``"file size"``
+            (with ``Status.FAILED``; with ``Status.TIMEOUT``, the limit the step was stuck at).
         wall_s: Wall-clock time from start to exit of the step's main process.
         cpu_s: User + system CPU time of the step and the children it waited for.
         max_rss_kb: Peak memory in KiB: the step's cgroup peak when a memory cgroup is available,
@@ -117,7 +120,7 @@ class StepResult:
     """
 
     argv: list[str]
-    status: str
+    status: Status
     reason: str | None = None
     returncode: int | None = None
     signal: str | None = None
@@ -134,7 +137,12 @@ class StepResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
+
+    @property
+    def limit_hit(self) -> bool:
+        """True when the step failed because it hit a resource limit (memory, processes, disk, file size)."""
+        return self.status is Status.FAILED and self.limit is not None
 
     def text(self) -> str:
         """Standard output as text (head and tail joined when it was truncated)."""
@@ -638,14 +646,14 @@ class Sandbox:
         sweep_uid = user[0] if (user and pool and user[0] in pool and not self._pid_namespace()) else None
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
         if found is None:
-            return StepResult(args, "failed", reason=problem)
+            return StepResult(args, Status.FAILED, reason=problem)
         args = [found, *args[1:]]
         stdin: int = subprocess.DEVNULL
         if stdin_path:
             try:
                 stdin = open_for_candidate(stdin_path, scratch=scratch, user=user)
             except CandidateFileError as error:
-                return StepResult(args, "failed", reason=f"stdin refused: {error}")
+                return StepResult(args, Status.FAILED, reason=f"stdin refused: {error}")
         # The candidate's own time, clocked inside its PID namespace (see _enter_pid_namespace).
         timing_r, timing_w = os.pipe() if self._pid_namespace() else (None, None)
         preexec = self._preexec(
@@ -672,18 +680,19 @@ class Sandbox:
                 close_fds=True,
             )
         except FileNotFoundError:
-            return StepResult(args, "failed", reason=f"command not found: {args[0]}")
+            return StepResult(args, Status.FAILED, reason=f"command not found: {args[0]}")
         except PermissionError:
-            return StepResult(args, "failed", reason=f"permission denied executing {args[0]}")
+            return StepResult(args, Status.FAILED, reason=f"permission denied executing {args[0]}")
         except subprocess.SubprocessError as error:
             return StepResult(
                 args,
-                "failed",
+                Status.FAILED,
                 reason=f"sandbox setup failed before exec ({error}); "
                 "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it",
             )
         except OSError as error:
-            return StepResult(args, "failed", reason=f"could not start {args[0]}: {error.strerror or error}")
+            why = f"could not start {args[0]}: {error.strerror or error}"
+            return StepResult(args, Status.FAILED, reason=why)
         finally:
             if stdin_path:
                 os.close(stdin)
@@ -781,7 +790,7 @@ class Sandbox:
         stderr_text = b"".join(captured.err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
             args,
-            "ok",
+            Status.OK,
             wall_s=wall,
             cpu_s=(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0,
             max_rss_kb=int(rusage.ru_maxrss) if rusage else 0,
@@ -845,16 +854,16 @@ class Sandbox:
             )
         )
         if disk_hit:
-            r.status, r.limit = "limit", "disk"
+            r.status, r.limit = Status.FAILED, "disk"
             r.reason = f"disk limit hit: scratch directory grew past {limits.disk_mb} MB"
         elif r.signal == "SIGXFSZ" or "file size limit exceeded" in r.stderr_tail.lower():
-            r.status, r.limit = "limit", "file size"
+            r.status, r.limit = Status.FAILED, "file size"
             r.reason = f"file size limit hit: a file grew past {limits.file_size_mb} MB (SIGXFSZ)"
         elif memory_by_cgroup and cgroup is not None and cgroup.memory_limit_hit():
-            r.status, r.limit = "limit", "memory"
+            r.status, r.limit = Status.FAILED, "memory"
             r.reason = f"memory limit hit: {limits.memory_mb} MB (killed by the cgroup's OOM killer){tail}"
         elif timed_out:
-            r.status = "timeout"
+            r.status = Status.TIMEOUT
             r.reason = f"timeout: still running after {timeout_s:g} s; process group killed"
             if pids_hit:
                 r.limit = "processes"
@@ -863,27 +872,27 @@ class Sandbox:
                 r.limit = "memory"
                 r.reason += f" (memory limit of {limits.memory_mb} MB was reached)"
         elif r.outside_writes:
-            r.status = "failed"
+            r.status = Status.FAILED
             r.reason = "wrote outside its scratch directory: " + ", ".join(r.outside_writes[:3])
         elif r.signal is not None:
-            r.status = "failed"
+            r.status = Status.FAILED
             r.reason = f"killed by {r.signal}{tail}"
             if pids_hit:
-                r.status, r.limit = "limit", "processes"
+                r.status, r.limit = Status.FAILED, "processes"
                 r.reason = f"process limit hit: {limits.n_procs} processes; killed by {r.signal}"
             elif not memory_by_cgroup and _looks_out_of_memory(r.stderr_tail):
-                r.status, r.limit = "limit", "memory"
+                r.status, r.limit = Status.FAILED, "memory"
                 r.reason = (
                     f"memory limit hit: {limits.memory_mb} MB (address space); killed by {r.signal}{tail}"
                 )
         elif r.returncode != 0:
-            r.status = "failed"
+            r.status = Status.FAILED
             r.reason = f"exit code {r.returncode}{tail}"
             if pids_hit:
-                r.status, r.limit = "limit", "processes"
+                r.status, r.limit = Status.FAILED, "processes"
                 r.reason = f"process limit hit: {limits.n_procs} processes; exit code {r.returncode}{tail}"
             elif _looks_out_of_memory(r.stderr_tail):
-                r.status, r.limit = "limit", "memory"
+                r.status, r.limit = Status.FAILED, "memory"
                 r.reason = f"memory limit hit: {limits.memory_mb} MB; exit code {r.returncode}{tail}"
 
 

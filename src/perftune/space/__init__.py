@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from perftune.space._config import Config
-from perftune.space._expression import Expression
+from perftune.space._expression import Expression, evaluate_constant
 from perftune.space._params import (
     Bool,
     Choice,
@@ -57,5 +57,6 @@ __all__ = [
     "Schedule",
     "Selector",
     "Space",
+    "evaluate_constant",
     "parameter_from_dict",
 ]

@@ -22,12 +22,15 @@ from typing import Any
 
 from perftune.errors import ExpressionError
 
-__all__ = ["Expression"]
+__all__ = ["Expression", "evaluate_constant"]
 
 _Fn = Callable[[Mapping[str, Any]], Any]
 
 _MAX_EXPONENT = 10_000
 _MAX_SEQUENCE_REPEAT = 100_000
+# Value lists (T1 "Values") are at most this long: a hostile range(10**12) fails fast instead of
+# exhausting memory.
+_MAX_ITEMS = 100_000
 
 
 def _safe_pow(a: Any, b: Any) -> Any:
@@ -38,11 +41,22 @@ def _safe_pow(a: Any, b: Any) -> Any:
 
 
 def _safe_mul(a: Any, b: Any) -> Any:
-    if (isinstance(a, str | tuple | list) and isinstance(b, int) and b > _MAX_SEQUENCE_REPEAT) or (
-        isinstance(b, str | tuple | list) and isinstance(a, int) and a > _MAX_SEQUENCE_REPEAT
-    ):
-        raise ValueError("sequence repetition is too large")
+    # The product's length matters, not the repeat count alone: (0,) * 10**5 * 10**5 is 10**10 items.
+    for seq, n in ((a, b), (b, a)):
+        is_repeat = isinstance(seq, str | tuple | list) and isinstance(n, int) and not isinstance(n, bool)
+        if is_repeat and (n > _MAX_SEQUENCE_REPEAT or len(seq) * max(n, 0) > _MAX_ITEMS * 10):
+            raise ValueError("sequence repetition is too large")
     return a * b
+
+
+def _range(*args: Any) -> tuple[int, ...]:
+    for a in args:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"range() takes integers, not {type(a).__name__}")
+    r = range(*args)
+    if len(r) > _MAX_ITEMS:
+        raise ValueError(f"range of {len(r)} values is too large (at most {_MAX_ITEMS})")
+    return tuple(r)
 
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
@@ -83,6 +97,9 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "log2": (math.log2, 1, 1),
     "sqrt": (math.sqrt, 1, 1),
 }
+
+# Only in constant value lists (evaluate_constant), where a T1 file writes "[32 * i for i in range(1, 32)]".
+_SEQUENCE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {"range": (_range, 1, 3)}
 
 _FORBIDDEN_HINTS: dict[type[ast.AST], str] = {
     ast.Attribute: "attribute access is not allowed",
@@ -188,9 +205,11 @@ class Expression:
 class _Compiler:
     """Turns a checked AST into closures; folds constant sub-expressions."""
 
-    def __init__(self, text: str, names: set[str]) -> None:
+    def __init__(self, text: str, names: set[str], *, sequences: bool = False) -> None:
         self.text = text
         self.names = names
+        self.sequences = sequences
+        self.bound: list[str] = []  # comprehension variables in scope, innermost last
 
     def fail(self, message: str) -> ExpressionError:
         return ExpressionError(f"expression {self.text!r}: {message}")
@@ -226,8 +245,10 @@ class _Compiler:
             raise self.fail(f"name {name!r} is not allowed")
         if name in ("True", "False", "None"):  # pragma: no cover - parsed as Constant on 3.8+
             return self._const({"True": True, "False": False, "None": None}[name])
-        if name in _FUNCTIONS:
+        if name in _FUNCTIONS or (self.sequences and name in _SEQUENCE_FUNCTIONS):
             raise self.fail(f"function {name!r} must be called")
+        if name in self.bound:
+            return operator.itemgetter(name), False
         self.names.add(name)
         return operator.itemgetter(name), False
 
@@ -365,9 +386,10 @@ class _Compiler:
                 raise self.fail("attribute access is not allowed")
             raise self.fail("only calls of min, max, abs, int, float, round, len, log2, sqrt are allowed")
         name = node.func.id
-        spec = _FUNCTIONS.get(name)
+        allowed = {**_FUNCTIONS, **_SEQUENCE_FUNCTIONS} if self.sequences else _FUNCTIONS
+        spec = allowed.get(name)
         if spec is None:
-            raise self.fail(f"unknown function {name!r} (allowed: {', '.join(sorted(_FUNCTIONS))})")
+            raise self.fail(f"unknown function {name!r} (allowed: {', '.join(sorted(allowed))})")
         if node.keywords:
             raise self.fail(f"{name}() takes no keyword arguments")
         func, lo, hi = spec
@@ -383,3 +405,83 @@ class _Compiler:
             a, b = fns
             return (lambda env: func(a(env), b(env))), is_const
         return (lambda env: func(*[f(env) for f in fns])), is_const
+
+    def _ListComp(self, node: ast.ListComp) -> tuple[_Fn, bool]:
+        # A list comprehension evaluates to a tuple, as list literals do (values stay hashable).
+        if not self.sequences:
+            raise self.fail("comprehensions are not allowed")
+        outer, free = self.names, set[str]()
+        self.names = free
+        n_bound = len(self.bound)
+        try:
+            loops: list[tuple[str, _Fn, tuple[_Fn, ...]]] = []
+            for gen in node.generators:
+                if gen.is_async:
+                    raise self.fail("async comprehensions are not allowed")
+                if not isinstance(gen.target, ast.Name) or gen.target.id.startswith("__"):
+                    raise self.fail("a comprehension variable must be a plain name")
+                iter_fn = self.compile(gen.iter)[0]  # evaluated before its own variable is bound
+                self.bound.append(gen.target.id)
+                conds = tuple(self.compile(c)[0] for c in gen.ifs)
+                loops.append((gen.target.id, iter_fn, conds))
+            element = self.compile(node.elt)[0]
+        finally:
+            del self.bound[n_bound:]
+            self.names = outer
+        outer |= free
+
+        def comprehension(env: Mapping[str, Any]) -> tuple[Any, ...]:
+            out: list[Any] = []
+            n_steps = [0]
+
+            def run(level: int, scope: dict[str, Any]) -> None:
+                if level == len(loops):
+                    out.append(element(scope))
+                    return
+                name, iter_fn, conds = loops[level]
+                for value in iter_fn(scope):
+                    n_steps[0] += 1
+                    if n_steps[0] > _MAX_ITEMS:
+                        raise ValueError(f"comprehension takes more than {_MAX_ITEMS} steps")
+                    inner = {**scope, name: value}
+                    if all(c(inner) for c in conds):
+                        run(level + 1, inner)
+
+            run(0, dict(env))
+            return tuple(out)
+
+        return comprehension, not free
+
+
+def evaluate_constant(text: str) -> Any:
+    """Evaluate a constant expression that may build sequences, such as a T1 file's ``Values``.
+
+    On top of :class:`Expression`'s subset this accepts ``range(...)`` and list comprehensions
+    (``[32 * i for i in range(1, 32)]``, several ``for`` and ``if`` clauses); list literals and
+    comprehensions evaluate to tuples. The expression must not depend on any parameter, and no
+    sequence may exceed 100,000 values. Nothing is passed to ``eval``.
+
+    Raises:
+        ExpressionError: The text uses something outside the subset (attribute access, dunder
+            names, unknown functions), names a free variable, or cannot be computed (a range or
+            comprehension that is too large, a division by zero).
+
+    Example:
+        >>> evaluate_constant("[1] + [2 * i for i in range(1, 4)]")
+        (1, 2, 4, 6)
+    """
+    if not isinstance(text, str):
+        raise ExpressionError(f"expression {text!r}: must be a string, not {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise ExpressionError("expression '': empty expression")
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except SyntaxError as e:
+        raise ExpressionError(f"expression {text!r}: syntax error: {e.msg or 'invalid syntax'}") from None
+    names: set[str] = set()
+    compiler = _Compiler(text, names, sequences=True)
+    _fn, is_const, value = compiler.compile(tree.body)
+    if not is_const:
+        raise ExpressionError(f"expression {text!r}: must be constant, but names {', '.join(sorted(names))}")
+    return value

@@ -119,3 +119,14 @@ def test_a_program_in_a_private_folder_runs_as_root_with_its_input(gcc_info, tmp
     copy = ev.run_sandbox.reachable(str(private), needed=program.run_args)
     assert copy != str(private)
     assert os.stat(os.path.join(copy, "secret.txt")).st_mode & 0o777 == 0o600
+
+
+def test_each_failure_kind_maps_to_one_trial_status() -> None:
+    from perftune.targets.flags._evaluate import Measurement
+    from perftune.trial import Status
+
+    assert Measurement("ok", value=1.0).trial_status is Status.OK
+    assert Measurement("timeout").trial_status is Status.TIMEOUT
+    assert Measurement("cancelled").trial_status is Status.CANCELLED
+    for kind in ("compile-error", "compiler-crash", "rejected", "run-error", "wrong-output"):
+        assert Measurement(kind).trial_status is Status.FAILED, kind

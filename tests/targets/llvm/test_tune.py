@@ -143,21 +143,21 @@ def test_greedy_extension_appends_the_best_pass_at_each_step() -> None:
 
 def test_cli_json_and_text() -> None:
     runner = CliRunner()
-    out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"])
+    out = runner.invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--budget", "2s", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["validated"] is True
     assert set(data["instruction_count"]) == {"start", "result", "oz"}
     assert data["pipeline"] and data["commandline"].startswith(f"{opt_program()} -passes=")
     out = runner.invoke(
-        cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--search", "greedy"]
+        cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--budget", "2s", "--search", "greedy"]
     )
     assert out.exit_code == 0, out.output
     assert out.output.strip().splitlines()[-1].startswith(f"{opt_program()} -passes='")
 
 
 def test_cli_bad_benchmark_is_one_line() -> None:
-    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/nosuch", "--seconds", "1"])
+    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/nosuch", "--budget", "1s"])
     assert out.exit_code != 0
     assert "unknown program 'nosuch'" in out.output
 

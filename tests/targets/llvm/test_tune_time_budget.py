@@ -1,4 +1,4 @@
-"""``llvm-passes --seconds``: the budget covers the search and the validation of its candidates.
+"""``llvm-passes --budget``: the budget covers the search and the validation of its candidates.
 
 The elapsed time of the call is the behaviour under test; the budgets are a couple of seconds.
 """
@@ -55,9 +55,50 @@ def test_validation_of_more_candidates_stops_at_the_budget(monkeypatch: pytest.M
 
 def test_cli_seconds_is_honoured_and_notes_are_in_the_json() -> None:
     started = time.monotonic()
-    args = ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"]
+    args = ["llvm-passes", "benchmark://perftune-v0/sieve", "--budget", "2s", "--json"]
     out = CliRunner().invoke(cli, args)
     assert time.monotonic() - started < 2.0 + ALLOWANCE_S
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["validated"] is True and isinstance(data["notes"], list)
+
+
+def test_cli_seconds_still_works_with_a_one_line_deprecation_note() -> None:
+    started = time.monotonic()
+    args = ["llvm-passes", "benchmark://perftune-v0/sieve", "--seconds", "2", "--json"]
+    out = CliRunner().invoke(cli, args)
+    assert time.monotonic() - started < 2.0 + ALLOWANCE_S
+    assert out.exit_code == 0, out.output
+    assert out.stderr == "perftune: note: --seconds is deprecated; use --budget 2s\n"
+    assert json.loads(out.stdout)["validated"] is True
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], {"seconds": 60.0, "evals": None}),
+    (["--budget", "12"], {"seconds": 60.0, "evals": 12}),
+    (["--budget", "12", "--budget", "20s"], {"seconds": 20.0, "evals": 12}),
+    (["--budget", "1m", "--seconds", "30"], {"seconds": 30.0, "evals": None}),
+    (["--budget", "10s", "--seconds", "30"], {"seconds": 10.0, "evals": None}),
+])
+def test_cli_budget_reaches_the_search(monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                       expected: dict[str, object]) -> None:
+    from perftune.targets.llvm import _tune
+
+    got: dict[str, object] = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tune_passes(benchmark: str, **kwargs: object) -> None:
+        got.update(seconds=kwargs["seconds"], evals=kwargs["evals"])
+        raise Stop
+
+    monkeypatch.setattr(_tune, "tune_passes", fake_tune_passes)
+    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", *args])
+    assert isinstance(out.exception, Stop) and got == expected
+
+
+def test_cli_bad_budget_is_one_line() -> None:
+    out = CliRunner().invoke(cli, ["llvm-passes", "benchmark://perftune-v0/sieve", "--budget", "soon"])
+    assert out.exit_code == 2 and out.output.count("\n") == 1
+    assert out.output.startswith("perftune: error: --budget 'soon'")

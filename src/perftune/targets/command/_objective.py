@@ -1,8 +1,10 @@
 """The objective of a task file: build, run (adaptively repeated), check, verify one configuration.
 
-State shared by the worker processes of one run lives in files of a per-task state directory,
-guarded by ``flock``: the incumbent's samples (for the sequential test and the adaptive timeout),
-the reference outputs of the default configuration, and the verifier's risk model.
+What the worker processes of one run share reaches them through the driver's
+:class:`~perftune.drive.EvalContext`: the incumbent (for the sequential test and the adaptive
+timeout), and, published by earlier evaluations, whether the metric is deterministic and the
+verifier's risk model. The reference outputs of the default configuration, written once before the
+search starts, are files of a per-task state directory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perftune.drive import EvalContext
 from perftune.errors import TaskError
 from perftune.measure import (
     BudgetedVerifier,
@@ -39,7 +42,7 @@ from perftune.measure import (
     size_for_candidate,
 )
 from perftune.targets.command._specs import TIME_LIKE, StepSpec
-from perftune.trial import TrialTimeout
+from perftune.trial import Status, TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
 
@@ -154,6 +157,8 @@ class CommandObjective:
         self.goal = objective.goal
         # Real path -> the staged copy candidates read instead (root, private directories).
         self.staged: dict[str, str] = {}
+        # Called directly (no driver, so no context): the incumbent and what was learnt, kept here.
+        self._memory: dict[str, Any] = {}
 
     # -- sandbox -------------------------------------------------------------------------------
     def sandbox(self, *, sanitizer: bool = False) -> Sandbox:
@@ -529,16 +534,44 @@ class CommandObjective:
         return None
 
     # -- the objective -------------------------------------------------------------------------
-    def __call__(self, config: Mapping[str, Any], *, technique: str | None = None) -> dict[str, Any]:
+    def __call__(
+        self,
+        config: Mapping[str, Any],
+        context: EvalContext | None = None,
+        *,
+        technique: str | None = None,
+    ) -> dict[str, Any]:
+        """Measure ``config``; ``context`` is the driver's (see :class:`~perftune.drive.EvalContext`).
+
+        Raises:
+            CandidateError: The candidate failed (build, run, limit, wrong output, verification).
+            TrialTimeout: A step ran past its timeout.
+        """
+        shared = _Shared(self._memory, context)
+        if technique is None and context is not None:
+            technique = context.technique
+        recorded = [False]  # the verification recorded this candidate in the risk model itself
+        try:
+            out = self._evaluate(config, shared, technique, recorded)
+        except Exception:
+            if not recorded[0]:
+                self._record_outcome(shared, config, bad=True, technique=technique)
+            raise
+        self._record_outcome(shared, config, bad=False, technique=technique)
+        return out
+
+    def _evaluate(
+        self, config: Mapping[str, Any], shared: _Shared, technique: str | None, recorded: list[bool]
+    ) -> dict[str, Any]:
         ref = self._reference() if self.check.active or self.check.expensive else None
         sandbox = self.sandbox()
-        incumbent = self._read("incumbent.json")
+        incumbent = shared.incumbent()
         keep = bool(self.sandbox_options.get("keep_scratch", False))
         with sandbox.scratch(keep=keep) as scratch:
             ctx = self._context(config, scratch.path, None)
             if self.build is not None:
                 r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
-                if r.status == "timeout":
+                if r.status is Status.TIMEOUT:
                     raise TrialTimeout(f"build: {r.reason}")
                 if not r.ok:
                     raise CandidateError(f"build: {r.reason}")
@@ -556,7 +589,7 @@ class CommandObjective:
             def run_once() -> float:
                 nonlocal checked_output
                 r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
-                if r.status == "timeout":
+                if r.status is Status.TIMEOUT:
                     why = (
                         f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
                         if adaptive
@@ -576,15 +609,18 @@ class CommandObjective:
                 rss.append(r.max_rss_kb)
                 return value
 
-            result = self._measure(config, run_once, incumbent)
+            result = self._measure(config, run_once, incumbent, shared)
             value = statistics.median(result.samples)
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
-                problem, verified = self._maybe_verify(config, value, incumbent, technique, scratch.path, ref)
+                problem, verified = self._maybe_verify(
+                    config, value, incumbent, technique, scratch.path, ref, shared
+                )
                 if problem:
+                    recorded[0] = True
                     raise CandidateError(f"verification failed: {problem}")
             if result.decision is Decision.BETTER:
-                self._offer_incumbent(result.samples, value, statistics.median(walls))
+                shared.offer_incumbent(result.samples, value, statistics.median(walls), self._better)
         return {
             self.metric: value,
             "samples": result.samples,
@@ -595,7 +631,7 @@ class CommandObjective:
             "verified": verified,
         }
 
-    def _mode(self) -> bool | None | str:
+    def _mode(self, shared: _Shared) -> bool | None | str:
         """How to measure this task's metric, as ``measure_adaptively(deterministic=...)`` takes it.
 
         Returns:
@@ -611,15 +647,17 @@ class CommandObjective:
             return True
         if self.metric in TIME_LIKE:
             return None
-        known = self._read("deterministic.json")
+        known = shared.get(_DETERMINISTIC)
         if known is None:
             return "detect"
         return True if known else None
 
-    def _measure(self, config: Mapping[str, Any], run_once: Any, incumbent: Any) -> MeasureResult:
+    def _measure(
+        self, config: Mapping[str, Any], run_once: Any, incumbent: Any, shared: _Shared
+    ) -> MeasureResult:
         """Run the candidate as often as the metric's noise needs (see :class:`ObjectiveSpec`)."""
         samples = incumbent["samples"] if incumbent else None
-        mode = self._mode()
+        mode = self._mode(shared)
         settings = self.timing.settings
         if mode != "detect":
             return measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=mode)
@@ -628,36 +666,37 @@ class CommandObjective:
             # The reference run of the default configuration is a free second sample of it.
             result = measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=True)
             same = result.samples[0] == reference["value"]
-            self._write("deterministic.json", same)
+            shared.set(_DETERMINISTIC, same)
             if same:
                 return result
             return measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=None)
         result = measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=None)
         if len(result.samples) >= 2:
-            self._write("deterministic.json", is_constant(result.samples))
+            shared.set(_DETERMINISTIC, is_constant(result.samples))
         return result
 
-    def _offer_incumbent(self, samples: list[float], value: float, wall_s: float) -> None:
-        with self._locked():
-            current = self._read("incumbent.json")
-            if current is None or self._better(value, current["value"]):
-                self._write("incumbent.json", {"samples": samples, "value": value, "wall_s": wall_s})
-
     def observe(self, trial: Any) -> None:
-        """Driver hook (optional): record the outcome and technique of a finished trial."""
-        if (getattr(trial, "reason", None) or "").startswith("CandidateError: verification failed"):
-            return  # the objective has recorded it already, with its features
+        """Kept for callers of the old driver hook; does nothing.
+
+        The objective records each candidate's outcome in the risk model itself, and shares the model
+        through the driver's context.
+        """
+
+    def _record_outcome(
+        self, shared: _Shared, config: Mapping[str, Any], *, bad: bool, technique: str | None
+    ) -> None:
+        if self.check.expensive is None:
+            return  # only the expensive check reads the risk model
         try:
-            encoding = self.space.encode(trial.config)
+            encoding = self.space.encode(config)
         except Exception:
             return
-        with self._locked():
-            verifier = self._verifier()
-            verifier.record(encoding, bad=not trial.ok, technique=getattr(trial, "technique", None))
-            self._write("risk.json", verifier.to_dict())
+        verifier = self._verifier(shared)
+        verifier.record(encoding, bad=bad, technique=technique)
+        shared.set(_RISK, verifier.to_dict())
 
-    def _verifier(self) -> BudgetedVerifier:
-        data = self._read("risk.json")
+    def _verifier(self, shared: _Shared) -> BudgetedVerifier:
+        data = shared.get(_RISK)
         budget = self.check.expensive.budget if self.check.expensive else 0.0
         return BudgetedVerifier.from_dict(data) if data else BudgetedVerifier(budget)
 
@@ -669,6 +708,7 @@ class CommandObjective:
         technique: str | None,
         scratch: str,
         ref: dict[str, Any],
+        shared: _Shared,
     ) -> tuple[str | None, float]:
         encoding = self.space.encode(config)
         best = incumbent["value"] if incumbent else None
@@ -676,18 +716,16 @@ class CommandObjective:
         speedup = None
         if best is not None and value > 0 and best > 0:
             speedup = best / value if self.goal == "min" else value / best
-        with self._locked():
-            verifier = self._verifier()
-            x = verifier.features(encoding, speedup=speedup, technique=technique)
-            chosen = verifier.should_check(x)
-            self._write("risk.json", verifier.to_dict())
+        verifier = self._verifier(shared)
+        x = verifier.features(encoding, speedup=speedup, technique=technique)
+        chosen = verifier.should_check(x)
+        shared.set(_RISK, verifier.to_dict())
         if not (chosen or potential_winner):
             return None, 0.0
         problem = self._expensive_check(config, scratch, ref)
-        with self._locked():
-            verifier = self._verifier()
-            verifier.record(encoding, bad=problem is not None, x=x, checked=True, technique=technique)
-            self._write("risk.json", verifier.to_dict())
+        verifier = self._verifier(shared)
+        verifier.record(encoding, bad=problem is not None, x=x, checked=True, technique=technique)
+        shared.set(_RISK, verifier.to_dict())
         return problem, 1.0
 
     def verify(self, config: Mapping[str, Any]) -> str | None:
@@ -753,6 +791,62 @@ class CommandObjective:
 
     def __repr__(self) -> str:
         return f"CommandObjective({self.task_path!r}, metric={self.metric!r}, goal={self.goal!r})"
+
+
+_DETERMINISTIC = "command.deterministic"
+_RISK = "command.risk"
+
+
+class _Shared:
+    """The run's shared state as one evaluation sees it: the driver's context, or, called directly,
+    the objective's own memory (one process, no driver).
+
+    Inside a run, writes are published through the context; the driver merges them when the outcome
+    comes back. Evaluations in flight at the same time start from the same snapshot, so with several
+    workers the last one collected wins (a risk-model update or a spent credit of the others is lost:
+    the expensive check may then run up to ``workers - 1`` times more than its budget).
+    """
+
+    def __init__(self, memory: dict[str, Any], context: EvalContext | None) -> None:
+        self._memory = memory
+        self._context = context
+        self._written: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        if key in self._written:
+            return self._written[key]
+        if self._context is not None:
+            return self._context.shared.get(key)
+        return self._memory.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self._written[key] = value
+        if self._context is not None:
+            self._context.publish(key, value)
+        else:
+            self._memory[key] = value
+
+    def incumbent(self) -> dict[str, Any] | None:
+        """The best so far: ``{"samples", "value", "wall_s"}``, or None."""
+        if self._context is None:
+            mine: dict[str, Any] | None = self._memory.get("incumbent")
+            return mine
+        best = self._context.incumbent
+        if best is None:
+            return None
+        return {
+            "samples": list(best.samples or (best.value,)),
+            "value": best.value,
+            "wall_s": best.metrics.get("wall_time"),
+        }
+
+    def offer_incumbent(self, samples: list[float], value: float, wall_s: float, better: Any) -> None:
+        """Called directly, a measured improvement becomes the incumbent; in a run, the driver's best is."""
+        if self._context is not None:
+            return
+        current = self._memory.get("incumbent")
+        if current is None or better(value, current["value"]):
+            self._memory["incumbent"] = {"samples": samples, "value": value, "wall_s": wall_s}
 
 
 def _finite(value: float) -> float:

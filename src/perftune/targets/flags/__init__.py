@@ -19,7 +19,7 @@ from perftune.targets.flags._discover import CompilerInfo, FlagInfo, ParamInfo, 
 from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
 from perftune.targets.flags._task import FlagsTask, task_from_toml
-from perftune.targets.flags._tune import FlagsResult, parse_flag_budget, reduce_flags, tune_flags
+from perftune.targets.flags._tune import FlagsResult, reduce_flags, tune_flags
 from perftune.targets.flags.programs import BundledProgram, bundled
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "compare_outputs",
     "config_from_flags",
     "discover",
-    "parse_flag_budget",
     "reduce_flags",
     "render",
     "task_from_toml",

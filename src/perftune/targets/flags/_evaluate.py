@@ -24,7 +24,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +32,12 @@ from perftune.errors import PerftuneError
 from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_adaptively
 from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, remember_rejected
+from perftune.trial import Status
 
 __all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator"]
 
 TIME_BUDGET_REACHED = "time budget reached"
-"""The reason of a step that :attr:`Evaluator.deadline` stopped (status ``"cancelled"``)."""
+"""The reason of a step that the time budget (:attr:`Evaluator.time_left`) stopped (``"cancelled"``)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class Measurement:
 
     Attributes:
         status: ``"ok"``, ``"compile-error"``, ``"compiler-crash"``, ``"rejected"``, ``"run-error"``,
-            ``"timeout"``, ``"wrong-output"`` or ``"cancelled"`` (stopped by :attr:`Evaluator.deadline`).
+            ``"timeout"``, ``"wrong-output"`` or ``"cancelled"`` (stopped by the time budget,
+            :attr:`Evaluator.time_left`).
         value: Median run time in seconds when ``status == "ok"``.
         samples: The timed runs in seconds.
         reason: Why it failed.
@@ -100,6 +102,14 @@ class Measurement:
     def ok(self) -> bool:
         """True when the candidate built, ran and gave the reference output."""
         return self.status == "ok"
+
+    @property
+    def trial_status(self) -> Status:
+        """The trial's status for the driver: ``status`` keeps the flags' own finer failure kinds."""
+        return _TRIAL_STATUS.get(self.status, Status.FAILED)
+
+
+_TRIAL_STATUS = {"ok": Status.OK, "timeout": Status.TIMEOUT, "cancelled": Status.CANCELLED}
 
 
 _REJECTED_OPTION = re.compile(
@@ -155,9 +165,10 @@ class Evaluator:
         self.best_s: float | None = None
         self.best_samples: list[float] | None = None
         self.baseline_s: float | None = None
-        # The driver's time budget, as a time.monotonic() instant: no build or run goes past it (a
-        # step it cuts short is "cancelled", not a timeout of the candidate). None: no deadline.
-        self.deadline: float | None = None
+        # The driver's clock of the time budget (Tuner.remaining_s, Countdown.remaining_s): no build
+        # or run goes past what it has left (a step it cuts short is "cancelled", not a timeout of the
+        # candidate). None, or a clock that answers None: no time budget.
+        self.time_left: Callable[[], float | None] | None = None
         self.build_s: float | None = None  # wall time of the last successful build (for planning)
         self._time_lock = threading.Lock()
         self._state_lock = threading.Lock()
@@ -166,13 +177,13 @@ class Evaluator:
         self.n_cache_hits = 0
 
     def _limit(self, limit_s: float) -> tuple[float, bool]:
-        """The timeout of a step: ``limit_s``, or the time left before the deadline when that is less.
+        """The timeout of a step: ``limit_s``, or what is left of the time budget when that is less.
 
-        Returns ``(timeout, cut)``; ``cut`` is True when the deadline, not ``limit_s``, sets it.
+        Returns ``(timeout, cut)``; ``cut`` is True when the time budget, not ``limit_s``, sets it.
         """
-        if self.deadline is None:
+        left = None if self.time_left is None else self.time_left()
+        if left is None:
             return limit_s, False
-        left = self.deadline - time.monotonic()
         return (left, True) if left < limit_s else (limit_s, False)
 
     # ----------------------------------------------------------------- building
@@ -207,9 +218,9 @@ class Evaluator:
         if step.ok:
             self.build_s = time.monotonic() - started
             return binary, None
-        if step.status == "timeout" and cut:
+        if step.status is Status.TIMEOUT and cut:
             return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
-        if step.status == "timeout" or step.status == "limit":
+        if step.status is Status.TIMEOUT or step.limit_hit:
             return None, Measurement("compile-error", reason=f"compile: {step.reason}")
         text = step.stderr_tail
         if (
@@ -256,7 +267,7 @@ class Evaluator:
             [binary, *self.program.run_args], scratch=scratch, cwd=self._run_cwd(), timeout_s=limit
         )
         out = step.text()
-        if step.status == "timeout":
+        if step.status is Status.TIMEOUT:
             return None, TIME_BUDGET_REACHED if cut else f"run timed out after {limit:.1f} s", out
         if not step.ok:
             return None, f"run failed: {step.reason}", out
@@ -321,7 +332,7 @@ class Evaluator:
             except _RunFailed as failed:
                 result = failed.measurement
             result.binary_hash = digest
-            if n_runs is None and against is None and result.status != "cancelled":
+            if n_runs is None and against is None and result.trial_status is not Status.CANCELLED:
                 with self._state_lock:
                     self._by_hash.setdefault(digest, result)
                     if (

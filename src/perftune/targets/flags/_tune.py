@@ -22,20 +22,20 @@ from __future__ import annotations
 import os
 import shlex
 import statistics
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from perftune.drive import Budget, Countdown, Outcome, ThreadExecutor, Tuner, parse_budget
 from perftune.errors import BudgetError, PerftuneError
 from perftune.measure import Decision, speedup_ci
 from perftune.report import FinalAnswer, Improvement, record_final_answer
 from perftune.targets.flags._discover import CompilerInfo, discover
 from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
 from perftune.targets.flags._space import build_space, config_from_flags, render
+from perftune.trial import Status
 
-__all__ = ["FlagsResult", "parse_flag_budget", "reduce_flags", "tune_flags"]
+__all__ = ["FlagsResult", "reduce_flags", "tune_flags"]
 
 # Removing options may cost at most this fraction of run time (the tie threshold).
 TIE = 0.01
@@ -127,51 +127,17 @@ class FlagsResult:
         }
 
 
-def parse_flag_budget(
-    budget: str | int | float | Sequence[str | int | float] | None,
-) -> tuple[int | None, float | None]:
-    """``"90s"``/``"10m"``/``"1h"`` -> seconds; a bare number -> trials. Returns ``(n_trials, seconds)``.
-
-    A sequence combines limits (``("200", "10m")``: the first reached ends the search); None means 5 minutes.
-
-    Example:
-        >>> parse_flag_budget("2m"), parse_flag_budget(50), parse_flag_budget(["40", "90s"])
-        ((None, 120.0), (50, None), (40, 90.0))
-    """
+def _as_budget(budget: str | int | float | Sequence[str | int | float] | None) -> Budget:
+    """The driver's Budget for ``tune_flags``'s argument: None is 5 minutes, a whole float a count."""
     if budget is None or (isinstance(budget, list | tuple) and not budget):
-        return None, 300.0
-    if isinstance(budget, list | tuple):
-        n_trials: int | None = None
-        seconds: float | None = None
-        for item in budget:
-            n, sec = parse_flag_budget(item)
-            if n is not None:
-                n_trials = n if n_trials is None else min(n_trials, n)
-            if sec is not None:
-                seconds = sec if seconds is None else min(seconds, sec)
-        return n_trials, seconds
-    if isinstance(budget, bool):
-        raise BudgetError(f"cannot parse budget {budget!r}")
-    if isinstance(budget, int | float):
-        if budget <= 0:
-            raise BudgetError(f"budget must be positive, got {budget}")
-        return int(budget), None
-    text = str(budget).strip().lower()
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    try:
-        if text and text[-1] in units:
-            seconds = float(text[:-1]) * units[text[-1]]
-            if seconds <= 0:
-                raise BudgetError(f"budget must be positive, got {budget!r}")
-            return None, seconds
-        n = int(text)
-    except ValueError:
-        raise BudgetError(
-            f"cannot parse budget {budget!r}: use a number of trials, or 90s, 10m, 1h"
-        ) from None
-    if n <= 0:
-        raise BudgetError(f"budget must be positive, got {budget!r}")
-    return n, None
+        return Budget(seconds=300.0)
+    items = list(budget) if isinstance(budget, list | tuple) else [budget]
+    if any(isinstance(item, bool) for item in items):
+        raise BudgetError(f"cannot parse budget {budget!r}: use a number of trials, or 90s, 10m, 1h")
+    # Floats are trials, as they always were here (50.0 is 50 trials); strings may be in any case.
+    texts = [str(int(item)) if isinstance(item, float) and item >= 1 else str(item).strip().lower()
+             for item in items]
+    return parse_budget(texts)
 
 
 def _split_seed(seed: str | Sequence[str]) -> list[str]:
@@ -244,13 +210,13 @@ def tune_flags(
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
             naming an unknown option, a bad budget: one line, before tuning starts.
     """
-    import perftune
-    from perftune.drive import Budget
     from perftune.trial import Status
 
-    clock_start = time.monotonic()
-    n_trials, seconds = parse_flag_budget(budget)
-    end = None if seconds is None else clock_start + seconds
+    limit = _as_budget(budget)
+    seconds = limit.seconds
+    # The whole command's time budget, kept by the driver's clock: the checks, the search (whose own
+    # share the Tuner keeps) and the steps after it all read it.
+    command_clock = Countdown(seconds)
     if clock not in ("wall", "cpu"):
         raise PerftuneError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     if workers < 1:
@@ -290,29 +256,28 @@ def tune_flags(
             ):
                 if all(info.flag(o) is not None for o in opts if o.startswith("-f")):
                     extra.append(config_from_flags(opts, info, space))
-        evaluator.deadline = end  # the checks before the search are part of the budget too
+        evaluator.time_left = command_clock.remaining_s  # the checks before the search count too
         try:
             evaluator.set_reference(["-O2"])
         except PerftuneError:
-            if end is not None and time.monotonic() >= end:
+            if command_clock.expired():
                 raise PerftuneError(f"the {seconds:g} s budget ran out while checking the program at -O2 "
                                     "(a build and two runs): give a longer --budget") from None
             raise
-        evaluator.deadline = None
-        # The driver owns the clock: the search's share of the budget is the Tuner's, whose ask()
-        # ends the search; the evaluator stops whatever is in flight at that same deadline.
-        search_s = None
-        if end is not None:
-            assert seconds is not None
-            search_s = max(0.001, end - time.monotonic() - FINAL_SHARE * seconds)
-        tuner = perftune.Tuner(
+        checks_s = command_clock.elapsed_s()
+        # The search's share of the budget is the Tuner's: its clock ends the search, and every build
+        # and run of a candidate is bounded by what that clock has left, so that nothing in flight
+        # outlives it (the driver records those as cancelled).
+        left = command_clock.remaining_s()
+        search_s = None if left is None or seconds is None else max(0.001, left - FINAL_SHARE * seconds)
+        tuner = Tuner(
             space,
             seed=seed,
             store=store,
             technique=technique,
             seeds=[o2, *seed_configs, *extra],
             name=name,
-            budget=Budget(evals=n_trials, seconds=search_s),
+            budget=Budget(evals=limit.evals, seconds=search_s),
             settings={
                 "target": "flags",
                 "sources": list(sources),
@@ -320,71 +285,53 @@ def tune_flags(
                 "compiler": info.version_line,
             },
         )
-        started = time.monotonic()
+        evaluator.time_left = tuner.remaining_s
+        search_clock = Countdown(None)
         history: list[tuple[float, float]] = []
         trace: list[tuple[float, float, list[str]]] = []
         finished: list[tuple[float, Any]] = []
         failures: dict[str, int] = {}
         baseline: list[float | None] = [None]
         best: list[tuple[float, Any] | None] = [None]
-        n_done = 0
-        n_cancelled = 0
+        counts = {"done": 0}
 
-        def evaluate(config: Any) -> Measurement:
-            return evaluator.measure(render(config, info))
+        def evaluate(config: Any) -> Outcome:
+            m = evaluator.measure(render(config, info))
+            if m.ok:
+                assert m.value is not None
+                return Outcome(Status.OK, value=m.value, samples=list(m.samples),
+                               metrics={"cached": float(m.cached)})
+            if m.trial_status is Status.CANCELLED:  # a step cut by the search's time budget
+                return Outcome(Status.CANCELLED, reason=m.reason)
+            return Outcome(m.trial_status, reason=f"{m.status}: {m.reason}")
 
-        pending: dict[Future[Measurement], Any] = {}
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            while True:
-                while len(pending) < workers:
-                    try:
-                        trial = tuner.ask()
-                    except PerftuneError:
-                        break  # a seeded run waits for an older result first
-                    if trial is None:
-                        break  # the budget (trials or time) is spent, or the space
-                    left = tuner.remaining_s()
-                    if evaluator.deadline is None and left is not None:
-                        evaluator.deadline = time.monotonic() + left
-                    pending[pool.submit(evaluate, trial.config)] = trial
-                if not pending:
-                    break
-                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    trial = pending.pop(fut)
-                    m = fut.result()
-                    if m.status == "cancelled":
-                        # In flight when the search's time ran out: recorded, not counted.
-                        tuner.tell(trial, error=m.reason, status=Status.CANCELLED)
-                        n_cancelled += 1
-                        continue
-                    if m.ok:
-                        assert m.value is not None
-                        tuner.tell(trial, m.value, samples=m.samples, metrics={"cached": float(m.cached)})
-                        if trial.technique == "default":
-                            baseline[0] = m.value
-                            evaluator.baseline_s = m.value
-                        finished.append((m.value, trial.config))
-                        if best[0] is None or m.value < best[0][0]:
-                            best[0] = (m.value, trial.config)
-                            trace.append((time.monotonic() - started, m.value, render(trial.config, info)))
-                    else:
-                        status = Status.TIMEOUT if m.status == "timeout" else Status.FAILED
-                        tuner.tell(trial, error=f"{m.status}: {m.reason}", status=status)
-                        failures[m.status] = failures.get(m.status, 0) + 1
-                    n_done += 1
-                    base = baseline[0]
-                    speed = base / best[0][0] if base is not None and best[0] is not None else None
-                    if speed is not None:
-                        history.append((time.monotonic() - started, speed))
-                    if on_trial is not None:
-                        on_trial(n_done, speed)
-        evaluator.deadline = end  # the steps after the search have what is left of the budget
-        if store is not None:
-            tuner.close()  # final checkpoint
-            finish = getattr(store, "finish_run", None)
-            if finish is not None and tuner.run_id is not None:
-                finish(tuner.run_id, "finished")
+        def record(trial: Any) -> None:
+            if trial.status is Status.CANCELLED:
+                return  # in flight when the search's time ran out: recorded by the driver, not counted
+            if trial.ok:
+                if trial.technique == "default":
+                    baseline[0] = trial.value
+                    evaluator.baseline_s = trial.value
+                finished.append((trial.value, trial.config))
+                if best[0] is None or trial.value < best[0][0]:
+                    best[0] = (trial.value, trial.config)
+                    trace.append((search_clock.elapsed_s(), trial.value, render(trial.config, info)))
+            else:
+                kind = (trial.reason or "").split(":", 1)[0]
+                failures[kind] = failures.get(kind, 0) + 1
+            counts["done"] += 1
+            base = baseline[0]
+            speed = base / best[0][0] if base is not None and best[0] is not None else None
+            if speed is not None:
+                history.append((search_clock.elapsed_s(), speed))
+            if on_trial is not None:
+                on_trial(counts["done"], speed)
+
+        # Threads, not worker processes: every build and run is already a sandboxed subprocess, and
+        # the evaluator's cache of binaries and its lock for timed runs are shared by all candidates.
+        searched = tuner.run(evaluate, executor=ThreadExecutor(evaluate, None, workers), on_trial=record)
+        evaluator.time_left = command_clock.remaining_s  # the steps after the search: what is left
+        n_done, n_cancelled = counts["done"], searched.counts().get(Status.CANCELLED.value, 0)
 
         # The few best option sets of the search go to the confirmation: under noise the single
         # best-measured one is often a lucky draw (the winner's curse).
@@ -396,8 +343,8 @@ def tune_flags(
             if len(finalists) >= n_finalists:
                 break
         notes: list[str] = []
-        if n_done + n_cancelled == 0 and end is not None:
-            notes.append(f"the checks before the search took {started - clock_start:.1f} s of the "
+        if n_done + n_cancelled == 0 and seconds is not None:
+            notes.append(f"the checks before the search took {checks_s:.1f} s of the "
                          f"{seconds:g} s budget: no time was left to search")
         if n_cancelled:
             notes.append(f"{n_cancelled} candidate(s) in flight when the search's time ran out "
@@ -427,7 +374,7 @@ def tune_flags(
 
 
 class _OutOfTime(Exception):
-    """A step after the search was stopped by the time budget (the evaluator's deadline)."""
+    """A step after the search was stopped by the time budget (the evaluator's ``time_left``)."""
 
 
 def _interleaved(
@@ -436,7 +383,7 @@ def _interleaved(
     """Time two option sets in alternation (drift in machine load hits both alike).
 
     Raises:
-        _OutOfTime: The evaluator's deadline stopped a build or a run.
+        _OutOfTime: The time budget stopped a build or a run.
     """
     ta: list[float] = []
     tb: list[float] = []
@@ -445,7 +392,7 @@ def _interleaved(
         bin_b, fail_b = evaluator.build(list(b), scratch_b)
         failed = fail_a or fail_b
         if failed is not None:
-            if failed.status == "cancelled":
+            if failed.trial_status is Status.CANCELLED:
                 raise _OutOfTime(failed.reason)
             raise RuntimeError(f"confirmation build failed: {failed.reason}")
         assert bin_a is not None and bin_b is not None
@@ -467,14 +414,15 @@ def _speedup(base_s: Sequence[float], cand_s: Sequence[float]) -> tuple[float, f
 
 
 class _Plan:
-    """What still fits before the evaluator's deadline, from the run and build times seen so far."""
+    """What still fits in the time budget, from the run and build times seen so far."""
 
     def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
 
     def left_s(self) -> float:
-        deadline = self._evaluator.deadline
-        return float("inf") if deadline is None else deadline - time.monotonic()
+        clock = self._evaluator.time_left
+        left = None if clock is None else clock()
+        return float("inf") if left is None else left
 
     def _run_s(self) -> float:
         ev = self._evaluator
@@ -518,9 +466,10 @@ def _confirm_and_reduce(
     reduced set that then measures slower than -O3 falls back to the unreduced winner, and that to -O3.
     Every fallback is said in the result's ``note``, with the numbers that caused it.
 
-    With a deadline on the evaluator (a time budget), every step is sized to fit what is left: fewer
-    confirmation runs, fewer finalists, no reduction, and the confirmation's own samples instead of a
-    final measurement; each cut is said in ``notes``. A finalist that could not be confirmed is not kept.
+    With a time budget (the evaluator's ``time_left``, the driver's clock), every step is sized to fit
+    what is left: fewer confirmation runs, fewer finalists, no reduction, and the confirmation's own
+    samples instead of a final measurement; each cut is said in ``notes``. A finalist that could not
+    be confirmed is not kept.
     """
     notes = [] if notes is None else notes
     plan = _Plan(evaluator)

@@ -14,6 +14,7 @@ def llvm_passes(
     benchmark: str,
     *,
     seconds: float,
+    evals: int | None = None,
     search: str,
     length: int,
     engine: str,
@@ -25,6 +26,8 @@ def llvm_passes(
 ) -> None:
     """Runs :func:`~perftune.targets.llvm.tune_passes` and prints the outcome.
 
+    ``seconds`` is the search time; ``evals``, when given, caps the sequences evaluated as well.
+
     Raises:
         LlvmError: The winning sequence does not validate (the message says why).
     """
@@ -33,6 +36,7 @@ def llvm_passes(
     result = tune_passes(
         benchmark,
         seconds=seconds,
+        evals=evals,
         search=search,
         length=length,
         engine=engine,

@@ -404,7 +404,7 @@ class PassSequenceBandit(AUCBandit):
 
 def _search_perftune(
     ev: SequenceEvaluator,
-    deadline: float,
+    search_s: float,
     length: int,
     seed: int,
     technique: str,
@@ -413,8 +413,15 @@ def _search_perftune(
     t0: float,
     check_output: bool = True,
     durations: list[float] | None = None,
-    hard_deadline: float | None = None,
+    seeds_s: float | None = None,
 ) -> tuple[list[int], int]:
+    """The ensemble's search: a plain ask/tell loop; the driver's budget ends it.
+
+    Args:
+        search_s: The ensemble's share of the time, in seconds from now.
+        seeds_s: The seed sequences are measured within this longer limit (default ``search_s``),
+            so that the local search that follows starts from the best of them at least.
+    """
     from perftune.drive import Budget, Tuner
     from perftune.space import Space
     from perftune.targets.llvm._sequence import PassSequence
@@ -423,37 +430,44 @@ def _search_perftune(
         _register_sequence_technique()
     seeds = _seed_sequences(length)
     space = Space({"passes": PassSequence([a.name for a in ACTIONS], max_length=length, default=seeds[0])})
-    # The seed sequences are measured even past ``deadline`` (not past ``hard_deadline``): the
-    # local search that follows starts from the best of them at least. The hard deadline and the
-    # evaluation cap are the driver's budget: its ask() returns None once either is spent.
-    hard_deadline = deadline if hard_deadline is None else hard_deadline
-    budget = Budget(evals=max_evals, seconds=max(1e-3, hard_deadline - time.monotonic()))
+    # Both limits count from the tuner's first ask(), which comes right away.
+    seeds_budget = Budget(evals=max_evals, seconds=max(1e-3, search_s if seeds_s is None else seeds_s))
     tuner = Tuner(space, goal="min", seed=seed, technique=technique, seeds=[{"passes": s} for s in seeds[1:]],
-                  budget=budget)
+                  budget=seeds_budget)
     best_count = ev.count_start
     best: list[int] = []
-    n = 0
     durations = [] if durations is None else durations
-    while time.monotonic() < deadline or n <= len(seeds):
-        trial = tuner.ask()
-        if trial is None:
-            break
-        n += 1
+
+    def measure(trial: Any) -> None:
+        nonlocal best, best_count
         actions = [action_index(name) for name in trial.config["passes"]]
+        started = time.time()
         try:
             count = _timed_count(ev, actions, durations)
         except (EngineCrash, PipelineError, SequenceTooSlow) as exc:
-            tuner.tell(trial, error=str(exc))
-            continue
+            tuner.tell(trial, error=str(exc), started_at=started, finished_at=time.time())
+            return
         if count < best_count and check_output and not ev.output_ok():
             # Some passes miscompile; a count-only search would drift towards them. A new best
             # must still print what the -O0 build prints, or it is a failed trial.
-            tuner.tell(trial, error="miscompiled: the program's output differs from its -O0 build")
-            continue
-        tuner.tell(trial, float(count))
+            tuner.tell(trial, error="miscompiled: the program's output differs from its -O0 build",
+                       started_at=started, finished_at=time.time())
+            return
+        tuner.tell(trial, float(count), started_at=started, finished_at=time.time())
         if count < best_count:
             best_count, best = count, actions
             history.append((time.monotonic() - t0, count, list(actions)))
+
+    # The default and the seed sequences (and one more, as before) under the seeds' limit; then the
+    # driver holds the search to its own share of the time.
+    for _ in range(len(seeds) + 1):
+        trial = tuner.ask()
+        if trial is None:
+            return best, best_count
+        measure(trial)
+    tuner.budget = Budget(evals=max_evals, seconds=max(1e-3, search_s))
+    while (trial := tuner.ask()) is not None:
+        measure(trial)
     return best, best_count
 
 
@@ -780,8 +794,8 @@ def tune_passes(
             durations: list[float] = []
             ensemble_evals = None if evals is None else max(1, round(_ENSEMBLE_SHARE * evals))
             best, best_count = _search_perftune(
-                ev, t0 + _ENSEMBLE_SHARE * seconds, length, seed, technique, ensemble_evals, history, t0,
-                check, durations, hard_deadline=deadline,
+                ev, t0 + _ENSEMBLE_SHARE * seconds - time.monotonic(), length, seed, technique,
+                ensemble_evals, history, t0, check, durations, seeds_s=deadline - time.monotonic(),
             )
             if best:
                 local_evals = None if evals is None else max(0, evals - ev.n_evaluations)

@@ -7,7 +7,13 @@ that satisfies the constraints but failed, or is missing from the T4 results, is
 (a hidden constraint): the objective raises :class:`ReplayFailure` with the reason.
 
 Any perftune run can be written back as a T4 file with :func:`export_t4` / :func:`export_run_t4`, so
-that it can be compared with the autotuning-methodology tools and Kernel Tuner caches.
+that it can be compared with the autotuning-methodology tools.
+
+Kernel Tuner cache files (``*.kt.json(.gz)``) load with :func:`load_kt`, with a T1 file for their
+restrictions, into the same kind of problem (``CompilationFailedConfig`` and the other failure strings
+become failed measurements with that string as the reason); :func:`export_kt` / :func:`export_run_kt`
+write any run as a cache that ``kernel_tuner.tune_kernel(..., simulation_mode=True, cache=...)``
+replays.
 
 Example:
     >>> import perftune
@@ -23,6 +29,7 @@ Example:
 from __future__ import annotations
 
 from perftune.targets.replay._export import export_run_t4, export_t4, t4_document
+from perftune.targets.replay._ktcache import KT_ERRORS, export_kt, export_run_kt, kt_cache_document, load_kt
 from perftune.targets.replay._load import (
     ReplayFailure,
     ReplayObjective,
@@ -34,13 +41,18 @@ from perftune.targets.replay._load import (
 )
 
 __all__ = [
+    "KT_ERRORS",
     "ReplayFailure",
     "ReplayObjective",
     "ReplayProblem",
     "dev_problem_files",
+    "export_kt",
+    "export_run_kt",
     "export_run_t4",
     "export_t4",
+    "kt_cache_document",
     "load",
+    "load_kt",
     "read_json",
     "space_from_t1",
     "t4_document",

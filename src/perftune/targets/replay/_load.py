@@ -47,17 +47,19 @@ def _is_int_value(v: Any) -> bool:
 
 
 def _parse_values(raw: Any, where: str) -> list[Any]:
-    # T1 stores the value list either as a JSON list or as the text of a Python/JSON list.
+    # T1 stores the value list as a JSON list, or as the text of a Python list expression (Kernel
+    # Tuner's files write "[32 * i for i in range(1, 32)]"): evaluated safely, never with eval.
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError:
-            import ast
+            from perftune.errors import ExpressionError
+            from perftune.space import evaluate_constant
 
             try:
-                raw = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                raise PerftuneError(f"{where}: Values {raw!r} is not a list") from None
+                raw = evaluate_constant(raw)
+            except ExpressionError as e:
+                raise PerftuneError(f"{where}: Values {raw!r} is not a list: {e}") from None
     if not isinstance(raw, list | tuple) or not raw:
         raise PerftuneError(f"{where}: Values must be a non-empty list")
     values = [tuple(v) if isinstance(v, list) else v for v in raw]
@@ -154,6 +156,7 @@ class ReplayObjective:
     records: dict[tuple[Any, ...], _Record]
     space: Any = None
     n_calls: int = 0
+    missing_reason: str = "missing: not in the T4 results (hidden constraint)"
 
     def key(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
         try:
@@ -171,7 +174,7 @@ class ReplayObjective:
         if rec is None:
             if self.space is not None and not self.space.is_valid(config):
                 raise ReplayFailure(f"violates constraints: {self.space.why_invalid(config)}")
-            raise ReplayFailure("missing: not in the T4 results (hidden constraint)")
+            raise ReplayFailure(self.missing_reason)
         if rec.value is None:
             raise ReplayFailure(rec.reason or "failed")
         return rec.value

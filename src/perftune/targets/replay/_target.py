@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from perftune.errors import PerftuneError
 from perftune.space import Config
 from perftune.targets._target import Example, Outcome, TargetBase, outcome_of
+from perftune.targets.replay._ktcache import load_kt
 from perftune.targets.replay._load import ReplayProblem, load
 
 __all__ = ["ReplayTarget"]
@@ -36,15 +37,23 @@ class ReplayTarget(TargetBase):
 
     @classmethod
     def from_task(cls, path: str, table: Mapping[str, Any]) -> ReplayTarget:
-        """``[target] kind = "replay"`` with ``t1`` and ``t4`` (paths relative to the task file)."""
+        """``[target] kind = "replay"`` with ``t1`` and ``t4``, or ``t1`` and ``kt`` (a Kernel Tuner cache).
+
+        Paths are relative to the task file.
+        """
         folder = os.path.dirname(os.path.abspath(path))
+        if "kt" in table and "t4" in table:
+            raise PerftuneError(f"{path}: keys target.t4 and target.kt: give one of them, not both")
+        results = "kt" if "kt" in table else "t4"
         files = []
-        for key in ("t1", "t4"):
+        for key in ("t1", results):
             value = table.get(key)
             if not isinstance(value, str) or not value:
-                raise PerftuneError(f"{path}: key target.{key}: expected the path of the {key.upper()} file")
+                what = "Kernel Tuner cache" if key == "kt" else f"{key.upper()} file"
+                hint = " (or target.kt, a Kernel Tuner cache)" if key == "t4" else ""
+                raise PerftuneError(f"{path}: key target.{key}: expected the path of the {what}{hint}")
             files.append(os.path.join(folder, value))
-        return cls(load(files[0], files[1]))
+        return cls(load_kt(files[0], files[1]) if results == "kt" else load(files[0], files[1]))
 
     @classmethod
     def example(cls, workdir: str) -> Example:
