@@ -178,6 +178,20 @@ def test_seeded_cost_awareness_does_not_depend_on_timings() -> None:
     assert again.proposals == fast.proposals
 
 
+def test_a_resumed_seeded_run_keeps_its_counted_work_budget() -> None:
+    settings = BanditSettings(
+        techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0, work_per_result=10.0
+    )
+    loop = AskTellLoop(AUCBandit(smooth_space(), seed=4, settings=settings), smooth_objective, duration_s=0.0)
+    loop.run(150)
+    resumed = pickle.loads(pickle.dumps(loop))
+    assert resumed.technique.work_spent == loop.technique.work_spent
+    loop.run(150)
+    resumed.run(150)
+    assert resumed.proposals == loop.proposals
+    assert resumed.technique.counts == loop.technique.counts
+
+
 def test_seeded_cost_awareness_can_be_switched_off() -> None:
     settings = BanditSettings(
         techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0,
