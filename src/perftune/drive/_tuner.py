@@ -464,14 +464,24 @@ class Tuner:
     def _known(self, config: Any) -> bool:
         return config in self._by_config
 
+    def _proposer_hook(self) -> Callable[[Any], str | None] | None:
+        """The technique's ``proposer_of``, looked up once per technique: an ``isinstance`` on a runtime
+        protocol costs about as much as a cheap technique's whole proposal (benchmarks/overhead.py)."""
+        cached = getattr(self, "_proposer_cache", None)
+        if cached is None or cached[0] is not self._technique:
+            from perftune.search._base import LabelsProposals
+
+            hook = self._technique.proposer_of if isinstance(self._technique, LabelsProposals) else None
+            cached = (self._technique, hook)
+            self._proposer_cache = cached
+        return cached[1]
+
     def _propose(self) -> tuple[Any, str] | None:
         while self._queue:
             config, origin = self._queue.popleft()
             if not self._known(config):
                 return config, origin
-        from perftune.search._base import LabelsProposals
-
-        proposer = self._technique.proposer_of if isinstance(self._technique, LabelsProposals) else None
+        proposer = self._proposer_hook()
         for _ in range(_MAX_ASK_ATTEMPTS):
             proposals = self._timed(self._technique.ask, 1)
             if not proposals:

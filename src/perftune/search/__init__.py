@@ -24,6 +24,7 @@ from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import (
     BaseTechnique,
     ClockAware,
+    CountsWork,
     LabelsProposals,
     NoSettings,
     ParallelismAware,
@@ -58,6 +59,7 @@ __all__ = [
     "CMAES",
     "CMAESSettings",
     "ClockAware",
+    "CountsWork",
     "CONTINUOUS_PORTFOLIO",
     "CoordinateDescent",
     "CoordinateDescentSettings",

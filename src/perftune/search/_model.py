@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ModelBased", "ModelSettings"]
 
+# Counted work (CountsWork), in units of one configuration handled in Python (sampled, or encoded as a
+# feature row). Relative costs measured with cProfile on benchmarks/overhead.py: growing a tree costs
+# about 1/8 unit per training row, and scoring a row with one tree, vectorised, about 1/256 unit.
+_WORK_FIT_PER_ROW_TREE = 1.0 / 8.0
+_WORK_PREDICT_PER_ROW_TREE = 1.0 / 256.0
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelSettings:
@@ -253,6 +259,7 @@ class ModelBased(BaseTechnique):
                 configs = []
                 for config in self.space.enumerate(limit=limit + 1):
                     configs.append(config)
+                self.work_done += len(configs)
                 if len(configs) <= limit:
                     self._enum = configs
                     self._enum_x = self._features.rows(configs).astype(np.float32)
@@ -308,6 +315,7 @@ class ModelBased(BaseTechnique):
         configs, y = made
         s = self.settings
         x = self._features.rows(configs).astype(np.float32)
+        self.work_done += len(configs) * (1.0 + s.n_trees * _WORK_FIT_PER_ROW_TREE)
         forest = s.estimator == "random-forest"
         states: list[int] = []
         idxs: list[np.ndarray] | None = [] if forest else None
@@ -348,9 +356,11 @@ class ModelBased(BaseTechnique):
 
     # ------------------------------------------------------------------ acquisition
     def _acquisition(self, configs: list[Config]) -> np.ndarray:
+        self.work_done += len(configs)
         return self._acquisition_rows(self._features.rows(configs).astype(np.float32))
 
     def _acquisition_rows(self, x: np.ndarray) -> np.ndarray:
+        self.work_done += x.shape[0] * len(self._model) * _WORK_PREDICT_PER_ROW_TREE
         preds = np.stack([_tree_predict(t, x) for t in self._model])
         mu = preds.mean(axis=0)
         sigma = preds.std(axis=0)
