@@ -915,10 +915,14 @@ class Tuner:
                 executor = InlineExecutor(objective, self.metric)
             else:
                 executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
-        from perftune.search._base import ParallelismAware
+        from perftune.search._base import ParallelismAware, PreloadsImports
 
         if isinstance(self._technique, ParallelismAware):
             self._technique.set_parallelism(executor.capacity)
+        if isinstance(executor, InlineExecutor) and isinstance(self._technique, PreloadsImports):
+            # Nothing forks this process during the run: the model's slow first import can overlap
+            # with the first measurements instead of stopping the run at the first fit.
+            self._technique.preload_imports()
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
         self._deadline = deadline
         bar = _Progress(self, limit) if progress else None

@@ -28,6 +28,7 @@ from perftune.search._base import (
     LabelsProposals,
     NoSettings,
     ParallelismAware,
+    PreloadsImports,
     Technique,
 )
 from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
@@ -79,6 +80,7 @@ __all__ = [
     "NoSettings",
     "PSOSettings",
     "ParallelismAware",
+    "PreloadsImports",
     "ParticleSwarm",
     "PatternSearch",
     "PatternSearchSettings",

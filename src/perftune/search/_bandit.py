@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perftune.search._base import BoundedDict, Stateful, check_settings, loss_of
+from perftune.search._base import BoundedDict, PreloadsImports, Stateful, check_settings, loss_of
 from perftune.search._seeding import BANDIT_GATE_KEY, derive_rng, derive_seed
 from perftune.trial import Status
 
@@ -322,6 +322,12 @@ class AUCBandit(Stateful):
         """With ``n`` evaluations in flight the driver must propose ``n`` times as fast: the deciding
         allowance per proposal shrinks accordingly (called by the driver)."""
         self.parallelism = max(1, int(n_in_flight))
+
+    def preload_imports(self) -> None:
+        """Pass the driver's :class:`~perftune.search.PreloadsImports` call on to the portfolio."""
+        for technique in self.techniques:
+            if isinstance(technique, PreloadsImports):
+                technique.preload_imports()
 
     def set_deterministic(self, flag: bool = True) -> None:
         """Turn clock-based throttling off (``True``) so that a seeded run is reproducible."""

@@ -47,6 +47,7 @@ __all__ = [
     "NestedState",
     "NoSettings",
     "ParallelismAware",
+    "PreloadsImports",
     "Stateful",
     "Technique",
     "load_state",
@@ -159,6 +160,26 @@ class ParallelismAware(Protocol):
 
     def set_parallelism(self, n_in_flight: int) -> None:
         """``n_in_flight`` evaluations may run at the same time from now on."""
+        ...
+
+
+@runtime_checkable
+class PreloadsImports(Protocol):
+    """A technique whose first decision imports something slow (the model: scikit-learn, seconds on a
+    small machine), which it can import in a background thread while the first trials are measured.
+
+    The driver calls ``preload_imports()`` only when nothing forks this process during the run (its
+    in-process executor), since a fork while another thread imports can deadlock the child.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> isinstance(create("default", Space({"x": Int(0, 9)}), seed=1), PreloadsImports)
+        True
+    """
+
+    def preload_imports(self) -> None:
+        """Start importing in the background what the first decision will need."""
         ...
 
 

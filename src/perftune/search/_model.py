@@ -25,8 +25,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import math
+import sys
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -329,6 +333,11 @@ class ModelBased(BaseTechnique):
         self.n_fits += 1
         return True
 
+    def preload_imports(self) -> None:
+        """Import scikit-learn's trees in a background thread (see :class:`PreloadsImports`): the first fit
+        then finds them imported, instead of stopping the run for the import."""
+        _preload_sklearn()
+
     def _fit_trees(
         self, x: np.ndarray, y: np.ndarray, states: list[int], idxs: list[np.ndarray] | None
     ) -> list[Any]:
@@ -464,3 +473,23 @@ class ModelBased(BaseTechnique):
             self._pool_scores.pop(0)
             return self._pool.pop(0)
         return self.space.sample(self.rng, 1)[0]
+
+
+_preloading: threading.Thread | None = None
+
+
+def _preload_sklearn() -> None:
+    """Start one daemon thread that imports what :meth:`ModelBased._fit_trees` needs (once per process).
+
+    A fit that comes first simply waits for the import lock, so correctness does not depend on timing.
+    """
+    global _preloading
+    if _preloading is not None or "sklearn.tree" in sys.modules:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # a failing import fails again, with its message, at the fit
+            importlib.import_module("sklearn.tree")
+
+    _preloading = threading.Thread(target=load, name="perftune-preload-sklearn", daemon=True)
+    _preloading.start()
