@@ -1,13 +1,17 @@
 """Per-trial overhead of the tuner itself (ask + tell + persist) on a trivial objective.
 
-perftune's default ensemble with a SQLite store, side by side in one run with Optuna (TPE and random,
-in memory and SQLite) and OpenTuner 0.8.8; each peer runs in its own virtual environment under
-``.peers/`` (created on first use), called as a subprocess. Every tool tunes the same 6-parameter
-mixed space with the same trivial objective. The overhead at N trials is the mean wall time per
-trial over the 500 trials before N.
+perftune's default search with a SQLite store, seeded (reproducible: results reach the search in
+ticket order, deciding cost is charged in counted work) and unseeded (deciding cost in seconds), side
+by side in one run with Optuna (TPE and random, in memory and SQLite) and OpenTuner 0.8.8; each peer
+runs in its own virtual environment under ``.peers/`` (created on first use), called as a subprocess.
+Every tool tunes the same 6-parameter mixed space (one float) with the same trivial objective. The
+overhead at N trials is the mean wall time per trial over the 500 trials before N; the whole-run mean
+is the total wall time (and, for perftune, CPU time: less distorted on a shared machine) over the
+trials done, the first import of the surrogate's libraries included.
 
 Usage:
     python benchmarks/overhead.py [--trials 20000] [--peer-seconds 300] [--out benchmarks/results/overhead.md]
+        [--skip-peers] [--optuna-only]
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ def per_trial_ms(elapsed: list[float]) -> dict[int, float | None]:
     return out
 
 
-def run_perftune(n_trials: int, db: str) -> dict:
+def run_perftune(n_trials: int, db: str, seed: int | None) -> dict:
     """Runs in a subprocess of this script (``--perftune-runner``)."""
     from perftune import Tuner
     from perftune.space import Bool, Choice, Float, Int, LogFloat, Space
@@ -64,10 +68,12 @@ def run_perftune(n_trials: int, db: str) -> dict:
     })
 
     def objective(c):
-        return (c["block"] - 17) ** 2 + c["alpha"] + abs(math.log(c["rate"])) + c["tile"] / 256 + len(c["algo"]) + c["unroll"]
+        return ((c["block"] - 17) ** 2 + c["alpha"] + abs(math.log(c["rate"])) + c["tile"] / 256
+                + len(c["algo"]) + c["unroll"])
 
-    tuner = Tuner(space, store=f"sqlite:///{db}", name="overhead", checkpoint_every=1000)
+    tuner = Tuner(space, store=f"sqlite:///{db}", name="overhead", checkpoint_every=1000, seed=seed)
     elapsed: list[float] = []
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for _ in range(n_trials):
         trial = tuner.ask()
@@ -76,26 +82,31 @@ def run_perftune(n_trials: int, db: str) -> dict:
         tuner.tell(trial, objective(trial.config))
         elapsed.append(time.perf_counter() - t0)
     tuner.close()
+    cpu_s = time.process_time() - c0
     technique = tuner.technique
     deciding = getattr(technique, "deciding_time_s", {}) or {}
     counts = getattr(technique, "counts", {}) or {}
     per_technique = {name: {"proposals": int(counts.get(name, 0)),
-                            "ms_per_proposal": (deciding[name] / counts[name] * 1e3) if counts.get(name) else None}
+                            "ms_per_proposal": (deciding[name] / counts[name] * 1e3) if counts.get(name)
+                            else None}
                      for name in deciding}
-    return {"elapsed_s": elapsed, "n": len(elapsed), "techniques": per_technique,
+    return {"elapsed_s": elapsed, "n": len(elapsed), "techniques": per_technique, "cpu_s": cpu_s,
             "deciding_ms_per_trial": tuner.deciding_s / max(1, len(elapsed)) * 1e3}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20000)
     parser.add_argument("--peer-seconds", type=float, default=300.0, help="stop a peer after this long")
     parser.add_argument("--out", default=str(HERE / "results" / "overhead.md"))
     parser.add_argument("--skip-peers", action="store_true")
-    parser.add_argument("--perftune-runner", nargs=2, metavar=("N", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--optuna-only", action="store_true", help="of the peers, run Optuna only")
+    parser.add_argument("--perftune-runner", nargs=3, metavar=("N", "DB", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.perftune_runner:
-        print(json.dumps(run_perftune(int(args.perftune_runner[0]), args.perftune_runner[1])))
+        n, db, seed = args.perftune_runner
+        print(json.dumps(run_perftune(int(n), db, None if seed == "none" else int(seed))))
         return
 
     rows: list[tuple[str, dict]] = []
@@ -104,12 +115,16 @@ def main() -> None:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True)
             return json.loads(out.stdout.strip().splitlines()[-1])
 
-        print("perftune (default ensemble, SQLite) ...", flush=True)
-        pt = call([sys.executable, __file__, "--perftune-runner", str(args.trials), f"{tmp}/perftune.db"])
-        rows.append(("perftune default ensemble, SQLite", pt))
+        perftune_rows: list[tuple[str, dict]] = []
+        for seed in ("0", "none"):
+            label = f"perftune default, SQLite, {'seeded' if seed != 'none' else 'unseeded'}"
+            print(f"{label} ...", flush=True)
+            pt = call([sys.executable, __file__, "--perftune-runner", str(args.trials),
+                       f"{tmp}/perftune-{seed}.db", seed])
+            perftune_rows.append((label, pt))
+        rows.extend(perftune_rows)
         if not args.skip_peers:
             optuna_py = ensure_venv("optuna", ["optuna>=4,<6"])
-            opentuner_py = ensure_venv("opentuner", ["opentuner==0.8.8", "sqlalchemy<2"])
             runner = str(HERE / "overhead_peers" / "optuna_runner.py")
             for sampler in ("tpe", "random"):
                 for storage in ("memory", "sqlite"):
@@ -118,7 +133,9 @@ def main() -> None:
                     cmd = [str(optuna_py), runner, sampler, storage, str(args.trials), str(args.peer_seconds),
                            f"{tmp}/optuna-{sampler}.db"]
                     rows.append((label, call(cmd)))
+        if not args.skip_peers and not args.optuna_only:
             print("OpenTuner 0.8.8 ...", flush=True)
+            opentuner_py = ensure_venv("opentuner", ["opentuner==0.8.8", "sqlalchemy<2"])
             cmd = [str(opentuner_py), str(HERE / "overhead_peers" / "opentuner_runner.py"), str(args.trials),
                    str(args.peer_seconds), f"{tmp}/opentuner.db"]
             rows.append(("OpenTuner 0.8.8 default ensemble, SQLite", call(cmd)))
@@ -126,26 +143,31 @@ def main() -> None:
     lines = [
         "# Tuner overhead per trial (ask + tell + persist), trivial objective",
         "",
-        f"Command: `python benchmarks/overhead.py --trials {args.trials} --peer-seconds {args.peer_seconds:g}`  ",
+        f"Command: `python {' '.join(['benchmarks/overhead.py', *sys.argv[1:]])}`  ",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"Python {platform.python_version()}  ",
-        f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
+        f"Date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Overhead at N = mean wall time per trial over trials N-{WINDOW}..N; '-' = not reached "
         f"(peers stop after {args.peer_seconds:g} s).",
         "",
-        "| tool | trials done | ms/trial at 1k | ms/trial at 10k | ms/trial at 20k |",
-        "|---|---|---|---|---|",
+        "| tool | trials done | ms/trial, whole run | CPU ms/trial, whole run "
+        "| ms/trial at 1k | ms/trial at 10k | ms/trial at 20k |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label, data in rows:
         marks = per_trial_ms(data["elapsed_s"])
         cells = ["-" if marks[m] is None else f"{marks[m]:.3f}" for m in MARKS]
-        lines.append(f"| {label} | {data['n']} | " + " | ".join(cells) + " |")
-    lines += ["", "perftune's own deciding time (inside ask/tell of the techniques), over the whole run:", "",
-              "| technique | proposals | ms per proposal |", "|---|---|---|"]
-    for name, info in sorted(pt.get("techniques", {}).items()):
-        ms = info["ms_per_proposal"]
-        lines.append(f"| {name} | {info['proposals']} | {'-' if ms is None else f'{ms:.3f}'} |")
-    lines.append(f"| (all, per trial) | {pt['n']} | {pt['deciding_ms_per_trial']:.3f} |")
+        n_done = data["n"]
+        whole = f"{data['elapsed_s'][-1] / n_done * 1e3:.3f}" if n_done else "-"
+        cpu = f"{data['cpu_s'] / n_done * 1e3:.3f}" if n_done and "cpu_s" in data else "-"
+        lines.append(f"| {label} | {n_done} | {whole} | {cpu} | " + " | ".join(cells) + " |")
+    for label, pt in perftune_rows:
+        lines += ["", f"{label}: deciding time (inside ask/tell of the techniques), over the whole run:", "",
+                  "| technique | proposals | ms per proposal |", "|---|---|---|"]
+        for name, info in sorted(pt.get("techniques", {}).items()):
+            ms = info["ms_per_proposal"]
+            lines.append(f"| {name} | {info['proposals']} | {'-' if ms is None else f'{ms:.3f}'} |")
+        lines.append(f"| (all, per trial) | {pt['n']} | {pt['deciding_ms_per_trial']:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import pytest
 import perftune.search as search
 from perftune.drive import Tuner
 from perftune.search import _registry as registry
-from perftune.search._base import ClockAware, LabelsProposals, ParallelismAware
+from perftune.search._base import ClockAware, LabelsProposals, ParallelismAware, PreloadsImports
 from perftune.space import Int, Space
 
 
@@ -30,6 +30,9 @@ class Hooked(search.RandomSearch):
 
     def set_parallelism(self, n_in_flight: int) -> None:
         self.calls.append(("parallelism", n_in_flight))
+
+    def preload_imports(self) -> None:
+        self.calls.append(("preload", None))
 
 
 class Plain(search.RandomSearch):
@@ -52,7 +55,7 @@ SPACE = Space({"x": Int(0, 50)})
 
 def test_hooks_are_recognised_by_their_protocols():
     hooked, plain = search.create("test-hooked", SPACE, seed=0), search.create("test-plain", SPACE, seed=0)
-    for protocol in (LabelsProposals, ClockAware, ParallelismAware):
+    for protocol in (LabelsProposals, ClockAware, ParallelismAware, PreloadsImports):
         assert isinstance(hooked, protocol)
         assert not isinstance(plain, protocol)
 
@@ -78,3 +81,32 @@ def test_a_technique_without_hooks_runs_and_trials_carry_its_name():
     result = tuner.run(lambda c: c["x"])
     assert len(result.trials) == 4
     assert {t.technique for t in result.trials} == {"test-plain"}
+
+
+def test_imports_are_preloaded_only_when_nothing_forks_this_process():
+    # In-process evaluations: the technique may import in a background thread. Worker processes are
+    # forked from this one, and a fork while a thread imports can deadlock the child: no preload then.
+    inline = Tuner(SPACE, technique="test-hooked", seed=1)
+    inline.run(lambda c: float(c["x"]), budget=3)
+    assert inline._technique.calls.count(("preload", None)) == 1
+    forked = Tuner(SPACE, technique="test-hooked", seed=1)
+    forked.run(lambda c: float(c["x"]), budget=3, workers=2)
+    assert ("preload", None) not in forked._technique.calls
+
+
+def test_the_default_search_preloads_the_models_import_in_the_background():
+    import sys
+    import threading
+
+    from perftune.search import _model
+
+    tech = search.create("default", SPACE, seed=1)
+    assert isinstance(tech, PreloadsImports)
+    tech.preload_imports()
+    thread = _model._preloading
+    if thread is None:  # already imported by an earlier test in this process: nothing to do
+        assert "sklearn.tree" in sys.modules
+    else:
+        assert isinstance(thread, threading.Thread) and thread.daemon
+        thread.join(timeout=120)
+        assert "sklearn.tree" in sys.modules

@@ -33,11 +33,23 @@ class SlowRandom(RandomSearch):
         return super()._propose()
 
 
+class CostlyRandom(RandomSearch):
+    """Random search that counts 1000 units of deciding work per proposal (and takes no time)."""
+
+    name: ClassVar[str] = "test-costly-random"
+
+    def _propose(self):  # type: ignore[no-untyped-def]
+        self.work_done += 999.0  # the base class counts one unit per proposal
+        return super()._propose()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _slow_registered():
     register(SlowRandom)
+    register(CostlyRandom)
     yield
     registry._registered.pop(SlowRandom.name, None)
+    registry._registered.pop(CostlyRandom.name, None)
 
 
 def auc_reference(outcomes: list[int]) -> float:
@@ -134,6 +146,60 @@ def test_deterministic_mode_ignores_the_clock() -> None:
         loop.run(40)
         runs.append(loop.proposals)
     assert runs[0] == runs[1]
+
+
+def _seeded_run(technique: str, duration_s: float, lag: int = 0) -> tuple[AUCBandit, AskTellLoop]:
+    settings = BanditSettings(
+        techniques=(technique, "random"), exploration=1.0, free_work=5000.0, work_per_result=10.0
+    )
+    bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
+    loop = AskTellLoop(bandit, smooth_objective, duration_s=duration_s, lag=lag)  # deterministic mode
+    loop.run(300)
+    return bandit, loop
+
+
+def test_seeded_run_is_cost_aware_in_counted_work() -> None:
+    cheap, _ = _seeded_run("greedy-normal", duration_s=0.0)
+    costly, _ = _seeded_run("test-costly-random", duration_s=0.0)
+    assert cheap.counts["greedy-normal"] > 100  # within its budget: chosen about half the time
+    # 1000 units a proposal against a budget of 5000 + 10 per result: at most 5 + 3 (+1 over) in 300.
+    assert costly.counts["test-costly-random"] <= 9
+    assert costly.counts["test-costly-random"] >= 5  # used while its budget lasts, not banned
+    assert costly.work_spent["test-costly-random"] <= costly.work_budget() + 1000.0
+    assert costly.work_spent["random"] == costly.counts["random"]  # one unit per proposal
+
+
+def test_seeded_cost_awareness_does_not_depend_on_timings() -> None:
+    fast_bandit, fast = _seeded_run("test-costly-random", duration_s=0.0)
+    slow_bandit, slow = _seeded_run("test-costly-random", duration_s=1.0)
+    assert fast.proposals == slow.proposals
+    assert fast_bandit.counts == slow_bandit.counts
+    again_bandit, again = _seeded_run("test-costly-random", duration_s=0.0)
+    assert again.proposals == fast.proposals
+
+
+def test_a_resumed_seeded_run_keeps_its_counted_work_budget() -> None:
+    settings = BanditSettings(
+        techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0, work_per_result=10.0
+    )
+    loop = AskTellLoop(AUCBandit(smooth_space(), seed=4, settings=settings), smooth_objective, duration_s=0.0)
+    loop.run(150)
+    resumed = pickle.loads(pickle.dumps(loop))
+    assert resumed.technique.work_spent == loop.technique.work_spent
+    loop.run(150)
+    resumed.run(150)
+    assert resumed.proposals == loop.proposals
+    assert resumed.technique.counts == loop.technique.counts
+
+
+def test_seeded_cost_awareness_can_be_switched_off() -> None:
+    settings = BanditSettings(
+        techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0,
+        work_per_result=10.0, cost_aware=False,
+    )
+    bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
+    AskTellLoop(bandit, smooth_objective, duration_s=0.0).run(300)
+    assert bandit.counts["test-costly-random"] > 100
 
 
 def test_duplicates_fall_back_to_other_techniques_then_random() -> None:

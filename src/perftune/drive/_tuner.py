@@ -482,14 +482,24 @@ class Tuner:
     def _known(self, config: Any) -> bool:
         return config in self._by_config
 
+    def _proposer_hook(self) -> Callable[[Any], str | None] | None:
+        """The technique's ``proposer_of``, looked up once per technique: an ``isinstance`` on a runtime
+        protocol costs about as much as a cheap technique's whole proposal (benchmarks/overhead.py)."""
+        cached = getattr(self, "_proposer_cache", None)
+        if cached is None or cached[0] is not self._technique:
+            from perftune.search._base import LabelsProposals
+
+            hook = self._technique.proposer_of if isinstance(self._technique, LabelsProposals) else None
+            cached = (self._technique, hook)
+            self._proposer_cache = cached
+        return cached[1]
+
     def _propose(self) -> tuple[Any, str] | None:
         while self._queue:
             config, origin = self._queue.popleft()
             if not self._known(config):
                 return config, origin
-        from perftune.search._base import LabelsProposals
-
-        proposer = self._technique.proposer_of if isinstance(self._technique, LabelsProposals) else None
+        proposer = self._proposer_hook()
         for _ in range(_MAX_ASK_ATTEMPTS):
             proposals = self._timed(self._technique.ask, 1)
             if not proposals:
@@ -923,10 +933,14 @@ class Tuner:
                 executor = InlineExecutor(objective, self.metric)
             else:
                 executor = ProcessExecutor(objective, self.metric, workers, timeout_s)
-        from perftune.search._base import ParallelismAware
+        from perftune.search._base import ParallelismAware, PreloadsImports
 
         if isinstance(self._technique, ParallelismAware):
             self._technique.set_parallelism(executor.capacity)
+        if isinstance(executor, InlineExecutor) and isinstance(self._technique, PreloadsImports):
+            # Nothing forks this process during the run: the model's slow first import can overlap
+            # with the first measurements instead of stopping the run at the first fit.
+            self._technique.preload_imports()
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
         self._deadline = deadline
         bar = _Progress(self, limit) if progress else None

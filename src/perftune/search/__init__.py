@@ -24,9 +24,11 @@ from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import (
     BaseTechnique,
     ClockAware,
+    CountsWork,
     LabelsProposals,
     NoSettings,
     ParallelismAware,
+    PreloadsImports,
     Technique,
 )
 from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
@@ -58,6 +60,7 @@ __all__ = [
     "CMAES",
     "CMAESSettings",
     "ClockAware",
+    "CountsWork",
     "CONTINUOUS_PORTFOLIO",
     "CoordinateDescent",
     "CoordinateDescentSettings",
@@ -77,6 +80,7 @@ __all__ = [
     "NoSettings",
     "PSOSettings",
     "ParallelismAware",
+    "PreloadsImports",
     "ParticleSwarm",
     "PatternSearch",
     "PatternSearchSettings",

@@ -17,8 +17,14 @@ last calls) and compares it with the measurement time of the trials (``finished_
 A technique whose deciding time ``d`` exceeds ``cost_fraction * measurement + free_decide_s`` is used
 only with probability ``(cost_fraction * measurement + free_decide_s) / d``, so its expected deciding
 time per trial stays within that allowance: on a trivial objective the surrogate model proposes rarely,
-on a one-second objective it runs freely. This reads clocks; a seeded driver calls
-``set_deterministic(True)``, which turns the clock-based throttling off so that runs are reproducible.
+on a one-second objective it runs freely. This reads clocks, so a seeded driver calls
+``set_deterministic(True)`` and the bandit charges counted work instead (``work_done`` of
+:class:`~perftune.search._base.CountsWork`: candidates generated, points fitted and scored; one unit per
+``ask`` for a technique that does not count): each technique may spend ``free_work`` units plus
+``work_per_result`` units per result told so far, and is skipped while it is over that budget. Short runs
+(a few hundred results) leave every technique free, long runs on a cheap objective hold the model to a
+small share of the proposals, and the proposals depend only on the seed and the results, never on how
+long anything took.
 
 Proposals are de-duplicated against every configuration the bandit proposed or was told (bounded
 memory): a technique that repeats itself is asked again a few times, then the next one, and finally
@@ -42,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perftune.search._base import BoundedDict, Stateful, check_settings, loss_of
+from perftune.search._base import BoundedDict, PreloadsImports, Stateful, check_settings, loss_of
 from perftune.search._seeding import BANDIT_GATE_KEY, derive_rng, derive_seed
 from perftune.trial import Status
 
@@ -81,6 +87,12 @@ class BanditSettings:
         cost_fraction: Share of the measurement time a technique may spend deciding, per proposal,
             before it is throttled.
         free_decide_s: Deciding time per proposal that is never throttled (seconds).
+        free_work: Counted work (``CountsWork`` units) each technique may spend before its budget
+            applies, in a seeded (deterministic) run. The model spends at most 43,000 units in 200
+            trials on the six development spaces (20 seeds each), so runs of that length are never
+            throttled; in a long run on a trivial objective 60,000 units are about 1.5 s of CPU.
+        work_per_result: Counted work each technique's budget grows by per result told, in a seeded
+            run. The unseeded run uses the clock (``cost_fraction``, ``free_decide_s``) instead.
         max_retries: How many times a technique that proposed a duplicate is asked again.
         tell_window: Results of other proposers kept for a technique until its next ask (it is always
             told the results of its own proposals, and the best result). A technique learns when it is
@@ -94,6 +106,8 @@ class BanditSettings:
     cost_aware: bool = True
     cost_fraction: float = 0.05
     free_decide_s: float = 5e-5
+    free_work: float = 60_000.0
+    work_per_result: float = 1.0
     max_retries: int = 3
     tell_window: int = 64
     technique_settings: Any = ()
@@ -121,6 +135,12 @@ class BanditSettings:
         )
         check_settings(
             "BanditSettings.free_decide_s", self.free_decide_s >= 0, f"must be >= 0, got {self.free_decide_s}"
+        )
+        check_settings("BanditSettings.free_work", self.free_work >= 0, f"must be >= 0, got {self.free_work}")
+        check_settings(
+            "BanditSettings.work_per_result",
+            self.work_per_result >= 0,
+            f"must be >= 0, got {self.work_per_result}",
         )
         check_settings(
             "BanditSettings.max_retries", self.max_retries >= 1, f"must be >= 1, got {self.max_retries}"
@@ -210,6 +230,7 @@ class AUCBandit(Stateful):
         counts: Proposals made per technique (``"random"`` also counts the de-duplication fallback).
         wins: Proposals per technique that became a new global best.
         deciding_time_s: Seconds spent in each technique's ask and tell.
+        work_spent: Counted work charged to each technique (``CountsWork`` units, see the module).
         best_loss: Best loss told so far.
 
     Example:
@@ -253,6 +274,8 @@ class AUCBandit(Stateful):
         self.counts: dict[str, int] = dict.fromkeys(self.names, 0)
         self.wins: dict[str, int] = dict.fromkeys(self.names, 0)
         self.deciding_time_s: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        self.work_spent: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        self.n_results = 0  # results told (not cancelled): what the counted-work budget grows with
         self.n_fallback = 0
         self.best_loss: float | None = None
         self.best_config: Config | None = None
@@ -299,6 +322,12 @@ class AUCBandit(Stateful):
         """With ``n`` evaluations in flight the driver must propose ``n`` times as fast: the deciding
         allowance per proposal shrinks accordingly (called by the driver)."""
         self.parallelism = max(1, int(n_in_flight))
+
+    def preload_imports(self) -> None:
+        """Pass the driver's :class:`~perftune.search.PreloadsImports` call on to the portfolio."""
+        for technique in self.techniques:
+            if isinstance(technique, PreloadsImports):
+                technique.preload_imports()
 
     def set_deterministic(self, flag: bool = True) -> None:
         """Turn clock-based throttling off (``True``) so that a seeded run is reproducible."""
@@ -353,7 +382,16 @@ class AUCBandit(Stateful):
         # With several evaluations in flight the driver must propose that many times as fast.
         return s.cost_fraction * m / getattr(self, "parallelism", 1) + s.free_decide_s
 
+    def work_budget(self) -> float:
+        """Counted work each technique may have spent by now (seeded runs, see the module)."""
+        s = self.settings
+        return s.free_work + s.work_per_result * self.n_results
+
     def _allowed(self, i: int, allowance: float | None) -> bool:
+        if self.deterministic:
+            if not self.settings.cost_aware:
+                return True
+            return self.work_spent[self.names[i]] <= self.work_budget()
         if allowance is None:
             return True
         d = self._ask_cost[i].per_proposal()
@@ -380,13 +418,18 @@ class AUCBandit(Stateful):
             if not self._allowed(i, allowance):
                 continue
             technique = self.techniques[i]
+            name = self.names[i]
             for _ in range(self.settings.max_retries):
                 t0 = time.perf_counter()
+                w0 = getattr(technique, "work_done", None)
                 self._deliver(i)
                 proposals = technique.ask(1)
                 dt = time.perf_counter() - t0
+                w1 = getattr(technique, "work_done", None)
                 self._ask_cost[i].add(dt, len(proposals))
-                self.deciding_time_s[self.names[i]] += dt
+                self.deciding_time_s[name] += dt
+                counted = isinstance(w0, int | float) and isinstance(w1, int | float)
+                self.work_spent[name] += max(0.0, float(w1) - float(w0)) if counted else 1.0  # type: ignore[arg-type]
                 if not proposals:
                     break
                 config = proposals[0]
@@ -430,6 +473,7 @@ class AUCBandit(Stateful):
                 if i is not None and i >= 0:
                     self._inbox_own[i].append(trial)  # its proposer may be waiting for it
                 continue
+            self.n_results += 1
             loss = loss_of(trial)
             new_best = loss is not None and (self.best_loss is None or loss < self.best_loss)
             if new_best:

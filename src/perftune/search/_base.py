@@ -42,10 +42,12 @@ __all__ = [
     "BaseTechnique",
     "BoundedDict",
     "ClockAware",
+    "CountsWork",
     "LabelsProposals",
     "NestedState",
     "NoSettings",
     "ParallelismAware",
+    "PreloadsImports",
     "Stateful",
     "Technique",
     "load_state",
@@ -118,6 +120,29 @@ class ClockAware(Protocol):
 
 
 @runtime_checkable
+class CountsWork(Protocol):
+    """A technique that counts its deciding work, so that an ensemble can charge it without a clock.
+
+    ``work_done`` only grows; it counts deterministic work in units of about one candidate
+    configuration generated or encoded in Python (a model also counts its fits and the points it scores,
+    weighted by what they cost relative to that). A seeded ensemble charges each technique the growth of
+    ``work_done`` during its ``ask``; a technique without the attribute is charged one unit per ``ask``.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> tech = create("model", Space({"x": Int(0, 9)}), seed=1)
+        >>> isinstance(tech, CountsWork), tech.work_done
+        (True, 0.0)
+        >>> _ = tech.ask(1)
+        >>> tech.work_done >= 1
+        True
+    """
+
+    work_done: float
+
+
+@runtime_checkable
 class ParallelismAware(Protocol):
     """A technique that adapts to the number of evaluations in flight.
 
@@ -135,6 +160,26 @@ class ParallelismAware(Protocol):
 
     def set_parallelism(self, n_in_flight: int) -> None:
         """``n_in_flight`` evaluations may run at the same time from now on."""
+        ...
+
+
+@runtime_checkable
+class PreloadsImports(Protocol):
+    """A technique whose first decision imports something slow (the model: scikit-learn, seconds on a
+    small machine), which it can import in a background thread while the first trials are measured.
+
+    The driver calls ``preload_imports()`` only when nothing forks this process during the run (its
+    in-process executor), since a fork while another thread imports can deadlock the child.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.search import create
+        >>> isinstance(create("default", Space({"x": Int(0, 9)}), seed=1), PreloadsImports)
+        True
+    """
+
+    def preload_imports(self) -> None:
+        """Start importing in the background what the first decision will need."""
         ...
 
 
@@ -323,6 +368,7 @@ class BaseTechnique(Stateful):
         self.n_errors = 0
         self.last_error: str | None = None
         self.improved = False
+        self.work_done = 0.0  # counted deciding work (CountsWork): one unit per candidate proposed
         # config -> loss (None = failed) of told trials; config -> ask number of pending proposals.
         self._known: BoundedDict = BoundedDict(self.known_limit)
         self._pending: BoundedDict = BoundedDict(self.known_limit)
@@ -396,6 +442,7 @@ class BaseTechnique(Stateful):
 
     def _ask_one(self, now: set[Config]) -> Config | None:
         for _ in range(self.max_attempts):
+            self.work_done += 1.0
             try:
                 config = self._propose()
             except PerftuneError:

@@ -25,8 +25,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import math
+import sys
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,6 +44,12 @@ if TYPE_CHECKING:
     from perftune.trial import Trial
 
 __all__ = ["ModelBased", "ModelSettings"]
+
+# Counted work (CountsWork), in units of one configuration handled in Python (sampled, or encoded as a
+# feature row). Relative costs measured with cProfile on benchmarks/overhead.py: growing a tree costs
+# about 1/8 unit per training row, and scoring a row with one tree, vectorised, about 1/256 unit.
+_WORK_FIT_PER_ROW_TREE = 1.0 / 8.0
+_WORK_PREDICT_PER_ROW_TREE = 1.0 / 256.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +263,7 @@ class ModelBased(BaseTechnique):
                 configs = []
                 for config in self.space.enumerate(limit=limit + 1):
                     configs.append(config)
+                self.work_done += len(configs)
                 if len(configs) <= limit:
                     self._enum = configs
                     self._enum_x = self._features.rows(configs).astype(np.float32)
@@ -308,6 +319,7 @@ class ModelBased(BaseTechnique):
         configs, y = made
         s = self.settings
         x = self._features.rows(configs).astype(np.float32)
+        self.work_done += len(configs) * (1.0 + s.n_trees * _WORK_FIT_PER_ROW_TREE)
         forest = s.estimator == "random-forest"
         states: list[int] = []
         idxs: list[np.ndarray] | None = [] if forest else None
@@ -320,6 +332,11 @@ class ModelBased(BaseTechnique):
         self._n_new = 0
         self.n_fits += 1
         return True
+
+    def preload_imports(self) -> None:
+        """Import scikit-learn's trees in a background thread (see :class:`PreloadsImports`): the first fit
+        then finds them imported, instead of stopping the run for the import."""
+        _preload_sklearn()
 
     def _fit_trees(
         self, x: np.ndarray, y: np.ndarray, states: list[int], idxs: list[np.ndarray] | None
@@ -348,9 +365,11 @@ class ModelBased(BaseTechnique):
 
     # ------------------------------------------------------------------ acquisition
     def _acquisition(self, configs: list[Config]) -> np.ndarray:
+        self.work_done += len(configs)
         return self._acquisition_rows(self._features.rows(configs).astype(np.float32))
 
     def _acquisition_rows(self, x: np.ndarray) -> np.ndarray:
+        self.work_done += x.shape[0] * len(self._model) * _WORK_PREDICT_PER_ROW_TREE
         preds = np.stack([_tree_predict(t, x) for t in self._model])
         mu = preds.mean(axis=0)
         sigma = preds.std(axis=0)
@@ -454,3 +473,23 @@ class ModelBased(BaseTechnique):
             self._pool_scores.pop(0)
             return self._pool.pop(0)
         return self.space.sample(self.rng, 1)[0]
+
+
+_preloading: threading.Thread | None = None
+
+
+def _preload_sklearn() -> None:
+    """Start one daemon thread that imports what :meth:`ModelBased._fit_trees` needs (once per process).
+
+    A fit that comes first simply waits for the import lock, so correctness does not depend on timing.
+    """
+    global _preloading
+    if _preloading is not None or "sklearn.tree" in sys.modules:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # a failing import fails again, with its message, at the fit
+            importlib.import_module("sklearn.tree")
+
+    _preloading = threading.Thread(target=load, name="perftune-preload-sklearn", daemon=True)
+    _preloading.start()

@@ -166,6 +166,9 @@ class StagedBandit(Stateful):
     def set_parallelism(self, n_in_flight: int) -> None:
         self.bandit.set_parallelism(n_in_flight)
 
+    def preload_imports(self) -> None:
+        self.bandit.preload_imports()
+
     def credits(self) -> dict[str, float]:
         return self.bandit.credits()
 
