@@ -136,3 +136,19 @@ def test_countdown_counts_down_to_zero_and_none_never_expires():
     time.sleep(0.06)
     assert clock.remaining_s() == 0.0 and clock.expired() and clock.elapsed_s() >= 0.05
     assert Countdown(None).remaining_s() is None and not Countdown(None).expired()
+
+
+def test_the_thread_executor_hands_the_driver_context_to_an_objective_that_takes_it():
+    from perftune.drive import ThreadExecutor, Tuner
+    from perftune.space import Int, Space
+
+    seen: list[float | None] = []
+
+    def objective(config, context=None):
+        seen.append(None if context is None or context.incumbent is None else context.incumbent.value)
+        return float(config["x"])
+
+    tuner = Tuner(Space({"x": Int(0, 9, default=5)}), seed=1)
+    tuner.run(objective, budget=4, executor=ThreadExecutor(objective, None, 1))
+    assert seen[0] is None and len(seen) == 4
+    assert all(v is not None for v in seen[1:])  # every later evaluation saw the best so far

@@ -24,7 +24,7 @@ from concurrent import futures
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
-from perftune.drive._context import EvalContext
+from perftune.drive._context import EvalContext, takes_context
 from perftune.drive._evaluate import Outcome, evaluate
 from perftune.trial import Status
 
@@ -136,17 +136,19 @@ class ThreadExecutor:
     def n_busy(self) -> int:
         return len(self._running)
 
-    def _evaluate(self, config: Any) -> Outcome:
+    def _evaluate(self, config: Any, context: EvalContext | None = None) -> Outcome:
         own: list[Outcome] = []
+        wants_context = context is not None and takes_context(self._objective)
 
-        def call(c: Any) -> Any:
-            raw = self._objective(c)
+        def call(c: Any, context: EvalContext | None = None) -> Any:
+            objective: Callable[..., Any] = self._objective
+            raw = objective(c, context=context) if wants_context else objective(c)
             if isinstance(raw, Outcome):
                 own.append(raw)
                 return 0.0  # a placeholder for evaluate(); the target's own outcome is returned below
             return raw
 
-        outcome = evaluate(call, config, self._metric)
+        outcome = evaluate(call, config, self._metric, context)
         if not own:
             return outcome
         mine = own[0]
@@ -155,10 +157,10 @@ class ThreadExecutor:
         mine.worker = mine.worker or outcome.worker
         return mine
 
-    def submit(self, ticket: int, config: Any) -> None:
+    def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
         if len(self._running) >= self.capacity:
             raise RuntimeError("no idle worker")  # the driver never submits beyond capacity
-        self._running[self._pool.submit(self._evaluate, config)] = (ticket, time.time())
+        self._running[self._pool.submit(self._evaluate, config, context)] = (ticket, time.time())
 
     def collect(self, timeout_s: float | None) -> list[tuple[int, Outcome]]:
         if not self._running:
