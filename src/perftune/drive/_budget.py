@@ -114,6 +114,23 @@ class Countdown:
         left = self.remaining_s()
         return left is not None and left <= 0.0
 
+    def share(self, fraction: float) -> Countdown:
+        """A clock with the same start that runs out after ``fraction`` of this one's time.
+
+        A command whose phases split one budget (a search, then checks of its winner) gives each
+        phase its share of the one clock, so that the phases' ends cannot drift apart from the whole.
+
+        Example:
+            >>> clock = Countdown(60.0)
+            >>> 29 < clock.share(0.5).remaining_s() <= 30
+            True
+        """
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"share: fraction must be in (0, 1], got {fraction!r}")
+        part = Countdown(None if self.seconds is None else fraction * self.seconds)
+        part._started = self._started
+        return part
+
 
 def parse_budget(items: list[str] | tuple[str, ...]) -> Budget:
     """Parse CLI budgets: ``"200"`` is evaluations, ``"90s"``, ``"10m"``, ``"1h"`` wall time.

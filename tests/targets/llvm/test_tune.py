@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from perftune.cli import cli
+from perftune.drive import Countdown
 from perftune.targets.llvm import tune_passes
 from perftune.targets.llvm._env import opt_program
 from perftune.targets.llvm._validate import validate_actions
@@ -93,9 +94,7 @@ def test_local_search_improves_a_poor_start_and_its_bests_replay() -> None:
         start = [action_index("mem2reg"), action_index("licm"), action_index("loop-rotate")]
         start_count = ev.count(start)
         history: list = []
-        best, best_count = _local_search(
-            ev, start, start_count, time.monotonic() + 60, 0, 400, history, time.monotonic(), True, []
-        )
+        best, best_count = _local_search(ev, start, start_count, Countdown(60), 0, 400, history, True, [])
         assert best_count < start_count and history
         assert [c for _, c, _ in history] == sorted({c for _, c, _ in history}, reverse=True)
         assert ev.count(best) == best_count
@@ -115,7 +114,7 @@ def test_greedy_extension_appends_the_best_pass_at_each_step() -> None:
         start = [action_index("mem2reg")]
         start_count = ev.count(start)
         history: list = []
-        ext = _extend_greedily(ev, start, start_count, time.monotonic() + 60, None, history, 0.0, True, [])
+        ext = _extend_greedily(ev, start, start_count, Countdown(60), None, history, True, [])
         assert ext.actions[:1] == start and len(ext.actions) > 1 and ext.count < start_count
         counts = [c for _, c, _ in history]
         assert counts == sorted(set(counts), reverse=True) and counts[-1] == ext.count
@@ -135,7 +134,7 @@ def test_greedy_extension_appends_the_best_pass_at_each_step() -> None:
         # ... and its first step took the best single pass after mem2reg.
         assert ev.count(ext.actions[:2]) == min(appended(start))
         # No evaluations left: nothing is appended.
-        none_left = _extend_greedily(ev, start, start_count, time.monotonic() + 60, 1, [], 0.0, True, [])
+        none_left = _extend_greedily(ev, start, start_count, Countdown(60), 1, [], True, [])
         assert none_left.actions == start
     finally:
         ev.close()
@@ -186,3 +185,36 @@ def test_task_file_target_runs_with_perftune_run() -> None:
         assert data["best"]["value"] < 272
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_searches_stop_on_an_expired_clock_without_evaluating() -> None:
+    from perftune.targets.llvm import action_index, get_benchmark
+    from perftune.targets.llvm._tune import (
+        SequenceEvaluator,
+        _drop_useless,
+        _extend_greedily,
+        _local_search,
+        _search_greedy,
+        _search_random,
+    )
+
+    ev = SequenceEvaluator(get_benchmark("benchmark://perftune-v0/sieve"))
+    try:
+        start = [action_index("mem2reg"), action_index("licm")]
+        start_count = ev.count(start)
+        spent = Countdown(1e-6)
+        time.sleep(0.01)
+        assert spent.expired()
+        before = ev.n_evaluations
+        history: list = []
+        # The extension rebuilds its start's module (one evaluation) and then asks the clock.
+        ext = _extend_greedily(ev, start, start_count, spent, None, history, True, [])
+        assert ext.actions == start and ext.n_evaluated == 1
+        assert _drop_useless(ev, start, start_count, spent) == (start, start_count, 0)
+        assert _search_random(ev, spent, 0, 25, None, history) == []
+        assert _search_greedy(ev, spent, history) == []
+        walked = _local_search(ev, start, start_count, spent, 0, None, history, True, [])
+        assert walked == (start, start_count)
+        assert not history and ev.n_evaluations - before == 2  # the two rebuilds of the extensions
+    finally:
+        ev.close()

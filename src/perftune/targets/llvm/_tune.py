@@ -7,6 +7,10 @@ starting from sequences shaped like LLVM's own -Oz pipeline, written with the ac
 a local search walks the single edits (insert, replace, delete, swap) of the ensemble's best,
 cut down to the passes that matter (:func:`_local_search`).
 
+Time is the driver's: the command starts one :class:`perftune.drive.Countdown`, and every phase
+(the ensemble's Tuner budget, the local search, the greedy extension, the baselines, the validation
+of the winner) runs on that clock or its share of it, with no clock of its own.
+
 Evaluations keep in-memory snapshots of the module after common prefixes (one every
 ``_SNAPSHOT_EVERY`` passes), so a sequence that differs from earlier ones only near its end
 costs only its tail.
@@ -37,6 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from perftune.drive import Countdown
 from perftune.search import AUCBandit, BanditSettings
 from perftune.targets.llvm._actions import ACTIONS, action_index, pipeline_of
 from perftune.targets.llvm._datasets import Benchmark, get_benchmark
@@ -410,7 +415,7 @@ def _search_perftune(
     technique: str,
     max_evals: int | None,
     history: list[Any],
-    t0: float,
+    clock: Countdown,
     check_output: bool = True,
     durations: list[float] | None = None,
     seeds_s: float | None = None,
@@ -421,6 +426,7 @@ def _search_perftune(
         search_s: The ensemble's share of the time, in seconds from now.
         seeds_s: The seed sequences are measured within this longer limit (default ``search_s``),
             so that the local search that follows starts from the best of them at least.
+        clock: The command's clock; improvements are recorded in ``history`` at its elapsed time.
     """
     from perftune.drive import Budget, Tuner
     from perftune.space import Space
@@ -456,7 +462,7 @@ def _search_perftune(
         tuner.tell(trial, float(count), started_at=started, finished_at=time.time())
         if count < best_count:
             best_count, best = count, actions
-            history.append((time.monotonic() - t0, count, list(actions)))
+            history.append((clock.elapsed_s(), count, list(actions)))
 
     # The default and the seed sequences (and one more, as before) under the seeds' limit; then the
     # driver holds the search to its own share of the time.
@@ -514,11 +520,10 @@ def _local_search(
     ev: SequenceEvaluator,
     start: list[int],
     start_count: int,
-    deadline: float,
+    clock: Countdown,
     seed: int,
     max_evals: int | None,
     history: list[Any],
-    t0: float,
     check_output: bool,
     durations: list[float],
 ) -> tuple[list[int], int]:
@@ -533,6 +538,9 @@ def _local_search(
     modules, before all this: :data:`_EXTEND_FIRST`), the best sequence is extended
     greedily (:func:`_extend_greedily`). When a whole neighbourhood brings nothing, the search
     restarts from the best sequence with two random edits.
+
+    It runs until ``clock`` (the driver's :class:`~perftune.drive.Countdown`, the search's share of
+    the budget) has expired or ``max_evals`` sequences have been evaluated, whichever comes first.
     """
     rng = np.random.default_rng(seed + 7919)
     best, best_count = list(start), start_count
@@ -540,24 +548,22 @@ def _local_search(
     if ev.count_start >= _EXTEND_FIRST:
         # Large modules: every evaluation is slow and the walk covers little of the neighbourhood;
         # the greedy extension first, which costs one pass per candidate.
-        extended = _extend_greedily(
-            ev, best, best_count, deadline, max_evals, history, t0, check_output, durations
-        )
+        extended = _extend_greedily(ev, best, best_count, clock, max_evals, history, check_output, durations)
         n += extended.n_evaluated
         best, best_count = extended.actions, extended.count
-    current, current_count, _ = _drop_useless(ev, best, best_count, deadline)
+    current, current_count, _ = _drop_useless(ev, best, best_count, clock)
     if current_count < best_count:  # a removal lowered the count: a new best, if it runs right
         if check_output and not ev.output_ok():
             current, current_count = list(best), best_count
         else:
             best, best_count = list(current), current_count
-            history.append((time.monotonic() - t0, best_count, list(best)))
+            history.append((clock.elapsed_s(), best_count, list(best)))
     extended_from = tuple(best)  # the extension of this best has been tried (or is equivalent)
     rejected: set[tuple[int, ...]] = set()
-    while time.monotonic() < deadline and (max_evals is None or n < max_evals):
+    while not clock.expired() and (max_evals is None or n < max_evals):
         improved = False
         for move in _edits(current, rng):
-            if time.monotonic() >= deadline or (max_evals is not None and n >= max_evals):
+            if clock.expired() or (max_evals is not None and n >= max_evals):
                 break
             candidate = _apply_edit(current, move)
             if tuple(candidate) in rejected:
@@ -575,17 +581,17 @@ def _local_search(
             current, current_count = candidate, count
             if count < best_count:
                 best, best_count = list(candidate), count
-                history.append((time.monotonic() - t0, count, list(candidate)))
+                history.append((clock.elapsed_s(), count, list(candidate)))
             improved = True
             break
-        if not improved and time.monotonic() < deadline:
+        if not improved and not clock.expired():
             # A local optimum. First try to extend the best sequence pass by pass (cheap: one pass
             # per candidate); when that brings nothing, kick the best sequence with two random
             # edits and walk on from there.
             if tuple(best) != extended_from:
                 left = None if max_evals is None else max_evals - n
                 extended = _extend_greedily(
-                    ev, best, best_count, deadline, left, history, t0, check_output, durations
+                    ev, best, best_count, clock, left, history, check_output, durations
                 )
                 n += extended.n_evaluated
                 extended_from = tuple(best)
@@ -616,10 +622,9 @@ def _extend_greedily(
     ev: SequenceEvaluator,
     start: list[int],
     start_count: int,
-    deadline: float,
+    clock: Countdown,
     max_evals: int | None,
     history: list[Any],
-    t0: float,
     check_output: bool,
     durations: list[float],
 ) -> _Extension:
@@ -630,7 +635,8 @@ def _extend_greedily(
     whole sequences are expensive: on 10k-instruction modules the local search's neighbourhood
     is far too large to walk in a minute, and an action appended at the end (csmith 4:
     ``attributor``, -118 instructions) may be among the moves it never reaches. Stops at the
-    first step without improvement, at the deadline, or when an improvement miscompiles.
+    first step without improvement, when ``clock`` has expired or ``max_evals`` evaluations are
+    spent, or when an improvement miscompiles.
     """
     seq, count, n = list(start), start_count, 0
     try:
@@ -641,10 +647,10 @@ def _extend_greedily(
     # One pass gets what a single pass of a whole sequence gets (see SequenceEvaluator.count).
     sequence_limit = _slow_limit(durations)
     limit = None if sequence_limit is None else 3.0 * sequence_limit
-    while time.monotonic() < deadline and (max_evals is None or n < max_evals):
+    while not clock.expired() and (max_evals is None or n < max_evals):
         best_action, best_count = None, count
         for action in range(len(ACTIONS)):
-            if time.monotonic() >= deadline or (max_evals is not None and n >= max_evals):
+            if clock.expired() or (max_evals is not None and n >= max_evals):
                 break
             n += 1
             try:
@@ -666,27 +672,27 @@ def _extend_greedily(
         if check_output and not ev.output_ok():
             break  # the cheapest next step miscompiles: leave it to the local search's checks
         seq, count = [*seq, best_action], new_count
-        history.append((time.monotonic() - t0, count, list(seq)))
+        history.append((clock.elapsed_s(), count, list(seq)))
     return _Extension(seq, count, n)
 
 
 def _search_random(
     ev: SequenceEvaluator,
-    deadline: float,
+    clock: Countdown,
     seed: int,
     patience: int,
     max_evals: int | None,
     history: list[Any],
-    t0: float,
 ) -> list[int]:
+    """CompilerGym's random search: episodes of random actions until ``clock`` or ``max_evals`` runs out."""
     rng = np.random.default_rng(seed)
     best_count, best = ev.count_start, []
     n = 0
-    while time.monotonic() < deadline and (max_evals is None or n < max_evals):
+    while not clock.expired() and (max_evals is None or n < max_evals):
         ev.engine.reset()
         episode: list[int] = []
         episode_best, since = ev.count_start, 0
-        while since < patience and time.monotonic() < deadline:
+        while since < patience and not clock.expired():
             action = int(rng.integers(len(ACTIONS)))
             n += 1
             ev.n_evaluations += 1
@@ -699,25 +705,28 @@ def _search_random(
                 episode_best, since = count, 0
                 if count < best_count:
                     best_count, best = count, list(episode)
-                    history.append((time.monotonic() - t0, count, list(best)))
+                    history.append((clock.elapsed_s(), count, list(best)))
             else:
                 since += 1
     return best
 
 
-def _search_greedy(ev: SequenceEvaluator, deadline: float, history: list[Any], t0: float) -> list[int]:
+def _search_greedy(ev: SequenceEvaluator, clock: Countdown, history: list[Any]) -> list[int]:
     """CompilerGym's greedy search: the greedy extension of the empty sequence, without output checks."""
-    return _extend_greedily(ev, [], ev.count_start, deadline, None, history, t0, False, []).actions
+    return _extend_greedily(ev, [], ev.count_start, clock, None, history, False, []).actions
 
 
 def _drop_useless(
-    ev: SequenceEvaluator, actions: list[int], count: int, deadline: float
+    ev: SequenceEvaluator, actions: list[int], count: int, clock: Countdown
 ) -> tuple[list[int], int, int]:
-    """Removes passes, last first, whose removal does not increase the instruction count."""
+    """Removes passes, last first, whose removal does not increase the instruction count.
+
+    Tries the positions while ``clock`` lasts; the removals found by then stand.
+    """
     seq = list(actions)
     removed = 0
     position = len(seq) - 1
-    while position >= 0 and time.monotonic() < deadline:
+    while position >= 0 and not clock.expired():
         candidate = seq[:position] + seq[position + 1 :]
         try:
             new = ev.count(candidate)
@@ -730,6 +739,13 @@ def _drop_useless(
     if removed:
         count = ev.count(seq)
     return seq, count, removed
+
+
+def _remaining_s(clock: Countdown) -> float:
+    """Seconds left on a clock that has a limit (every clock of :func:`tune_passes` has one)."""
+    left = clock.remaining_s()
+    assert left is not None, "tune_passes always starts its clock with a time budget"
+    return left
 
 
 def tune_passes(
@@ -781,10 +797,11 @@ def tune_passes(
         # starts (a slow program would otherwise spend up to its run limit of the budget).
         with contextlib.suppress(LlvmError):
             reference_output(bench)
-    t0 = time.monotonic()
-    # perftune: the ensemble, then a local search around its best; the last twentieth of the time
-    # goes to validating the winner and dropping passes that do not help (a shorter command line).
-    deadline = t0 + (0.95 * seconds if search == "perftune" else seconds)
+    # One clock for the whole command; each phase runs on its share of it. perftune: the ensemble,
+    # then a local search around its best; the last twentieth of the time goes to validating the
+    # winner and dropping passes that do not help (a shorter command line).
+    clock = Countdown(seconds)
+    search_clock = clock.share(0.95) if search == "perftune" else clock
     history: list[Any] = []  # (seconds, count, actions) at every improvement
     validation = None
     n_removed = 0
@@ -794,18 +811,18 @@ def tune_passes(
             durations: list[float] = []
             ensemble_evals = None if evals is None else max(1, round(_ENSEMBLE_SHARE * evals))
             best, best_count = _search_perftune(
-                ev, t0 + _ENSEMBLE_SHARE * seconds - time.monotonic(), length, seed, technique,
-                ensemble_evals, history, t0, check, durations, seeds_s=deadline - time.monotonic(),
+                ev, _remaining_s(clock.share(_ENSEMBLE_SHARE)), length, seed, technique,
+                ensemble_evals, history, clock, check, durations, seeds_s=_remaining_s(search_clock),
             )
             if best:
                 local_evals = None if evals is None else max(0, evals - ev.n_evaluations)
                 _local_search(
-                    ev, best, best_count, deadline, seed, local_evals, history, t0, check, durations
+                    ev, best, best_count, search_clock, seed, local_evals, history, check, durations
                 )
         elif search == "random":
-            _search_random(ev, deadline, seed, patience, evals, history, t0)
+            _search_random(ev, search_clock, seed, patience, evals, history)
         else:
-            _search_greedy(ev, deadline, history, t0)
+            _search_greedy(ev, search_clock, history)
         # Candidates, best first. The search optimises the count only, and some passes miscompile
         # (LLVM 14's -attributor does on some csmith programs): the winner is the best candidate
         # that validates (opt replay, and the program's output against -O0 when it is runnable).
@@ -822,9 +839,8 @@ def tune_passes(
         count = ev.count_start
         i = 0
         first: list[int] = []
-        end = t0 + seconds
         for i, actions in enumerate(candidates):
-            if i > 0 and time.monotonic() >= end:
+            if i > 0 and clock.expired():
                 # The best candidate is always validated (within its own run limits); the next
                 # ones only while the budget lasts.
                 notes.append(f"{len(candidates) - i} more candidate(s) not validated: "
@@ -832,7 +848,7 @@ def tune_passes(
                 break
             count = ev.count(actions)
             if i == 0:
-                actions, count, n_removed = _drop_useless(ev, actions, count, t0 + seconds)
+                actions, count, n_removed = _drop_useless(ev, actions, count, clock)
                 first = actions
             if not validate:
                 best = actions
@@ -854,7 +870,7 @@ def tune_passes(
                 except (EngineCrash, PipelineError):
                     continue
             for repaired_count, repaired in sorted(repairs, key=lambda r: r[0])[:_MAX_REPAIRS]:
-                if time.monotonic() >= end:
+                if clock.expired():
                     notes.append("no more repairs of the best candidate tried: the time budget ran out")
                     break
                 i += 1
@@ -868,7 +884,7 @@ def tune_passes(
             best, count = [], ev.count_start
             validation = validate_actions(bench, best, count, run=run) if validate else None
             i += 1
-        elapsed = time.monotonic() - t0
+        elapsed = clock.elapsed_s()
         result = PassTuneResult(
             benchmark=bench.uri,
             search=search,
