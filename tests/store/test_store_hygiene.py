@@ -214,7 +214,7 @@ def test_a_missing_driver_is_one_line_naming_the_package(
     with pytest.raises(StoreError) as info:
         open_store(url)
     assert str(info.value) == (f"store 'postgresql+{module}://u@127.0.0.1/db' needs {module}: "
-                               f"pip install '{package}' (or 'perftune[postgres]')")
+                               f"pip install 'perftune[postgres]' (or pip install '{package}')")
 
 
 @pytest.mark.parametrize("url", ["mysql://u@h/db", "mysql+pymysql://u:pw@h/db", "mssql+pyodbc://h/db"])
