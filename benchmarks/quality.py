@@ -6,7 +6,9 @@ The problems and the counting rules live in ``benchmarks/peers/_problems.py`` an
 every tool: the budget is the number of measured configurations (failures count); proposals that
 violate declared constraints and repeats of measured configurations don't count.
 
-Problems: the six benchmark-hub development spaces (replayed T1/T4 data in ``data/benchmark_hub``),
+Problems: the twelve development spaces in ``data/benchmark_hub``: six benchmark-hub T1/T4 spaces
+(convolution and dedispersion on A4000, A6000, W6600) and six Kernel Tuner cache files with their T1
+files (gemm on RTX 2080 Ti and RTX Titan, pnpoly and convolution on RTX 3060 laptop and RTX Titan),
 OpenTuner's 2-D Rosenbrock on [-1000, 1000]^2 (300 evaluations, scored by its best value), two
 generated symmetric TSP instances, and a synthetic mixed-type function with constraints, a
 permutation and hidden failures.
@@ -120,6 +122,9 @@ def run_job(spec: dict[str, Any], tool: str, seeds: str, budget: int) -> tuple[s
             have = {json.loads(line)["seed"] for line in f if line.strip()}
         if set(wanted) <= have:
             return name, tool, 0.0, "(already done)"
+        if not tmp.exists():  # more seeds for a finished job: keep the seeds it has
+            with gzip.open(final, "rt") as f:
+                tmp.write_text("".join(line.strip() + "\n" for line in f if line.strip()))
     done = set()
     if tmp.exists():
         kept = [line for line in tmp.read_text().splitlines() if line.strip().endswith("}")]
@@ -244,8 +249,14 @@ def analyse(specs: list[dict[str, Any]], tools: list[str]) -> dict[str, Any]:
     return summary
 
 
-def dev_names() -> list[str]:
-    return [make_problem_cached(s).name for s in all_problem_specs() if s["kind"] == "table"]
+def dev_names(fmt: str | None = None) -> list[str]:
+    """Names of the development spaces; ``fmt`` "t4" or "kt" picks the six of one file format."""
+    return [make_problem_cached(s).name for s in all_problem_specs() if s["kind"] == "table"
+            and (fmt is None or s.get("format", "t4") == fmt)]
+
+
+# The groups of development spaces whose geomeans the report gives (the targets are on all twelve).
+DEV_GROUPS = {"all twelve": None, "six T4 (original)": "t4", "six Kernel Tuner caches (new)": "kt"}
 
 
 def verdicts(summary: dict[str, Any], ours: str = "perftune") -> dict[str, Any]:
@@ -288,6 +299,14 @@ def verdicts(summary: dict[str, Any], ours: str = "perftune") -> dict[str, Any]:
             if name in devs and mine > best_other * 1.02:
                 out["worse_than_best_peer_by_2pct"].append({"problem": name, "budget": b, "ours": mine,
                                                            "best_peer": best_other})
+    out["geomean_groups"] = {}
+    for label, group_fmt in DEV_GROUPS.items():
+        names = [n for n in dev_names(group_fmt) if n in probs]
+        out["geomean_groups"][label] = {
+            t: {str(b): geomean([probs[n]["median"][t][str(b)] for n in names])
+                if names and all(t in probs[n]["median"] for n in names) else math.nan for b in BUDGETS}
+            for t in tools
+        }
     out["first_or_tied_fraction"] = n_good / n_pairs if n_pairs else math.nan
     out["n_pairs"] = n_pairs
     dev_pairs = [p for p in out["first_or_tied"] if p["problem"] in devs]
@@ -356,6 +375,18 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
     for t in order:
         lines.append(f"| {t} | " + " | ".join(fmt(g[t][str(b)]) for b in BUDGETS) + " |")
     lines.append("")
+    for label, by_tool in v.get("geomean_groups", {}).items():
+        lines += [f"Geomean over the {label} development spaces ({len(dev_names(DEV_GROUPS[label]))}"
+                  " spaces; — where a tool has not run on all of them):", "",
+                  "| tool | " + " | ".join(f"@{b}" for b in BUDGETS) + " |", "|---|" + "---|" * len(BUDGETS)]
+        for t in sorted(by_tool, key=lambda t: (math.isnan(by_tool[t]["50"]), by_tool[t]["50"])):
+            lines.append(f"| {t} | " + " | ".join(fmt(by_tool[t][str(b)]) for b in BUDGETS) + " |")
+        lines.append("")
+    not_first = [p for p in v["first_or_tied"] if p["problem"] in dev_names() and not p["ok"]]
+    if not_first:
+        lines += ["(space, budget) pairs of the development spaces where perftune is not first or tied"
+                  " within 1%: " + ", ".join(f"{p['problem']}@{p['budget']} ({fmt(p['ours'])} vs best peer"
+                                            f" {fmt(p['best_peer'])})" for p in not_first) + ".", ""]
     for ours, vv in verdict_by_tool.items():
         lines += _target_lines(vv, ours, probs)
     for name, entry in probs.items():
