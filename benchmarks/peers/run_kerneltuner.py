@@ -42,8 +42,11 @@ def write_cache(problem: TableProblem, path: Path) -> None:
     names = [p.name for p in problem.params]
     if isinstance(problem, KTTableProblem):
         # Already a Kernel Tuner cache: replay it as it is, under the names this runner passes.
+        # (the cache's keys are its tune_params_keys' order, kept; the T1 values are what tune_kernel gets)
+        values = {p.name: p.values for p in problem.params}
+        keys = problem.kt_doc["tune_params_keys"]
         doc = dict(problem.kt_doc, kernel_name=problem.bench, device_name=problem.device, objective="time",
-                   tune_params_keys=names, tune_params={p.name: p.values for p in problem.params})
+                   problem_size=[1, 1], tune_params={k: values[k] for k in keys})
         path.write_text(json.dumps(doc))
         return
     cache: dict[str, Any] = {}
