@@ -1,17 +1,18 @@
 """Optuna through its ask/tell interface: TPE (its default sampler settings) and CMA-ES.
 
-Mapping: integers -> suggest_int; ordered value lists -> suggest_int over the index (so the samplers
-see the order); choices and booleans -> suggest_categorical; floats -> suggest_float; permutations ->
-random keys (one float per item, the order is their argsort).
+Mapping: integers -> suggest_int; ordered value lists -> suggest_categorical for TPE (Optuna's idiom
+for a list of allowed values; over the index, TPE's integer kernel collapses onto a plateau and then
+mostly re-proposes measured configurations: benchmarks/results/quality_notes.md) and suggest_int over
+the index for CMA-ES (it needs numbers); choices and booleans -> suggest_categorical; floats ->
+suggest_float; permutations -> random keys (one float per item, the order is their argsort).
 
 Proposals that violate the declared constraints and measured failures are told as PRUNED (no value):
 Optuna's TPE puts pruned trials without intermediate values in its "bad" group, so it learns to
 avoid those regions without a made-up number. Repeats are told the value already measured (a failed
-one as PRUNED again). ``optuna-tpe-tellworst`` keeps this harness's earlier rule (invalid proposals
-and failures told the worst value measured so far) for comparison: telling a made-up worst value
-puts those trials among the completed ones, whose values TPE's split and Parzen estimators use, and
-it measured worse (benchmarks/results/quality_notes.md). ``optuna-cmaes`` is CMA-ES with margin
-(``optuna-cmaes-plain`` without, as this harness ran it before).
+one as PRUNED again). Rows kept for comparison: ``optuna-tpe-tellworst`` (this harness's earlier
+rule: ordered values over the index, invalid proposals and failures told the worst value measured so
+far) and ``optuna-tpe-index`` (told as PRUNED, ordered values over the index). ``optuna-cmaes`` is
+CMA-ES with margin (``optuna-cmaes-plain`` without, as this harness ran it before).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
 def make_sampler(tool: str, seed: int) -> Any:
-    if tool in ("optuna-tpe", "optuna-tpe-tellworst"):
+    if tool in ("optuna-tpe", "optuna-tpe-tellworst", "optuna-tpe-index"):
         return optuna.samplers.TPESampler(seed=seed)
     if tool == "optuna-tpe-multivariate":
         return optuna.samplers.TPESampler(seed=seed, multivariate=True)
@@ -44,13 +45,15 @@ def make_sampler(tool: str, seed: int) -> Any:
     raise ValueError(tool)
 
 
-def suggest(trial: optuna.trial.Trial, problem: Problem) -> dict[str, Any]:
+def suggest(trial: optuna.trial.Trial, problem: Problem, ordinal_as_index: bool) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for p in problem.params:
         if p.kind == "int":
             config[p.name] = trial.suggest_int(p.name, int(p.lo), int(p.hi))
         elif p.kind == "float":
             config[p.name] = trial.suggest_float(p.name, p.lo, p.hi)
+        elif p.kind == "ordinal" and not ordinal_as_index:
+            config[p.name] = trial.suggest_categorical(p.name, list(p.values))
         elif p.kind == "ordinal":
             if len(p.values) == 1:
                 config[p.name] = p.values[0]
@@ -67,11 +70,15 @@ def suggest(trial: optuna.trial.Trial, problem: Problem) -> dict[str, Any]:
 def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> None:
     study = optuna.create_study(sampler=make_sampler(tool, seed), direction="minimize")
     tell_worst = tool == "optuna-tpe-tellworst"
+    # TPE takes an ordered list of values as a categorical (Optuna's idiom for a list of allowed values);
+    # CMA-ES needs numbers, and the two earlier TPE rows are kept as they were run (over the index).
+    ordinal_as_index = tool in ("optuna-cmaes", "optuna-cmaes-plain", "optuna-tpe-tellworst",
+                                "optuna-tpe-index")
     worst: float | None = None
     try:
         while not ledger.done:
             trial = study.ask()
-            status, value = ledger.evaluate(suggest(trial, problem))
+            status, value = ledger.evaluate(suggest(trial, problem, ordinal_as_index))
             if status == "ok" and value is not None:
                 worst = value if worst is None else max(worst, value)
                 study.tell(trial, value)
@@ -86,5 +93,5 @@ def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> None:
 
 
 if __name__ == "__main__":
-    main(run_one, ["optuna-tpe", "optuna-tpe-tellworst", "optuna-tpe-multivariate", "optuna-cmaes",
-                   "optuna-cmaes-plain"])
+    main(run_one, ["optuna-tpe", "optuna-tpe-tellworst", "optuna-tpe-index", "optuna-tpe-multivariate",
+                   "optuna-cmaes", "optuna-cmaes-plain"])
