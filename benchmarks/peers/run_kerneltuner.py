@@ -47,6 +47,9 @@ def write_cache(problem: TableProblem, path: Path) -> None:
         keys = problem.kt_doc["tune_params_keys"]
         doc = dict(problem.kt_doc, kernel_name=problem.bench, device_name=problem.device, objective="time",
                    problem_size=[1, 1], tune_params={k: values[k] for k in keys})
+        # "cache" must come last: Kernel Tuner takes a file that does not end in "}}}" for an open
+        # cache and appends to it (a cache without "objective" would get that key last otherwise).
+        doc["cache"] = doc.pop("cache")
         path.write_text(json.dumps(doc))
         return
     cache: dict[str, Any] = {}
