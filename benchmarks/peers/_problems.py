@@ -11,6 +11,7 @@ answered but do not count. Deciding time is the tool's wall time minus the time 
 
 from __future__ import annotations
 
+import ast
 import gzip
 import itertools
 import json
@@ -25,6 +26,81 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 HUB = ROOT / "data" / "benchmark_hub"
 BUDGETS = (25, 50, 100, 200)
+
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b}
+
+
+def t1_values(text: str) -> list[Any]:
+    """The values of a T1 tuning parameter written as a Python list expression, evaluated safely.
+
+    Kernel Tuner's T1 files write values such as ``"[1] + [2 * i for i in range(1, 11)]"``. Only list
+    literals, numbers and strings, ``+ - * / //``, unary minus, ``range`` and list comprehensions are
+    accepted (no attribute access, no other calls), so a data file cannot run code.
+
+    >>> t1_values("[32 * i for i in range(1, 4)]")
+    [32, 64, 96]
+    """
+    result = _eval_node(ast.parse(text, mode="eval").body, {})
+    if not isinstance(result, list):
+        raise ValueError(f"T1 values must be a list, got {text!r}")
+    return result
+
+
+def _eval_node(node: ast.AST, names: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str) and not isinstance(
+            node.value, bool):
+        return node.value
+    if isinstance(node, ast.List):
+        return [_eval_node(e, names) for e in node.elts]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval_node(node.operand, names)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        return _ARITH[type(node.op)](_eval_node(node.left, names), _eval_node(node.right, names))
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+            and not node.keywords and 1 <= len(node.args) <= 3):
+        args = [_eval_node(a, names) for a in node.args]
+        if not all(isinstance(a, int) for a in args):
+            raise ValueError("range() takes integers")
+        return list(range(*args))
+    if isinstance(node, ast.ListComp):
+        return _eval_comprehension(node.elt, node.generators, names)
+    raise ValueError(f"not allowed in T1 values: {ast.dump(node)}")
+
+
+def _eval_comprehension(elt: ast.expr, generators: list[ast.comprehension],
+                        names: dict[str, Any]) -> list[Any]:
+    if not generators:
+        return [_eval_node(elt, names)]
+    gen, rest = generators[0], generators[1:]
+    if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        raise ValueError("only plain 'for name in ...' comprehensions are allowed in T1 values")
+    out: list[Any] = []
+    for item in _eval_node(gen.iter, names):
+        out += _eval_comprehension(elt, rest, {**names, gen.target.id: item})
+    return out
+
+
+def _t1_params(t1: dict[str, Any]) -> tuple[list[Param], list[str]]:
+    """Parameters (ordered if numeric) and constraint expressions of a T1 space description."""
+    cs = t1["ConfigurationSpace"]
+    params = []
+    for p in cs["TuningParameters"]:
+        raw = p["Values"]
+        if isinstance(raw, str):
+            try:
+                values = json.loads(raw)
+            except json.JSONDecodeError:  # Kernel Tuner's T1 files write Python list expressions
+                values = t1_values(raw)
+        else:
+            values = raw
+        numeric = all(isinstance(v, int | float) for v in values)
+        params.append(Param(p["Name"], "ordinal" if numeric else "choice",
+                            sorted(values) if numeric else list(values)))
+    return params, [c["Expression"] for c in cs.get("Conditions", [])]
+
 
 # Builtins allowed in T1 condition expressions (Python syntax subset).
 _SAFE = {"__builtins__": {}, "min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
@@ -100,15 +176,7 @@ class TableProblem(Problem):
         self.bench, self.device = bench, device
         self.t1_path = HUB / f"{bench}.T1.json"
         self.t4_path = HUB / f"{bench}.{device}.T4.json.gz"
-        t1 = json.loads(self.t1_path.read_text())
-        cs = t1["ConfigurationSpace"]
-        self.params = []
-        for p in cs["TuningParameters"]:
-            values = json.loads(p["Values"]) if isinstance(p["Values"], str) else p["Values"]
-            numeric = all(isinstance(v, int | float) for v in values)
-            self.params.append(Param(p["Name"], "ordinal" if numeric else "choice",
-                                     sorted(values) if numeric else list(values)))
-        self.constraints = [c["Expression"] for c in cs.get("Conditions", [])]
+        self.params, self.constraints = _t1_params(json.loads(self.t1_path.read_text()))
         with gzip.open(self.t4_path, "rt") as f:
             results = json.load(f)["results"]
         self.table: dict[tuple[Any, ...], float | None] = {}
@@ -136,6 +204,39 @@ class TableProblem(Problem):
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "table", "bench": self.bench, "device": self.device}
+
+
+class KTTableProblem(TableProblem):
+    """A Kernel Tuner cache file (``*.kt.json.gz``) with its T1 file for the parameters and restrictions.
+
+    A cache entry whose ``time`` is a number is a measurement; a string (``CompilationFailedConfig``,
+    ``RuntimeFailedConfig``) is a failure, and so is a valid configuration the cache does not hold
+    (the same rule as for T4 gaps). The benchmark reads the files itself so that it does not depend on
+    the product's loader.
+    """
+
+    def __init__(self, bench: str, device: str) -> None:  # noqa: D107 (the class says it)
+        self.name = f"{bench}.{device}"
+        self.bench, self.device = bench, device
+        self.t1_path = HUB / f"{bench}.T1.json"
+        self.kt_path = HUB / f"{bench}.{device}.kt.json.gz"
+        self.params, self.constraints = _t1_params(json.loads(self.t1_path.read_text()))
+        with gzip.open(self.kt_path, "rt") as f:
+            self.kt_doc: dict[str, Any] = json.load(f)
+        keys = self.kt_doc["tune_params_keys"]
+        names = [p.name for p in self.params]
+        if sorted(keys) != sorted(names):
+            raise ValueError(f"{self.kt_path.name}: parameters {keys} do not match the T1 file's {names}")
+        self.table = {}
+        for entry in self.kt_doc["cache"].values():
+            t = entry["time"]
+            ok = isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+            self.table[tuple(entry[n] for n in names)] = float(t) if ok else None
+        self.optimum = min(v for v in self.table.values() if v is not None)
+        self.raw_t4 = []
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "table", "format": "kt", "bench": self.bench, "device": self.device}
 
 
 class Rosenbrock(Problem):
@@ -307,10 +408,14 @@ class Mixed(Problem):
 
 
 DEV_SPACES = [(b, d) for b in ("convolution_milo", "dedispersion_milo") for d in ("A4000", "A6000", "W6600")]
+# Kernel Tuner cache files (``<bench>.<device>.kt.json.gz``): the six newer development spaces.
+KT_DEV_SPACES = [("gemm", "RTX_2080_Ti"), ("gemm", "RTX_Titan"), ("pnpoly", "RTX_3060_laptop"),
+                 ("pnpoly", "RTX_Titan"), ("convolution", "RTX_3060_laptop"), ("convolution", "RTX_Titan")]
 
 
 def all_problem_specs() -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = [{"kind": "table", "bench": b, "device": d} for b, d in DEV_SPACES]
+    specs += [{"kind": "table", "format": "kt", "bench": b, "device": d} for b, d in KT_DEV_SPACES]
     specs.append({"kind": "rosenbrock", "dim": 2, "lo": -1000.0, "hi": 1000.0})
     specs += [{"kind": "tsp", "n": 10, "seed": 1}, {"kind": "tsp", "n": 20, "seed": 2}]
     specs.append({"kind": "mixed"})
@@ -319,6 +424,8 @@ def all_problem_specs() -> list[dict[str, Any]]:
 
 def make_problem(spec: dict[str, Any]) -> Problem:
     kind = spec["kind"]
+    if kind == "table" and spec.get("format") == "kt":
+        return KTTableProblem(spec["bench"], spec["device"])
     if kind == "table":
         return TableProblem(spec["bench"], spec["device"])
     if kind == "rosenbrock":
@@ -340,17 +447,20 @@ class Ledger:
     ``evaluate(config)`` returns ``(status, value)`` with status ``ok``, ``failed`` (counted),
     ``invalid`` or ``repeat`` (not counted). It raises :class:`BudgetSpent` when a new
     measurement would exceed the budget, and also when the tool has made ``max_asks`` proposals
-    in all (10 x budget + 500) or 300 proposals in a row without a new measurement: a tool that only
-    repeats itself (or proposes only invalid configurations) is stalled; its best so far stands.
+    in all (50 per budget unit, the cap an independent harness used): a tool that only repeats itself
+    (or proposes only invalid configurations) is stalled; its best so far stands. There is no shorter
+    cut-off for proposals in a row without a new measurement (there was one, 300, and it ended every
+    plain CMA-ES run after 42-84 measurements): unanswered proposals cost a peer nothing under these
+    rules, so a peer may spend up to the cap finding its way out.
     """
 
     def __init__(self, problem: Problem, budget: int, max_asks: int | None = None) -> None:
         self.problem, self.budget = problem, budget
-        self.max_asks = max_asks if max_asks is not None else 10 * budget + 500
+        self.max_asks = max_asks if max_asks is not None else 50 * budget
         self.values: list[float | None] = []
         self.seen: dict[tuple[Any, ...], float | None] = {}
         self.n_asked = self.n_invalid = self.n_repeat = self.n_since_new = 0
-        self.max_idle_asks = 300
+        self.max_idle_asks = self.max_asks
         self.measure_s = 0.0
         self.started = time.perf_counter()
         self.stalled = False

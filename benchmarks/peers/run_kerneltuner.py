@@ -1,6 +1,7 @@
 """Kernel Tuner 1.x in simulation mode: each of its main strategies is one tool.
 
-The T4 results are converted once into a Kernel Tuner cache file (failures as
+Kernel Tuner cache files (the ``*.kt.json.gz`` spaces) are replayed as they are; the T4 results are
+converted once into a Kernel Tuner cache file (failures as
 ``RuntimeFailedConfig``/``CompilationFailedConfig``); Kernel Tuner then replays it with
 ``simulation_mode=True`` and ``max_fevals`` = the budget. Kernel Tuner runs its own loop, so the
 configurations it measured (``results``, in order) are passed through the same counting ledger
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _problems import BudgetSpent, Ledger, Problem, TableProblem
+from _problems import BudgetSpent, KTTableProblem, Ledger, Problem, TableProblem
 from _runner import main
 
 STRATEGIES = [
@@ -39,6 +40,18 @@ STRATEGIES = [
 
 def write_cache(problem: TableProblem, path: Path) -> None:
     names = [p.name for p in problem.params]
+    if isinstance(problem, KTTableProblem):
+        # Already a Kernel Tuner cache: replay it as it is, under the names this runner passes.
+        # (the cache's keys are its tune_params_keys' order, kept; the T1 values are what tune_kernel gets)
+        values = {p.name: p.values for p in problem.params}
+        keys = problem.kt_doc["tune_params_keys"]
+        doc = dict(problem.kt_doc, kernel_name=problem.bench, device_name=problem.device, objective="time",
+                   problem_size=[1, 1], tune_params={k: values[k] for k in keys})
+        # "cache" must come last: Kernel Tuner takes a file that does not end in "}}}" for an open
+        # cache and appends to it (a cache without "objective" would get that key last otherwise).
+        doc["cache"] = doc.pop("cache")
+        path.write_text(json.dumps(doc))
+        return
     cache: dict[str, Any] = {}
     for r in problem.raw_t4:
         values = [r["configuration"][n] for n in names]

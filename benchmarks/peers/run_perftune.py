@@ -5,8 +5,8 @@ registered technique alone), and ``perftune-exp:<module>:<Class>`` (an experimen
 from a module in benchmarks/, registered for the run). The run is sequential (``lag=0``), like every
 peer's; the default configuration is measured first, as perftune always does, and counts.
 
-The benchmark-hub spaces are built by ``perftune.targets.replay.load`` (the product path); the other
-problems are mapped from the shared descriptions in ``_problems.py``.
+The benchmark-hub T4 spaces are built by ``perftune.targets.replay.load`` (the product path); the
+Kernel Tuner caches and the other problems are mapped from the shared descriptions in ``_problems.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _problems import BudgetSpent, Ledger, Problem, TableProblem
+from _problems import BudgetSpent, KTTableProblem, Ledger, Problem, TableProblem
 from _runner import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ for experimental techniques
@@ -26,7 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ for 
 def build_space(problem: Problem) -> Any:
     from perftune.space import Bool, Choice, Float, Int, Ordinal, Permutation, Space
 
-    if isinstance(problem, TableProblem):
+    # Kernel Tuner caches take the generic mapping below: the product's cache loader is not this
+    # benchmark's to depend on (ordered values -> Ordinal, the T1 restrictions as constraints).
+    if isinstance(problem, TableProblem) and not isinstance(problem, KTTableProblem):
         from perftune.targets import replay
 
         return replay.load(problem.t1_path, problem.t4_path).space
