@@ -16,7 +16,7 @@ from perftune.errors import ExpressionError, SpaceError
 from perftune.space._config import Config
 from perftune.space._expression import Expression
 
-__all__ = ["CallableConstraint", "Constraint", "ConstraintFn", "guard", "suggest"]
+__all__ = ["CallableConstraint", "Constraint", "ConstraintFn", "checks_hold", "guard", "suggest"]
 
 ConstraintFn = Callable[[Mapping[str, Any]], Any]
 
@@ -31,6 +31,20 @@ def guard(fn: ConstraintFn, conditional: tuple[str, ...]) -> ConstraintFn:
         return fn(data)
 
     return guarded
+
+
+def checks_hold(checks: Sequence[ConstraintFn], data: Mapping[str, Any]) -> bool:
+    """True when every constraint check holds for ``data``: one that reads an absent name (an inactive
+    parameter) holds, one that raises anything else does not."""
+    for fn in checks:
+        try:
+            if not fn(data):
+                return False
+        except KeyError:
+            continue
+        except Exception:
+            return False
+    return True
 
 
 def suggest(name: str, known: Sequence[str]) -> str:

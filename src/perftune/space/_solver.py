@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from perftune.space._base import Param
-from perftune.space._constraints import Constraint, ConstraintFn
+from perftune.space._constraints import Constraint, ConstraintFn, checks_hold
 
 __all__ = ["ABSENT", "SAMPLE_BUDGET", "ConstraintSolver", "hashable"]
 
@@ -134,15 +134,7 @@ class ConstraintSolver:
 
     def satisfies(self, data: Mapping[str, Any]) -> bool:
         """True when every constraint holds for ``data`` (one reading an absent name holds)."""
-        for fn in self._checks:
-            try:
-                if not fn(data):
-                    return False
-            except KeyError:
-                continue
-            except Exception:
-                return False
-        return True
+        return checks_hold(self._checks, data)
 
     def _make_plan(self) -> list[_Step]:
         """Order the parameters so that each constraint is checked as soon as its names are assigned.

@@ -28,7 +28,7 @@ import numpy as np
 
 from perftune.errors import ExpressionError, SpaceError, UnsatisfiableError
 from perftune.space._config import Config
-from perftune.space._constraints import Constraint, ConstraintFn, guard, suggest
+from perftune.space._constraints import Constraint, ConstraintFn, checks_hold, guard, suggest
 from perftune.space._expression import Expression
 from perftune.space._params import Param, parameter_from_dict
 from perftune.space._solver import ABSENT, SAMPLE_BUDGET, ConstraintSolver, hashable
@@ -276,15 +276,7 @@ class Space:
                         return False
             if n_present != len(data):
                 return False
-        for fn in self._checks:
-            try:
-                if not fn(data):
-                    return False
-            except KeyError:
-                continue
-            except Exception:
-                return False
-        return True
+        return checks_hold(self._checks, data)
 
     def why_invalid(self, config: Mapping[str, Any]) -> str | None:
         """Why ``config`` is not valid, in words; None when it is valid."""
