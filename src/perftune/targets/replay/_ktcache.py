@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from perftune.errors import PerftuneError
-from perftune.targets.replay._load import ReplayObjective, ReplayProblem, _Record, read_json, space_from_t1
+from perftune.targets.replay._load import (
+    ReplayObjective,
+    ReplayProblem,
+    _number,
+    _Record,
+    read_json,
+    space_from_t1,
+)
 from perftune.trial import Status, Trial
 
 __all__ = ["KT_ERRORS", "export_kt", "export_run_kt", "kt_cache_document", "load_kt"]
@@ -64,13 +71,6 @@ def _read_cache_text(path: Path) -> Any:
             return json.loads(body + "}\n}")
         except json.JSONDecodeError:
             raise PerftuneError(f"{path}: not a valid Kernel Tuner cache JSON file ({first})") from None
-
-
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
 
 
 def load_kt(
