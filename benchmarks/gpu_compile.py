@@ -181,13 +181,18 @@ def main() -> None:
                         "options": dict(t.config)} for t in result.trials],
         }
         print(result.summary(), flush=True)
+        write(args.out, header, rows, details, record)
+    write(args.out, header, rows, details, record)
+
+
+def write(out: Path, header: list[str], rows: list[str], details: list[str], record: dict[str, Any]) -> None:
     table = ["| model | eager ms | torch.compile ms | max-autotune ms | tuned ms | tuned vs torch.compile "
              "| tuned vs max-autotune | max rel. error | tuning wall |",
              "|---|---|---|---|---|---|---|---|---|"]
     footer = ["", f"Card after: {card_state()}  ", f"Load after: {versions()}", ""]
     text = "\n".join(header + table + rows + footer + ["## Per model", ""] + details)
-    (args.out / "gpu-compile.md").write_text(text + "\n")
-    (args.out / "gpu-compile.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    (out / "gpu-compile.md").write_text(text + "\n")
+    (out / "gpu-compile.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     print("\n".join(table + rows))
 
 

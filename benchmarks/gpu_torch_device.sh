@@ -22,9 +22,11 @@ case "$mode" in
     timeout 300 python3 -m pytest tests/torchc -m gpu -q -p no:cacheprovider -x 2>&1 | tee "$out/smoke.txt"
     ;;
   full)
-    timeout 120 python3 benchmarks/gpu_placement.py --out "$out" 2>&1 | tee "$out/placement-log.txt"
+    timeout "${PLACEMENT_TIMEOUT_S:-60}" python3 benchmarks/gpu_placement.py --out "$out" --rounds 5 2>&1 \
+      | tee "$out/placement-log.txt"
     timeout "${COMPILE_TIMEOUT_S:-330}" python3 benchmarks/gpu_compile.py --out "$out" \
-      --budget "${BUDGET:-8}" --seconds "${SEARCH_S:-50}" --timeout 120 2>&1 | tee "$out/compile-log.txt"
+      --models "${MODELS:-mlp,transformer,resnet18}" --budget "${BUDGET:-8}" --seconds "${SEARCH_S:-50}" \
+      --timeout 90 2>&1 | tee "$out/compile-log.txt"
     ;;
   *) echo "unknown mode $mode (smoke or full)"; exit 2 ;;
 esac

@@ -10,7 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.gpu
+pytestmark = [
+    pytest.mark.gpu,
+    # torch warns about its own torch.jit use when Inductor loads in this process (not the user's code).
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
+    # Inductor's cudagraph trees capture an empty warm-up graph when the winner uses cudagraphs.
+    pytest.mark.filterwarnings("ignore:The CUDA Graph is empty:UserWarning"),
+]
 
 from perftune.trial import Status  # noqa: E402
 

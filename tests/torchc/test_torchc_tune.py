@@ -3,6 +3,8 @@ with reasons, the winner confirmed interleaved against plain torch.compile and m
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -40,6 +42,10 @@ def test_tune_compile_on_cpu_records_failures_and_confirms_the_winner() -> None:
     assert len(trials) == 4
     assert options_of(trials[0].config) == {}, "plain torch.compile is measured first"
     assert options_of(trials[1].config) == {"max_autotune": True}, "then max-autotune"
+    for t in trials:
+        if t.status is Status.OK:  # the objective is the median time per call, compile time a metric
+            assert t.value == pytest.approx(statistics.median(t.samples)) and len(t.samples) == 5
+            assert t.metrics["compile_s"] > t.value
     failed = [t for t in trials if t.status is not Status.OK]
     assert {t.config["cpu_backend"] for t in failed} == {"halide"} and len(failed) == 2
     assert all(t.reason and "halide" in t.reason.lower() for t in failed)

@@ -44,22 +44,19 @@ __all__ = ["DEVICES_ENV_VAR", "DeviceSite", "PlacementRow", "PlacementTuning", "
 
 DEVICES_ENV_VAR = "PERFTUNE_DEVICES"
 _KNOWN_DEVICES = ("cpu", "cuda")
-_CACHE: dict[str, frozenset[str]] = {}
 
 
 def available_devices() -> frozenset[str]:
     """The device kinds this process can run on: always ``cpu``; ``cuda`` when torch sees a GPU.
 
     ``$PERFTUNE_DEVICES`` (comma-separated, e.g. ``cpu``) restricts the answer. torch is imported only
-    here, the first time a site needs to know.
+    here, when a site with a non-CPU alternative resolves or builds its selector (never on a call).
 
     Example:
         >>> "cpu" in available_devices()
         True
     """
     restrict = os.environ.get(DEVICES_ENV_VAR, "")
-    if restrict in _CACHE:
-        return _CACHE[restrict]
     found = {"cpu"}
     wanted = {d.strip() for d in restrict.split(",") if d.strip()} if restrict else None
     if wanted is None or "cuda" in wanted:
@@ -70,9 +67,7 @@ def available_devices() -> frozenset[str]:
                 found.add("cuda")
         except ImportError:  # no torch: no GPU alternatives, the CPU ones still run
             pass
-    out = frozenset(found if wanted is None else found & (wanted | {"cpu"}))
-    _CACHE[restrict] = out
-    return out
+    return frozenset(found if wanted is None else found & (wanted | {"cpu"}))
 
 
 class DeviceSite(AlgorithmSite):
@@ -158,6 +153,8 @@ class DeviceSite(AlgorithmSite):
     @property
     def alternatives(self) -> tuple[str, ...]:
         """The alternatives whose device this process has (what a tuner may choose here)."""
+        if all(self._devices.get(alt, "cpu") == "cpu" for alt in self._alts):
+            return tuple(self._alts)  # nothing to ask torch about
         here = available_devices()
         return tuple(alt for alt in self._alts if self._devices.get(alt, "cpu") in here)
 
@@ -176,7 +173,7 @@ class DeviceSite(AlgorithmSite):
     def default(self) -> str:
         """The alternative used when nothing is tuned: the declared default if its device is here."""
         declared = super().default
-        if self._devices.get(declared, "cpu") in available_devices():
+        if self._devices.get(declared, "cpu") == "cpu" or self._devices[declared] in available_devices():
             return declared
         return self.fallback
 
@@ -190,7 +187,7 @@ class DeviceSite(AlgorithmSite):
             super().resolve()  # the base class warns about unknown names and installs the default
             return
         cutoffs, names = entry
-        here = available_devices()
+        here = available_devices() if any(self._devices.get(n, "cpu") != "cpu" for n in names) else {"cpu"}
         absent = sorted({n for n in names if self._devices.get(n, "cpu") not in here})
         if not absent:
             self._install(cutoffs, names, "file")
@@ -217,6 +214,10 @@ class PlacementRow:
         median_s: Median seconds per call of each alternative that ran correctly.
         winner: The fastest alternative at this size.
         failures: ``{alternative: reason}`` for those that raised or gave a wrong output.
+
+    Example:
+        >>> PlacementRow(64, {"numpy": 1e-5, "torch-cuda": 9e-5}, "numpy").failures
+        {}
     """
 
     size: int
@@ -235,6 +236,12 @@ class PlacementTuning:
         choices: Alternative per level.
         rows: The per-size measurements.
         devices: ``{alternative: device}`` of the site.
+
+    Example:
+        >>> devices = {"numpy": "cpu", "torch-cuda": "cuda"}
+        >>> t = PlacementTuning("mm", (190,), ("numpy", "torch-cuda"), [], devices)
+        >>> t.choose(100), t.choose(190)
+        ('numpy', 'torch-cuda')
     """
 
     site: str

@@ -37,7 +37,11 @@ class KnobSpec:
         values: The values tried (None: a boolean, both values).
         devices: Device kinds where the setting has an effect.
         when: Condition on other knobs (a :class:`perftune.space.Space` ``when=`` expression).
-        why: What the setting trades, for the docs and ``explain``.
+        why: What the setting trades (for the docs).
+
+    Example:
+        >>> KnobSpec("triton.cudagraphs", devices=("cuda",)).values is None  # a boolean: both values
+        True
     """
 
     key: str
@@ -79,7 +83,17 @@ KNOBS: tuple[KnobSpec, ...] = (
 )
 
 
+def require_torch() -> Any:
+    """The ``torch`` module, or a one-line :class:`PerftuneError` naming the extra to install."""
+    try:
+        import torch
+    except ImportError:
+        raise PerftuneError("perftune.torch needs PyTorch: pip install 'perftune[torch]'") from None
+    return torch
+
+
 def _config_module() -> Any:
+    require_torch()
     import torch._inductor.config as inductor_config
 
     return inductor_config
@@ -144,6 +158,7 @@ def mode_options(mode: str, device: str) -> dict[str, Any]:
         >>> mode_options("max-autotune", "cpu")  # doctest: +SKIP
         {'max_autotune': True, 'coordinate_descent_tuning': True}
     """
+    require_torch()
     import torch._inductor
 
     _check_device(device)

@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from perftune.drive import Budget, Tuner
@@ -30,7 +30,7 @@ from perftune.errors import PerftuneError
 from perftune.measure import SpeedupCI, speedup_ci
 from perftune.space import Config, Space
 from perftune.targets.torch_compile._runner import Job, TimingPlan, VariantTiming, run_job, serialize
-from perftune.targets.torch_compile._space import compile_space, mode_options, options_of
+from perftune.targets.torch_compile._space import compile_space, mode_options, options_of, require_torch
 from perftune.trial import Status, Trial
 
 __all__ = ["CompileResult", "tune_compile"]
@@ -57,6 +57,10 @@ class CompileResult:
         final: Every variant of the confirmation run (samples, compile time, error against eager).
         trials: The search's trials, failures included, with reasons.
         note: Why a number is missing or less certain (None when all is well).
+
+    Example:
+        >>> result = tune_compile(model, (x,), budget=4)  # doctest: +SKIP
+        >>> torch.compile(model, options=result.best_settings or None)  # doctest: +SKIP
     """
 
     best_settings: dict[str, Any]
@@ -70,7 +74,6 @@ class CompileResult:
     final: list[VariantTiming]
     trials: list[Trial]
     note: str | None = None
-    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def failures(self) -> list[tuple[dict[str, Any], str, str]]:
@@ -208,7 +211,7 @@ def tune_compile(
         )
     if not isinstance(n_finalists, int) or n_finalists < 1:
         raise PerftuneError(f"tune_compile: n_finalists must be a positive integer, got {n_finalists!r}")
-    import torch
+    torch = require_torch()
 
     inputs = _inputs_tuple(example_inputs)
     device = _device_of(fn_or_module, inputs)
@@ -229,7 +232,9 @@ def tune_compile(
         [vt] = run_job(Job(fn_or_module, inputs, ((f"trial-{trial.id}", options),), device, plan, rtol),
                        timeout_s=timeout_s)
         if vt.status is Status.OK:
-            tuner.tell(trial, samples=vt.samples_s, metrics={"compile_s": float(vt.compile_s or 0.0)})
+            # The value is the median time per call; compile time is a metric beside it, never the objective.
+            tuner.tell(trial, float(vt.median_s or 0.0), samples=vt.samples_s,
+                       metrics={"compile_s": float(vt.compile_s or 0.0)})
             median_ms, compile_s = (vt.median_s or 0.0) * 1e3, vt.compile_s or 0.0
             say(f"[{trial.id}] {median_ms:.3f} ms  compile {compile_s:.1f} s  {options or 'default'}")
         else:
