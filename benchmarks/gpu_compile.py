@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="search time per model")
     parser.add_argument("--timeout", type=float, default=150.0, help="per fresh process")
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--workers", type=int, default=1, help="candidates compiled in parallel")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype) if args.device == "cuda" else torch.float32
     args.out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +138,8 @@ def main() -> None:
         t0 = time.monotonic()
         try:
             result = tune_compile(model, inputs, budget=Budget(evals=args.budget, seconds=args.seconds),
-                                  timeout_s=args.timeout, progress=lambda line, n=name: print(n, line,
-                                                                                              flush=True),
+                                  timeout_s=args.timeout, workers=args.workers,
+                                  progress=lambda line, n=name: print(n, line, flush=True),
                                   final_plan=TimingPlan(n_warmup=5, n_rounds=20, min_sample_s=1e-3))
         except Exception as exc:  # one model failing must not lose the others' results
             rows.append(f"| {name} | failed: {type(exc).__name__}: {str(exc)[:200]} | | | | | | |")

@@ -4,6 +4,7 @@ with reasons, the winner confirmed interleaved against plain torch.compile and m
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -27,14 +28,17 @@ class SmallMLP(torch.nn.Module):
 @pytest.mark.timeout(900)
 # torch 2.13 on Python 3.11 warns about its own torch.jit use when Inductor loads in this process.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
-def test_tune_compile_on_cpu_records_failures_and_confirms_the_winner() -> None:
+def test_tune_compile_on_cpu_records_failures_and_confirms_the_winner(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = SmallMLP().eval()
     x = torch.randn(16, 32)
     # A real setting that fails here: Inductor's Halide backend is not installed, so compiling fails.
     space = Space({"cpu_backend": Choice(["cpp", "halide"]), "max_autotune": Bool()})
     lines: list[str] = []
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    # Two workers: the candidates compile in parallel processes first; the halide ones fail there.
     result = tune_compile(model, (x,), budget=4, space=space, timeout_s=400, progress=lines.append,
+                          workers=2, store=store,
                           plan=TimingPlan(n_warmup=1, n_rounds=5, min_sample_s=5e-4),
                           final_plan=TimingPlan(n_warmup=2, n_rounds=8, min_sample_s=5e-4))
     assert result.device == "cpu"
@@ -50,6 +54,11 @@ def test_tune_compile_on_cpu_records_failures_and_confirms_the_winner() -> None:
     assert {t.config["cpu_backend"] for t in failed} == {"halide"} and len(failed) == 2
     assert all(t.reason and "halide" in t.reason.lower() for t in failed)
     assert len(result.failures) == 2 and len(lines) >= 5
+    from perftune.store import open_store
+
+    assert result.run_id is not None
+    stored = open_store(store).trials(result.run_id)
+    assert sorted(t.status.value for t in stored) == sorted(t.status.value for t in trials)
 
     labels = {vt.label: vt for vt in result.final}
     assert {"eager", "torch.compile", "max-autotune"} <= set(labels)

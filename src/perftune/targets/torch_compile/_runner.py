@@ -100,6 +100,8 @@ class Job:
         device: ``"cpu"`` or ``"cuda"``.
         plan: Warm-up and rounds.
         rtol: Relative error allowed (None: by the output dtype, :func:`tolerance_of`).
+        compile_only: Compile and check only, no timing: fills Inductor's on-disk caches, so that a
+            later process that times the same settings compiles from them.
 
     Example:
         >>> job = Job(sum, ([1, 2],), (("eager", None), ("plain", {})), "cpu")
@@ -113,6 +115,7 @@ class Job:
     device: str
     plan: TimingPlan = TimingPlan()
     rtol: float | None = None
+    compile_only: bool = False
 
 
 @dataclass
@@ -228,6 +231,8 @@ def _execute(job: Job) -> list[VariantTiming]:
                 if problem is not None:
                     vt.status, vt.reason = Status.FAILED, problem
                     continue
+                if job.compile_only:
+                    continue
                 for _ in range(job.plan.n_warmup):
                     fn(*job.inputs)
                 sync()
@@ -235,7 +240,7 @@ def _execute(job: Job) -> list[VariantTiming]:
                 vt.status, vt.reason = Status.FAILED, _one_line(exc)
                 continue
             callables[label] = fn
-        ok = [vt for vt in results if vt.status is Status.OK]
+        ok = [vt for vt in results if vt.status is Status.OK and not job.compile_only]
         calls = {vt.label: _calls_per_sample(callables[vt.label], job, sync) for vt in ok}
         for r in range(job.plan.n_rounds):
             shift = r % len(ok) if ok else 0

@@ -5,7 +5,10 @@
 2. Search the Inductor settings (:func:`compile_space`) with :class:`perftune.Tuner`: the default
    configuration (plain ``torch.compile``) comes first, ``mode="max-autotune"`` second, then the search.
    Each candidate is compiled, checked against eager and timed in its own fresh process; a crash, a hang
-   (``timeout_s``), a compile error or a wrong output is a failed trial with its reason.
+   (``timeout_s``), a compile error or a wrong output is a failed trial with its reason. With
+   ``workers > 1``, a batch of candidates is first compiled and checked in parallel processes (which fill
+   Inductor's on-disk caches), then each survivor is timed alone in a fresh process that compiles from
+   those caches: the compiles overlap, the timings never do.
 3. Confirm: plain ``torch.compile``, ``mode="max-autotune"`` (its real options) and the best candidates
    of the search are compiled in one more fresh process and timed interleaved, round by round; the
    fastest there wins, and its speedups over the two baselines come with confidence intervals
@@ -22,6 +25,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +61,7 @@ class CompileResult:
         final: Every variant of the confirmation run (samples, compile time, error against eager).
         trials: The search's trials, failures included, with reasons.
         note: Why a number is missing or less certain (None when all is well).
+        run_id: The search's run in the store (``perftune show RUN``), when a store was given.
 
     Example:
         >>> result = tune_compile(model, (x,), budget=4)  # doctest: +SKIP
@@ -74,6 +79,7 @@ class CompileResult:
     final: list[VariantTiming]
     trials: list[Trial]
     note: str | None = None
+    run_id: int | None = None
 
     @property
     def failures(self) -> list[tuple[dict[str, Any], str, str]]:
@@ -154,6 +160,13 @@ def _projected(space: Space, options: Mapping[str, Any]) -> Config:
     return config
 
 
+def _ask_batch(tuner: Tuner, n: int) -> list[Trial]:
+    batch: list[Trial] = []
+    while len(batch) < n and (trial := tuner.ask()) is not None:
+        batch.append(trial)
+    return batch
+
+
 def _ci(baseline: VariantTiming, winner: VariantTiming) -> SpeedupCI | None:
     if baseline.status is not Status.OK or not baseline.samples_s:
         return None
@@ -173,6 +186,7 @@ def tune_compile(
     final_plan: TimingPlan | None = None,
     n_finalists: int = 2,
     rtol: float | None = None,
+    workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> CompileResult:
     """Tune the torch.compile/Inductor settings of a model on its real inputs.
@@ -193,6 +207,8 @@ def tune_compile(
         final_plan: Warm-up and rounds of the confirmation run.
         n_finalists: Best candidates of the search carried into the confirmation run.
         rtol: Relative error allowed against eager (default by output dtype: see ``tolerance_of``).
+        workers: Candidates compiled at the same time, each in its own process (their timing is
+            always one at a time); 1 compiles each candidate in the process that times it.
         progress: Called with one line after each candidate.
 
     Returns:
@@ -211,6 +227,8 @@ def tune_compile(
         )
     if not isinstance(n_finalists, int) or n_finalists < 1:
         raise PerftuneError(f"tune_compile: n_finalists must be a positive integer, got {n_finalists!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PerftuneError(f"tune_compile: workers must be a positive integer, got {workers!r}")
     torch = require_torch()
 
     inputs = _inputs_tuple(example_inputs)
@@ -227,19 +245,34 @@ def tune_compile(
 
     tuner = Tuner(space, seed=seed, budget=budget, seeds=[ma_config], store=store,
                   name="tune_compile", settings={"target": "torch_compile", "device": device})
-    while (trial := tuner.ask()) is not None:
-        options = options_of(trial.config)
-        [vt] = run_job(Job(fn_or_module, inputs, ((f"trial-{trial.id}", options),), device, plan, rtol),
-                       timeout_s=timeout_s)
-        if vt.status is Status.OK:
+    # A seeded run applies results in ticket order: never more tickets in flight than its lag allows.
+    batch_size = min(workers, max(1, tuner.lag)) if tuner.deterministic else workers
+    while batch := _ask_batch(tuner, batch_size):
+        precompiled: list[VariantTiming | None] = [None] * len(batch)
+        if workers > 1:
+            jobs = [Job(fn_or_module, inputs, ((f"trial-{t.id}", options_of(t.config)),), device, plan, rtol,
+                        compile_only=True) for t in batch]
+            with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+                precompiled = [r[0] for r in pool.map(lambda job: run_job(job, timeout_s=timeout_s), jobs)]
+        for trial, pre in zip(batch, precompiled, strict=True):
+            options = options_of(trial.config)
+            if pre is not None and pre.status is not Status.OK:
+                tuner.tell(trial, error=pre.reason, status=pre.status)
+                say(f"[{trial.id}] {pre.status.value}: {pre.reason}  {options or 'default'}")
+                continue
+            [vt] = run_job(Job(fn_or_module, inputs, ((f"trial-{trial.id}", options),), device, plan, rtol),
+                           timeout_s=timeout_s)
+            if vt.status is not Status.OK:
+                tuner.tell(trial, error=vt.reason, status=vt.status)
+                say(f"[{trial.id}] {vt.status.value}: {vt.reason}  {options or 'default'}")
+                continue
+            # The cold compile is the parallel one when there was one (the timing process hit its cache).
+            compile_s = float((pre.compile_s if pre is not None else vt.compile_s) or 0.0)
             # The value is the median time per call; compile time is a metric beside it, never the objective.
             tuner.tell(trial, float(vt.median_s or 0.0), samples=vt.samples_s,
-                       metrics={"compile_s": float(vt.compile_s or 0.0)})
-            median_ms, compile_s = (vt.median_s or 0.0) * 1e3, vt.compile_s or 0.0
-            say(f"[{trial.id}] {median_ms:.3f} ms  compile {compile_s:.1f} s  {options or 'default'}")
-        else:
-            tuner.tell(trial, error=vt.reason, status=vt.status)
-            say(f"[{trial.id}] {vt.status.value}: {vt.reason}  {options or 'default'}")
+                       metrics={"compile_s": compile_s})
+            say(f"[{trial.id}] {(vt.median_s or 0.0) * 1e3:.3f} ms  compile {compile_s:.1f} s  "
+                f"{options or 'default'}")
     trials = list(tuner.trials)
     default_config = space.default()
     default_trial = next((t for t in trials if t.config == default_config), None)
@@ -290,4 +323,5 @@ def tune_compile(
         final=final,
         trials=trials,
         note=note,
+        run_id=tuner.run_id,
     )
