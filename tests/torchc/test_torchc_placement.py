@@ -99,3 +99,14 @@ def test_cutoff_lands_where_the_fixed_cost_stops_paying() -> None:
     assert site.choose(10) == "python" and site.choose(2_000_000) == "offload"
     assert "| size |" in result.table()
     assert result.choices_file.sites["t-place-tune"] == (result.cutoffs, result.choices)
+
+
+@pytest.mark.timeout(120)
+def test_the_size_ladder_never_tries_an_absent_device() -> None:
+    from perftune.choice import LadderSettings, tune_sites
+
+    site = _site("t-place-ladder")
+    result = tune_sites(site, [site], make_input=lambda n, rng: rng.random(n), sizes=[64, 4096],
+                        settings=LadderSettings(population=6, generations=1, final_samples=2), seed=0)
+    assert set(result.choices.sites["t-place-ladder"][1]) <= {"python", "offload"}
+    assert not [f for f in result.ladder.failures if "gpu" in str(f)]
