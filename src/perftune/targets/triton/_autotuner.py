@@ -328,6 +328,8 @@ class Autotuner:
                     times_ms={entry.best: times.get(entry.best, math.nan)},
                 )
         session = _Session(self, tkey, args, kwargs, grid, all_args, space)
+        if self.configs is not None:
+            session.listed = [triton_config_dict(c) for c in candidates]
         try:
             if (
                 entry is not None
@@ -390,6 +392,7 @@ class _Session:
         self.compile_s = 0.0
         self.best_ms: float | None = None
         self.run_name: str | None = None
+        self.listed: list[dict[str, Any]] | None = None  # the configuration list, in the user's order
         where = f"autotune({owner.kernel_name})"
         ref = owner._kernel_ref()
         hooks = [owner.pre_hook, owner.post_hook, owner.reference]
@@ -434,18 +437,13 @@ class _Session:
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=n_workers, mp_context=multiprocessing.get_context("spawn")
             )
-        self.prefetch = max(2, min(8, n_workers)) if self.pool is not None else 1
+        self.prefetch = max(2, min(16, n_workers)) if self.pool is not None else 1
         self.arg_spec = [a.dtype if isinstance(a, torch.Tensor) else a for a in args]
         self.compile_kwargs = {k: (v.dtype if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
 
     def close(self) -> None:
         self.bench.close()
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
-                if proc.is_alive():
-                    proc.kill()  # a compile stuck at the end of a search must not hold the caller
-            self.pool = None
+        self.close_pool()
 
     # ------------------------------------------------------------------ one candidate
 
@@ -489,10 +487,12 @@ class _Session:
 
     def close_pool(self) -> None:
         if self.pool is not None:
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
+            # Compiles still running when the search ends (or one stuck) must not hold the caller.
+            workers = list((getattr(self.pool, "_processes", None) or {}).values())
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:
                 if proc.is_alive():
                     proc.kill()
-            self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
 
     def _fail(self, values: Mapping[str, Any], status: str, reason: str) -> None:
@@ -554,6 +554,9 @@ class _Session:
             "tuning_key": self.tkey.to_dict(),
             "isolated": self.isolated,
         }
+        if self.listed is not None and budget.seconds is None and (budget.evals or 0) >= len(self.listed):
+            # The budget covers the whole list: measure all of it, in the user's order, as Triton does.
+            seeds = seeds + [c for c in self.listed if c not in seeds]
         tuner = Tuner(
             self.space,
             seed=owner.seed,
@@ -571,8 +574,9 @@ class _Session:
         seeds = []
         for entry in self.owner.kernel_cache.neighbours(self.tkey):
             # The chosen configuration first (it won the final comparison), then the next fastest.
-            ranked = [entry.best, *sorted(entry.ok_times(), key=lambda c: entry.ok_times()[c])]
-            for cid in list(dict.fromkeys(ranked))[:2]:
+            times = entry.ok_times()
+            ranked = [entry.best, *sorted(times, key=lambda c: times[c])]
+            for cid in [c for c in dict.fromkeys(ranked) if c in entry.results][:2]:
                 values = entry.results[cid]["config"]
                 if (
                     set(values) == set(self.space.params)

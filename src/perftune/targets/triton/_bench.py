@@ -285,6 +285,7 @@ def _serve(conn: Any, ref: KernelRef) -> None:
             if op == "setup":
                 bench = _Bench(_kernel(ref))
                 conn.send(("ok", bench.setup(msg[1], msg[2], msg[3])))
+                del msg  # the caller's tensors (CUDA IPC): only the clones are kept
             elif op == "prepare":
                 assert bench is not None
                 _, cid, meta, grid, hook = msg
@@ -309,9 +310,11 @@ def _serve(conn: Any, ref: KernelRef) -> None:
         except BenchFailure as exc:
             conn.send((exc.status, str(exc)))
         except Exception as exc:
-            conn.send(("failed", one_line(exc)))
             if bench is not None and bench.cuda and _context_lost(exc):
-                return  # a faulted CUDA context cannot run anything again: let the parent start afresh
+                # A faulted CUDA context cannot run anything again: the parent starts a fresh process.
+                conn.send(("lost", one_line(exc)))
+                return
+            conn.send(("failed", one_line(exc)))
 
 
 def _context_lost(exc: BaseException) -> bool:
@@ -376,6 +379,13 @@ class BenchProcess:
                 raise BenchFailure(f"the reference configuration failed in a fresh process: {value}")
 
     def _reply(self, timeout_s: float, what: str) -> tuple[str, Any]:
+        status, value = self._receive(timeout_s, what)
+        if status == "lost":
+            self.kill()  # wait for it to go, so that the next candidate gets a fresh process
+            return "failed", value
+        return status, value
+
+    def _receive(self, timeout_s: float, what: str) -> tuple[str, Any]:
         assert self.conn is not None
         try:
             ready = self.conn.poll(timeout_s)
