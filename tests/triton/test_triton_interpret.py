@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,34 @@ def test_a_kernel_defined_in_a_function_is_tuned_in_process() -> None:
     kernel[kernels.grid_1d(90)](x, y, 90)
     assert torch.equal(y, 2 * x) and kernel.last_report.run_name is None
     assert kernel.best_config.kwargs["BLOCK"] in (16, 64)
+
+
+def _drop_widest(configs: list, named_args: dict, **kwargs: object) -> list:
+    return [c for c in configs if c.kwargs["BLOCK"] < 128]
+
+
+def _prefer_wide(**meta: object) -> float:
+    return 1.0 / float(meta["BLOCK"])  # type: ignore[arg-type]
+
+
+def test_prune_configs_by_works_as_in_triton() -> None:
+    kernel = perftune.triton.autotune(
+        configs=_scale_configs((0, 16), (0, 32), (0, 64), (0, 128)), key=["n"],
+        prune_configs_by={"early_config_prune": _drop_widest, "perf_model": _prefer_wide, "top_k": 2},
+    )(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x)
+    report = kernel.last_report
+    assert report.n_candidates == 2 and report.n_measured == 2
+    assert {json.loads(cid)["BLOCK"] for cid in report.times_ms} == {32, 64}
+
+
+def test_a_time_budget_ends_the_search_and_the_launch_still_runs() -> None:
+    space = Space({"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4])})
+    kernel = perftune.triton.autotune(space=space, key=["n"], budget="3s")(kernels.add_kernel)
+    x, y, out = torch.randn(150), torch.randn(150), torch.zeros(150)
+    t0 = time.perf_counter()
+    kernel[kernels.grid_1d(150)](x, y, out, 150)
+    assert torch.equal(out, x + y)
+    assert 1 <= kernel.last_report.n_measured < space.cardinality()
+    assert time.perf_counter() - t0 < 60

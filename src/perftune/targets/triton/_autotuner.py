@@ -72,6 +72,11 @@ class TuningReport:
         wall_s: Wall time of the tuning, s.
         from_cache: True when the persistent cache answered without measuring.
         run_name: The run in the store (None without a store).
+
+    Example:
+        >>> report = TuningReport({"n": 4096, "dtypes": ["torch.float32"]}, {"BLOCK": 128}, 0.05, 12, 4)
+        >>> report.from_cache, report.n_measured, report.failures
+        (False, 4, [])
     """
 
     key: dict[str, Any]
@@ -119,6 +124,11 @@ class Autotuner:
         best_config: The ``triton.Config`` chosen for the last key launched (None before).
         cache: Chosen configuration per key tuple (the key values, then the tensor dtypes).
         reports: The :class:`TuningReport` of each key tuned or loaded in this process.
+
+    Example:
+        >>> from perftune.examples.gpu.triton_matmul import tuned_matmul  # an Autotuner
+        >>> tuned_matmul.best_config is None, tuned_matmul.keys, len(tuned_matmul.configs) >= 500
+        (True, ['M', 'N', 'K'], True)
     """
 
     def __init__(

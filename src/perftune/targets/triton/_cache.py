@@ -34,10 +34,12 @@ def default_cache_dir() -> Path:
 
     Example:
         >>> import os
+        >>> before = os.environ.get("PERFTUNE_TRITON_CACHE")
         >>> os.environ["PERFTUNE_TRITON_CACHE"] = "/tmp/kernels"
         >>> str(default_cache_dir())
         '/tmp/kernels'
-        >>> del os.environ["PERFTUNE_TRITON_CACHE"]
+        >>> _ = os.environ.pop("PERFTUNE_TRITON_CACHE") if before is None else os.environ.update(
+        ...     PERFTUNE_TRITON_CACHE=before)
     """
     explicit = os.environ.get(CACHE_ENV_VAR)
     if explicit:
@@ -117,6 +119,12 @@ class CacheEntry:
 
     ``considered`` lists the configurations the searches have covered (measured or left out by the
     search on purpose); ``best`` is the chosen configuration's id.
+
+    Example:
+        >>> key = TuningKey("mm", "abc", {"M": 16}, ("torch.bfloat16",), "NVIDIA H200", "3.6.0")
+        >>> entry = CacheEntry(key, {'{"B":1}': {"config": {"B": 1}, "status": "ok", "time_ms": 0.5}})
+        >>> entry.ok_times()
+        {'{"B":1}': 0.5}
     """
 
     key: TuningKey
