@@ -64,6 +64,7 @@ def test_wrong_crashing_and_hanging_configs_are_failures_and_the_launch_still_wo
     assert torch.equal(y, 2 * x)
     assert kernel.best_config.kwargs["MODE"] == 0
     report = kernel.last_report
+    assert report.isolated
     by_mode = {cfg["MODE"]: (status, reason) for cfg, status, reason in report.failures}
     assert by_mode[1][0] == "failed"
     assert by_mode[1][1].startswith("wrong result: y_ptr differs from the reference by")
@@ -207,3 +208,13 @@ def test_a_time_budget_ends_the_search_and_the_launch_still_runs() -> None:
     assert torch.equal(out, x + y)
     assert 1 <= kernel.last_report.n_measured < space.cardinality()
     assert time.perf_counter() - t0 < 60
+
+
+def test_a_kernel_module_a_child_cannot_import_is_measured_in_process() -> None:
+    import triton_interp_childless as childless
+
+    x, y = torch.randn(70), torch.zeros(70)
+    childless.triple[kernels.grid_1d(70)](x, y, 70)
+    assert torch.equal(y, 3 * x)
+    report = childless.triple.last_report
+    assert not report.isolated and report.n_measured == 2 and report.failures == []

@@ -34,6 +34,7 @@ from perftune.targets.triton._bench import (
     BenchProcess,
     InProcessBench,
     KernelRef,
+    SetupFailure,
     compile_config,
     n_compile_workers,
     picklable,
@@ -72,6 +73,8 @@ class TuningReport:
         wall_s: Wall time of the tuning, s.
         from_cache: True when the persistent cache answered without measuring.
         run_name: The run in the store (None without a store).
+        times_ms: Median time of each configuration that ran correctly, by config id.
+        isolated: Whether the candidates ran in a benchmark process of their own.
 
     Example:
         >>> report = TuningReport({"n": 4096, "dtypes": ["torch.float32"]}, {"BLOCK": 128}, 0.05, 12, 4)
@@ -90,6 +93,7 @@ class TuningReport:
     from_cache: bool = False
     run_name: str | None = None
     times_ms: dict[str, float] = field(default_factory=dict)
+    isolated: bool = False
 
 
 def _kernel_hash(fn: Any) -> str:
@@ -371,6 +375,7 @@ class Autotuner:
             compile_s=session.compile_s,
             run_name=session.run_name,
             times_ms=times,
+            isolated=session.isolated,
         )
 
 
@@ -428,6 +433,7 @@ class _Session:
             "tolerance": owner.tolerance,
         }
         setup = (list(args), dict(kwargs), options)
+        self.setup = setup
         self.bench: BenchProcess | InProcessBench
         if isolate:
             assert ref is not None
@@ -524,7 +530,17 @@ class _Session:
         grid = self._grid(meta)
         hook = self.owner._config_of(values).pre_hook
         try:
-            self.bench.prepare(cid, meta, grid, hook)
+            try:
+                self.bench.prepare(cid, meta, grid, hook)
+            except SetupFailure:
+                if not isinstance(self.bench, BenchProcess) or self.owner.isolate:
+                    raise
+                # The child cannot import what the caller runs (a module with side effects, say):
+                # measure in this process rather than fail every candidate.
+                self.bench.close()
+                self.bench = InProcessBench(self.owner.fn, self.setup)
+                self.isolated = False
+                self.bench.prepare(cid, meta, grid, hook)
             if self.bench.reference_spec is None and self.owner.reference is None:
                 self.bench.reference_spec = (meta, grid, hook)
             result = measure_adaptively(

@@ -20,7 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BenchFailure", "BenchProcess", "InProcessBench", "KernelRef", "compile_config", "one_line"]
+__all__ = [
+    "BenchFailure",
+    "BenchProcess",
+    "InProcessBench",
+    "KernelRef",
+    "SetupFailure",
+    "compile_config",
+    "one_line",
+]
 
 #: Bytes written between samples to evict the previous run's data from L2 (H200: 60 MiB of L2).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -43,6 +51,10 @@ class BenchFailure(Exception):
     def __init__(self, reason: str, status: str = "failed") -> None:
         super().__init__(reason)
         self.status = status
+
+
+class SetupFailure(BenchFailure):
+    """The benchmark process could not start (it cannot import the kernel, say): no candidate's fault."""
 
 
 @dataclass(frozen=True)
@@ -369,7 +381,7 @@ class BenchProcess:
         status, value = self._reply(self.start_timeout_s, "starting the benchmark process")
         if status != "ok":
             self.close()
-            raise BenchFailure(f"benchmark process setup failed: {value}")
+            raise SetupFailure(f"benchmark process setup failed: {value}")
         self.device = value
         if self.reference_spec is not None:
             # A restarted process checks against the same configuration as the one before it.
