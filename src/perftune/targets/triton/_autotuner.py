@@ -234,6 +234,9 @@ class Autotuner:
 
     def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> list[Any]:
         """Compile every candidate configuration of a config list for these arguments (no launch)."""
+        if self.configs is None:
+            raise PerftuneError(f"autotune({self.kernel_name}): warmup() compiles a configs= list; a space= "
+                                "kernel compiles its candidates while it tunes")
         return [
             self.fn.warmup(*args, grid=grid, **kwargs, **c.all_kwargs())
             for c in self._candidates(dict(zip(self.arg_names, args, strict=False)), kwargs)
