@@ -131,7 +131,7 @@ def test_a_second_process_launches_from_the_cache_and_a_new_config_is_measured_a
     assert again.last_report.from_cache
 
 
-def test_space_mode_measures_within_its_budget_and_the_run_shows_in_the_cli(_private_cache: Path) -> None:
+def test_space_mode_keeps_to_its_budget_and_the_run_shows_and_reports(_private_cache: Path) -> None:
     space = Space(
         {"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4, 8])}, constraints=["BLOCK >= 16 * num_warps"]
     )
@@ -146,6 +146,10 @@ def test_space_mode_measures_within_its_budget_and_the_run_shows_in_the_cli(_pri
     shown = CliRunner().invoke(cli, ["show", report.run_name, "--store", store_url, "--json"])
     assert shown.exit_code == 0, shown.output
     assert len(json.loads(shown.output)["trials"]) == report.n_measured
+    page = _private_cache / "report.html"
+    reported = CliRunner().invoke(cli, ["report", report.run_name, "--store", store_url, "-o", str(page)])
+    assert reported.exit_code == 0, reported.output
+    assert "BLOCK" in page.read_text()
     out.zero_()
     kernel[kernels.grid_1d(300)](x, y, out, 300)  # the same key again: no tuning, same choice
     assert torch.equal(out, x + y) and len(kernel.reports) == 1
