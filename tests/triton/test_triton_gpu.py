@@ -1,0 +1,64 @@
+"""On a GPU: a configuration that faults (illegal address), one that hangs and one that computes a
+wrong result are each recorded with a reason, and the caller's launch still works."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+import perftune.triton  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@triton.jit
+def gpu_scale_kernel(x_ptr, y_ptr, flag_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    """y = 2 x; MODE 1 is wrong, 2 reads an unmapped address, 3 spins on a flag nobody sets."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if MODE == 1:
+        x = x + 1.0
+    if MODE == 2:
+        x += tl.load(x_ptr + offs + (1 << 36))
+    if MODE == 3:
+        while tl.load(flag_ptr, volatile=True) == 0:
+            pass
+    tl.store(y_ptr + offs, 2.0 * x, mask=mask)
+
+
+def _configs(*pairs: tuple[int, int]) -> list:
+    return [triton.Config({"BLOCK": b, "MODE": m}, num_warps=4, num_stages=2) for m, b in pairs]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    monkeypatch.setenv(perftune.triton.CACHE_ENV_VAR, str(tmp_path / "cache"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_faulting_hanging_and_wrong_configs_are_failures_and_the_launch_works() -> None:
+    kernel = perftune.triton.autotune(
+        configs=_configs((0, 128), (0, 256), (1, 256), (2, 256), (3, 256)), key=["n"], timeout_s=5
+    )(gpu_scale_kernel)
+    n = 1 << 20
+    x = torch.randn(n, device="cuda")
+    y = torch.zeros(n, device="cuda")
+    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+    assert kernel.best_config.kwargs["MODE"] == 0
+    by_mode = {cfg["MODE"]: (status, reason) for cfg, status, reason in kernel.last_report.failures}
+    print(by_mode)  # the reasons, for the results file
+    assert by_mode[1][0] == "failed" and by_mode[1][1].startswith("wrong result: y_ptr differs")
+    assert by_mode[2][0] == "failed" and ("illegal" in by_mode[2][1].lower() or "crashed" in by_mode[2][1])
+    assert by_mode[3][0] == "timeout"
+    assert by_mode[3][1].startswith("timeout: the first launch took more than 5 s")
+    y.zero_()
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)  # known key: no tuning
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x) and len(kernel.reports) == 1

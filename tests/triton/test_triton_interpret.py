@@ -1,0 +1,224 @@
+"""The decorator end to end on real Triton in interpreter mode (CPU, torch CPU tensors): dispatch,
+failures (a wrong result, a crash, a hang), the persistent cache across processes, the space mode,
+the store and neighbour seeding. Benchmark processes are real spawned processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+import triton_interp_kernels as kernels  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+
+import perftune.triton  # noqa: E402
+from perftune.cli import cli  # noqa: E402
+from perftune.space import Ordinal, Pow2, Space  # noqa: E402
+from perftune.store import open_store  # noqa: E402
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv(perftune.triton.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.delenv("PERFTUNE_STORE", raising=False)
+    return tmp_path / "cache"
+
+
+def _scale_configs(*modes_and_blocks: tuple[int, int]) -> list:
+    return [triton.Config({"BLOCK": b, "MODE": m}, num_warps=4, num_stages=2) for m, b in modes_and_blocks]
+
+
+def _launch_scale(kernel, n: int = 100) -> tuple:
+    x = torch.randn(n)
+    y = torch.zeros(n)
+    kernel[kernels.grid_1d(n)](x, y, n)
+    return x, y
+
+
+def _trials(run_name: str, cache: Path) -> list:
+    with open_store(f"sqlite:///{cache / 'perftune.db'}") as store:
+        run = store.get_run(run_name)
+        return store.trials(run.id)
+
+
+def test_wrong_crashing_and_hanging_configs_are_failures_and_the_launch_still_works(
+    _private_cache: Path,
+) -> None:
+    kernel = perftune.triton.autotune(
+        configs=_scale_configs((0, 16), (0, 32), (1, 16), (2, 16), (3, 16)),
+        key=["n"],
+        timeout_s=3,
+    )(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x)
+    assert kernel.best_config.kwargs["MODE"] == 0
+    report = kernel.last_report
+    assert report.isolated
+    by_mode = {cfg["MODE"]: (status, reason) for cfg, status, reason in report.failures}
+    assert by_mode[1][0] == "failed"
+    assert by_mode[1][1].startswith("wrong result: y_ptr differs from the reference by")
+    assert by_mode[2][0] == "failed" and by_mode[2][1].startswith("crashed: the benchmark process died")
+    assert by_mode[3] == ("timeout", "timeout: the first launch took more than 3 s (process killed)")
+    stored = {t.config["MODE"]: t for t in _trials(report.run_name, _private_cache)}
+    assert stored[3].status.value == "timeout" and stored[2].reason.startswith("crashed")
+    assert stored[0].status.value == "ok"
+
+
+def test_a_user_reference_catches_a_wrong_first_config() -> None:
+    kernel = perftune.triton.autotune(
+        configs=_scale_configs((1, 16), (0, 32)), key=["n"], reference=kernels.expected_scale
+    )(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x)
+    assert kernel.best_config.kwargs == {"BLOCK": 32, "MODE": 0}
+    assert [f[2][:12] for f in kernel.last_report.failures] == ["wrong result"]
+
+
+_SECOND_PROCESS = """
+import json, time, torch, triton, perftune.triton, triton_interp_kernels as k
+configs = [triton.Config({"BLOCK": b, "MODE": 0}, num_warps=4, num_stages=2) for b in (16, 32, 64)]
+kernel = perftune.triton.autotune(configs=configs, key=["n"])(k.scale_kernel)
+x, y = torch.randn(100), torch.zeros(100)
+t0 = time.perf_counter()
+kernel[k.grid_1d(100)](x, y, 100)
+first_launch_s = time.perf_counter() - t0
+r = kernel.last_report
+print(json.dumps({"from_cache": r.from_cache, "n_measured": r.n_measured, "ok": bool(torch.equal(y, 2 * x)),
+                  "best": kernel.best_config.kwargs, "first_launch_s": first_launch_s}))
+"""
+
+
+def test_a_second_process_launches_from_the_cache_and_a_new_config_is_measured_alone() -> None:
+    configs = _scale_configs((0, 16), (0, 32), (0, 64))
+    first = perftune.triton.autotune(configs=configs, key=["n"])(kernels.scale_kernel)
+    _launch_scale(first)
+    assert first.last_report.n_measured == 3 and not first.last_report.from_cache
+    out = subprocess.run(
+        [sys.executable, "-c", _SECOND_PROCESS],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        check=True,
+    ).stdout
+    second = json.loads(out.strip().splitlines()[-1])
+    assert second["from_cache"] and second["n_measured"] == 0 and second["ok"]
+    assert second["best"] == first.best_config.kwargs
+    grown = perftune.triton.autotune(configs=configs + _scale_configs((0, 128)), key=["n"])(
+        kernels.scale_kernel
+    )
+    x, y = _launch_scale(grown)
+    assert torch.equal(y, 2 * x)
+    report = grown.last_report
+    assert report.n_measured == 1 and not report.from_cache
+    assert '{"BLOCK":128,"MODE":0,"num_stages":2,"num_warps":4}' in report.times_ms
+    again = perftune.triton.autotune(configs=configs + _scale_configs((0, 128)), key=["n"])(
+        kernels.scale_kernel
+    )
+    _launch_scale(again)
+    assert again.last_report.from_cache
+
+
+def test_space_mode_keeps_to_its_budget_and_the_run_shows_and_reports(_private_cache: Path) -> None:
+    space = Space(
+        {"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4, 8])}, constraints=["BLOCK >= 16 * num_warps"]
+    )
+    kernel = perftune.triton.autotune(space=space, key=["n"], budget=5)(kernels.add_kernel)
+    x, y, out = torch.randn(300), torch.randn(300), torch.zeros(300)
+    kernel[kernels.grid_1d(300)](x, y, out, 300)
+    assert torch.equal(out, x + y)
+    report = kernel.last_report
+    assert 1 <= report.n_measured <= 5 and report.n_candidates == space.cardinality()
+    assert space.is_valid(dict(kernel.best_config.kwargs, num_warps=kernel.best_config.num_warps))
+    store_url = f"sqlite:///{_private_cache / 'perftune.db'}"
+    shown = CliRunner().invoke(cli, ["show", report.run_name, "--store", store_url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert len(json.loads(shown.output)["trials"]) == report.n_measured
+    page = _private_cache / "report.html"
+    reported = CliRunner().invoke(cli, ["report", report.run_name, "--store", store_url, "-o", str(page)])
+    assert reported.exit_code == 0, reported.output
+    assert "BLOCK" in page.read_text()
+    out.zero_()
+    kernel[kernels.grid_1d(300)](x, y, out, 300)  # the same key again: no tuning, same choice
+    assert torch.equal(out, x + y) and len(kernel.reports) == 1
+
+
+def test_a_neighbouring_key_seeds_the_search(_private_cache: Path) -> None:
+    space = Space({"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4])})
+    kernel = perftune.triton.autotune(space=space, key=["n"], budget=3)(kernels.add_kernel)
+    for n in (200, 260):
+        x, y, out = torch.randn(n), torch.randn(n), torch.zeros(n)
+        kernel[kernels.grid_1d(n)](x, y, out, n)
+        assert torch.equal(out, x + y)
+    first, second = kernel.reports.values()
+    seeded = [t.config for t in _trials(second.run_name, _private_cache) if t.technique == "seed"]
+    assert seeded and seeded[0] == first.best
+
+
+def test_a_kernel_defined_in_a_function_is_tuned_in_process() -> None:
+    @triton.jit
+    def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    kernel = perftune.triton.autotune(
+        configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"], store=None
+    )(double)
+    x, y = torch.randn(90), torch.zeros(90)
+    kernel[kernels.grid_1d(90)](x, y, 90)
+    assert torch.equal(y, 2 * x) and kernel.last_report.run_name is None
+    assert kernel.best_config.kwargs["BLOCK"] in (16, 64)
+
+
+def _drop_widest(configs: list, named_args: dict, **kwargs: object) -> list:
+    return [c for c in configs if c.kwargs["BLOCK"] < 128]
+
+
+def _prefer_wide(**meta: object) -> float:
+    return 1.0 / float(meta["BLOCK"])  # type: ignore[arg-type]
+
+
+def test_prune_configs_by_works_as_in_triton() -> None:
+    kernel = perftune.triton.autotune(
+        configs=_scale_configs((0, 16), (0, 32), (0, 64), (0, 128)), key=["n"],
+        prune_configs_by={"early_config_prune": _drop_widest, "perf_model": _prefer_wide, "top_k": 2},
+    )(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x)
+    report = kernel.last_report
+    assert report.n_candidates == 2 and report.n_measured == 2
+    assert {json.loads(cid)["BLOCK"] for cid in report.times_ms} == {32, 64}
+
+
+def test_a_time_budget_ends_the_search_and_the_launch_still_runs() -> None:
+    space = Space({"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4])})
+    kernel = perftune.triton.autotune(space=space, key=["n"], budget="3s")(kernels.add_kernel)
+    x, y, out = torch.randn(150), torch.randn(150), torch.zeros(150)
+    t0 = time.perf_counter()
+    kernel[kernels.grid_1d(150)](x, y, out, 150)
+    assert torch.equal(out, x + y)
+    assert 1 <= kernel.last_report.n_measured < space.cardinality()
+    assert time.perf_counter() - t0 < 60
+
+
+def test_a_kernel_module_a_child_cannot_import_is_measured_in_process() -> None:
+    import triton_interp_childless as childless
+
+    x, y = torch.randn(70), torch.zeros(70)
+    childless.triple[kernels.grid_1d(70)](x, y, 70)
+    assert torch.equal(y, 3 * x)
+    report = childless.triple.last_report
+    assert not report.isolated and report.n_measured == 2 and report.failures == []

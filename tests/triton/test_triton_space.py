@@ -1,0 +1,107 @@
+"""Triton configurations as perftune spaces, and the decorator's refusals of bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+from perftune.errors import PerftuneError  # noqa: E402
+from perftune.space import Int, Pow2, Space  # noqa: E402
+from perftune.triton import (  # noqa: E402
+    autotune,
+    config_id,
+    space_from_configs,
+    to_triton_config,
+    triton_config_dict,
+)
+
+
+def _grid_configs() -> list:
+    return [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=3)
+        for m in (128, 32, 64)
+        for n in (64, 32)
+        for w in (4, 8)
+        if not (m == 128 and w == 4)
+    ]
+
+
+def test_space_of_a_config_list_orders_values_and_allows_only_listed_points() -> None:
+    configs = _grid_configs()
+    space = space_from_configs(configs)
+    assert list(space.params["BLOCK_M"].options) == [32, 64, 128]
+    assert space.default() == triton_config_dict(configs[0])
+    listed = {config_id(triton_config_dict(c)) for c in configs}
+    enumerated = {config_id(dict(c)) for c in space.enumerate()}
+    assert enumerated == listed
+    assert not space.is_valid({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3})
+
+
+def test_config_round_trip_keeps_launch_options() -> None:
+    config = triton.Config({"BLOCK": 64}, num_warps=8, num_stages=4, num_ctas=2, maxnreg=128)
+    flat = triton_config_dict(config)
+    assert flat == {"BLOCK": 64, "num_warps": 8, "num_stages": 4, "num_ctas": 2, "maxnreg": 128}
+    back = to_triton_config(flat)
+    assert back.all_kwargs() == config.all_kwargs()
+    assert config_id(flat) == config_id(dict(reversed(list(flat.items()))))
+
+
+def test_mixed_config_lists_are_refused_with_a_one_line_reason() -> None:
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 64, "SPLIT": 2})]
+    with pytest.raises(PerftuneError, match=r"configs\[1\] has parameters") as info:
+        space_from_configs(configs)
+    assert "\n" not in str(info.value)
+    with pytest.raises(PerftuneError, match="configs is empty"):
+        space_from_configs([])
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"configs": [triton.Config({"BLOCK": 16})], "key": ["m"]}, "key 'm' is not an argument"),
+        (
+            {"configs": [triton.Config({"BLOCK": 16})], "key": ["n"], "reset_to_zero": ["z"]},
+            "'z' in reset_to_zero",
+        ),
+        ({"key": ["n"]}, "give either configs="),
+        (
+            {
+                "configs": [triton.Config({"BLOCK": 16})],
+                "space": Space({"BLOCK": Pow2(16, 64)}),
+                "key": ["n"],
+            },
+            "give either configs=",
+        ),
+        ({"space": Space({"BLOK": Pow2(16, 64)}), "key": ["n"]}, "space parameter 'BLOK' is neither"),
+        ({"space": {"BLOCK": Int(1, 2)}, "key": ["n"]}, "space must be a perftune.space.Space"),
+    ],
+)
+def test_bad_decorator_arguments_fail_at_decoration(kwargs: dict, message: str) -> None:
+    with pytest.raises(PerftuneError, match=message):
+        autotune(**kwargs)(_copy)
+
+
+def test_space_mode_accepts_meta_parameters_and_launch_options() -> None:
+    space = Space(
+        {"BLOCK": Pow2(16, 1024), "num_warps": Pow2(1, 8), "num_stages": Int(1, 4)},
+        constraints=["BLOCK >= 32 * num_warps"],
+    )
+    kernel = autotune(space=space, key=["n"], budget=5)(_copy)
+    assert kernel.best_config is None and kernel.arg_names == ["x_ptr", "y_ptr", "n", "BLOCK"]
+
+
+def test_import_is_lazy() -> None:
+    code = "import sys, perftune.triton; print('triton' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
