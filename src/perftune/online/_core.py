@@ -13,7 +13,7 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from perftune.errors import PerftuneError
 from perftune.online._promotion import PromotionRule
@@ -362,7 +362,7 @@ class OnlineBase:
     def _stop_workers(self) -> None:
         pass
 
-    def __enter__(self) -> OnlineBase:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
