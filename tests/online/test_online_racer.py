@@ -17,6 +17,9 @@ from perftune.space import Choice, Space
 from perftune.store import open_store
 from perftune.trial import Status
 
+# Racing needs two disjoint CPU sets; the project's machines (and CI) have at least two CPUs.
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="racing needs at least 2 CPUs")
+
 # The safe configuration sleeps this long: sleeping needs no CPU, so timings hold on a busy machine.
 SAFE_S = 0.05
 
@@ -234,3 +237,24 @@ def test_an_algorithm_site_is_raced_through_its_selector() -> None:
     assert racer.promotions
     with site.use(racer.safe["online-test-sort"]):
         assert site.choose(3) == "fast"  # the promoted selector runs the fast alternative on these inputs
+
+
+def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+
+    def noting(config: Any, x: int) -> int:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return _double(config, x)
+
+    racer = Racer(noting, _space("fast", "slow"), check=_is_double, seed=0)
+    for x in range(12):
+        racer(x)
+    zygote = racer._zygote.pid
+    racer.close()
+    seen = {int(p) for p in pids.read_text().split()}
+    assert len(seen) >= 3  # losers were killed and replaced by fresh workers
+    deadline = time.monotonic() + 5
+    while not all(_dead(p) for p in [*seen, zygote]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_dead(p) for p in [*seen, zygote])

@@ -30,8 +30,8 @@ def test_a_modest_shift_is_caught_once_the_window_fills_and_a_smaller_one_is_not
     modest, small = ShiftDetector(), ShiftDetector()
     for d in (modest, small):
         assert not any(d.observe(x) for x in _stream(rng, 0.004, 100))
-    assert any(modest.observe(x) for x in _stream(rng, 0.004 * 1.6, 60))  # 60% slower
-    assert not any(small.observe(x) for x in _stream(rng, 0.004 * 1.1, 300))  # 10%: below the threshold
+    assert any(modest.observe(x) for x in _stream(rng, 0.004 * 2.0, 60))  # 2x slower
+    assert not any(small.observe(x) for x in _stream(rng, 0.004 * 1.2, 300))  # 20%: below the threshold
 
 
 def test_a_detection_resets_the_reference() -> None:

@@ -240,21 +240,22 @@ class OnlineBase:
         if self._tuner.run_name is not None:
             self.run_names.append(self._tuner.run_name)
 
-    def _close_epoch(self, status: str) -> None:
+    def _close_epoch(self, status: str, why: str) -> None:
         tuner, self._tuner = self._tuner, None
         if tuner is None:
             return
+        # A candidate cut short is CANCELLED: not counted, and free to be proposed again later.
         if self._cand is not None:
-            tuner.tell(self._cand.trial, status=Status.CANCELLED, error="the workload shifted")
+            tuner.tell(self._cand.trial, status=Status.CANCELLED, error=why)
             self._cand = None
         if self._safe_trial is not None:
-            tuner.tell(self._safe_trial, status=Status.CANCELLED, error="the workload shifted")
+            tuner.tell(self._safe_trial, status=Status.CANCELLED, error=why)
             self._safe_trial = None
         tuner.close(status)
 
     def _shifted(self, seq: int) -> None:
         self.shifts.append(seq)
-        self._close_epoch("finished")
+        self._close_epoch("finished", "the workload shifted")
         self.epoch += 1
         self._safe_samples.clear()
         self._open_epoch()
@@ -276,7 +277,8 @@ class OnlineBase:
         while self._cand is None and self._safe_trial is None and self._tuner is not None:
             trial = self._tuner.ask()
             if trial is None:
-                self._close_epoch("finished")  # budget spent: serve with the safe configuration alone
+                # The budget is spent: serve with the safe configuration alone until a shift.
+                self._close_epoch("finished", "")
                 return None
             if trial.config in self.failed:
                 self._tuner.tell(trial, error=f"failed before: {self.failed[trial.config]}")
@@ -357,7 +359,7 @@ class OnlineBase:
             return
         self._closed = True
         self._stop_workers()
-        self._close_epoch("finished")
+        self._close_epoch("finished", "the online tuner was closed")
 
     def _stop_workers(self) -> None:
         pass

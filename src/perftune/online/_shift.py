@@ -45,7 +45,7 @@ class ShiftDetector:
     Args:
         reference_n: Latencies in the reference window.
         window_n: Latencies in the recent window.
-        threshold: Relative change that counts as a shift (0.25: 25% slower or faster).
+        threshold: Relative change that counts as a shift (0.5: a factor 1.5, slower or faster).
         confidence: Confidence of each look (high: a false alarm re-opens exploration for nothing).
 
     Example:
@@ -58,7 +58,7 @@ class ShiftDetector:
 
     reference_n: int = 60
     window_n: int = 30
-    threshold: float = 0.25
+    threshold: float = 0.5
     confidence: float = 0.999
     _reference: list[float] = field(default_factory=list, init=False, repr=False)
     _recent: deque[float] = field(default_factory=deque, init=False, repr=False)

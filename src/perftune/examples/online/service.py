@@ -118,11 +118,19 @@ def many_duplicates(n: int, rng: np.random.Generator) -> list[int]:
     return rng.integers(0, 64, n).tolist()
 
 
+def request(i: int, n_requests: int, size: int = 2000, seed: int = 0) -> list[int]:
+    """Request ``i`` of the workload: nearly sorted in the first half, many duplicates in the second.
+
+    Each request is made from its own seed, so a request can be made again (to replay it) without
+    keeping the whole workload in memory (a large caller also makes every fork slower).
+    """
+    rng = np.random.default_rng([seed, i])
+    return nearly_sorted(size, rng) if i < n_requests // 2 else many_duplicates(size, rng)
+
+
 def workload(n_requests: int, size: int = 2000, seed: int = 0) -> list[list[int]]:
-    """Nearly sorted requests for the first half, many-duplicates requests for the second."""
-    rng = np.random.default_rng(seed)
-    half = n_requests // 2
-    return [nearly_sorted(size, rng) if i < half else many_duplicates(size, rng) for i in range(n_requests)]
+    """All the requests of the workload, in order."""
+    return [request(i, n_requests, size, seed) for i in range(n_requests)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -133,11 +141,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=2000, help="integers per request")
     parser.add_argument("--store", default=None, help="a store URL: each exploration epoch is a run there")
     args = parser.parse_args(argv)
-    requests = workload(args.n_requests, size=args.size)
     t0 = time.perf_counter()
     with Racer(sort_site, check=is_sorted_permutation, store=args.store, name="online-sort", seed=0) as racer:
-        for request in requests:
-            racer(request)
+        for i in range(args.n_requests):
+            racer(request(i, args.n_requests, args.size))
     elapsed = time.perf_counter() - t0
     half = args.n_requests // 2
     records = list(racer.records)
