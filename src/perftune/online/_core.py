@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -277,8 +278,11 @@ class OnlineBase:
         while self._cand is None and self._safe_trial is None and self._tuner is not None:
             trial = self._tuner.ask()
             if trial is None:
-                # The budget is spent: serve with the safe configuration alone until a shift.
+                # The budget is spent: serve with the safe configuration alone until a shift. Its
+                # latencies are measured in-process from now on: a new reference for the detector.
                 self._close_epoch("finished", "")
+                if self.detector is not None:
+                    self.detector.reset()
                 return None
             if trial.config in self.failed:
                 self._tuner.tell(trial, error=f"failed before: {self.failed[trial.config]}")
@@ -304,6 +308,20 @@ class OnlineBase:
             self._tell_safe(trial)
         if self.detector is not None and self.detector.observe(safe_s):
             self._shifted(seq)
+
+    def _run_inline(self, request: Any, seq: int) -> tuple[Any, float]:
+        """Run the safe configuration in the caller's process: (answer, seconds).
+
+        Without a candidate there is nothing to race, so the request runs as it would without
+        perftune: no process hop, no racing overhead, on the whole machine.
+        """
+        t0 = time.perf_counter()
+        try:
+            answer = self._run(self.safe, request)
+        except Exception as exc:
+            why = f"raised {type(exc).__name__}: {exc}".splitlines()[0]
+            raise RequestError(f"request {seq}: the safe configuration {why}") from None
+        return answer, time.perf_counter() - t0
 
     def _fail(self, cand: _Candidate, reason: str) -> None:
         """A wrong or failing candidate: recorded with its reason, never safe, never tried again."""

@@ -4,9 +4,10 @@ A candidate serves a bounded fraction of the requests (request ``k`` explores wh
 ``floor((k + 1) * explore_fraction) > floor(k * explore_fraction)``, so after ``n`` requests at most
 ``floor(n * explore_fraction)`` have explored). The regression guard bounds what an explored request
 can cost: the candidate is killed once it has run ``guard`` times the safe configuration's median
-latency, and a candidate that fails, is killed or answers wrongly has the request served again by the
-safe configuration. So an explored request takes at most ``(guard + 1)`` times the safe time (plus
-overhead), and on average the extra cost is at most ``explore_fraction * guard``.
+latency (plus the median round trip to its worker process), and a candidate that fails, is killed or
+answers wrongly has the request served again by the safe configuration (in the caller's process, as
+every request that does not explore). So an explored request takes at most ``(guard + 1)`` times the
+safe time plus the round trip, and on average the extra cost is at most ``explore_fraction * guard``.
 
 Promotion compares the candidate's latencies with the safe configuration's by the sequential Welch
 test of :func:`perftune.measure.compare` (log scale, Bonferroni over the looks of the rule).
@@ -18,12 +19,13 @@ import math
 import os
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import wait
 from typing import Any
 
 from perftune.errors import PerftuneError
-from perftune.online._core import OnlineBase, RequestError, RequestRecord, _Candidate
+from perftune.online._core import OnlineBase, RequestRecord, _Candidate
 from perftune.online._promotion import PromotionRule
 from perftune.online._shift import ShiftDetector
 from perftune.online._split import Side
@@ -104,6 +106,9 @@ class Explorer(OnlineBase):
         self.n_guarded = 0  # candidates killed by the guard
         self._zygote: Zygote | None = Zygote([Side(the_cpus)], self._run)
         self._worker = Worker(self._zygote, 0)
+        # The guard's clock runs from sending the request, so it allows for the round trip to the worker
+        # (a few ms on a loaded machine: more than a short request itself).
+        self._round_trip_s: deque[float] = deque((self._worker.round_trip_s() for _ in range(3)), maxlen=30)
 
     def _stop_workers(self) -> None:
         worker, self._worker = getattr(self, "_worker", None), None
@@ -158,8 +163,11 @@ class Explorer(OnlineBase):
         outcome, cand_s = "", None
         if cand is not None:
             self.n_explored += 1
-            limit = self.guard * statistics.median(self._safe_samples)
+            limit = self.guard * statistics.median(self._safe_samples) + statistics.median(self._round_trip_s)
+            t_sent = time.perf_counter()
             answer, got = self._run_once(seq, cand.trial.config, request, limit)
+            if not isinstance(got, str):
+                self._round_trip_s.append(max(0.0, time.perf_counter() - t_sent - got))
             why = None
             if isinstance(got, str):
                 why = got
@@ -187,9 +195,7 @@ class Explorer(OnlineBase):
             else:
                 outcome = "wrong" if why.startswith("wrong") else "failed"
                 self._fail(cand, why)
-        answer, got = self._run_once(seq, self.safe, request, None)
-        if isinstance(got, str):
-            raise RequestError(f"request {seq}: the safe configuration {got}")
+        answer, got = self._run_inline(request, seq)
         latency = time.perf_counter() - t0
         self.records.append(RequestRecord(seq, latency, "alone" if cand is None else "safe", got, cand_s,
                                           outcome, None if cand is None else cand.trial.id, self.epoch))

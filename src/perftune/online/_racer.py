@@ -178,7 +178,13 @@ class Racer(OnlineBase):
         seq = self._next_seq()
         cand = self._candidate()
         safe_side = seq % 2  # the two configurations swap halves every request: no half is favoured
-        if cand is None:
+        if cand is None and self.timeout_s is None:
+            answer, safe_s = self._run_inline(request, seq)
+            self.records.append(RequestRecord(seq, time.perf_counter() - t0, "alone", safe_s, None, "", None,
+                                              self.epoch))
+            self._observe_safe(seq, safe_s)
+            return answer
+        if cand is None:  # a worker, so that timeout_s can be enforced
             return self._alone(request, seq, t0, self._workers[safe_side])
         return self._race(request, seq, t0, cand, self._workers[safe_side], self._workers[1 - safe_side])
 

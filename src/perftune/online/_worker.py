@@ -39,6 +39,9 @@ def _serve(conn: Connection, run: Callable[[Any, Any], Any]) -> None:
         if message is None:
             return
         seq, config, request = message
+        if seq < 0:  # a ping: how long a round trip to this worker takes, objective aside
+            conn.send((seq, True, None, 0.0))
+            continue
         t0 = time.perf_counter()
         try:
             answer = run(config, request)
@@ -231,6 +234,13 @@ class Worker:
         """Hand the worker a request; a worker that died already answers with EOF on ``conn``."""
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
             self.conn.send((seq, config, request))
+
+    def round_trip_s(self) -> float:
+        """Seconds for a request to reach the worker and its reply to come back (a ping)."""
+        t0 = time.perf_counter()
+        self.send(-1, None, None)
+        self.receive()
+        return time.perf_counter() - t0
 
     def receive(self) -> Reply | None:
         """The worker's reply, or None when it died (crashed or was killed)."""
