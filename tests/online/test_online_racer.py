@@ -258,3 +258,19 @@ def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
     while not all(_dead(p) for p in [*seen, zygote]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(_dead(p) for p in [*seen, zygote])
+
+
+def test_a_request_the_safe_configuration_fails_is_not_held_up_by_a_hanging_candidate() -> None:
+    def safe_fails_on_negatives(config: Any, x: int) -> int:
+        if config["kind"] == "safe" and x < 0:
+            raise ValueError("negative")
+        return _double(config, x)
+
+    with Racer(safe_fails_on_negatives, _space("hangs"), check=_is_double, seed=0) as racer:
+        assert racer(1) == 2  # the default, measured alone
+        t0 = time.perf_counter()
+        with pytest.raises(RequestError, match="request 1: the safe configuration raised ValueError"):
+            racer(-1)
+        assert time.perf_counter() - t0 < 2.0
+        assert racer.n_killed >= 1  # the hanging candidate was killed, not waited for
+        assert racer(2) == 4  # the racer goes on serving

@@ -263,8 +263,10 @@ class Racer(OnlineBase):
                 answer, answered_by = cand_reply[2], "candidate"  # type: ignore[index]
             elif safe is not None:
                 answer, answered_by = safe[2], "safe"
-            elif safe_failed is not None and (self.check is None or not cand_running):
-                break  # no answer to return (without check, nothing to check the candidate's against)
+            elif safe_failed is not None:
+                # The request fails as it would without racing: a candidate still running is not waited
+                # for (it might hang), and without check= there is nothing to check its answer against.
+                break
         outcome, won, sample, finished, why = self._judge(cand, safe, cand_reply, cand_failed, t0)
         for w, running in ((ws, safe_running), (wc, cand_running)):
             if running:

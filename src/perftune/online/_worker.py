@@ -191,6 +191,8 @@ class Zygote:
 
     def status(self, pid: int) -> int:
         """The wait status of a worker that died (waits for it)."""
+        # Replies come in the order of the commands: read those of the spawns asked for first.
+        self._drain()
         _send_msg(self._sock, ("status", pid))
         status, _ = _recv_msg(self._sock)
         return int(status)
