@@ -102,7 +102,8 @@ def test_a_hanging_candidate_is_killed_when_the_safe_answers(tmp_path: Path) -> 
             time.sleep(600)
         return _double(config, x)
 
-    with Racer(hangs, _space("hangs"), check=_is_double, seed=0,
+    store = open_store(f"sqlite:///{tmp_path}/online.db")
+    with Racer(hangs, _space("hangs"), check=_is_double, seed=0, store=store, name="hang",
                rule=PromotionRule(min_races=3, max_races=8)) as racer:
         t0 = time.perf_counter()
         answers = [racer(x) for x in range(8)]
@@ -119,6 +120,9 @@ def test_a_hanging_candidate_is_killed_when_the_safe_answers(tmp_path: Path) -> 
         time.sleep(0.05)
     assert all(_dead(int(p)) for p in lines), "a killed candidate (or its child) still runs"
     assert racer.n_killed >= len(hung)
+    (trial,) = [t for t in store.trials(store.get_run("hang").id) if t.config["kind"] == "hangs"]
+    assert trial.status is Status.TIMEOUT
+    assert trial.reason.startswith(f"killed in all {len(hung)} races: never finished before the safe")
 
 
 def test_promotion_needs_the_stated_number_of_wins() -> None:
