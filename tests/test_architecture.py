@@ -225,8 +225,8 @@ RULES = [
     # The top of the house uses the packages below through their curated __init__, so that they can
     # rearrange their private modules. A registry's entry by name ("perftune.targets.flags._target:X")
     # may say where a class lives, so that asking for it imports that module only.
-    Rule("cli and targets import no private module (_x) of another package",
-         lambda m: _in_any(m, ("perftune.cli", "perftune.targets")),
+    Rule("cli, targets and online import no private module (_x) of another package",
+         lambda m: _in_any(m, ("perftune.cli", "perftune.targets", "perftune.online")),
          lambda i: i.kind != DYNAMIC and (owner := _private_owner(i.imported)) is not None
          and not _under(i.importer, owner)),
 ]

@@ -1,0 +1,393 @@
+"""What the racer and the explorer share: the objective, the search epochs, candidates and records.
+
+Each exploration epoch is one ask/tell :class:`perftune.drive.Tuner` run in the store (so ``perftune
+show`` lists its candidates, their outcomes and reasons). A candidate is one trial of that run; the
+requests it is tried on are its samples. A detected workload shift closes the epoch and opens the
+next one, seeded with the configurations that were safe before, so a shift that reverts recovers fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from perftune.errors import PerftuneError
+from perftune.online._promotion import PromotionRule
+from perftune.online._shift import ShiftDetector
+from perftune.trial import Status, Trial
+
+__all__ = ["OnlineBase", "Promotion", "RequestError", "RequestRecord"]
+
+
+class RequestError(PerftuneError):
+    """A request got no answer: the safe configuration failed on it (and no candidate answered).
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> from perftune.online import Racer
+        >>> with Racer(lambda c, x: 1 // x, Space({"n": Int(0, 1)})) as racer:
+        ...     try:
+        ...         racer(0)
+        ...     except RequestError as exc:
+        ...         print(exc)
+        request 0: the safe configuration raised ZeroDivisionError: integer division or modulo by zero
+    """
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What happened to one request.
+
+    Attributes:
+        seq: The request's number (0, 1, ...).
+        latency_s: What the caller waited, from the call to the answer (racing overhead included).
+        answered_by: ``"safe"``, ``"candidate"`` or ``"alone"`` (the safe configuration without a race).
+        safe_s: Seconds inside the objective for the safe configuration (None: it was killed, or it
+            did not run on this request).
+        candidate_s: The same for the candidate (None: killed, failed, or no candidate ran).
+        outcome: For the candidate: ``"win"``, ``"loss"``, ``"wrong"``, ``"failed"``, or ``""``.
+        candidate_trial: The candidate's trial id in the epoch's run (None without a candidate).
+        epoch: The exploration epoch (0, then one more after every detected shift).
+
+    Example:
+        >>> r = RequestRecord(7, 0.0105, "candidate", None, 0.0100, "win", 3, 0)
+        >>> round(r.overhead_s * 1e3, 3)
+        0.5
+    """
+
+    seq: int
+    latency_s: float
+    answered_by: str
+    safe_s: float | None
+    candidate_s: float | None
+    outcome: str
+    candidate_trial: int | None
+    epoch: int
+
+    @property
+    def compute_s(self) -> float | None:
+        """Seconds inside the objective of the configuration whose answer was returned."""
+        return self.candidate_s if self.answered_by == "candidate" else self.safe_s
+
+    @property
+    def overhead_s(self) -> float | None:
+        """Latency beyond the answering configuration's own time: dispatch, waiting, killing."""
+        c = self.compute_s
+        return None if c is None else self.latency_s - c
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """A candidate that became the safe configuration, and the evidence.
+
+    Example:
+        >>> Promotion(seq=40, config={"n": 3}, wins=9, races=9, epoch=0).wins
+        9
+    """
+
+    seq: int
+    config: Mapping[str, Any]
+    wins: int
+    races: int
+    epoch: int
+
+
+@dataclass
+class _Candidate:
+    trial: Trial
+    wins: int = 0
+    races: int = 0
+    samples: list[float] = field(default_factory=list)
+    n_finished: int = 0
+
+
+def _resolve(objective_or_site: Any, space: Any) -> tuple[Callable[[Any, Any], Any], Any]:
+    """``run(config, request)`` and the space, from a callable or a choice site."""
+    site = objective_or_site
+    if all(hasattr(site, a) for a in ("selector", "use", "alternatives", "name")):
+        # A perftune.choice.AlgorithmSite: the configuration is its selector, under the site's name.
+        from perftune.space import Space
+
+        param = site.name
+        if space is None:
+            space = Space({param: site.selector()})
+        elif param not in space.params:
+            raise PerftuneError(f"online: the space has no parameter named after site {param!r}")
+
+        def run_site(config: Any, request: Any) -> Any:
+            with site.use(config[param]):
+                return site(request)
+
+        return run_site, space
+    if not callable(objective_or_site):
+        raise PerftuneError(
+            f"online: expected an objective(config, request) or a choice site, got "
+            f"{type(objective_or_site).__name__}")
+    if space is None:
+        raise PerftuneError("online: an objective needs a space (Racer(objective, space, ...))")
+    if not all(hasattr(space, a) for a in ("is_valid", "params", "default")):
+        raise PerftuneError(f"online: expected a perftune.space.Space, got {type(space).__name__}")
+    return objective_or_site, space
+
+
+class OnlineBase:
+    """Search epochs, candidates, promotion and shift detection; subclasses serve requests."""
+
+    mode = ""
+
+    def __init__(
+        self,
+        objective_or_site: Any,
+        space: Any = None,
+        *,
+        safe: Mapping[str, Any] | None = None,
+        check: Callable[[Any, Any], bool] | None = None,
+        rule: PromotionRule | None = None,
+        detector: ShiftDetector | None | bool = None,
+        budget: int = 40,
+        store: Any = None,
+        name: str | None = None,
+        seed: int | None = None,
+        technique: str = "default",
+        history_n: int = 100_000,
+    ) -> None:
+        from perftune.space import Config
+
+        self._run, self.space = _resolve(objective_or_site, space)
+        if check is not None and not callable(check):
+            raise PerftuneError(f"online: check must be a function check(request, answer), got {check!r}")
+        if rule is not None and not isinstance(rule, PromotionRule):
+            raise PerftuneError(f"online: rule must be a perftune.online.PromotionRule, got {rule!r}")
+        if detector is not None and not isinstance(detector, ShiftDetector | bool):
+            raise PerftuneError(f"online: detector must be a ShiftDetector, False or None, got {detector!r}")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise PerftuneError(f"online: budget must be a positive number of candidates, got {budget!r}")
+        if isinstance(history_n, bool) or not isinstance(history_n, int) or history_n < 0:
+            raise PerftuneError(f"online: history_n must be a non-negative integer, got {history_n!r}")
+        if safe is None:
+            safe_config = self.space.default()
+        elif not isinstance(safe, Mapping):
+            raise PerftuneError(
+                f"online: safe must be a configuration (a mapping), got {type(safe).__name__}")
+        else:
+            unknown = sorted(set(safe) - set(self.space.params))
+            if unknown:
+                raise PerftuneError(f"online: safe has unknown parameter(s) {', '.join(unknown)}")
+            safe_config = safe if isinstance(safe, Config) else Config(dict(safe))
+        if not self.space.is_valid(safe_config):
+            why = self.space.why_invalid(safe_config)
+            raise PerftuneError(f"online: the safe configuration is invalid: {why}")
+        self.check = check
+        self.rule = rule or PromotionRule()
+        self.detector: ShiftDetector | None = (
+            ShiftDetector() if detector is None or detector is True else detector or None)
+        self.budget = budget
+        self.safe: Any = safe_config
+        self.default = self.space.default()
+        self._safe_before: list[Any] = []
+        self.failed: dict[Any, str] = {}  # config -> why it can never be safe
+        self.records: deque[RequestRecord] = deque(maxlen=history_n)
+        self.promotions: list[Promotion] = []
+        self.shifts: list[int] = []  # request numbers at which a shift was detected
+        self.run_names: list[str] = []
+        self.epoch = 0
+        self._seed = seed
+        self._technique = technique
+        self._name = name
+        self._store = self._open_store(store)
+        self._safe_samples: deque[float] = deque(maxlen=60)
+        self._cand: _Candidate | None = None
+        self._safe_trial: Trial | None = None
+        self._seq = 0
+        self._closed = False
+        self._tuner: Any = None
+        self._open_epoch()
+
+    # ------------------------------------------------------------------ epochs
+
+    @staticmethod
+    def _open_store(store: Any) -> Any:
+        if isinstance(store, str):
+            from perftune.store import open_store
+
+            return open_store(store)
+        return store
+
+    def _open_epoch(self) -> None:
+        from perftune.drive import Tuner
+
+        # The first epoch measures the space's default first (as the run's baseline: alone when it is
+        # the safe configuration, raced otherwise); later ones retry the configurations safe before.
+        seeds = [c for c in dict.fromkeys([*reversed(self._safe_before), self.default])
+                 if c != self.safe and c not in self.failed and self.space.is_valid(c)] if self.epoch else []
+        if self.epoch == 0:
+            name = self._name
+        else:
+            name = f"{self.run_names[0]}-shift{self.epoch}" if self.run_names else None
+        settings = {"online": {
+            "mode": self.mode, "epoch": self.epoch, "safe": dict(self.safe),
+            "rule": {"confidence": self.rule.confidence, "min_races": self.rule.min_races,
+                     "max_races": self.rule.max_races, "min_wins": self.rule.min_wins},
+        }}
+        seed = None if self._seed is None else self._seed + self.epoch
+        self._tuner = Tuner(self.space, seed=seed, store=self._store, technique=self._technique,
+                            seeds=seeds, name=name, budget=self.budget, include_default=self.epoch == 0,
+                            settings=settings)
+        if self._tuner.run_name is not None:
+            self.run_names.append(self._tuner.run_name)
+
+    def _close_epoch(self, status: str, why: str) -> None:
+        tuner, self._tuner = self._tuner, None
+        if tuner is None:
+            return
+        # A candidate cut short is CANCELLED: not counted, and free to be proposed again later.
+        if self._cand is not None:
+            tuner.tell(self._cand.trial, status=Status.CANCELLED, error=why)
+            self._cand = None
+        if self._safe_trial is not None:
+            tuner.tell(self._safe_trial, status=Status.CANCELLED, error=why)
+            self._safe_trial = None
+        tuner.close(status)
+
+    def _shifted(self, seq: int) -> None:
+        self.shifts.append(seq)
+        self._close_epoch("finished", "the workload shifted")
+        self.epoch += 1
+        self._safe_samples.clear()
+        self._open_epoch()
+
+    @property
+    def tuner(self) -> Any:
+        """The :class:`perftune.drive.Tuner` of the current epoch (None once its budget is spent)."""
+        return self._tuner
+
+    @property
+    def exploring(self) -> bool:
+        """Whether candidates are being tried (False once the epoch's budget is spent)."""
+        return self._tuner is not None
+
+    # ------------------------------------------------------------------ candidates
+
+    def _candidate(self) -> _Candidate | None:
+        """The candidate to try on the next request (asks the search when there is none)."""
+        while self._cand is None and self._safe_trial is None and self._tuner is not None:
+            trial = self._tuner.ask()
+            if trial is None:
+                # The budget is spent: serve with the safe configuration alone until a shift. Its
+                # latencies are measured in-process from now on: a new reference for the detector.
+                self._close_epoch("finished", "")
+                if self.detector is not None:
+                    self.detector.reset()
+                return None
+            if trial.config in self.failed:
+                self._tuner.tell(trial, error=f"failed before: {self.failed[trial.config]}")
+            elif trial.config == self.safe:
+                if self._safe_samples:  # the search asks about the safe configuration: it is known
+                    self._tell_safe(trial)
+                else:
+                    self._safe_trial = trial
+            else:
+                self._cand = _Candidate(trial)
+        return self._cand
+
+    def _tell_safe(self, trial: Trial) -> None:
+        samples = list(self._safe_samples)
+        self._tuner.tell(trial, statistics.median(samples), samples=samples, metrics={"safe": 1.0})
+
+    def _observe_safe(self, seq: int, safe_s: float | None) -> None:
+        if safe_s is None:
+            return
+        self._safe_samples.append(safe_s)
+        if self._safe_trial is not None and self._tuner is not None:
+            trial, self._safe_trial = self._safe_trial, None
+            self._tell_safe(trial)
+        if self.detector is not None and self.detector.observe(safe_s):
+            self._shifted(seq)
+
+    def _run_inline(self, request: Any, seq: int) -> tuple[Any, float]:
+        """Run the safe configuration in the caller's process: (answer, seconds).
+
+        Without a candidate there is nothing to race, so the request runs as it would without
+        perftune: no process hop, no racing overhead, on the whole machine.
+        """
+        t0 = time.perf_counter()
+        try:
+            answer = self._run(self.safe, request)
+        except Exception as exc:
+            why = f"raised {type(exc).__name__}: {exc}".splitlines()[0]
+            raise RequestError(f"request {seq}: the safe configuration {why}") from None
+        return answer, time.perf_counter() - t0
+
+    def _fail(self, cand: _Candidate, reason: str) -> None:
+        """A wrong or failing candidate: recorded with its reason, never safe, never tried again."""
+        self.failed[cand.trial.config] = reason
+        self._tuner.tell(cand.trial, error=reason, metrics={"wins": cand.wins, "races": cand.races + 1})
+        self._cand = None
+
+    def _result(self, seq: int, cand: _Candidate, won: bool, sample_s: float, finished: bool) -> None:
+        """Account for one more request of the candidate; promote or drop it when the rule says so."""
+        from perftune.measure import Decision
+
+        cand.races += 1
+        cand.wins += int(won)
+        cand.samples.append(sample_s)
+        cand.n_finished += int(finished)
+        decision = self._decide(cand)
+        if decision is Decision.UNDECIDED:
+            return
+        self._cand = None
+        metrics = {"wins": float(cand.wins), "races": float(cand.races),
+                   "promoted": float(decision is Decision.BETTER)}
+        if cand.n_finished == 0:
+            # It never finished before the safe configuration did: its times are only lower bounds.
+            self._tuner.tell(cand.trial, status=Status.TIMEOUT, metrics=metrics,
+                             error=f"killed in all {cand.races} races: never finished before the safe "
+                                   f"configuration (>= {statistics.median(cand.samples) * 1e3:.3g} ms)")
+        else:
+            self._tuner.tell(cand.trial, statistics.median(cand.samples), samples=cand.samples,
+                             metrics=metrics)
+        if decision is Decision.BETTER:
+            self._safe_before.append(self.safe)
+            self.safe = cand.trial.config
+            self.promotions.append(Promotion(seq, dict(self.safe), cand.wins, cand.races, self.epoch))
+            self._safe_samples.clear()
+            if self.detector is not None:
+                self.detector.reset()
+
+    def _decide(self, cand: _Candidate) -> Any:
+        return self.rule.decide(cand.wins, cand.races)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def _next_seq(self) -> int:
+        if self._closed:
+            raise PerftuneError(f"{type(self).__name__} is closed")
+        seq = self._seq
+        self._seq += 1
+        return seq
+
+    def close(self) -> None:
+        """Stop the workers and end the epoch's run in the store."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_workers()
+        self._close_epoch("finished", "the online tuner was closed")
+
+    def _stop_workers(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to clean up with
+            self._stop_workers()

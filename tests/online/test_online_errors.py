@@ -1,0 +1,71 @@
+"""Bad input to perftune.online: one line naming what is wrong, before anything runs or is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perftune.errors import PerftuneError
+from perftune.online import Explorer, PromotionRule, Racer, ShiftDetector, Split
+from perftune.space import Int, Space
+
+SPACE = Space({"n": Int(1, 8, default=2)}, constraints=["n != 5"])
+
+
+def _objective(config: Any, x: int) -> int:
+    return x
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Racer(_objective, SPACE, split=[[0], [0]]), "split: the two sides share CPU(s) [0]"),
+    (lambda: Racer(_objective, SPACE, split=[[0], [4096]]), "split[1]: CPU(s) [4096] are not available"),
+    (lambda: Racer(_objective, SPACE, split="halves"), "split: expected two CPU lists or two Side values"),
+    (lambda: Racer(_objective, SPACE, split=[[0], []]), "split: each side needs at least one CPU"),
+    (lambda: Racer(_objective), "online: an objective needs a space"),
+    (lambda: Racer(42, SPACE), "online: expected an objective(config, request) or a choice site, got int"),
+    (lambda: Racer(_objective, {"n": 1}), "online: expected a perftune.space.Space, got dict"),
+    (lambda: Racer(_objective, SPACE, safe={"m": 1}), "online: safe has unknown parameter(s) m"),
+    (lambda: Racer(_objective, SPACE, safe={"n": 5}), "online: the safe configuration is invalid"),
+    (lambda: Racer(_objective, SPACE, safe=3), "online: safe must be a configuration (a mapping), got int"),
+    (lambda: Racer(_objective, SPACE, budget=0), "online: budget must be a positive number of candidates"),
+    (lambda: Racer(_objective, SPACE, check="yes"), "online: check must be a function check(request, "),
+    (lambda: Racer(_objective, SPACE, timeout_s=-1), "Racer: timeout_s must be a positive number of seconds"),
+    (lambda: Racer(_objective, SPACE, rule={"max_races": 3}), "online: rule must be a perftune.online"),
+    (lambda: Racer(_objective, SPACE, detector=3), "online: detector must be a ShiftDetector, False or None"),
+    (lambda: Explorer(_objective, SPACE), "Explorer: give check=check(request, answer)"),
+    (lambda: Explorer(_objective, SPACE, check=bool, explore_fraction=0.9),
+     "Explorer: explore_fraction must be in (0, 0.5], got 0.9"),
+    (lambda: Explorer(_objective, SPACE, check=bool, guard=1), "Explorer: guard must be a number > 1"),
+    (lambda: Explorer(_objective, SPACE, check=bool, cpus=(4096,)), "Explorer: cpus (4096,) are not all"),
+    (lambda: PromotionRule(min_races=0), "PromotionRule: min_races must be a positive integer, got 0"),
+    (lambda: PromotionRule(min_races=9, max_races=4), "PromotionRule: min_races (9) must not exceed max"),
+    (lambda: PromotionRule(confidence=1.5), "PromotionRule: confidence must be in (0, 1), got 1.5"),
+    (lambda: PromotionRule(min_races=2, max_races=4), "PromotionRule: no candidate could ever be promoted"),
+    (lambda: ShiftDetector(window_n=1), "ShiftDetector: window_n must be an integer >= 2, got 1"),
+    (lambda: ShiftDetector(threshold=0), "ShiftDetector: threshold must be a positive number, got 0"),
+    (lambda: Split.of([[0], [1], [2]]), "split: expected two CPU lists or two Side values"),
+])
+def test_bad_input_is_one_line(make: Any, message: str) -> None:
+    with pytest.raises(PerftuneError) as err:
+        make()
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_bad_split_writes_no_run(tmp_path: Path) -> None:
+    from perftune.store import open_store
+
+    url = f"sqlite:///{tmp_path}/online.db"
+    with pytest.raises(PerftuneError):
+        Racer(_objective, SPACE, split=[[0], [0]], store=url)
+    assert open_store(url).list_runs() == []
+
+
+def test_a_closed_racer_refuses_requests() -> None:
+    racer = Racer(_objective, SPACE, seed=0)
+    assert racer(3) == 3
+    racer.close()
+    with pytest.raises(PerftuneError, match="Racer is closed"):
+        racer(4)

@@ -1,0 +1,280 @@
+"""The racer: wrong candidates never answer, failing ones cost nothing, the store sees every candidate."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perftune.online import PromotionRule, Racer, RequestError, ShiftDetector
+from perftune.space import Choice, Space
+from perftune.store import open_store
+from perftune.trial import Status
+
+# Racing needs two disjoint CPU sets; the project's machines (and CI) have at least two CPUs.
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="racing needs at least 2 CPUs")
+
+# The safe configuration sleeps this long: sleeping needs no CPU, so timings hold on a busy machine.
+SAFE_S = 0.05
+
+
+def _space(*kinds: str) -> Space:
+    return Space({"kind": Choice(["safe", *kinds], default="safe")})
+
+
+def _double(config: Any, x: int) -> int:
+    kind = config["kind"]
+    if kind == "safe":
+        time.sleep(SAFE_S)
+    elif kind == "fast":
+        time.sleep(0.001)
+    elif kind == "slow":
+        time.sleep(4 * SAFE_S)
+    elif kind == "wrong":  # fast, and wrong
+        return -x
+    elif kind == "raises":
+        raise ValueError("boom")
+    elif kind == "crashes":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "hangs":
+        time.sleep(600)
+    return 2 * x
+
+
+def _is_double(x: int, y: int) -> bool:
+    return bool(y == 2 * x)
+
+
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped (killed: it runs no more)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.parametrize("check", [_is_double, None], ids=["check", "agreement"])
+def test_a_wrong_candidate_never_answers_and_never_becomes_safe(tmp_path: Path, check: Any) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/online.db")
+    with Racer(_double, _space("wrong"), check=check, store=store, name="wrong", seed=0) as racer:
+        answers = [racer(x) for x in range(1, 13)]
+    assert answers == [2 * x for x in range(1, 13)]
+    assert racer.safe["kind"] == "safe" and not racer.promotions
+    (config, reason), = racer.failed.items()
+    assert config["kind"] == "wrong" and reason.startswith("wrong answer")
+    assert any(r.outcome == "wrong" for r in racer.records)
+    assert all(r.answered_by != "candidate" for r in racer.records)
+    stored = {t.config["kind"]: t for t in store.trials(store.get_run("wrong").id)}
+    assert stored["wrong"].status is Status.FAILED and stored["wrong"].reason.startswith("wrong answer")
+    assert stored["safe"].technique == "default" and stored["safe"].ok  # the baseline, measured alone
+
+
+@pytest.mark.parametrize("kind, reason", [("raises", "raised ValueError: boom"),
+                                          ("crashes", "crashed (killed by signal 11, SIGSEGV)")])
+def test_a_failing_candidate_costs_the_request_nothing(kind: str, reason: str) -> None:
+    with Racer(_double, _space(kind), check=_is_double, seed=0) as racer:
+        answers = [racer(x) for x in range(6)]
+        # The worker that crashed was replaced: the next race runs on both halves again.
+        assert all(w.pid and not _dead(w.pid) for w in racer._workers)
+    assert answers == [2 * x for x in range(6)]
+    assert racer.failed[racer.space.default().__class__({"kind": kind})] == reason
+    raced = [r for r in racer.records if r.outcome == "failed"]
+    assert len(raced) == 1 and raced[0].answered_by == "safe"
+    assert raced[0].latency_s < SAFE_S + 0.5
+
+
+def test_a_hanging_candidate_is_killed_when_the_safe_answers(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+
+    def hangs(config: Any, x: int) -> int:
+        if config["kind"] == "hangs":
+            # It hangs in a child process too: the kill must reach the whole process group.
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            with pids.open("a") as f:
+                f.write(f"{os.getpid()} {child.pid}\n")
+            time.sleep(600)
+        return _double(config, x)
+
+    store = open_store(f"sqlite:///{tmp_path}/online.db")
+    with Racer(hangs, _space("hangs"), check=_is_double, seed=0, store=store, name="hang",
+               rule=PromotionRule(min_races=3, max_races=8)) as racer:
+        t0 = time.perf_counter()
+        answers = [racer(x) for x in range(8)]
+        elapsed = time.perf_counter() - t0
+    assert answers == [2 * x for x in range(8)]
+    hung = [r for r in racer.records if r.candidate_trial is not None and r.outcome == "loss"]
+    assert hung and all(r.answered_by == "safe" for r in hung)
+    # Every request was served at the safe configuration's pace (8 x 50 ms plus overhead), never 600 s.
+    assert elapsed < 8 * SAFE_S + 3.0
+    assert max(r.latency_s for r in racer.records) < SAFE_S + 1.0
+    lines = pids.read_text().split()
+    deadline = time.monotonic() + 5
+    while not all(_dead(int(p)) for p in lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_dead(int(p)) for p in lines), "a killed candidate (or its child) still runs"
+    assert racer.n_killed >= len(hung)
+    (trial,) = [t for t in store.trials(store.get_run("hang").id) if t.config["kind"] == "hangs"]
+    assert trial.status is Status.TIMEOUT
+    assert trial.reason.startswith(f"killed in all {len(hung)} races: never finished before the safe")
+
+
+def test_promotion_needs_the_stated_number_of_wins() -> None:
+    rule = PromotionRule(confidence=0.95, min_races=3, max_races=12)
+    with Racer(_double, _space("fast"), check=_is_double, rule=rule, seed=0, detector=False) as racer:
+        for x in range(rule.min_wins + 4):
+            racer(x)
+            wins = sum(r.outcome == "win" for r in racer.records)
+            # Safe until the candidate has won min_wins races, then promoted, not a race earlier.
+            assert (racer.safe["kind"] == "fast") == (wins >= rule.min_wins)
+    (promotion,) = racer.promotions
+    assert promotion.wins == promotion.races == rule.min_wins
+    winners = [r for r in racer.records if r.outcome == "win"]
+    assert all(r.answered_by == "candidate" and r.candidate_s < SAFE_S for r in winners)
+
+
+def test_a_slower_candidate_is_dropped_and_never_promoted() -> None:
+    rule = PromotionRule()
+    with Racer(_double, _space("slow"), check=_is_double, rule=rule, seed=0, detector=False) as racer:
+        for x in range(12):
+            racer(x)
+    assert racer.safe["kind"] == "safe" and not racer.promotions
+    losses = [r for r in racer.records if r.outcome == "loss"]
+    assert len(losses) == 5  # dropped by the futility look after five straight losses
+    assert not racer.exploring  # the only candidate is done: the safe configuration runs alone
+    assert [r.answered_by for r in racer.records][-3:] == ["alone"] * 3
+
+
+def test_without_a_check_a_faster_candidate_wins_but_only_answers_once_safe() -> None:
+    rule = PromotionRule(min_races=3, max_races=12)
+    with Racer(_double, _space("fast"), rule=rule, seed=0, detector=False) as racer:
+        answers = [racer(x) for x in range(rule.min_wins + 4)]
+    assert answers == [2 * x for x in range(rule.min_wins + 4)]
+    assert racer.safe["kind"] == "fast"
+    before = [r for r in racer.records if r.outcome == "win"]
+    assert len(before) == rule.min_wins and all(r.answered_by == "safe" for r in before)
+    assert racer.records[-1].answered_by == "alone" and racer.records[-1].safe_s < SAFE_S
+
+
+def test_a_shift_reopens_exploration_in_a_new_run(tmp_path: Path) -> None:
+    # Phase 1 favours "a" (the safe one), phase 2 makes "a" slow and "b" fast.
+    def phased(config: Any, request: tuple[int, int]) -> int:
+        phase, x = request
+        fast = (config["kind"] == "a") == (phase == 1)
+        time.sleep(0.004 if fast else 0.03)
+        return 2 * x
+
+    space = Space({"kind": Choice(["a", "b"], default="a")})
+    store = open_store(f"sqlite:///{tmp_path}/online.db")
+    detector = ShiftDetector(reference_n=10, window_n=6, threshold=0.5, confidence=0.99)
+    with Racer(phased, space, check=lambda r, y: y == 2 * r[1], store=store, name="shift", seed=0,
+               detector=detector) as racer:
+        for x in range(30):
+            racer((1, x))
+        assert racer.safe["kind"] == "a" and not racer.shifts
+        for x in range(60):
+            racer((2, x))
+    assert racer.shifts and racer.safe["kind"] == "b"
+    assert racer.promotions[-1].epoch == 1
+    assert racer.run_names == ["shift", "shift-shift1"]
+    second = store.trials(store.get_run("shift-shift1").id)
+    assert any(t.config["kind"] == "b" and t.metrics.get("promoted") == 1.0 for t in second)
+
+
+def test_perftune_show_lists_the_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/online.db"
+    space = _space("fast", "raises")
+    with Racer(_double, space, check=_is_double, store=url, name="served", seed=0) as racer:
+        for x in range(20):
+            racer(x)
+    out = subprocess.run([sys.executable, "-m", "perftune", "show", "served", "--store", url],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "run served" in out.stdout and "raised ValueError: boom" in out.stdout
+
+
+def test_a_request_the_safe_configuration_fails_raises_one_line() -> None:
+    def broken(config: Any, x: int) -> int:
+        raise KeyError("no such row")
+
+    with Racer(broken, _space(), seed=0) as racer, pytest.raises(RequestError) as err:
+        racer(1)
+    assert "request 0: the safe configuration raised KeyError" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_timeout_s_bounds_a_request_whose_safe_configuration_hangs() -> None:
+    def hangs(config: Any, x: int) -> int:
+        time.sleep(600)
+        return x
+
+    with Racer(hangs, _space(), timeout_s=0.2, seed=0) as racer:
+        t0 = time.perf_counter()
+        with pytest.raises(RequestError, match="took longer than timeout_s=0.2"):
+            racer(1)
+        assert time.perf_counter() - t0 < 3.0
+
+
+def test_an_algorithm_site_is_raced_through_its_selector() -> None:
+    from perftune.choice import AlgorithmSite
+
+    site = AlgorithmSite("online-test-sort", default="slow", size_range=(1, 1000))
+
+    @site.alternative("slow")
+    def _slow(xs: list[int]) -> list[int]:
+        time.sleep(0.02)
+        return sorted(xs)
+
+    @site.alternative("fast")
+    def _fast(xs: list[int]) -> list[int]:
+        return sorted(xs)
+
+    with Racer(site, check=lambda xs, ys: ys == sorted(xs), seed=0) as racer:
+        answers = [racer([3, 1, 2]) for _ in range(30)]
+    assert answers == [[1, 2, 3]] * 30
+    assert racer.promotions
+    with site.use(racer.safe["online-test-sort"]):
+        assert site.choose(3) == "fast"  # the promoted selector runs the fast alternative on these inputs
+
+
+def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+
+    def noting(config: Any, x: int) -> int:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return _double(config, x)
+
+    racer = Racer(noting, _space("fast", "slow"), check=_is_double, seed=0)
+    for x in range(12):
+        racer(x)
+    zygote = racer._zygote.pid
+    racer.close()
+    seen = {int(p) for p in pids.read_text().split()} - {os.getpid()}  # the safe one alone runs in-process
+    assert len(seen) >= 3  # losers were killed and replaced by fresh workers
+    deadline = time.monotonic() + 5
+    while not all(_dead(p) for p in [*seen, zygote]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_dead(p) for p in [*seen, zygote])
+
+
+def test_a_request_the_safe_configuration_fails_is_not_held_up_by_a_hanging_candidate() -> None:
+    def safe_fails_on_negatives(config: Any, x: int) -> int:
+        if config["kind"] == "safe" and x < 0:
+            raise ValueError("negative")
+        return _double(config, x)
+
+    with Racer(safe_fails_on_negatives, _space("hangs"), check=_is_double, seed=0) as racer:
+        assert racer(1) == 2  # the default, measured alone
+        t0 = time.perf_counter()
+        with pytest.raises(RequestError, match="request 1: the safe configuration raised ValueError"):
+            racer(-1)
+        assert time.perf_counter() - t0 < 2.0
+        assert racer.n_killed >= 1  # the hanging candidate was killed, not waited for
+        assert racer(2) == 4  # the racer goes on serving
