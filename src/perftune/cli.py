@@ -897,3 +897,28 @@ def examples_cmd(directory: str, force: bool) -> None:
         click.echo(f"  {os.path.join(directory, rel)}")
     task = shlex.quote(os.path.join(directory, _EXAMPLES_FIRST_TASK))
     click.echo(f"next: perftune run {task} --budget 40")
+
+
+# ---- issue 14: seeing a run (dashboard, runs delete, compare) ----
+
+
+@cli.command("dashboard")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store (read, never written).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any but the loopback one needs a token (generated if not given).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8050, show_default=True, help="Port.")
+@click.option("--token", default=None, metavar="TOKEN", envvar="PERFTUNE_DASHBOARD_TOKEN",
+              help="Require this token on every request (default: none on 127.0.0.1, generated elsewhere).")
+@click.pass_context
+def dashboard_cmd(ctx: click.Context, store: str | None, host: str, port: int, token: str | None) -> None:
+    """Serve a live, read-only web view of the store: runs, one run, and runs compared.
+
+    New trials appear without a reload. Needs the dashboard extra: pip install 'perftune[dashboard]'.
+
+    \b
+    Example:
+      perftune dashboard --store perftune.db       # then open http://127.0.0.1:8050/
+    """
+    from perftune.dashboard import serve
+
+    serve(_open(ctx, store), host=host, port=port, token=token, echo=lambda line: click.echo(line, err=True))
