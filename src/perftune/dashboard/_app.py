@@ -87,6 +87,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from perftune import report
+    from perftune.store import TRIAL_ORDERS
 
     if isinstance(store, str) or store is None:
         from perftune.store import open_store
@@ -166,6 +167,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
             limit = min(_PAGE_LIMIT_MAX, max(1, int(q.get("limit", 50))))
         except ValueError:
             raise PerftuneError("offset and limit must be integers") from None
+        if q.get("sort", "trial") not in TRIAL_ORDERS:
+            raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: use one of {', '.join(TRIAL_ORDERS)}")
         return report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
                                   sort=q.get("sort", "trial"),
                                   descending=q.get("descending") in ("1", "true"),
@@ -245,8 +248,15 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         Route("/api/runs/{ref}", api(api_run)),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Headers), Middleware(ReadOnly)])
+    # scikit-learn's first import takes seconds: done now, so that the first run page's importance is quick.
+    threading.Thread(target=_preload_model, name="perftune-dashboard-preload", daemon=True).start()
     app.state.store = st
     return app
+
+
+def _preload_model() -> None:
+    import sklearn.ensemble  # noqa: F401
+    import sklearn.inspection  # noqa: F401
 
 
 def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: How :func:`parameter_view` ranks the parameters, as the pages print it.
-IMPORTANCE_METHOD = ("permutation importance of a random forest (scikit-learn, 100 trees) fitted on the "
+IMPORTANCE_METHOD = ("permutation importance of a random forest (scikit-learn, 60 trees) fitted on the "
                      "successful trials' log values, measured on a held-out quarter of them")
 
 # Plotly draws this many points per curve smoothly in the browser; longer curves are thinned (the
@@ -335,7 +335,7 @@ def _importance(columns: dict[str, list[float]], y: list[float], seed: int = 0) 
     order = rng.permutation(len(y))
     n_test = max(2, len(y) // 4)
     test, train = order[:n_test], order[n_test:]
-    forest = RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1)
+    forest = RandomForestRegressor(n_estimators=60, min_samples_leaf=2, random_state=seed, n_jobs=1)
     forest.fit(x[train], target[train])
     result = permutation_importance(forest, x[test], target[test], n_repeats=5, random_state=seed, n_jobs=1)
     raw = np.maximum(result.importances_mean, 0.0)

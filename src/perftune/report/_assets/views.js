@@ -43,7 +43,7 @@
     setInterval(async () => {
       if (busy) return;
       busy = true;
-      try { await fn(); } catch (e) { console.warn(e.message); } finally { busy = false; }
+      try { await fn(); } catch (e) { console.error(e.message); } finally { busy = false; }
     }, ms);
   }
 
@@ -107,7 +107,7 @@
     render();
     if (P.mode === "live") {
       const refresh = async () => { state.rows = (await get("api/runs")).runs; render(); };
-      refresh().catch((e) => console.warn(e.message));
+      refresh().catch((e) => console.error(e.message));
       poll(refresh, 1000);
     }
   }
@@ -136,7 +136,8 @@
          ["duration", "duration (s)"], [null, "samples"], [null, "reason"], [null, "config"]].map(([k, label]) =>
           k ? '<th class="sortable" data-sort="' + k + '">' + label + "</th>" : "<th>" + label + "</th>").join("") +
         "</tr></thead><tbody></tbody></table>") +
-      section("importance", "Parameter importance", '<p id="importance-method" class="muted"></p><div id="importance" class="plot"></div>') +
+      section("importance", "Parameter importance", '<p id="importance-method" class="muted">fitting a random forest to the ' +
+        "trials...</p><div id=\"importance\" class=\"plot\"></div>") +
       section("parallel", "Parallel coordinates", '<div id="parallel" class="plot"></div>') +
       section("slices", "Slice plots", '<div id="slices" class="slices"></div>') +
       section("credits", "Technique credits over time", '<div class="two"><div id="credits" class="plot"></div>' +
@@ -334,7 +335,7 @@
       loadTable();
       loadParams();
     } else {
-      refresh().catch((e) => console.warn(e.message));
+      refresh().catch((e) => console.error(e.message));
       poll(refresh, 1000);
     }
   }
