@@ -513,12 +513,15 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 
-@cli.command("runs")
+@cli.group("runs", invoke_without_command=True)
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_context
 def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
-    """List the runs in the store."""
+    """List the runs in the store (perftune runs delete RUN removes one)."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj["runs_store"] = store
+        return
     st = _open(ctx, store)
     from perftune.report import FinalAnswer
 
@@ -922,3 +925,105 @@ def dashboard_cmd(ctx: click.Context, store: str | None, host: str, port: int, t
     from perftune.dashboard import serve
 
     serve(_open(ctx, store), host=host, port=port, token=token, echo=lambda line: click.echo(line, err=True))
+
+
+@runs_cmd.command("delete")
+@click.argument("run")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def runs_delete_cmd(ctx: click.Context, run: str, store: str | None, yes: bool) -> None:
+    """Delete RUN (name, id or 'latest') with its trials, samples and checkpoint.
+
+    Asks first when the input is a terminal; elsewhere --yes is required. A run that a live driver is
+    driving is refused.
+    """
+    st = _open(ctx, store or ctx.obj.get("runs_store"))
+    info = st.get_run(run)
+    n = st.count(info.id)
+    what = f"run {info.name!r} (id {info.id}, {n} trials) from {st.location}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PerftuneError(f"runs delete: would delete {what}; pass --yes to confirm")
+        if not click.confirm(f"delete {what}?", default=False, err=True):
+            click.echo("nothing deleted", err=True)
+            return
+    st.delete_run(info.id)
+    click.echo(f"deleted {what}")
+
+
+@cli.command("compare")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as_json: bool) -> None:
+    """Compare two or more runs of the same space: best so far along the way, and the final bests.
+
+    The first run is the reference: each other run's best is compared with its best, a speedup with
+    a 95% confidence interval from their samples (the report's single definition of improvement).
+
+    \b
+    Example:
+      perftune compare tune-a tune-b
+    """
+    from perftune.report import compare_view
+
+    st = _open(ctx, store)
+    if len(runs) < 2:
+        raise PerftuneError("compare: give two or more runs")
+    view = compare_view(st, list(runs))
+    rows = _compare_rows(st, view)
+    if as_json:
+        _emit_json({"goal": view["goal"], "runs": rows})
+        return
+    from rich.table import Column, Table
+    from rich.text import Text
+
+    marks = sorted({m for r in rows for m in r["best_at"]}, key=int)
+    table = Table(Column("run", min_width=max(len(r["name"]) for r in rows)), "status", "trials", "best",
+                  Column("vs the first's best", min_width=20),
+                  *[f"best at {m}" for m in marks], title=f"goal: {view['goal']}imise")
+    for r in rows:
+        imp = r["improvement_over_first"]
+        table.add_row(Text(r["name"]), Text(str(r["status"])), str(r["n_trials"]),
+                      "-" if r["best"] is None else f"{r['best']:.6g}",
+                      "(reference)" if r is rows[0] else "-" if imp is None else
+                      (f"{imp['estimate']:.3f}x" + ("" if not imp["interval"] else
+                                                    f" ({imp['low']:.3f}x to {imp['high']:.3f}x)")),
+                      *["-" if r["best_at"].get(m) is None else f"{r['best_at'][m]:.6g}" for m in marks])
+    _console().print(table)
+    for r in rows[1:]:
+        if r["improvement_over_first"] is not None:
+            click.echo(f"{r['name']}: {r['improvement_over_first']['text']}")
+
+
+def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per run: the best so far at a few trial counts, and its best against the first run's best."""
+    import bisect
+    import dataclasses
+
+    from perftune.report import improvement_of
+
+    longest = max(r["n_trials"] for r in view["runs"])
+    marks = [m for m in (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 100_000) if m < longest][-3:]
+    marks = sorted(set(marks) | {r["n_trials"] for r in view["runs"]})
+    bests = [st.best(r["run"]["id"]) for r in view["runs"]]
+    rows = []
+    for r, best in zip(view["runs"], bests, strict=True):
+        # best_trial/best_value: the steps of the best-so-far curve (and its end at the last trial).
+        steps, values = r["best_trial"], r["best_value"]
+        best_at: dict[str, float | None] = {}
+        for m in marks:
+            k = bisect.bisect_right(steps, m - 1)
+            best_at[str(m)] = values[k - 1] if k and m <= r["n_trials"] else None
+        imp = None
+        if best is not None and bests[0] is not None and r is not view["runs"][0]:
+            found = improvement_of(best, bests[0], goal=view["goal"],
+                                   baseline=f"the best of {view['runs'][0]['run']['name']}")
+            # Trial ids of two runs may coincide: the other run's best is never "the baseline itself".
+            imp = None if found is None else dataclasses.replace(found, is_baseline=False).to_json()
+        rows.append({"name": r["run"]["name"], "id": r["run"]["id"], "status": r["run"]["status"],
+                     "n_trials": r["n_trials"], "best": r["run"]["best"], "best_at": best_at,
+                     "improvement_over_first": imp})
+    return rows

@@ -152,7 +152,7 @@ def start() -> Iterator[Any]:
 
 @pytest.fixture()
 def screenshot() -> Any:
-    """``screenshot(page, name)`` saves NAME.png in ``$PERFTUNE_SCREENSHOTS`` when it is set (the docs' images)."""
+    """``screenshot(page, name)`` saves NAME.png in ``$PERFTUNE_SCREENSHOTS`` when set (the docs' images)."""
 
     def save(page: Any, name: str, *, full_page: bool = False) -> None:
         folder = os.environ.get("PERFTUNE_SCREENSHOTS")

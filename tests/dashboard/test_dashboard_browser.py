@@ -39,7 +39,8 @@ def test_every_view_renders_without_console_errors(dashboard: Any, page: Any, br
 
     page.locator("#runs a", has_text="alpha").click()
     page.wait_for_url("**/runs/alpha")
-    _wait_drawn(page, "convergence", "credits", "proposals", "failures-plot", "importance", "parallel", "slice-0")
+    _wait_drawn(page, "convergence", "credits", "proposals", "failures-plot", "importance", "parallel",
+                "slice-0")
     assert "Method: permutation importance of a random forest" in page.inner_text("#importance-method")
     assert page.locator("#trial-table tbody tr").count() == 25
     assert page.inner_text("#t-range") == "1–25 of 70"
@@ -59,7 +60,8 @@ def test_every_view_renders_without_console_errors(dashboard: Any, page: Any, br
 
     # Convergence on a time axis: the same points, x in seconds.
     page.select_option("#x-axis", "time")
-    page.wait_for_function("() => document.querySelector('#convergence .xtitle').textContent.startsWith('time')")
+    page.wait_for_function(
+        "() => document.querySelector('#convergence .xtitle').textContent.startsWith('time')")
     assert browser.errors == []
 
 
@@ -69,8 +71,9 @@ def test_a_new_trial_appears_within_two_seconds(filled_store: str, start: Any, p
     try:
         run = store.create_run("live", None, {"budget": {"evals": 20}}, "min", None)
         for i in range(3):
+            now = time.time()
             store.add_trial(run.id, Trial(i, Config({"x": i}), Status.OK, value=10.0 - i, loss=10.0 - i,
-                                          technique="random", started_at=time.time(), finished_at=time.time()))
+                                          technique="random", started_at=now, finished_at=now))
         dash = start(filled_store)
         page.goto(dash.url + "runs/live")
         page.wait_for_function("() => document.getElementById('t-range').textContent === '1–3 of 3'")
@@ -90,7 +93,8 @@ def test_a_new_trial_appears_within_two_seconds(filled_store: str, start: Any, p
         page.wait_for_selector("#runs tbody tr[data-run='live']")
         store.add_trial(run.id, Trial(4, Config({"x": 4}), Status.FAILED, reason="boom", technique="random"))
         page.wait_for_function(
-            "() => document.querySelector(\"#runs tr[data-run='live']\").children[5].textContent === '5 of 20'",
+            "() => document.querySelector(\"#runs tr[data-run='live']\").children[5].textContent"
+            " === '5 of 20'",
             timeout=2000)
     finally:
         store.close()
@@ -124,13 +128,16 @@ def test_the_trial_table_filters_sorts_and_pages_on_the_server(dashboard: Any, f
 
     page.select_option("#t-status", "ok")
     page.click("#trial-table th[data-sort='value']")
-    page.wait_for_function("() => document.querySelector(\"th[data-sort='value']\").textContent.endsWith('▲')")
+    page.wait_for_function("() => document.querySelector(\"th[data-sort='value']\").textContent"
+                           ".endsWith('▲')")
     _wait_table(page, f"1–25 of {len(ok_values)}")
     shown = [float(r[2]) for r in _table(page)]
     assert shown == pytest.approx(ok_values[:25], rel=1e-5)
     page.click("#trial-table th[data-sort='value']")
-    page.wait_for_function("() => document.querySelector(\"th[data-sort='value']\").textContent.endsWith('▼')")
-    page.wait_for_function("(v) => parseFloat(document.querySelector('#trial-table tbody td.value').textContent) === v",
+    page.wait_for_function("() => document.querySelector(\"th[data-sort='value']\").textContent"
+                           ".endsWith('▼')")
+    page.wait_for_function("(v) => parseFloat(document.querySelector('#trial-table tbody td.value')"
+                           ".textContent) === v",
                            arg=ok_values[-1])
     assert [float(r[2]) for r in _table(page)] == pytest.approx(ok_values[::-1][:25], rel=1e-5)
 
@@ -160,7 +167,8 @@ def test_compare_view_of_two_runs(dashboard: Any, page: Any, browser: Any, scree
     _wait_drawn(page, "compare-plot")
     assert _svg_texts(page, "#compare-plot .legendtext") == ["alpha", "beta"]
     assert page.locator("#compare-plot .scatterlayer .trace").count() == 2
-    assert [r.split("\t")[0] for r in page.locator("#compare-table tr").all_inner_texts()[1:]] == ["alpha", "beta"]
+    names = [r.split("\t")[0] for r in page.locator("#compare-table tr").all_inner_texts()[1:]]
+    assert names == ["alpha", "beta"]
     screenshot(page, "dashboard-compare")
     assert browser.errors == []
 
@@ -223,7 +231,7 @@ def test_api_pages_are_json_and_bad_input_is_one_line(dashboard: Any) -> None:
         page = json.loads(r.read())
     assert page["total"] == 70 and len(page["rows"]) == 5
     for url, code, words in ((dashboard.url + "api/runs/nope", 404, "no run 'nope'"),
-                             (dashboard.url + "api/runs/alpha/trials?sort=colour", 400, "cannot sort trials by"),
+                             (dashboard.url + "api/runs/alpha/trials?sort=colour", 400, "cannot sort"),
                              (dashboard.url + "api/runs/alpha/trials?limit=ten", 400, "must be integers"),
                              (dashboard.url + "api/compare?runs=alpha", 400, "two or more")):
         with pytest.raises(urllib.error.HTTPError) as info:

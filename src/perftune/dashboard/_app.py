@@ -168,7 +168,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         except ValueError:
             raise PerftuneError("offset and limit must be integers") from None
         if q.get("sort", "trial") not in TRIAL_ORDERS:
-            raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: use one of {', '.join(TRIAL_ORDERS)}")
+            raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: "
+                                f"use one of {', '.join(TRIAL_ORDERS)}")
         return report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
                                   sort=q.get("sort", "trial"),
                                   descending=q.get("descending") in ("1", "true"),
