@@ -26,7 +26,8 @@ def test_runs_delete_asks_for_yes_and_removes_only_that_run(tmp_path: Path) -> N
     perftune.tune(lambda c: float(c["x"]), space, budget=6, seed=0, store=db, name="first")
     perftune.tune(lambda c: float(c["x"]), space, budget=4, seed=1, store=db, name="second")
     out = _invoke("--store", db, "runs", "delete", "first", code=2)
-    assert out.strip() == (f"perftune: error: runs delete: would delete run 'first' (id 1, 6 trials) from {db}; "
+    assert out.strip() == ("perftune: error: runs delete: would delete run 'first' (id 1, 6 trials) "
+                           f"from {db}; "
                            "pass --yes to confirm")
     out = _invoke("runs", "--store", db, "delete", "first", "--yes")
     assert out.strip() == f"deleted run 'first' (id 1, 6 trials) from {db}"
@@ -63,7 +64,8 @@ def test_compare_prints_best_so_far_and_the_speedup_with_its_interval(tmp_path: 
     assert slow["best_at"] == {"10": 8.0, "25": 8.0, "30": 8.0}
     assert fast["best_at"] == {"10": 4.0, "25": None, "30": None}  # fast has 10 trials only
     imp = fast["improvement_over_first"]
-    assert imp["estimate"] == 2.0 and imp["low"] < 2.0 < imp["high"] and slow["improvement_over_first"] is None
+    assert imp["estimate"] == 2.0 and imp["low"] < 2.0 < imp["high"]
+    assert slow["improvement_over_first"] is None
     assert imp["text"].startswith("improvement over the best of slow: 2.000x (95% CI")
     text = _invoke("--store", db, "compare", "slow", "fast")
     assert "fast: improvement over the best of slow: 2.000x (95% CI" in text

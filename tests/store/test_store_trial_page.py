@@ -21,7 +21,8 @@ def _fill(store, name: str = "r", n: int = 30) -> int:  # type: ignore[no-untype
     for i in range(n):
         config = Config({"x": i, "y": i % 10})
         if i % 4 == 3:
-            trial = Trial(i, config, Status.FAILED, reason=f"boom {i}", technique="random", worker=f"w{i % 2}")
+            trial = Trial(i, config, Status.FAILED, reason=f"boom {i}", technique="random",
+                          worker=f"w{i % 2}")
         else:
             value = float((i * 37) % 50) + 0.5
             trial = Trial(i, config, Status.OK, value=value, loss=value, samples=[value, value + 0.1],

@@ -121,14 +121,23 @@ def _best_html(best: dict[str, Any] | None) -> list[str]:
     parts += [f"<p class='improvement'><b>{html.escape(line)}</b></p>" for line in best["lines"]]
     if best["command_line"]:
         parts.append(f"<p>command line:</p><code class='cmd'>{html.escape(best['command_line'])}</code>")
+    params = []
     if best["only_differing"]:
-        parts.append(f"<p class='muted'>{best['n_differing']} of {best['n_params']} parameters differ from "
-                     "the default (the others are at their default):</p>")
+        params.append(f"<p class='muted'>{best['n_differing']} of {best['n_params']} parameters differ from "
+                      "the default (the others are at their default):</p>")
     for group, items in best["groups"].items():
-        parts.append(f"<div class='group'>{html.escape(group)} ({len(items)})</div><div class='grid'>")
-        parts += [f"<div><code>{html.escape(str(k))}</code> = {_value(v)}</div>" for k, v, _ in items]
-        parts.append("</div>")
-    return parts
+        params.append(f"<div class='group'>{html.escape(group)} ({len(items)})</div><div class='grid'>")
+        params += [f"<div><code>{html.escape(str(k))}</code> = {_value(v)}</div>" for k, v, _ in items]
+        params.append("</div>")
+    if best["final_flags"] is None:
+        return parts + params
+    parts.append(f"<p>{best['n_final_flags']} options besides the sources:</p>")
+    for group, flags in best["final_flags"].items():
+        parts.append(f"<div class='flags'><b>{html.escape(group)} ({len(flags)}):</b> "
+                     f"<code>{html.escape(' '.join(flags))}</code></div>")
+    return [*parts, f"<details><summary>the best trial of the search (trial {best['trial']}): "
+            f"{best['n_differing']} of {best['n_params']} parameters differ from the default</summary>",
+            *params, "</details>"]
 
 
 def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:

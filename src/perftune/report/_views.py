@@ -32,6 +32,7 @@ __all__ = [
     "IMPORTANCE_METHOD",
     "compare_view",
     "failure_label",
+    "flag_groups",
     "parameter_view",
     "run_view",
     "runs_view",
@@ -151,6 +152,37 @@ def _group(name: str, kind: str) -> str:
     return "flag"
 
 
+def flag_groups(flags: Sequence[str]) -> dict[str, list[str]]:
+    """A compiler command line's options grouped for reading: level and target, -f on, -f off, --param.
+
+    Example:
+        >>> flag_groups(["-O2", "-funroll-loops", "-fno-tree-pre", "--param", "max-unroll-times=4"])
+        {'level and target': ['-O2'], '-f flags on': ['-funroll-loops'], '-f flags off': ['-fno-tree-pre'], \
+'--param values': ['--param max-unroll-times=4']}
+    """
+    groups: dict[str, list[str]] = {}
+    items = list(flags)
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        if flag == "--param" and i + 1 < len(items):
+            group, flag = "--param values", f"--param {items[i + 1]}"
+            i += 1
+        elif flag.startswith("--param"):
+            group = "--param values"
+        elif flag.startswith(("-O", "-march", "-mtune")):
+            group = "level and target"
+        elif flag.startswith("-fno-"):
+            group = "-f flags off"
+        elif flag.startswith("-f"):
+            group = "-f flags on"
+        else:
+            group = "other options"
+        groups.setdefault(group, []).append(flag)
+        i += 1
+    return groups
+
+
 def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | None:
     best = store.best(info.id)
     trial = best
@@ -168,7 +200,11 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
     groups: dict[str, list[list[Any]]] = {}
     for k, v in shown.items():
         groups.setdefault(_GROUP_LABELS[_group(k, kind)], []).append([k, v, default.get(k)])
+    flags = (answer.config or {}).get("flags")
+    final_flags = flag_groups(flags) if isinstance(flags, list) and all(isinstance(f, str) for f in flags) \
+        else None
     return {
+        "final_flags": final_flags, "n_final_flags": len(flags) if final_flags is not None else None,
         "trial": trial.id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
         "n_params": len(config), "n_differing": len(differing), "only_differing": len(config) > 20,
         "groups": groups, "command_line": answer.command_line,

@@ -10,6 +10,9 @@
   const PLOT_CONFIG = {displaylogo: false, responsive: true};
   const COLOURS = {failed: "#d62728", timeout: "#ff7f0e", cancelled: "#7f7f7f"};
   const $ = (id) => document.getElementById(id);
+  const FLAG_PREFIX = {"-f flags on": "-f", "-f flags off": "-fno-", "--param values": "--param "};
+  const shorten = (flag, prefix) => flag.startsWith(prefix) ? flag.slice(prefix.length) :
+    flag.startsWith("--param=") ? flag.slice(8) : flag;
 
   function esc(s) {
     return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g,
@@ -180,19 +183,33 @@
     function drawBest() {
       const b = state.view.best;
       if (!b) { $("best").innerHTML = "<p>No successful trial yet.</p>"; return; }
-      let out = "<p>value <b>" + num(b.value) + "</b> (trial " + b.trial + ", proposed by <code>" + esc(b.technique) +
+      let out = '<p class="tight">value <b>' + num(b.value) + "</b> (trial " + b.trial + ", proposed by <code>" + esc(b.technique) +
         "</code>, " + b.samples.length + " samples)</p>";
-      for (const line of b.lines) out += '<p class="improvement"><b>' + esc(line) + "</b></p>";
+      for (const line of b.lines) out += '<p class="improvement tight"><b>' + esc(line) + "</b></p>";
       if (b.command_line) {
         out += '<div class="controls"><b>command line</b><button id="copy">copy</button></div><code class="cmd" id="command-line">' +
           esc(b.command_line) + "</code>";
       }
-      out += b.only_differing ? '<p class="muted">' + b.n_differing + " of " + b.n_params +
+      let params = b.only_differing ? '<p class="muted">' + b.n_differing + " of " + b.n_params +
         " parameters differ from the default (the others are at their default):</p>" : "";
       for (const [group, items] of Object.entries(b.groups)) {
-        out += '<div class="group">' + esc(group) + " (" + items.length + ')</div><div class="grid">' +
+        params += '<div class="group">' + esc(group) + " (" + items.length + ')</div><div class="grid">' +
           items.map(([k, v, d]) => '<div title="default: ' + esc(JSON.stringify(d)) + '"><code>' + esc(k) + "</code> = " +
             esc(typeof v === "string" ? v : JSON.stringify(v)) + "</div>").join("") + "</div>";
+      }
+      if (b.final_flags) {
+        // A flags run answers with a (reduced) option set: that is the answer; the search's best trial is detail.
+        out += '<div id="final-flags"><p class="tight">' + b.n_final_flags + " options besides the sources:</p>";
+        for (const [group, flags] of Object.entries(b.final_flags)) {
+          // The group names the prefix, so each option is shown without it: hundreds fit one screen.
+          const prefix = FLAG_PREFIX[group];
+          out += '<div class="flags"><b>' + esc(group) + " (" + flags.length + (prefix ? ", shown without " + prefix : "") +
+            "):</b> <code>" + flags.map((f) => esc(prefix ? shorten(f, prefix) : f)).join(" ") + "</code></div>";
+        }
+        out += "</div><details><summary>the best trial of the search (trial " + b.trial + "): " + b.n_differing + " of " +
+          b.n_params + " parameters differ from the default</summary>" + params + "</details>";
+      } else {
+        out += params;
       }
       $("best").innerHTML = out;
       if ($("copy")) {
