@@ -74,8 +74,17 @@ def _budget_option(f: Any) -> Any:
                              "give twice for both, the first reached ends the run.")(f)
 
 
+def _progress_options(f: Any) -> Any:
+    f = click.option("--progress-every", "progress_every", type=click.FloatRange(min=0.1), default=None,
+                     metavar="S", help="When the output is not a terminal: a progress line every S seconds "
+                                       "(default 10).")(f)
+    return click.option("--quiet", "-q", is_flag=True,
+                        help="No progress lines (the result is still printed).")(f)
+
+
 def _common_options(f: Any) -> Any:
     f = _budget_option(f)
+    f = _progress_options(f)
     f = click.option("--scheduler", default=None, metavar="ADDRESS",
                      help="With --executor dask: tcp://host:8786, "
                           "or local:N for a local cluster of N workers.")(f)
@@ -203,8 +212,10 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
 @click.pass_context
 def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
-            warm_start: tuple[str, ...], as_json: bool) -> None:
+            warm_start: tuple[str, ...], as_json: bool, quiet: bool = False,
+            progress_every: float | None = None) -> None:
     """Tune the program described by the task file TASK (TOML)."""
+    ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
 
@@ -296,7 +307,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
                   settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
     try:
         result = tuner.run(TargetObjective(target), limit, workers=workers, executor=executor,
-                           scheduler=scheduler, progress=not as_json and sys.stderr.isatty())
+                           scheduler=scheduler, progress=ctx.obj.get("progress") or False)
     except KeyboardInterrupt:
         click.echo("perftune: interrupted", err=True)
         sys.exit(130)
@@ -369,7 +380,7 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
         store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
     try:
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
-                           progress=not as_json and sys.stderr.isatty(), timeout_s=spec.timeout_s,
+                           progress=_current_progress(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
         click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
@@ -464,8 +475,9 @@ def _warm_start_source(st: Any, source: str) -> Any:
 @click.pass_context
 def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
                lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None,
-               as_json: bool) -> None:
+               as_json: bool, quiet: bool = False, progress_every: float | None = None) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
+    ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
@@ -759,20 +771,20 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         raise PerftuneError("flags: builds and timed runs stay on this machine; "
                             "--executor dask is not supported")
 
-    best_seen: list[float] = [0.0]
-
-    def progress(n_trials: int, speedup: float | None) -> None:
-        if not as_json and speedup is not None and speedup > best_seen[0] + 1e-9:
-            best_seen[0] = speedup
-            click.echo(f"trial {n_trials}: best so far {speedup:.3f}x over -O3", err=True)
-
-    result = tune_flags(
-        list(sources), run_args, compiler=compiler, budget=_opt(ctx, "budget", budget) or "5m",
-        workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol, abs_tol=abs_tol,
-        link_args=shlex.split(link), store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed),
-        include_params=not no_params, reduce=not no_reduce, on_trial=progress,
-        clock=common.get("clock", "wall"),
-    )
+    budget_items = _opt(ctx, "budget", budget) or "5m"
+    progress = _flags_progress(budget_items, _progress_settings(as_json, common.get("quiet", False),
+                                                                common.get("progress_every")))
+    try:
+        result = tune_flags(
+            list(sources), run_args, compiler=compiler, budget=budget_items,
+            workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol,
+            abs_tol=abs_tol, link_args=shlex.split(link), store=_open(ctx, store, must_exist=False),
+            seed=_opt(ctx, "seed", seed),
+            include_params=not no_params, reduce=not no_reduce, on_trial=progress,
+            clock=common.get("clock", "wall"),
+        )
+    finally:
+        progress.close()
     _print_flags_result(result, as_json)
 
 
@@ -1027,3 +1039,45 @@ def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:
                      "n_trials": r["n_trials"], "best": r["run"]["best"], "best_at": best_at,
                      "improvement_over_first": imp})
     return rows
+
+
+def _progress_settings(as_json: bool, quiet: bool, every_s: float | None) -> Any:
+    """What a long command reports on stderr while it runs: nothing with --quiet or --json (whose reader
+    is a program), else one line rewritten in a terminal, or a plain line every S seconds elsewhere."""
+    from perftune.drive import ProgressSettings
+
+    if quiet or as_json:
+        return None
+    return ProgressSettings(every_s=10.0 if every_s is None else every_s)
+
+
+def _current_progress() -> Any:
+    ctx = click.get_current_context(silent=True)
+    return (ctx.obj or {}).get("progress") or False if ctx is not None else False
+
+
+class _FlagsProgress:
+    """``perftune flags``'s progress (its search reports through ``on_trial``): the driver's progress line,
+    with the best as a speedup over -O3, and the reduction after the search said as such."""
+
+    def __init__(self, line: Any) -> None:
+        self._line = line
+
+    def __call__(self, n_trials: int, speedup: float | None) -> None:
+        if self._line is not None:
+            self._line.update(n_trials, best=None if speedup is None else f"{speedup:.3f}x over -O3",
+                              failures=None)
+
+    def close(self) -> None:
+        if self._line is not None:
+            self._line.close()
+
+
+def _flags_progress(budget: Any, settings: Any) -> _FlagsProgress:
+    from perftune.drive import ProgressLine, parse_budget
+
+    if settings is None:
+        return _FlagsProgress(None)
+    limit = parse_budget(list(budget) if isinstance(budget, tuple | list) else [budget])
+    return _FlagsProgress(ProgressLine(evals=limit.evals, seconds=limit.seconds, settings=settings,
+                                       label="perftune flags"))

@@ -46,7 +46,9 @@ IMPORTANCE_METHOD = ("permutation importance of a random forest (scikit-learn, 6
 # Plotly draws this many points per curve smoothly in the browser; longer curves are thinned (the
 # best-so-far curve keeps every step, the scatter of values keeps every point).
 _MAX_LINE_POINTS = 4000
-_MAX_SCATTER_POINTS = 100_000
+# A run of 100,000 trials would send megabytes of points that no screen can tell apart: the scatter of
+# values shows at most this many (evenly spaced trials); the best-so-far curve keeps every step.
+_MAX_SCATTER_POINTS = 20_000
 _MAX_PARAMS_SHOWN = 12
 _GROUP_LABELS = {"level": "level and target", "flag": "-f flags", "param": "--param values",
                  "other": "parameters"}
@@ -201,10 +203,11 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
     for k, v in shown.items():
         groups.setdefault(_GROUP_LABELS[_group(k, kind)], []).append([k, v, default.get(k)])
     flags = (answer.config or {}).get("flags")
-    final_flags = flag_groups(flags) if isinstance(flags, list) and all(isinstance(f, str) for f in flags) \
-        else None
+    is_flags = isinstance(flags, list) and all(isinstance(f, str) for f in flags)
+    final_flags = flag_groups(flags) if isinstance(flags, list) and is_flags else None
+    n_final = len(flags) if isinstance(flags, list) and is_flags else None
     return {
-        "final_flags": final_flags, "n_final_flags": len(flags) if final_flags is not None else None,
+        "final_flags": final_flags, "n_final_flags": n_final,
         "trial": trial.id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
         "n_params": len(config), "n_differing": len(differing), "only_differing": len(config) > 20,
         "groups": groups, "command_line": answer.command_line,

@@ -832,11 +832,21 @@ class Store:
                                 sa.func.lower(sa.func.coalesce(t.c.reason, "")).like(pattern, escape="\\")))
         if trial_ids is not None:
             where.append(t.c.trial_id.in_([int(i) for i in trial_ids]))
-        key: Any = {"trial": t.c.trial_id, "value": t.c.value, "status": t.c.status,
+        if order_by == "value":
+            # The loss orders values as the goal does, and its index (run_id, loss) gives that order: a
+            # page deep in a run of 100,000 trials is an index walk, not a sort.
+            goal = self.get_run(run_id).goal
+            order_by, descending = "loss", descending != (goal == "max")
+        key: Any = {"trial": t.c.trial_id, "loss": t.c.loss, "status": t.c.status,
                     "technique": t.c.technique, "worker": t.c.worker, "started_at": t.c.started_at,
                     "duration": t.c.finished_at - t.c.started_at}[order_by]
-        # NULLs last in both directions, the same on SQLite and PostgreSQL.
-        order = [key.is_(None), key.desc() if descending else key.asc(), t.c.trial_id]
+        # NULLs last in both directions, the same on SQLite and PostgreSQL (the ticket is never NULL, and
+        # ordering by it alone lets the primary key give the order).
+        direction = key.desc() if descending else key.asc()
+        if order_by == "trial" or (order_by == "loss" and status == Status.OK.value):
+            order = [direction, t.c.trial_id]  # never NULL here
+        else:
+            order = [key.is_(None), direction, t.c.trial_id]
         query = sa.select(t).where(*where).order_by(*order).offset(max(0, int(offset)))
         if limit is not None:
             query = query.limit(max(0, int(limit)))

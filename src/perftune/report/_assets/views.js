@@ -237,7 +237,10 @@
         traces.push({type: "scatter", mode: "markers", name: status + " (" + f.trial.length + ")", x: time ? f.elapsed_s : f.trial,
                      y: f.trial.map(() => top), marker: {symbol: "x", size: 6, color: COLOURS[status] || "#d62728"}});
       }
-      plot("convergence", traces, {xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
+      const thinned = c.n_shown < c.n_points ? " (values of " + c.n_shown + " of the " + c.n_points +
+        " successful trials, evenly spaced; the best-so-far line has every step)" : "";
+      plot("convergence", traces, {title: {text: thinned, font: {size: 11}},
+           xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
            yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380});
     }
 
