@@ -12,7 +12,10 @@ them: a 6-parameter configuration, 3 samples, 10% failures) and a second, small 
 - the trial table deep in the run (offset 90,000, sorted by value, filtered by status): pagination is
   server-side, so a page costs the same wherever it is.
 
-Each is timed cold (the first request after the server starts: nothing cached) and warm (median of 5).
+Each is timed cold (the first request, sent as soon as the server answers: the views it reads in the
+background when it starts are still being computed, and the request waits for them) and warm (median of
+5 repeats: the views of a run are cached until its trial count or status changes). A user who opens the
+page a few seconds after ``perftune dashboard`` started gets the warm numbers.
 With ``--browser``, the run page is also timed in chromium (Playwright): from navigation until the trial
 table and the convergence plot are drawn.
 
@@ -181,8 +184,9 @@ def main() -> None:
         f"Store: one run of {args.trials:,} trials (6 parameters, 3 samples, 10% failures) inserted with "
         f"`Store.add_trial` in {fill_s:.1f} s, and one run of 50.",
         "Measured over HTTP (urllib, one request after the other, as the page issues them) against a real "
-        "`perftune dashboard` process. Cold: the first request after the server started (nothing cached). "
-        "Warm: median of the repeats (the views of a run are cached until its trial count or status changes; "
+        "`perftune dashboard` process. Cold: the first request, sent as soon as the server answers (it is then "
+        "still reading the newest runs' views in the background, and the request waits for that). Warm: "
+        "median of the repeats (the views of a run are cached until its trial count or status changes; "
         "the table pages are never cached: each is a query).",
         "",
         "| what | cold (s) | warm median (s) | bytes |",

@@ -21,6 +21,7 @@ _EXTRA_HINT = "pip install 'perftune[dashboard]'"
 _READ_METHODS = ("GET", "HEAD")
 _COOKIE = "perftune_token"
 _PAGE_LIMIT_MAX = 500
+_WARM_RUNS = 5
 
 
 def _starlette() -> Any:
@@ -52,6 +53,7 @@ class _Cache:
     def __init__(self, size: int = 64) -> None:
         self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._making: dict[tuple[Any, ...], threading.Lock] = {}
         self._size = size
 
     def get(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
@@ -59,12 +61,24 @@ class _Cache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        value = make()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            # One computation per key: a second request for it (or the warm-up) waits for the first.
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            value = make()
+            with self._lock:
+                self._items[key] = value
+                self._making.pop(key, None)
+                while len(self._items) > self._size:
+                    self._items.popitem(last=False)
         return value
+
+    def peek(self, key: tuple[Any, ...]) -> Any:
+        """The cached value of ``key``, or None."""
+        with self._lock:
+            return self._items.get(key)
 
 
 def create_app(store: Any, *, token: str | None = None) -> Any:
@@ -170,11 +184,17 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         if q.get("sort", "trial") not in TRIAL_ORDERS:
             raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: "
                                 f"use one of {', '.join(TRIAL_ORDERS)}")
-        return report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
+        filters = {"status": q.get("status") or None, "technique": q.get("technique") or None,
+                   "text": q.get("text") or None}
+        key = ("count", *version_key(request.path_params["ref"]), *filters.values())
+        total = cache.peek(key)
+        view = report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
                                   sort=q.get("sort", "trial"),
                                   descending=q.get("descending") in ("1", "true"),
-                                  status=q.get("status") or None, technique=q.get("technique") or None,
-                                  text=q.get("text") or None)
+                                  total=total, **filters)
+        if total is None:
+            cache.get(key, lambda: view["total"])
+        return view
 
     def api_parameters(request: Request) -> Any:
         key = version_key(request.path_params["ref"])
@@ -249,8 +269,19 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         Route("/api/runs/{ref}", api(api_run)),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Headers), Middleware(ReadOnly)])
-    # scikit-learn's first import takes seconds: done now, so that the first run page's importance is quick.
-    threading.Thread(target=_preload_model, name="perftune-dashboard-preload", daemon=True).start()
+    def warm_up() -> None:
+        # The views of the newest runs are read once now, in the background: the first visit of a run of
+        # 100,000 trials then costs a lookup, not seconds. scikit-learn's first import (seconds) too.
+        try:
+            api_runs(None)  # type: ignore[arg-type]
+            for info in st.list_runs()[::-1][:_WARM_RUNS]:
+                key = version_key(str(info.id))
+                cache.get(("run", *key), lambda k=key: report.run_view(st, k[0]))  # type: ignore[misc]
+            _preload_model()
+        except Exception:  # noqa: BLE001 (a warm-up that fails leaves the requests to do the work)
+            pass
+
+    threading.Thread(target=warm_up, name="perftune-dashboard-warm-up", daemon=True).start()
     app.state.store = st
     return app
 
@@ -261,7 +292,7 @@ def _preload_model() -> None:
 
 
 def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
-          echo: Callable[[str], None] = print) -> None:
+          echo: Callable[[str], None] | None = None) -> None:
     """Serve the dashboard until Ctrl-C.
 
     On an address other than the loopback one, a token is required: ``token``, or one generated here
@@ -273,6 +304,7 @@ def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, toke
     _starlette()
     import uvicorn
 
+    echo = echo if echo is not None else print
     if token is not None and not token.strip():
         raise PerftuneError("dashboard: --token must not be empty")
     if token is None and not is_loopback(host):

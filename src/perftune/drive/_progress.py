@@ -59,7 +59,7 @@ class ProgressLine:
         seconds: The time budget, or None.
         settings: How often and in which form.
         stream: Where to write (default: ``sys.stderr``).
-        clock: The clock (``time.monotonic``); the run's start is when the line is made.
+        clock: The clock (None: ``time.monotonic``); the run's start is when the line is made.
         label: What the line starts with.
 
     Example:
@@ -74,7 +74,7 @@ class ProgressLine:
 
     def __init__(self, *, evals: int | None = None, seconds: float | None = None,
                  settings: ProgressSettings | None = None, stream: IO[str] | None = None,
-                 clock: Callable[[], float] = time.monotonic, label: str = "perftune") -> None:
+                 clock: Callable[[], float] | None = None, label: str = "perftune") -> None:
         self.evals = evals
         self.seconds = seconds
         self.settings = settings or ProgressSettings()
@@ -84,9 +84,9 @@ class ProgressLine:
             isatty = getattr(self._stream, "isatty", None)
             tty = bool(isatty()) if callable(isatty) else False
         self.tty = tty
-        self._clock = clock
+        self._clock = clock if clock is not None else time.monotonic
         self._label = label
-        self._t0 = clock()
+        self._t0 = self._clock()
         # In place, the line shows at once; as plain lines, the first comes after every_s (a short run
         # prints nothing more than its result).
         self._last_write = -math.inf if tty else self._t0

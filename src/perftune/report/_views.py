@@ -97,18 +97,19 @@ def _answer(store: Any, info: Any) -> FinalAnswer:
     if recorded is not None:
         return recorded
     best = store.best(info.id)
-    _, defaults = store.trial_page(info.id, technique="default", limit=1)
+    # The first trial of the default technique: an index walk that stops at it (no count of them all).
+    _, defaults = store.trial_page(info.id, technique="default", limit=1, count=False)
     default = defaults[0] if defaults else None
     imp = improvement_of(best, default, goal=info.goal or "min")
     return FinalAnswer(imp, trial=None if best is None else best.id)
 
 
-def _run_row(store: Any, info: Any) -> dict[str, Any]:
+def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> dict[str, Any]:
     n_evals, n_seconds = _run_total(info.settings or {})
     best = store.best(info.id)
     answer = _answer(store, info)
     env = info.environment or {}
-    n_trials = store.count(info.id)
+    n_trials, n_ok = counts if counts is not None else (store.count(info.id), -1)
     return {
         "id": info.id, "name": info.name, "status": info.status, "goal": info.goal, "metric": info.metric,
         "kind": _kind(info), "n_trials": n_trials, "budget_evals": n_evals, "budget_seconds": n_seconds,
@@ -118,7 +119,7 @@ def _run_row(store: Any, info: Any) -> dict[str, Any]:
         "machine": env.get("hostname") or env.get("machine"), "cpu": env.get("cpu"),
         "started_at": info.created_at, "finished_at": info.finished_at,
         "space_fingerprint": info.space_fingerprint,
-        "n_failed": n_trials - store.count(info.id, Status.OK) if n_trials else 0,
+        "n_failed": (n_trials - (n_ok if n_ok >= 0 else store.count(info.id, Status.OK))) if n_trials else 0,
     }
 
 
@@ -189,7 +190,7 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
     best = store.best(info.id)
     trial = best
     if answer.trial is not None and (best is None or answer.trial != best.id):
-        _, found = store.trial_page(info.id, trial_ids=[answer.trial], limit=1)
+        _, found = store.trial_page(info.id, trial_ids=[answer.trial], limit=1, count=False)
         trial = found[0] if found else best
     if trial is None:
         return None
@@ -238,10 +239,11 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     techniques = Counter[str]()
     ok_by_tech = Counter[str]()
     failures = Counter[tuple[str, str]]()
+    ok, pending = Status.OK.value, Status.PENDING.value  # looked up once: this loop sees every trial
     for r in rows:
         techniques[r.technique or "?"] += 1
         when = None if r.finished_at is None else round(r.finished_at - t0, 3)
-        if r.status == Status.OK.value and r.value is not None:
+        if r.status == ok and r.value is not None:
             ok_by_tech[r.technique or "?"] += 1
             ids.append(r.trial_id)
             values.append(r.value)
@@ -257,7 +259,7 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                 best_techniques.append(r.technique or "?")
                 best_values.append(r.value)
                 best_elapsed.append(when)
-        elif r.status != Status.PENDING.value:
+        elif r.status != pending:
             f = failed.setdefault(r.status, [[], []])
             f[0].append(r.trial_id)
             f[1].append(when)
@@ -276,8 +278,8 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     answer = _answer(store, info)
     n_evals, n_seconds = _run_total(info.settings or {})
     return {
-        "run": {**_run_row(store, info), "settings": {k: v for k, v in (info.settings or {}).items()
-                                                      if k != "result"},
+        "run": {**_run_row(store, info, (len(rows), len(ids))),
+                "settings": {k: v for k, v in (info.settings or {}).items() if k != "result"},
                 "environment": info.environment or {}},
         "convergence": {
             "trial": [ids[i] for i in keep], "value": [values[i] for i in keep],
@@ -326,16 +328,21 @@ def _proposal_shares(rows: Sequence[Any], names: list[str],
 
 def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50, sort: str = "trial",
                 descending: bool = False, status: str | None = None, technique: str | None = None,
-                text: str | None = None) -> dict[str, Any]:
+                text: str | None = None, total: int | None = None) -> dict[str, Any]:
     """One page of the trial table, filtered and sorted by the store (never the whole run in memory).
+
+    ``total`` is the number of matching trials when the caller knows it already (the dashboard keeps
+    it while the run's trial count stays the same): counting them is a scan when the table is filtered.
 
     Raises:
         StoreError: no such run, or an unknown sort key.
     """
     info = store.get_run(ref)
     limit = max(1, min(int(limit), 500))
-    total, page = store.trial_page(info.id, offset=offset, limit=limit, order_by=sort, descending=descending,
-                                   status=status or None, technique=technique or None, text=text or None)
+    counted, page = store.trial_page(info.id, offset=offset, limit=limit, order_by=sort,
+                                     descending=descending, status=status or None,
+                                     technique=technique or None, text=text or None, count=total is None)
+    total = counted if total is None else total
     return {
         "total": total, "offset": offset, "limit": limit, "sort": sort, "descending": descending,
         "rows": [{"trial": t.id, "status": t.status.value, "value": t.value,
@@ -399,11 +406,12 @@ def parameter_view(store: Any, ref: str | int, *, max_trials: int = 2000) -> dic
     else:
         n_best = max_trials // 4
         _, best = store.trial_page(info.id, status="ok", order_by="value", descending=info.goal == "max",
-                                   limit=n_best)
+                                   limit=n_best, count=False)
         ok_ids = [r.trial_id for r in store.trial_summaries(info.id) if r.status == Status.OK.value]
         taken = {t.id for t in best}
         rest = [ok_ids[i] for i in _thin(len(ok_ids), max_trials - n_best)]
-        _, sample = store.trial_page(info.id, trial_ids=[i for i in rest if i not in taken], limit=None)
+        _, sample = store.trial_page(info.id, trial_ids=[i for i in rest if i not in taken], limit=None,
+                                     count=False)
         trials = sorted(best + sample, key=lambda t: t.id)
     trials = [t for t in trials if t.value is not None and math.isfinite(t.value)]
     configs = [json.loads(t.config.to_json()) for t in trials]

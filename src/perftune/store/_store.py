@@ -797,7 +797,8 @@ class Store:
         technique: str | None = None,
         text: str | None = None,
         trial_ids: Sequence[int] | None = None,
-    ) -> tuple[int, list[Trial]]:
+        count: bool = True,
+    ) -> tuple[int | None, list[Trial]]:
         """One page of a run's trials, filtered and sorted in the database.
 
         Args:
@@ -811,9 +812,11 @@ class Store:
             technique: Only trials proposed by this technique.
             text: Only trials whose configuration JSON or reason contains this text (case-insensitive).
             trial_ids: Only these tickets.
+            count: Count the matching trials (a scan of the run's rows when filtered); False gives None.
 
         Returns:
-            ``(n_matching, trials)``: how many trials match the filters, and the page.
+            ``(n_matching, trials)``: how many trials match the filters (None with ``count=False``), and
+            the page.
 
         Raises:
             StoreError: no such run, or an unknown ``order_by``.
@@ -851,11 +854,14 @@ class Store:
         if limit is not None:
             query = query.limit(max(0, int(limit)))
 
-        def read(conn: Connection) -> tuple[int, Sequence[Any], Sequence[Any]]:
-            total = int(conn.execute(sa.select(sa.func.count()).select_from(t).where(*where)).scalar_one())
-            if total == 0:
-                self._require_run(conn, run_id)
+        def read(conn: Connection) -> tuple[int | None, Sequence[Any], Sequence[Any]]:
+            total = None
+            if count:
+                counting = sa.select(sa.func.count()).select_from(t).where(*where)
+                total = int(conn.execute(counting).scalar_one())
             rows = conn.execute(query).all()
+            if not rows and not total:
+                self._require_run(conn, run_id)
             ids = [r.trial_id for r in rows]
             srows = conn.execute(
                 sa.select(s.c.trial_id, s.c.value)

@@ -335,16 +335,17 @@
       drawParams();
     }
 
-    function drawAll() { drawSummary(); drawBest(); drawConvergence(); drawCredits(); drawFailures(); }
+    function drawAll() { drawSummary(); drawConvergence(); drawBest(); drawCredits(); drawFailures(); }
 
     async function refresh() {
       const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
       const key = version.n_trials + "/" + version.status;
       if (key === state.version) return;
       state.version = key;
-      state.view = await get("api/runs/" + encodeURIComponent(P.run));
+      // The table and the run's views load together; the table shows as soon as it is there.
+      const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
+      state.view = view;
       drawAll();
-      await loadTable();
       // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
       if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
     }
