@@ -53,9 +53,9 @@ def test_every_view_renders_without_console_errors(dashboard: Any, page: Any, br
     assert labels and all(not label.startswith("failed: failed") for label in labels)
     assert "failed: RuntimeError: kernel launch failed: too many resources requested" in labels
     screenshot(page, "dashboard-run")
-    page.locator("#h-parallel").scroll_into_view_if_needed()
+    page.evaluate("document.getElementById('h-importance').scrollIntoView()")
     screenshot(page, "dashboard-parameters")
-    page.locator("#h-credits").scroll_into_view_if_needed()
+    page.evaluate("document.getElementById('h-credits').scrollIntoView()")
     screenshot(page, "dashboard-credits")
 
     # Convergence on a time axis: the same points, x in seconds.
@@ -151,6 +151,7 @@ def test_the_trial_table_filters_sorts_and_pages_on_the_server(dashboard: Any, f
     n_c = sum(1 for t in trials if t.config["mode"] == "c")
     _wait_table(page, f"1–{min(25, n_c)} of {n_c}")
     assert all('"mode": "c"' in r[8] for r in _table(page))
+    page.evaluate("document.getElementById('h-trials').scrollIntoView()")
     screenshot(page, "dashboard-trials")
     assert browser.errors == []
 
