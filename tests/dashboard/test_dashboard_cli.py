@@ -76,3 +76,22 @@ def test_compare_prints_best_so_far_and_the_speedup_with_its_interval(tmp_path: 
     out = _invoke("--store", db, "compare", "slow", code=2)
     assert out.strip() == "perftune: error: compare: give two or more runs"
     assert "no run 'nope'" in _invoke("--store", db, "compare", "slow", "nope", code=2)
+
+
+def test_dashboard_mistakes_are_one_line(tmp_path: Path) -> None:
+    import socket
+
+    db = str(tmp_path / "d.db")
+    perftune.tune(lambda c: float(c["x"]), Space({"x": Int(0, 5)}), budget=2, seed=0, store=db, name="d")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _invoke("dashboard", "--store", db, "--port", str(port), code=2)
+    assert out.strip().splitlines()[-1] == (f"perftune: error: dashboard: cannot listen on 127.0.0.1:{port}: "
+                                            "Address already in use")
+    out = _invoke("dashboard", "--store", str(tmp_path / "missing.db"), code=2)
+    assert "missing.db" in out and "Traceback" not in out
+    assert not (tmp_path / "missing.db").exists()  # read-only: never creates a store
+    assert _invoke("dashboard", "--store", db, "--token", " ", code=2).strip() == (
+        "perftune: error: dashboard: --token must not be empty")

@@ -7,7 +7,6 @@ import html
 import ipaddress
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -309,14 +308,29 @@ def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, toke
         raise PerftuneError("dashboard: --token must not be empty")
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(18)
+    _check_port(host, port)
     app = create_app(store, token=token)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     echo(f"perftune dashboard of {app.state.store.location}: {url}")
     echo("read-only; Ctrl-C stops it" + ("" if token is None else "; the token is needed for every page"))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    started = time.monotonic()
-    server.run()
-    if not server.started and time.monotonic() - started < 30:
-        raise PerftuneError(f"dashboard: cannot listen on {host}:{port} (is the port taken?)")
+    uvicorn.Server(config).run()
+
+
+def _check_port(host: str, port: int) -> None:
+    """One clear line when the address cannot be listened on (uvicorn would log and exit with 3)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise PerftuneError(f"dashboard: --host {host}: {error.strerror or error}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise PerftuneError(f"dashboard: cannot listen on {host}:{port}: "
+                                f"{error.strerror or error}") from None
