@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import perftune
@@ -95,3 +96,16 @@ def test_dashboard_mistakes_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "missing.db").exists()  # read-only: never creates a store
     assert _invoke("dashboard", "--store", db, "--token", " ", code=2).strip() == (
         "perftune: error: dashboard: --token must not be empty")
+
+
+def test_dashboard_without_its_extra_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    db = str(tmp_path / "e.db")
+    perftune.tune(lambda c: float(c["x"]), Space({"x": Int(0, 5)}), budget=2, seed=0, store=db, name="e")
+    for name in [m for m in sys.modules if m.split(".")[0] in ("starlette", "uvicorn")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "starlette", None)
+    out = _invoke("dashboard", "--store", db, code=2)
+    assert out.strip() == ("perftune: error: the dashboard needs starlette and uvicorn: "
+                           "pip install 'perftune[dashboard]'")
