@@ -35,7 +35,8 @@ def _fill(store, name: str = "r", n: int = 30) -> int:  # type: ignore[no-untype
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
     # The same queries on both backends: NULLs last, LIKE with its wildcards escaped, the loss index.
-    url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_url")
+    sqlite = request.param == "sqlite"
+    url = str(tmp_path / "s.db") if sqlite else request.getfixturevalue("fresh_postgres_url")
     with open_store(url) as st:
         yield st
 
