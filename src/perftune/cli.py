@@ -74,8 +74,17 @@ def _budget_option(f: Any) -> Any:
                              "give twice for both, the first reached ends the run.")(f)
 
 
+def _progress_options(f: Any) -> Any:
+    f = click.option("--progress-every", "progress_every", type=click.FloatRange(min=0.1), default=None,
+                     metavar="S", help="When the output is not a terminal: a progress line every S seconds "
+                                       "(default 10).")(f)
+    return click.option("--quiet", "-q", is_flag=True,
+                        help="No progress lines (the result is still printed).")(f)
+
+
 def _common_options(f: Any) -> Any:
     f = _budget_option(f)
+    f = _progress_options(f)
     f = click.option("--scheduler", default=None, metavar="ADDRESS",
                      help="With --executor dask: tcp://host:8786, "
                           "or local:N for a local cluster of N workers.")(f)
@@ -203,8 +212,10 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
 @click.pass_context
 def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, workers: int | None,
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
-            warm_start: tuple[str, ...], as_json: bool) -> None:
+            warm_start: tuple[str, ...], as_json: bool, quiet: bool = False,
+            progress_every: float | None = None) -> None:
     """Tune the program described by the task file TASK (TOML)."""
+    ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
 
@@ -296,7 +307,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
                   settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
     try:
         result = tuner.run(TargetObjective(target), limit, workers=workers, executor=executor,
-                           scheduler=scheduler, progress=not as_json and sys.stderr.isatty())
+                           scheduler=scheduler, progress=ctx.obj.get("progress") or False)
     except KeyboardInterrupt:
         click.echo("perftune: interrupted", err=True)
         sys.exit(130)
@@ -369,7 +380,7 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
         store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
     try:
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
-                           progress=not as_json and sys.stderr.isatty(), timeout_s=spec.timeout_s,
+                           progress=_current_progress(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
         click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
@@ -464,8 +475,9 @@ def _warm_start_source(st: Any, source: str) -> Any:
 @click.pass_context
 def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
                lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None,
-               as_json: bool) -> None:
+               as_json: bool, quiet: bool = False, progress_every: float | None = None) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
+    ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.targets.command import load_task
@@ -513,12 +525,15 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 
-@cli.command("runs")
+@cli.group("runs", invoke_without_command=True)
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_context
 def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
-    """List the runs in the store."""
+    """List the runs in the store (perftune runs delete RUN removes one)."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj["runs_store"] = store
+        return
     st = _open(ctx, store)
     from perftune.report import FinalAnswer
 
@@ -756,20 +771,20 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         raise PerftuneError("flags: builds and timed runs stay on this machine; "
                             "--executor dask is not supported")
 
-    best_seen: list[float] = [0.0]
-
-    def progress(n_trials: int, speedup: float | None) -> None:
-        if not as_json and speedup is not None and speedup > best_seen[0] + 1e-9:
-            best_seen[0] = speedup
-            click.echo(f"trial {n_trials}: best so far {speedup:.3f}x over -O3", err=True)
-
-    result = tune_flags(
-        list(sources), run_args, compiler=compiler, budget=_opt(ctx, "budget", budget) or "5m",
-        workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol, abs_tol=abs_tol,
-        link_args=shlex.split(link), store=_open(ctx, store, must_exist=False), seed=_opt(ctx, "seed", seed),
-        include_params=not no_params, reduce=not no_reduce, on_trial=progress,
-        clock=common.get("clock", "wall"),
-    )
+    budget_items = _opt(ctx, "budget", budget) or "5m"
+    progress = _flags_progress(budget_items, _progress_settings(as_json, common.get("quiet", False),
+                                                                common.get("progress_every")))
+    try:
+        result = tune_flags(
+            list(sources), run_args, compiler=compiler, budget=budget_items,
+            workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol,
+            abs_tol=abs_tol, link_args=shlex.split(link), store=_open(ctx, store, must_exist=False),
+            seed=_opt(ctx, "seed", seed),
+            include_params=not no_params, reduce=not no_reduce, on_trial=progress,
+            clock=common.get("clock", "wall"),
+        )
+    finally:
+        progress.close()
     _print_flags_result(result, as_json)
 
 
@@ -897,3 +912,172 @@ def examples_cmd(directory: str, force: bool) -> None:
         click.echo(f"  {os.path.join(directory, rel)}")
     task = shlex.quote(os.path.join(directory, _EXAMPLES_FIRST_TASK))
     click.echo(f"next: perftune run {task} --budget 40")
+
+
+# ---- issue 14: seeing a run (dashboard, runs delete, compare) ----
+
+
+@cli.command("dashboard")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store (read, never written).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any but the loopback one needs a token (generated if not given).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8050, show_default=True, help="Port.")
+@click.option("--token", default=None, metavar="TOKEN", envvar="PERFTUNE_DASHBOARD_TOKEN",
+              help="Require this token on every request (default: none on 127.0.0.1, generated elsewhere).")
+@click.pass_context
+def dashboard_cmd(ctx: click.Context, store: str | None, host: str, port: int, token: str | None) -> None:
+    """Serve a live, read-only web view of the store: runs, one run, and runs compared.
+
+    New trials appear without a reload. Needs the dashboard extra: pip install 'perftune[dashboard]'.
+
+    \b
+    Example:
+      perftune dashboard --store perftune.db       # then open http://127.0.0.1:8050/
+    """
+    from perftune.dashboard import serve
+
+    serve(_open(ctx, store), host=host, port=port, token=token, echo=lambda line: click.echo(line, err=True))
+
+
+@runs_cmd.command("delete")
+@click.argument("run")
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def runs_delete_cmd(ctx: click.Context, run: str, store: str | None, yes: bool) -> None:
+    """Delete RUN (name, id or 'latest') with its trials, samples and checkpoint.
+
+    Asks first when the input is a terminal; elsewhere --yes is required. A run that a live driver is
+    driving is refused.
+    """
+    st = _open(ctx, store or ctx.obj.get("runs_store"))
+    info = st.get_run(run)
+    n = st.count(info.id)
+    what = f"run {info.name!r} (id {info.id}, {n} trials) from {st.location}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PerftuneError(f"runs delete: would delete {what}; pass --yes to confirm")
+        if not click.confirm(f"delete {what}?", default=False, err=True):
+            click.echo("nothing deleted", err=True)
+            return
+    st.delete_run(info.id)
+    click.echo(f"deleted {what}")
+
+
+@cli.command("compare")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--store", "store", default=None, metavar="URL", help="Results store.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as_json: bool) -> None:
+    """Compare two or more runs of the same space: best so far along the way, and the final bests.
+
+    The first run is the reference: each other run's best is compared with its best, a speedup with
+    a 95% confidence interval from their samples (the report's single definition of improvement).
+
+    \b
+    Example:
+      perftune compare tune-a tune-b
+    """
+    from perftune.report import compare_view
+
+    st = _open(ctx, store)
+    if len(runs) < 2:
+        raise PerftuneError("compare: give two or more runs")
+    view = compare_view(st, list(runs))
+    rows = _compare_rows(st, view)
+    if as_json:
+        _emit_json({"goal": view["goal"], "runs": rows})
+        return
+    from rich.table import Column, Table
+    from rich.text import Text
+
+    marks = sorted({m for r in rows for m in r["best_at"]}, key=int)
+    table = Table(Column("run", min_width=max(len(r["name"]) for r in rows)), "status", "trials", "best",
+                  Column("vs the first's best", min_width=20),
+                  *[f"best at {m}" for m in marks], title=f"goal: {view['goal']}imise")
+    for r in rows:
+        imp = r["improvement_over_first"]
+        table.add_row(Text(r["name"]), Text(str(r["status"])), str(r["n_trials"]),
+                      "-" if r["best"] is None else f"{r['best']:.6g}",
+                      "(reference)" if r is rows[0] else "-" if imp is None else
+                      (f"{imp['estimate']:.3f}x" + ("" if not imp["interval"] else
+                                                    f" ({imp['low']:.3f}x to {imp['high']:.3f}x)")),
+                      *["-" if r["best_at"].get(m) is None else f"{r['best_at'][m]:.6g}" for m in marks])
+    _console().print(table)
+    for r in rows[1:]:
+        if r["improvement_over_first"] is not None:
+            click.echo(f"{r['name']}: {r['improvement_over_first']['text']}")
+
+
+def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per run: the best so far at a few trial counts, and its best against the first run's best."""
+    import bisect
+    import dataclasses
+
+    from perftune.report import improvement_of
+
+    longest = max(r["n_trials"] for r in view["runs"])
+    marks = [m for m in (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 100_000) if m < longest][-3:]
+    marks = sorted(set(marks) | {r["n_trials"] for r in view["runs"]})
+    bests = [st.best(r["run"]["id"]) for r in view["runs"]]
+    rows = []
+    for r, best in zip(view["runs"], bests, strict=True):
+        # best_trial/best_value: the steps of the best-so-far curve (and its end at the last trial).
+        steps, values = r["best_trial"], r["best_value"]
+        best_at: dict[str, float | None] = {}
+        for m in marks:
+            k = bisect.bisect_right(steps, m - 1)
+            best_at[str(m)] = values[k - 1] if k and m <= r["n_trials"] else None
+        imp = None
+        if best is not None and bests[0] is not None and r is not view["runs"][0]:
+            found = improvement_of(best, bests[0], goal=view["goal"],
+                                   baseline=f"the best of {view['runs'][0]['run']['name']}")
+            # Trial ids of two runs may coincide: the other run's best is never "the baseline itself".
+            imp = None if found is None else dataclasses.replace(found, is_baseline=False).to_json()
+        rows.append({"name": r["run"]["name"], "id": r["run"]["id"], "status": r["run"]["status"],
+                     "n_trials": r["n_trials"], "best": r["run"]["best"], "best_at": best_at,
+                     "improvement_over_first": imp})
+    return rows
+
+
+def _progress_settings(as_json: bool, quiet: bool, every_s: float | None) -> Any:
+    """What a long command reports on stderr while it runs: nothing with --quiet or --json (whose reader
+    is a program), else one line rewritten in a terminal, or a plain line every S seconds elsewhere."""
+    from perftune.drive import ProgressSettings
+
+    if quiet or as_json:
+        return None
+    return ProgressSettings(every_s=10.0 if every_s is None else every_s)
+
+
+def _current_progress() -> Any:
+    ctx = click.get_current_context(silent=True)
+    return (ctx.obj or {}).get("progress") or False if ctx is not None else False
+
+
+class _FlagsProgress:
+    """``perftune flags``'s progress (its search reports through ``on_trial``): the driver's progress line,
+    with the best as a speedup over -O3, and the reduction after the search said as such."""
+
+    def __init__(self, line: Any) -> None:
+        self._line = line
+
+    def __call__(self, n_trials: int, speedup: float | None) -> None:
+        if self._line is not None:
+            self._line.update(n_trials, best=None if speedup is None else f"{speedup:.3f}x over -O3",
+                              failures=None)
+
+    def close(self) -> None:
+        if self._line is not None:
+            self._line.close()
+
+
+def _flags_progress(budget: Any, settings: Any) -> _FlagsProgress:
+    from perftune.drive import ProgressLine, parse_budget
+
+    if settings is None:
+        return _FlagsProgress(None)
+    limit = parse_budget(list(budget) if isinstance(budget, tuple | list) else [budget])
+    return _FlagsProgress(ProgressLine(evals=limit.evals, seconds=limit.seconds, settings=settings,
+                                       label="perftune flags"))

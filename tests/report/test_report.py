@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html.parser
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,10 @@ def test_report_shows_best_config_plots_and_failures(db: str, tmp_path: Path) ->
     text = " ".join(page.text)
     for heading in ("Best configuration", "Convergence", "Technique credits over time", "Failures by reason"):
         assert heading in text
-    assert len(page.images) == 3 and all(src.startswith("data:image/png;base64,") for src in page.images)
+    # The plots are Plotly's, drawn in the page from inlined data by inlined plotly.js: no image, no URL.
+    source = out.read_text()
+    assert page.images == [] and "window.PERFTUNE=" in source and "plotly.js" in source
+    assert not re.search(r"""<(script|link)[^>]*\s(src|href)=["']?(https?:)?//""", source)
     assert "RuntimeError: kernel launch failed: too many resources requested" in text
     assert f"{best.value:.6g}" in text
     assert str(best.config["x"]) in text
@@ -124,17 +128,22 @@ def test_credit_goes_to_the_techniques_that_improved_the_best() -> None:
 
 
 @pytest.fixture()
-def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The core install: ``import matplotlib`` fails as it does when the plot extra is missing."""
+def no_plotly(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The core install: ``import plotly`` fails as it does when the plot extra is missing."""
     import sys
 
-    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+    from perftune.report import plotly_js
+
+    plotly_js.cache_clear()
+    for name in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "plotly", None)
+    yield
+    plotly_js.cache_clear()
 
 
-def test_without_matplotlib_the_page_has_the_tables_and_names_the_extra(db: str, tmp_path: Path,
-                                                                         no_matplotlib: None) -> None:
+def test_without_plotly_the_page_has_the_tables_and_names_the_extra(db: str, tmp_path: Path,
+                                                                         no_plotly: None) -> None:
     from perftune.report import plots_available
 
     assert not plots_available()
@@ -148,7 +157,7 @@ def test_without_matplotlib_the_page_has_the_tables_and_names_the_extra(db: str,
         store.close()
     page = _parse(out)
     text = " ".join(page.text)
-    assert page.images == []
+    assert page.images == [] and "window.PERFTUNE" not in out.read_text()
     assert text.count("pip install 'perftune[plot]'") == 3  # where each of the three plots would be
     for heading in ("Best configuration", "Convergence", "Technique credits over time", "Failures by reason"):
         assert heading in text
@@ -157,8 +166,8 @@ def test_without_matplotlib_the_page_has_the_tables_and_names_the_extra(db: str,
     assert "new best" in text  # the convergence curve as a table: every trial that improved the best
 
 
-def test_without_matplotlib_the_command_still_writes_the_page(db: str, tmp_path: Path,
-                                                              no_matplotlib: None) -> None:
+def test_without_plotly_the_command_still_writes_the_page(db: str, tmp_path: Path,
+                                                              no_plotly: None) -> None:
     out = tmp_path / "r.html"
     result = CliRunner().invoke(cli, ["--store", db, "report", "latest", "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -166,8 +175,8 @@ def test_without_matplotlib_the_command_still_writes_the_page(db: str, tmp_path:
     assert "Best configuration" in out.read_text()
 
 
-def test_asking_for_plots_without_matplotlib_is_one_error_naming_the_extra(db: str, tmp_path: Path,
-                                                                           no_matplotlib: None) -> None:
+def test_asking_for_plots_without_plotly_is_one_error_naming_the_extra(db: str, tmp_path: Path,
+                                                                           no_plotly: None) -> None:
     store = open_store(db)
     try:
         with pytest.raises(PerftuneError, match=r"pip install 'perftune\[plot\]'"):
@@ -195,13 +204,13 @@ def test_improvements_table_lists_each_new_best_in_order(tmp_path: Path) -> None
     assert re.findall(r"<tr><td>(\d+)</td><td>([0-9.]+)</td>", table) == [("0", "10"), ("2", "5"), ("4", "4")]
 
 
-def test_plots_false_leaves_them_out_without_blaming_matplotlib(db: str, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+def test_plots_false_leaves_them_out_without_blaming_plotly(db: str, tmp_path: Path) -> None:
+    pytest.importorskip("plotly", reason="the plot extra is not installed")
     store = open_store(db)
     try:
         out = write_html(store, "demo", tmp_path / "demo.html", plots=False)
     finally:
         store.close()
     page = _parse(out)
-    assert page.images == [] and "matplotlib" not in " ".join(page.text)
+    assert page.images == [] and "plotly" not in " ".join(page.text)
     assert "Failures by reason" in " ".join(page.text)

@@ -14,6 +14,7 @@ from perftune.drive._budget import Budget, Countdown, parse_budget
 from perftune.drive._context import EvalContext, Incumbent
 from perftune.drive._evaluate import Outcome, evaluate, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor, ThreadExecutor
+from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
 from perftune.drive._warmstart import Prior, WarmStart
 
@@ -28,6 +29,8 @@ __all__ = [
     "Outcome",
     "Prior",
     "ProcessExecutor",
+    "ProgressLine",
+    "ProgressSettings",
     "Result",
     "ThreadExecutor",
     "Tuner",

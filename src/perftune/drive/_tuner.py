@@ -28,6 +28,7 @@ from perftune.drive._budget import Budget
 from perftune.drive._context import EvalContext, Incumbent, takes_context
 from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._warmstart import Prior, WarmStart
 from perftune.errors import PerftuneError, SpaceError
 from perftune.trial import Status, Trial
@@ -890,7 +891,7 @@ class Tuner:
         timeout_s: float | None = None,
         executor: Executor | str | None = None,
         scheduler: str | None = None,
-        progress: bool = False,
+        progress: bool | ProgressSettings = False,
         on_trial: Callable[[Trial], None] | None = None,
     ) -> Result:
         """Tune until the budget is spent; evaluations run on ``workers`` local processes.
@@ -910,6 +911,11 @@ class Tuner:
         Ctrl-C stops cleanly: evaluations in flight are cancelled, a checkpoint is written, and
         KeyboardInterrupt propagates; the run can be resumed. ``on_trial(trial)`` is called in the
         driver after each finished trial.
+
+        ``progress=True`` reports on stderr: trials done of the budget with an ETA from the measured
+        rate, or the time left, the best so far and the failures; one line rewritten in place in a
+        terminal, else a plain line every 10 s (:class:`~perftune.drive.ProgressSettings` changes that).
+        Silent by default.
 
         An objective that declares a ``context`` parameter is called as ``objective(config,
         context=...)`` with the :class:`~perftune.drive.EvalContext` of :meth:`context_for`, in
@@ -943,7 +949,9 @@ class Tuner:
             self._technique.preload_imports()
         deadline = None if limit.seconds is None else time.monotonic() + limit.seconds
         self._deadline = deadline
-        bar = _Progress(self, limit) if progress else None
+        settings = (progress if isinstance(progress, ProgressSettings)
+                    else ProgressSettings() if progress else None)
+        bar = _Progress(self, limit, settings) if settings is not None else None
         self._stop_reason = ""
         in_flight: set[int] = set()
         try:
@@ -1065,44 +1073,24 @@ class Tuner:
 
 
 class _Progress:
-    """A rich progress bar; refreshed by hand so that no thread runs while workers fork."""
+    """The run's :class:`ProgressLine`, fed from the tuner; written from the driver's thread only, so that
+    no thread runs while workers fork."""
 
-    def __init__(self, tuner: Tuner, budget: Budget) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    def __init__(self, tuner: Tuner, budget: Budget, settings: ProgressSettings) -> None:
         self._tuner = tuner
-        self._t0 = time.monotonic()
-        from rich.console import Console
-
-        self._progress = Progress(TextColumn("[bold]tuning"), BarColumn(), TextColumn("{task.description}"),
-                                  TimeElapsedColumn(), console=Console(stderr=True), auto_refresh=False,
-                                  transient=False)
-        total = budget.evals if budget.evals is not None else None
-        self._task = self._progress.add_task("", total=total)
-        self._progress.start()
-        self._last = 0.0
+        self._line = ProgressLine(evals=budget.evals, seconds=budget.seconds, settings=settings)
+        self._n_at_start = len(tuner._trials)
 
     def update(self) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.1:
-            return
-        self._last = now
         t = self._tuner
-        counts: dict[str, int] = {}
-        for trial in t._trials.values():
-            counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
-        n = len(t._trials)
-        best = "-" if t.best is None else f"{t.best.value:.6g}"
-        failed = counts.get("failed", 0) + counts.get("timeout", 0)
-        rate = n / max(now - self._t0, 1e-9)
-        self._progress.update(self._task, completed=n,
-                              description=f"{n} trials  best {best}  failures {failed}  {rate:.1f}/s")
-        self._progress.refresh()
+        failed = sum(1 for trial in t._trials.values() if trial.status in (Status.FAILED, Status.TIMEOUT))
+        best = None if t.best is None or t.best.value is None else f"{t.best.value:.6g}"
+        # The budget counts every trial of the run (a resume starts where it was); the rate, this run's.
+        self._line.update(len(t._trials), best=best, failures=failed)
 
     def close(self) -> None:
-        self._last = 0.0
         self.update()
-        self._progress.stop()
+        self._line.close()
 
 
 def tune(
@@ -1122,7 +1110,7 @@ def tune(
     lag: int | None = None,
     executor: str = "local",
     scheduler: str | None = None,
-    progress: bool = False,
+    progress: bool | ProgressSettings = False,
     repeats: int | str | TimingSettings | None = None,
     warm_start: WarmStart | Sequence[Any] | None = None,
 ) -> Result:
@@ -1144,7 +1132,7 @@ def tune(
         lag: Lag of seeded runs.
         executor: ``"local"`` (worker processes on this machine) or ``"dask"``.
         scheduler: For Dask: ``"tcp://host:8786"`` or ``"local:N"``.
-        progress: Show a progress bar.
+        progress: Report progress on stderr (trials of N and an ETA, or the time left; best; failures).
         repeats: None (default): the objective is called once per configuration. ``"auto"``: as
             often as its noise needs, as for task files: a sequential test against the best so far
             (few calls for a configuration that cannot win, more for one that might), and once per

@@ -1,8 +1,10 @@
 """Reports of stored runs: a self-contained HTML page, with plots when matplotlib is installed.
 
-The core install writes the page with its tables (every new best, techniques, failures by reason,
-the best configuration); the plots need the ``plot`` extra (``pip install 'perftune[plot]'``).
-matplotlib is imported only when a plot is drawn, so importing this package never needs it.
+The report is the dashboard's run page in one offline file: the same view data (:func:`run_view`,
+:func:`trials_view`, :func:`parameter_view`) drawn by the same script with Plotly, whose plotly.js is
+inlined. The core install writes the page with its tables (every new best, techniques, failures by
+reason, the best configuration); the interactive plots need the ``plot`` extra
+(``pip install 'perftune[plot]'``). plotly is imported only when a page is written.
 
 Example:
     >>> from perftune.store import open_store
@@ -25,17 +27,40 @@ from perftune.report._improvement import (
     record_final_answer,
     trial_speedup,
 )
+from perftune.report._page import page_html, plotly_js, view_asset, view_json
+from perftune.report._views import (
+    IMPORTANCE_METHOD,
+    compare_view,
+    failure_label,
+    flag_groups,
+    parameter_view,
+    run_view,
+    runs_view,
+    trials_view,
+)
 
 __all__ = [
+    "IMPORTANCE_METHOD",
     "FinalAnswer",
     "Improvement",
     "answer_of",
+    "compare_view",
     "credit_history",
     "failure_counts",
+    "failure_label",
+    "flag_groups",
     "final_answer",
     "improvement_of",
+    "page_html",
+    "parameter_view",
+    "plotly_js",
     "plots_available",
     "record_final_answer",
+    "run_view",
+    "runs_view",
     "trial_speedup",
+    "trials_view",
+    "view_asset",
+    "view_json",
     "write_html",
 ]

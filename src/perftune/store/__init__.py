@@ -15,11 +15,13 @@ from perftune.store._schema import SCHEMA_VERSION, Migration, migrations
 from perftune.store._store import (
     EXPORT_SCHEMA,
     LEASE_TIMEOUT_S,
+    TRIAL_ORDERS,
     HistoryPoint,
     Lease,
     LeaseError,
     RunInfo,
     Store,
+    TrialSummary,
     config_hash,
     open_store,
 )
@@ -37,6 +39,8 @@ __all__ = [
     "Migration",
     "RunInfo",
     "Store",
+    "TRIAL_ORDERS",
+    "TrialSummary",
     "capture_environment",
     "config_hash",
     "migrations",

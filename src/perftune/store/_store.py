@@ -49,6 +49,8 @@ __all__ = [
     "LeaseError",
     "RunInfo",
     "Store",
+    "TRIAL_ORDERS",
+    "TrialSummary",
     "open_store",
 ]
 
@@ -174,6 +176,35 @@ def _pid_alive(pid: int) -> bool:
     except OverflowError:
         return False
     return True
+
+
+#: What :meth:`Store.trial_page` can sort by.
+TRIAL_ORDERS = ("trial", "value", "status", "technique", "worker", "started_at", "duration")
+
+
+class TrialSummary(NamedTuple):
+    """A trial without its configuration and samples (:meth:`Store.trial_summaries`).
+
+    Example:
+        >>> from perftune.space import Config
+        >>> from perftune.trial import Status, Trial
+        >>> with open_store("sqlite://") as store:
+        ...     run = store.create_run("demo", None, {}, "min", None)
+        ...     _ = store.add_trial(run.id, Trial(id=0, config=Config({"x": 1}), status=Status.OK,
+        ...                                       value=2.0, loss=2.0, technique="random"))
+        ...     store.trial_summaries(run.id)[0][:5]
+        (0, 'ok', 2.0, 2.0, 'random')
+    """
+
+    trial_id: int
+    status: str
+    value: float | None
+    loss: float | None
+    technique: str | None
+    worker: str | None
+    reason: str | None
+    started_at: float | None
+    finished_at: float | None
 
 
 class HistoryPoint(NamedTuple):
@@ -729,6 +760,146 @@ class Store:
                 best_loss, best_value = loss, value
             points.append(HistoryPoint(trial_id, status, value, best_value))
         return points
+
+    # ------------------------------------------------------------------ read views (dashboard, report)
+
+    def trial_summaries(self, run_id: int) -> list[TrialSummary]:
+        """Every trial of a run without its configuration or samples, in ticket order (cheap to read).
+
+        What the dashboard's convergence, credit and failure views need, without decoding a
+        configuration per trial: a run of 100,000 trials reads in a fraction of a second.
+
+        Raises:
+            StoreError: no such run.
+        """
+        t = schema.trials
+        cols = (t.c.trial_id, t.c.status, t.c.value, t.c.loss, t.c.technique, t.c.worker, t.c.reason,
+                t.c.started_at, t.c.finished_at)
+
+        def read(conn: Connection) -> Sequence[Any]:
+            rows = conn.execute(sa.select(*cols).where(t.c.run_id == run_id).order_by(t.c.trial_id)).all()
+            if not rows:
+                self._require_run(conn, run_id)
+            return rows
+
+        rows = self._run(read, "cannot read trials", write=False)
+        return [TrialSummary(*r) for r in rows]
+
+    def trial_page(
+        self,
+        run_id: int,
+        *,
+        offset: int = 0,
+        limit: int | None = 50,
+        order_by: str = "trial",
+        descending: bool = False,
+        status: str | None = None,
+        technique: str | None = None,
+        text: str | None = None,
+        trial_ids: Sequence[int] | None = None,
+        count: bool = True,
+    ) -> tuple[int | None, list[Trial]]:
+        """One page of a run's trials, filtered and sorted in the database.
+
+        Args:
+            run_id: The run.
+            offset: Trials to skip (after filtering and sorting).
+            limit: Trials to return; None for all.
+            order_by: One of :data:`TRIAL_ORDERS` (``trial``, ``value``, ``status``, ``technique``,
+                ``worker``, ``started_at``, ``duration``); trials without a value sort last.
+            descending: Reverse the order.
+            status: Only trials of this status (``ok``, ``failed``, ...).
+            technique: Only trials proposed by this technique.
+            text: Only trials whose configuration JSON or reason contains this text (case-insensitive).
+            trial_ids: Only these tickets.
+            count: Count the matching trials (a scan of the run's rows when filtered); False gives None.
+
+        Returns:
+            ``(n_matching, trials)``: how many trials match the filters (None with ``count=False``), and
+            the page.
+
+        Raises:
+            StoreError: no such run, or an unknown ``order_by``.
+        """
+        t, s = schema.trials, schema.samples
+        if order_by not in TRIAL_ORDERS:
+            raise StoreError(f"cannot sort trials by {order_by!r}: use one of {', '.join(TRIAL_ORDERS)}")
+        where = [t.c.run_id == run_id]
+        if status:
+            where.append(t.c.status == status)
+        if technique:
+            where.append(t.c.technique == technique)
+        if text:
+            pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where.append(sa.or_(sa.func.lower(t.c.config).like(pattern, escape="\\"),
+                                sa.func.lower(sa.func.coalesce(t.c.reason, "")).like(pattern, escape="\\")))
+        if trial_ids is not None:
+            where.append(t.c.trial_id.in_([int(i) for i in trial_ids]))
+        if order_by == "value":
+            # The loss orders values as the goal does, and its index (run_id, loss) gives that order: a
+            # page deep in a run of 100,000 trials is an index walk, not a sort.
+            goal = self.get_run(run_id).goal
+            order_by, descending = "loss", descending != (goal == "max")
+        key: Any = {"trial": t.c.trial_id, "loss": t.c.loss, "status": t.c.status,
+                    "technique": t.c.technique, "worker": t.c.worker, "started_at": t.c.started_at,
+                    "duration": t.c.finished_at - t.c.started_at}[order_by]
+        # NULLs last in both directions, the same on SQLite and PostgreSQL (the ticket is never NULL, and
+        # ordering by it alone lets the primary key give the order).
+        direction = key.desc() if descending else key.asc()
+        if order_by == "trial" or (order_by == "loss" and status == Status.OK.value):
+            order = [direction, t.c.trial_id]  # never NULL here
+        else:
+            order = [key.is_(None), direction, t.c.trial_id]
+        query = sa.select(t).where(*where).order_by(*order).offset(max(0, int(offset)))
+        if limit is not None:
+            query = query.limit(max(0, int(limit)))
+
+        def read(conn: Connection) -> tuple[int | None, Sequence[Any], Sequence[Any]]:
+            total = None
+            if count:
+                counting = sa.select(sa.func.count()).select_from(t).where(*where)
+                total = int(conn.execute(counting).scalar_one())
+            rows = conn.execute(query).all()
+            if not rows and not total:
+                self._require_run(conn, run_id)
+            ids = [r.trial_id for r in rows]
+            srows = conn.execute(
+                sa.select(s.c.trial_id, s.c.value)
+                .where(s.c.run_id == run_id, s.c.trial_id.in_(ids))
+                .order_by(s.c.trial_id, s.c.idx)
+            ).all() if ids else []
+            return total, rows, srows
+
+        total, rows, srows = self._run(read, "cannot read trials", write=False)
+        by_trial: dict[int, list[float]] = {}
+        for trial_id, value in srows:
+            by_trial.setdefault(trial_id, []).append(value)
+        space = self._space(run_id)
+        return total, [self._trial_from_row(r._mapping, by_trial.get(r.trial_id, []), space) for r in rows]
+
+    def delete_run(self, run_id: int) -> None:
+        """Delete a run with its trials, samples, checkpoint and lease, in one transaction.
+
+        Raises:
+            LeaseError: a live driver holds the run's lease (stop it first).
+            StoreError: no such run.
+        """
+        lease = self.get_lease(run_id)
+        if lease is not None:
+            stale = time.time() - lease.heartbeat_at > LEASE_TIMEOUT_S or (
+                lease.host == socket.gethostname() and not _pid_alive(lease.pid))
+            if not stale:
+                raise LeaseError(f"run {self.get_run(run_id).name!r} is being driven by {lease.describe()}; "
+                                 "stop it before deleting it")
+
+        def delete(conn: Connection) -> None:
+            self._require_run(conn, run_id)
+            for table in (schema.samples, schema.trials, schema.checkpoints, schema.leases):
+                conn.execute(sa.delete(table).where(table.c.run_id == run_id))
+            conn.execute(sa.delete(schema.runs).where(schema.runs.c.id == run_id))
+
+        self._run(delete, "cannot delete the run", write=True)
+        self._spaces.pop(run_id, None)
 
     # ------------------------------------------------------------------ checkpoints
 

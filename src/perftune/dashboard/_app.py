@@ -1,0 +1,336 @@
+"""The dashboard's Starlette app: pages, static assets and a read-only JSON API over the store."""
+
+from __future__ import annotations
+
+import hmac
+import html
+import ipaddress
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from perftune.errors import PerftuneError, StoreError
+
+__all__ = ["DEFAULT_PORT", "create_app", "is_loopback", "serve"]
+
+DEFAULT_PORT = 8050
+_EXTRA_HINT = "pip install 'perftune[dashboard]'"
+_READ_METHODS = ("GET", "HEAD")
+_COOKIE = "perftune_token"
+_PAGE_LIMIT_MAX = 500
+_WARM_RUNS = 5
+
+
+def _starlette() -> Any:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise PerftuneError(f"the dashboard needs starlette and uvicorn: {_EXTRA_HINT}") from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (127.0.0.0/8, ::1, ``localhost``).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
+        (True, False, True)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Cache:
+    """Views keyed by what changes them (the run's trial count and status): a finished run is read once."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._making: dict[tuple[Any, ...], threading.Lock] = {}
+        self._size = size
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            # One computation per key: a second request for it (or the warm-up) waits for the first.
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            value = make()
+            with self._lock:
+                self._items[key] = value
+                self._making.pop(key, None)
+                while len(self._items) > self._size:
+                    self._items.popitem(last=False)
+        return value
+
+    def peek(self, key: tuple[Any, ...]) -> Any:
+        """The cached value of ``key``, or None."""
+        with self._lock:
+            return self._items.get(key)
+
+
+def create_app(store: Any, *, token: str | None = None) -> Any:
+    """The dashboard as an ASGI app (Starlette), reading ``store`` (a Store or a URL) and never writing.
+
+    Args:
+        store: An open :class:`perftune.store.Store`, or a store URL/path to open (it must exist).
+        token: When given, every request must carry it: ``?token=...`` once (it is then kept in a
+            cookie), or an ``Authorization: Bearer ...`` header; anything else gets 403.
+
+    Raises:
+        PerftuneError: starlette is not installed (names the extra), or the store cannot be opened.
+    """
+    _starlette()
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from perftune import report
+    from perftune.store import TRIAL_ORDERS
+
+    if isinstance(store, str) or store is None:
+        from perftune.store import open_store
+
+        store = open_store(store, must_exist=True)
+    st = store
+    cache = _Cache()
+
+    def version_key(ref: str) -> tuple[int, int, str, Any]:
+        info = st.get_run(ref)
+        return info.id, st.count(info.id), info.status, info.finished_at
+
+    def json_response(payload: Any, status_code: int = 200) -> Response:
+        return Response(report.view_json(payload), status_code=status_code, media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+    def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return json_response(fn(request))
+            except StoreError as error:
+                return json_response({"error": str(error)}, 404)
+            except (PerftuneError, ValueError) as error:
+                return json_response({"error": str(error)}, 400)
+        return endpoint
+
+    def page(kind: str, title: str, request: Request, **config: Any) -> Response:
+        nav = "<a href='.'>runs</a>"
+        body = "<p class='muted'>loading...</p><noscript>The dashboard needs JavaScript.</noscript>"
+        text = report.page_html(kind, title=title, config={"mode": "live", **config}, inline=False, body=body,
+                                nav=nav)
+        return HTMLResponse(text, headers={"Cache-Control": "no-store"})
+
+    def runs_page(request: Request) -> Response:
+        return page("runs", f"perftune runs: {st.location}", request)
+
+    def run_page(request: Request) -> Response:
+        ref = request.path_params["ref"]
+        try:
+            info = st.get_run(ref)
+        except StoreError as error:
+            return HTMLResponse(f"<!doctype html><title>no such run</title><p>{html.escape(str(error))}</p>"
+                                "<p><a href='/'>all runs</a></p>", status_code=404)
+        return page("run", f"perftune run {info.name}", request, run=info.name)
+
+    def compare_page(request: Request) -> Response:
+        refs = [r for r in request.query_params.get("runs", "").split(",") if r]
+        try:
+            names = [st.get_run(r).name for r in refs]
+        except StoreError as error:
+            return HTMLResponse(f"<!doctype html><p>{html.escape(str(error))}</p>", status_code=404)
+        return page("compare", "perftune compare: " + " vs ".join(names), request, runs=names)
+
+    def static(name: str, media_type: str, read: Callable[[], str]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            return Response(read(), media_type=media_type, headers={"Cache-Control": "max-age=3600"})
+        return endpoint
+
+    def api_runs(request: Request) -> Any:
+        # Keyed by every run's (count, status): polling a quiet store costs a count per run.
+        infos = st.list_runs()
+        key = ("runs", *[(i.id, i.status, i.finished_at, st.count(i.id)) for i in infos])
+        return {"runs": cache.get(key, lambda: report.runs_view(st)), "store": st.location}
+
+    def api_run(request: Request) -> Any:
+        key = version_key(request.path_params["ref"])
+        return cache.get(("run", *key), lambda: report.run_view(st, key[0]))
+
+    def api_version(request: Request) -> Any:
+        _, n, status, finished = version_key(request.path_params["ref"])
+        return {"n_trials": n, "status": status, "finished_at": finished}
+
+    def api_trials(request: Request) -> Any:
+        q = request.query_params
+        try:
+            offset = max(0, int(q.get("offset", 0)))
+            limit = min(_PAGE_LIMIT_MAX, max(1, int(q.get("limit", 50))))
+        except ValueError:
+            raise PerftuneError("offset and limit must be integers") from None
+        if q.get("sort", "trial") not in TRIAL_ORDERS:
+            raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: "
+                                f"use one of {', '.join(TRIAL_ORDERS)}")
+        filters = {"status": q.get("status") or None, "technique": q.get("technique") or None,
+                   "text": q.get("text") or None}
+        key = ("count", *version_key(request.path_params["ref"]), *filters.values())
+        total = cache.peek(key)
+        view = report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
+                                  sort=q.get("sort", "trial"),
+                                  descending=q.get("descending") in ("1", "true"),
+                                  total=total, **filters)
+        if total is None:
+            cache.get(key, lambda: view["total"])
+        return view
+
+    def api_parameters(request: Request) -> Any:
+        key = version_key(request.path_params["ref"])
+        return cache.get(("params", *key), lambda: report.parameter_view(st, key[0]))
+
+    def api_compare(request: Request) -> Any:
+        refs = [r for r in request.query_params.get("runs", "").split(",") if r]
+        return report.compare_view(st, refs)
+
+    class ReadOnly:
+        """Refuses every method but GET and HEAD, and (with a token) every request without it."""
+
+        def __init__(self, app: ASGIApp) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await self.app(scope, receive, send)
+                return
+            request = Request(scope)
+            if request.method not in _READ_METHODS:
+                response: Response = PlainTextResponse(
+                    "the perftune dashboard is read-only: only GET and HEAD are served\n", status_code=405,
+                    headers={"Allow": ", ".join(_READ_METHODS)})
+                await response(scope, receive, send)
+                return
+            if token is not None:
+                given = (request.query_params.get("token") or request.cookies.get(_COOKIE)
+                         or request.headers.get("authorization", "").removeprefix("Bearer "))
+                if not given or not hmac.compare_digest(given.encode(), token.encode()):
+                    response = PlainTextResponse("a token is needed: open the URL that `perftune dashboard` "
+                                                 "printed\n", status_code=403)
+                    await response(scope, receive, send)
+                    return
+                if request.query_params.get("token"):
+                    async def send_with_cookie(message: Any) -> None:
+                        if message["type"] == "http.response.start":
+                            cookie = f"{_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                            message["headers"] = [*message.get("headers", []),
+                                                  (b"set-cookie", cookie.encode())]
+                        await send(message)
+                    await self.app(scope, receive, send_with_cookie)
+                    return
+            await self.app(scope, receive, send)
+
+    class Headers:
+        """No framing by other sites, no type sniffing."""
+
+        def __init__(self, app: ASGIApp) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            async def wrapped(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message.get("headers", []), (b"x-frame-options", b"DENY"),
+                                          (b"x-content-type-options", b"nosniff")]
+                await send(message)
+            await self.app(scope, receive, wrapped if scope["type"] == "http" else send)
+
+    routes = [
+        Route("/", runs_page),
+        Route("/runs/{ref:path}", run_page),
+        Route("/compare", compare_page),
+        Route("/static/plotly.min.js", static("plotly", "text/javascript", report.plotly_js)),
+        Route("/static/views.js", static("views", "text/javascript", lambda: report.view_asset("views.js"))),
+        Route("/static/views.css", static("css", "text/css", lambda: report.view_asset("views.css"))),
+        Route("/api/runs", api(api_runs)),
+        Route("/api/compare", api(api_compare)),
+        Route("/api/runs/{ref}/version", api(api_version)),
+        Route("/api/runs/{ref}/trials", api(api_trials)),
+        Route("/api/runs/{ref}/parameters", api(api_parameters)),
+        Route("/api/runs/{ref}", api(api_run)),
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(Headers), Middleware(ReadOnly)])
+    def warm_up() -> None:
+        # The views of the newest runs are read once now, in the background: the first visit of a run of
+        # 100,000 trials then costs a lookup, not seconds. scikit-learn's first import (seconds) too.
+        try:
+            api_runs(None)  # type: ignore[arg-type]
+            for info in st.list_runs()[::-1][:_WARM_RUNS]:
+                key = version_key(str(info.id))
+                cache.get(("run", *key), lambda k=key: report.run_view(st, k[0]))  # type: ignore[misc]
+            _preload_model()
+        except Exception:  # noqa: BLE001 (a warm-up that fails leaves the requests to do the work)
+            pass
+
+    threading.Thread(target=warm_up, name="perftune-dashboard-warm-up", daemon=True).start()
+    app.state.store = st
+    return app
+
+
+def _preload_model() -> None:
+    import sklearn.ensemble  # noqa: F401
+    import sklearn.inspection  # noqa: F401
+
+
+def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
+          echo: Callable[[str], None] | None = None) -> None:
+    """Serve the dashboard until Ctrl-C.
+
+    On an address other than the loopback one, a token is required: ``token``, or one generated here
+    and printed in the URL.
+
+    Raises:
+        PerftuneError: starlette/uvicorn missing, the store cannot be opened, or the port is taken.
+    """
+    _starlette()
+    import uvicorn
+
+    echo = echo if echo is not None else print
+    if token is not None and not token.strip():
+        raise PerftuneError("dashboard: --token must not be empty")
+    if token is None and not is_loopback(host):
+        token = secrets.token_urlsafe(18)
+    _check_port(host, port)
+    app = create_app(store, token=token)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    echo(f"perftune dashboard of {app.state.store.location}: {url}")
+    echo("read-only; Ctrl-C stops it" + ("" if token is None else "; the token is needed for every page"))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
+
+
+def _check_port(host: str, port: int) -> None:
+    """One clear line when the address cannot be listened on (uvicorn would log and exit with 3)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise PerftuneError(f"dashboard: --host {host}: {error.strerror or error}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise PerftuneError(f"dashboard: cannot listen on {host}:{port}: "
+                                f"{error.strerror or error}") from None

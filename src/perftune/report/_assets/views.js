@@ -1,0 +1,409 @@
+/* perftune's views of runs, drawn with Plotly: the same script for the live dashboard and the report.
+ *
+ * window.PERFTUNE = {mode: "live" | "static", page: "runs" | "run" | "compare", run, runs, data}.
+ * Live: data comes from the dashboard's read-only JSON API and is polled every second.
+ * Static (the report): every view's data is inlined in the page; nothing is fetched.
+ */
+(function () {
+  "use strict";
+  const P = window.PERFTUNE;
+  const PLOT_CONFIG = {displaylogo: false, responsive: true};
+  const COLOURS = {failed: "#d62728", timeout: "#ff7f0e", cancelled: "#7f7f7f"};
+  const $ = (id) => document.getElementById(id);
+  const FLAG_PREFIX = {"-f flags on": "-f", "-f flags off": "-fno-", "--param values": "--param "};
+  const shorten = (flag, prefix) => flag.startsWith(prefix) ? flag.slice(prefix.length) :
+    flag.startsWith("--param=") ? flag.slice(8) : flag;
+
+  function esc(s) {
+    return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g,
+      (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  }
+  function num(v) {
+    if (v === null || v === undefined) return "-";
+    if (typeof v !== "number") return esc(v);
+    return Math.abs(v) >= 1e5 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(4) : String(+v.toPrecision(6));
+  }
+  function when(t) {
+    return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "-";
+  }
+  function improvement(imp) {
+    if (!imp) return "-";
+    if (imp.is_baseline || !imp.interval) return imp.estimate.toFixed(3) + "x";
+    return imp.estimate.toFixed(3) + "x (" + imp.low.toFixed(3) + "x to " + imp.high.toFixed(3) + "x)";
+  }
+  async function get(path) {
+    const r = await fetch(path, {headers: {"Accept": "application/json"}, credentials: "same-origin"});
+    if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
+    return r.json();
+  }
+  function plot(id, traces, layout) {
+    const base = {margin: {l: 60, r: 20, t: 30, b: 45}, height: 340, legend: {orientation: "h", y: -0.2},
+                  font: {size: 11}};
+    window.Plotly.react($(id), traces, Object.assign(base, layout || {}), PLOT_CONFIG);
+  }
+  function poll(fn, ms) {
+    let busy = false;
+    setInterval(async () => {
+      if (busy) return;
+      busy = true;
+      try { await fn(); } catch (e) { console.error(e.message); } finally { busy = false; }
+    }, ms);
+  }
+
+  // ------------------------------------------------------------------ runs page
+
+  function runsPage() {
+    const state = {rows: P.data && P.data.runs || [], q: "", status: "", kind: "", chosen: new Set()};
+    $("content").innerHTML =
+      '<div class="controls"><input id="q" placeholder="search name, kind, machine" size="32">' +
+      '<select id="status-filter"><option value="">any status</option></select>' +
+      '<select id="kind-filter"><option value="">any kind</option></select>' +
+      '<button id="compare" disabled>compare selected</button><span id="compare-note" class="muted"></span></div>' +
+      '<table id="runs"><thead><tr><th></th><th>run</th><th>kind</th><th>status</th><th>progress</th>' +
+      '<th>trials</th><th>failures</th><th>best</th><th>improvement (95% CI)</th><th>machine</th>' +
+      '<th>started</th><th>finished</th></tr></thead><tbody></tbody></table>';
+    $("q").addEventListener("input", (e) => { state.q = e.target.value.toLowerCase(); render(); });
+    $("status-filter").addEventListener("change", (e) => { state.status = e.target.value; render(); });
+    $("kind-filter").addEventListener("change", (e) => { state.kind = e.target.value; render(); });
+    $("compare").addEventListener("click", () => {
+      window.location.href = "compare?runs=" + [...state.chosen].map(encodeURIComponent).join(",");
+    });
+    function options(id, values, current) {
+      const sel = $(id);
+      const have = [...sel.options].map((o) => o.value);
+      for (const v of values) if (!have.includes(v)) sel.add(new Option(v, v));
+      sel.value = current;
+    }
+    function render() {
+      options("status-filter", [...new Set(state.rows.map((r) => r.status))].sort(), state.status);
+      options("kind-filter", [...new Set(state.rows.map((r) => r.kind))].sort(), state.kind);
+      const rows = state.rows.filter((r) =>
+        (!state.status || r.status === state.status) && (!state.kind || r.kind === state.kind) &&
+        (!state.q || [r.name, r.kind, r.machine].join(" ").toLowerCase().includes(state.q)));
+      $("runs").tBodies[0].innerHTML = rows.map((r) => {
+        const total = r.budget_evals ? " of " + r.budget_evals : "";
+        const bar = r.progress === null ? '<span class="muted">' + (r.budget_seconds ? r.budget_seconds + " s budget" : "-") + "</span>"
+          : '<span class="bar"><span style="width:' + Math.round(100 * r.progress) + '%"></span></span> ' + Math.round(100 * r.progress) + "%";
+        return '<tr data-run="' + esc(r.name) + '"><td><input type="checkbox" class="pick" value="' + esc(r.name) + '"' +
+          (state.chosen.has(r.name) ? " checked" : "") + "></td>" +
+          '<td><a href="runs/' + encodeURIComponent(r.name) + '">' + esc(r.name) + "</a></td><td>" + esc(r.kind) +
+          '</td><td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><td>" + bar + "</td><td>" +
+          r.n_trials + esc(total) + "</td><td>" + r.n_failed + "</td><td>" + num(r.best) + "</td><td>" +
+          improvement(r.improvement) + "</td><td>" + esc(r.machine || "-") + "</td><td>" + when(r.started_at) +
+          "</td><td>" + when(r.finished_at) + "</td></tr>";
+      }).join("");
+      for (const box of document.querySelectorAll(".pick")) {
+        box.addEventListener("change", (e) => {
+          if (e.target.checked) state.chosen.add(e.target.value); else state.chosen.delete(e.target.value);
+          updateCompare();
+        });
+      }
+      updateCompare();
+    }
+    function updateCompare() {
+      const chosen = state.rows.filter((r) => state.chosen.has(r.name));
+      const spaces = new Set(chosen.map((r) => r.space_fingerprint));
+      const ok = chosen.length >= 2 && spaces.size === 1;
+      $("compare").disabled = !ok || P.mode !== "live";
+      $("compare-note").textContent = chosen.length >= 2 && spaces.size > 1 ? "the selected runs have different search spaces" : "";
+    }
+    render();
+    if (P.mode === "live") {
+      const refresh = async () => { state.rows = (await get("api/runs")).runs; render(); };
+      refresh().catch((e) => console.error(e.message));
+      poll(refresh, 1000);
+    }
+  }
+
+  // ------------------------------------------------------------------ run page
+
+  function section(id, title, body) {
+    return '<h2 id="h-' + id + '">' + esc(title) + "</h2>" + (body || '<div id="' + id + '" class="plot"></div>');
+  }
+
+  function runPage() {
+    const state = {view: null, params: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
+                   status: "", technique: "", text: ""}, version: null, paramsAt: 0};
+    $("content").innerHTML =
+      '<div id="summary"></div>' +
+      section("best", "Best configuration", '<div id="best"></div>') +
+      section("convergence", "Convergence", '<div class="controls">x axis: <select id="x-axis">' +
+        '<option value="trial">trial</option><option value="time">time (s)</option></select></div>' +
+        '<div id="convergence" class="plot"></div>') +
+      section("trials", "Trials", '<div class="controls"><select id="t-status"><option value="">any status</option>' +
+        '<option>ok</option><option>failed</option><option>timeout</option><option>cancelled</option></select>' +
+        '<select id="t-technique"><option value="">any technique</option></select>' +
+        '<input id="t-text" placeholder="filter config or reason" size="28"><button id="t-prev">&lt; prev</button>' +
+        '<span id="t-range"></span><button id="t-next">next &gt;</button></div><table id="trial-table"><thead><tr>' +
+        [["trial", "trial"], ["status", "status"], ["value", "value"], ["technique", "technique"], ["worker", "worker"],
+         ["duration", "duration (s)"], [null, "samples"], [null, "reason"], [null, "config"]].map(([k, label]) =>
+          k ? '<th class="sortable" data-sort="' + k + '">' + label + "</th>" : "<th>" + label + "</th>").join("") +
+        "</tr></thead><tbody></tbody></table>") +
+      section("importance", "Parameter importance", '<p id="importance-method" class="muted">fitting a random forest to the ' +
+        "trials...</p><div id=\"importance\" class=\"plot\"></div>") +
+      section("parallel", "Parallel coordinates", '<div id="parallel" class="plot"></div>') +
+      section("slices", "Slice plots", '<div id="slices" class="slices"></div>') +
+      section("credits", "Technique credits over time", '<div class="two"><div id="credits" class="plot"></div>' +
+        '<div id="proposals" class="plot"></div></div><table id="techniques"></table>') +
+      section("failures", "Failures by reason", '<div id="failures"></div>');
+    $("x-axis").addEventListener("change", (e) => { state.x = e.target.value; drawConvergence(); });
+    $("t-status").addEventListener("change", (e) => { state.table.status = e.target.value; state.table.offset = 0; loadTable(); });
+    $("t-technique").addEventListener("change", (e) => { state.table.technique = e.target.value; state.table.offset = 0; loadTable(); });
+    let typing = null;
+    $("t-text").addEventListener("input", (e) => {
+      clearTimeout(typing);
+      typing = setTimeout(() => { state.table.text = e.target.value; state.table.offset = 0; loadTable(); }, 250);
+    });
+    $("t-prev").addEventListener("click", () => { state.table.offset = Math.max(0, state.table.offset - state.table.limit); loadTable(); });
+    $("t-next").addEventListener("click", () => { state.table.offset += state.table.limit; loadTable(); });
+    for (const th of document.querySelectorAll("#trial-table th.sortable")) {
+      th.addEventListener("click", () => {
+        const t = state.table;
+        if (t.sort === th.dataset.sort) t.descending = !t.descending; else { t.sort = th.dataset.sort; t.descending = false; }
+        t.offset = 0;
+        loadTable();
+      });
+    }
+
+    function drawSummary() {
+      const v = state.view, r = v.run;
+      const budget = v.budget.evals ? r.n_trials + " of " + v.budget.evals + " trials" :
+        v.budget.seconds ? r.n_trials + " trials (time budget " + v.budget.seconds + " s)" : r.n_trials + " trials";
+      $("summary").innerHTML = '<table id="run-summary"><tr><th>run</th><td>' + esc(r.name) + " (id " + r.id + ")</td><th>status</th>" +
+        '<td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><th>kind</th><td>" + esc(r.kind) + "</td></tr>" +
+        "<tr><th>progress</th><td>" + esc(budget) + "</td><th>best</th><td>" + num(r.best) + "</td><th>goal</th><td>" +
+        esc(r.goal) + "imise " + esc(r.metric || "the objective") + "</td></tr><tr><th>started</th><td>" + when(r.started_at) +
+        "</td><th>finished</th><td>" + when(r.finished_at) + "</td><th>machine</th><td>" + esc(r.machine || "-") + " " +
+        esc(r.cpu || "") + "</td></tr></table>";
+      const sel = $("t-technique");
+      const have = [...sel.options].map((o) => o.value);
+      for (const t of v.techniques) if (!have.includes(t.technique)) sel.add(new Option(t.technique, t.technique));
+    }
+
+    function drawBest() {
+      const b = state.view.best;
+      if (!b) { $("best").innerHTML = "<p>No successful trial yet.</p>"; return; }
+      let out = '<p class="tight">value <b>' + num(b.value) + "</b> (trial " + b.trial + ", proposed by <code>" + esc(b.technique) +
+        "</code>, " + b.samples.length + " samples)</p>";
+      for (const line of b.lines) out += '<p class="improvement tight"><b>' + esc(line) + "</b></p>";
+      if (b.command_line) {
+        out += '<div class="controls"><b>command line</b><button id="copy">copy</button></div><code class="cmd" id="command-line">' +
+          esc(b.command_line) + "</code>";
+      }
+      let params = b.only_differing ? '<p class="muted">' + b.n_differing + " of " + b.n_params +
+        " parameters differ from the default (the others are at their default):</p>" : "";
+      for (const [group, items] of Object.entries(b.groups)) {
+        params += '<div class="group">' + esc(group) + " (" + items.length + ')</div><div class="grid">' +
+          items.map(([k, v, d]) => '<div title="default: ' + esc(JSON.stringify(d)) + '"><code>' + esc(k) + "</code> = " +
+            esc(typeof v === "string" ? v : JSON.stringify(v)) + "</div>").join("") + "</div>";
+      }
+      if (b.final_flags) {
+        // A flags run answers with a (reduced) option set: that is the answer; the search's best trial is detail.
+        out += '<div id="final-flags"><p class="tight">' + b.n_final_flags + " options besides the sources:</p>";
+        for (const [group, flags] of Object.entries(b.final_flags)) {
+          // The group names the prefix, so each option is shown without it: hundreds fit one screen.
+          const prefix = FLAG_PREFIX[group];
+          out += '<div class="flags"><b>' + esc(group) + " (" + flags.length + (prefix ? ", shown without " + prefix : "") +
+            "):</b> <code>" + flags.map((f) => esc(prefix ? shorten(f, prefix) : f)).join(" ") + "</code></div>";
+        }
+        out += "</div><details><summary>the best trial of the search (trial " + b.trial + "): " + b.n_differing + " of " +
+          b.n_params + " parameters differ from the default</summary>" + params + "</details>";
+      } else {
+        out += params;
+      }
+      $("best").innerHTML = out;
+      if ($("copy")) {
+        $("copy").addEventListener("click", () => {
+          const text = b.command_line;
+          if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).catch(() => {});
+          const range = document.createRange();
+          range.selectNodeContents($("command-line"));
+          const s = window.getSelection(); s.removeAllRanges(); s.addRange(range);
+          $("copy").textContent = "copied";
+        });
+      }
+    }
+
+    function drawConvergence() {
+      const c = state.view.convergence, time = state.x === "time";
+      const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
+      const traces = [
+        {type: c.n_shown > 2000 ? "scattergl" : "scatter", mode: "markers", name: "trial value", x: time ? c.elapsed_s : c.trial,
+         y: c.value, marker: {size: 5, color: "#1f77b4", opacity: 0.45}},
+        {type: "scatter", mode: "lines", name: "best so far", x: xs("best"), y: c.best_value, line: {shape: "hv", color: "black", width: 2}},
+      ];
+      const top = c.value.length ? Math.max(...c.value.slice(0, 20000)) : 1;
+      for (const [status, f] of Object.entries(c.failed)) {
+        traces.push({type: "scatter", mode: "markers", name: status + " (" + f.trial.length + ")", x: time ? f.elapsed_s : f.trial,
+                     y: f.trial.map(() => top), marker: {symbol: "x", size: 6, color: COLOURS[status] || "#d62728"}});
+      }
+      const thinned = c.n_shown < c.n_points ? " (values of " + c.n_shown + " of the " + c.n_points +
+        " successful trials, evenly spaced; the best-so-far line has every step)" : "";
+      plot("convergence", traces, {title: {text: thinned, font: {size: 11}},
+           xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
+           yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380});
+    }
+
+    function drawCredits() {
+      const v = state.view, cr = v.credits, pr = v.proposals;
+      plot("credits", Object.keys(cr.share).map((n) => ({type: "scatter", mode: "lines", name: n, x: cr.trial, y: cr.share[n],
+        line: {shape: "hv"}})), {title: {text: "share of the improvements found", font: {size: 12}},
+        xaxis: {title: {text: "trial"}}, yaxis: {range: [0, 1.02], tickformat: ".0%"}, showlegend: true});
+      plot("proposals", Object.keys(pr.share).map((n) => ({type: "scatter", mode: "lines", stackgroup: "one", name: n,
+        x: pr.trial, y: pr.share[n]})), {title: {text: "share of proposals (window of " + pr.window + " trials)", font: {size: 12}},
+        xaxis: {title: {text: "trial"}}, yaxis: {range: [0, 1], tickformat: ".0%"}, showlegend: true});
+      $("techniques").innerHTML = "<tr><th>technique</th><th>trials</th><th>successful</th><th>share of improvements</th></tr>" +
+        v.techniques.map((t) => "<tr><td>" + esc(t.technique) + "</td><td>" + t.trials + "</td><td>" + t.ok + "</td><td>" +
+          Math.round(100 * t.credit) + "%</td></tr>").join("");
+    }
+
+    function drawFailures() {
+      const f = state.view.failures;
+      if (!f.length) { $("failures").innerHTML = "<p>No failed, timed-out or cancelled trial.</p>"; return; }
+      const top = f.slice(0, 15).reverse();
+      $("failures").innerHTML = '<div id="failures-plot" class="plot"></div><table id="failure-table"><tr><th>status</th>' +
+        "<th>reason</th><th>trials</th></tr>" + f.map((r) => "<tr><td>" + esc(r.status) + "</td><td>" + esc(r.label) +
+        "</td><td>" + r.count + "</td></tr>").join("") + "</table>";
+      plot("failures-plot", [{type: "bar", orientation: "h", x: top.map((r) => r.count),
+        y: top.map((r) => r.label.length > 70 ? r.label.slice(0, 67) + "..." : r.label),
+        marker: {color: top.map((r) => COLOURS[r.status] || "#d62728")}, hovertext: top.map((r) => r.label), hoverinfo: "text+x"}],
+        {height: 80 + 28 * top.length, margin: {l: 380, r: 20, t: 10, b: 35}, xaxis: {title: {text: "trials"}}});
+    }
+
+    function drawParams() {
+      const p = state.params;
+      $("importance-method").textContent = "Method: " + p.importance_method + (p.sampled ? " (" + p.n_trials +
+        " of " + p.n_ok + " successful trials: the best quarter and an even sample of the rest)" : "") + ".";
+      if (!p.params.length) {
+        for (const id of ["importance", "parallel"]) $(id).innerHTML = '<p class="muted">No parameter varied among the successful trials.</p>';
+        $("slices").innerHTML = "";
+        return;
+      }
+      const imp = p.importance.slice(0, 20).reverse();
+      if (imp.length) {
+        plot("importance", [{type: "bar", orientation: "h", x: imp.map((i) => i[1]), y: imp.map((i) => i[0])}],
+             {height: 60 + 22 * imp.length, margin: {l: 200, r: 20, t: 10, b: 35}, xaxis: {tickformat: ".0%"}});
+      } else {
+        $("importance").innerHTML = '<p class="muted">' + esc(p.importance_method) + "</p>";
+      }
+      const dims = p.params.map((n) => {
+        const cats = p.categories[n];
+        const d = {label: n.length > 18 ? n.slice(0, 17) + "…" : n, values: p.columns[n]};
+        if (cats) { d.tickvals = cats.map((_, i) => i); d.ticktext = cats.map((c) => c.length > 12 ? c.slice(0, 11) + "…" : c); }
+        return d;
+      });
+      dims.push({label: "value", values: p.values});
+      plot("parallel", [{type: "parcoords", dimensions: dims, line: {color: p.values, colorscale: "Viridis",
+        reversescale: p.goal === "min", showscale: true}}], {height: 420, margin: {l: 70, r: 70, t: 50, b: 30}});
+      $("slices").innerHTML = p.params.map((_, i) => '<div id="slice-' + i + '" class="plot"></div>').join("");
+      p.params.forEach((n, i) => {
+        const cats = p.categories[n];
+        plot("slice-" + i, [{type: p.values.length > 2000 ? "scattergl" : "scatter", mode: "markers", x: p.columns[n], y: p.values,
+          text: p.trial.map((t) => "trial " + t), marker: {size: 5, opacity: 0.5, color: p.trial, colorscale: "Blues"}}],
+          {height: 260, title: {text: n, font: {size: 12}}, margin: {l: 50, r: 10, t: 30, b: 40},
+           xaxis: cats ? {tickvals: cats.map((_, k) => k), ticktext: cats} : {}, yaxis: {type: state.view.convergence.log_y ? "log" : "linear"}});
+      });
+    }
+
+    function renderTable(page) {
+      const t = state.table;
+      $("t-range").textContent = page.total ? (t.offset + 1) + "–" + Math.min(t.offset + page.rows.length, page.total) +
+        " of " + page.total : "no trial matches";
+      $("t-prev").disabled = t.offset === 0;
+      $("t-next").disabled = t.offset + t.limit >= page.total;
+      for (const th of document.querySelectorAll("#trial-table th.sortable")) {
+        th.classList.toggle("sorted", th.dataset.sort === t.sort);
+        th.textContent = th.textContent.replace(/ [▲▼]$/, "") + (th.dataset.sort === t.sort ? (t.descending ? " ▼" : " ▲") : "");
+      }
+      $("trial-table").tBodies[0].innerHTML = page.rows.map((r) => '<tr data-trial="' + r.trial + '"><td>' + r.trial +
+        '</td><td class="status">' + esc(r.status) + '</td><td class="value">' + num(r.value) + "</td><td>" + esc(r.technique) +
+        "</td><td>" + esc(r.worker || "-") + "</td><td>" + num(r.duration_s) + "</td><td>" + r.samples + "</td><td>" +
+        esc(r.reason || "") + '</td><td class="config">' + esc(r.config) + "</td></tr>").join("");
+    }
+
+    async function loadTable() {
+      const t = state.table;
+      if (P.mode === "static") { renderTable(staticPage(P.data.trials, t)); return; }
+      const q = new URLSearchParams({offset: t.offset, limit: t.limit, sort: t.sort, descending: t.descending ? "1" : "0",
+                                     status: t.status, technique: t.technique, text: t.text});
+      renderTable(await get("api/runs/" + encodeURIComponent(P.run) + "/trials?" + q));
+    }
+
+    async function loadParams() {
+      state.params = P.mode === "static" ? P.data.params : await get("api/runs/" + encodeURIComponent(P.run) + "/parameters");
+      state.paramsAt = Date.now();
+      drawParams();
+    }
+
+    function drawAll() { drawSummary(); drawConvergence(); drawBest(); drawCredits(); drawFailures(); }
+
+    async function refresh() {
+      const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
+      const key = version.n_trials + "/" + version.status;
+      if (key === state.version) return;
+      state.version = key;
+      // The table and the run's views load together; the table shows as soon as it is there.
+      const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
+      state.view = view;
+      drawAll();
+      // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
+      if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
+    }
+
+    if (P.mode === "static") {
+      state.view = P.data.run;
+      drawAll();
+      loadTable();
+      loadParams();
+    } else {
+      refresh().catch((e) => console.error(e.message));
+      poll(refresh, 1000);
+    }
+  }
+
+  // The report's table: the same filters, sort and pages, over the trials inlined in the page.
+  function staticPage(all, t) {
+    const text = t.text.toLowerCase();
+    let rows = all.filter((r) => (!t.status || r.status === t.status) && (!t.technique || r.technique === t.technique) &&
+      (!text || r.config.toLowerCase().includes(text) || (r.reason || "").toLowerCase().includes(text)));
+    const key = t.sort === "duration" ? "duration_s" : t.sort;
+    rows = rows.slice().sort((a, b) => {
+      const x = a[key], y = b[key];
+      if (x === null || x === undefined) return (y === null || y === undefined) ? a.trial - b.trial : 1;
+      if (y === null || y === undefined) return -1;
+      const c = x < y ? -1 : x > y ? 1 : a.trial - b.trial;
+      return t.descending ? -c : c;
+    });
+    return {total: rows.length, rows: rows.slice(t.offset, t.offset + t.limit)};
+  }
+
+  // ------------------------------------------------------------------ compare page
+
+  function comparePage() {
+    const state = {x: "trial", data: P.data && P.data.compare};
+    $("content").innerHTML = '<div class="controls">x axis: <select id="x-axis"><option value="trial">trial</option>' +
+      '<option value="time">time (s)</option></select></div><div id="compare-plot" class="plot"></div>' +
+      '<table id="compare-table"></table>';
+    $("x-axis").addEventListener("change", (e) => { state.x = e.target.value; draw(); });
+    function draw() {
+      const d = state.data, time = state.x === "time";
+      plot("compare-plot", d.runs.map((r) => ({type: "scatter", mode: "lines", name: r.run.name, line: {shape: "hv", width: 2},
+        x: time ? r.best_elapsed_s : r.best_trial, y: r.best_value})),
+        {height: 440, xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
+         yaxis: {title: {text: "best value so far"}}, showlegend: true});
+      $("compare-table").innerHTML = "<tr><th>run</th><th>status</th><th>trials</th><th>best</th><th>improvement (95% CI)</th>" +
+        "<th>machine</th><th>started</th></tr>" + d.runs.map((r) => '<tr><td><a href="runs/' + encodeURIComponent(r.run.name) + '">' +
+        esc(r.run.name) + "</a></td><td>" + esc(r.run.status) + "</td><td>" + r.n_trials + "</td><td>" + num(r.run.best) + "</td><td>" +
+        improvement(r.run.improvement) + "</td><td>" + esc(r.run.machine || "-") + "</td><td>" + when(r.run.started_at) + "</td></tr>").join("");
+    }
+    async function refresh() {
+      state.data = await get("api/compare?runs=" + P.runs.map(encodeURIComponent).join(","));
+      draw();
+    }
+    if (P.mode === "static") draw();
+    else { refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; }); poll(refresh, 2000); }
+  }
+
+  const pages = {runs: runsPage, run: runPage, compare: comparePage};
+  document.addEventListener("DOMContentLoaded", () => pages[P.page]());
+})();

@@ -1,0 +1,468 @@
+"""The data behind every view of a run, as JSON-able dicts: one source for the dashboard and the report.
+
+The dashboard serves these dicts from its JSON endpoints and the report inlines them into its page; the
+same script (``_assets/views.js``) draws them in both. Everything here reads the store through its
+public API, and the expensive parts are bounded: the convergence reads no configuration
+(:meth:`~perftune.store.Store.trial_summaries`), the trial table is one page read in the database
+(:meth:`~perftune.store.Store.trial_page`), and the parameter views decode at most
+``max_trials`` configurations (the best ones and an even sample of the rest).
+
+Example:
+    >>> from perftune.store import open_store
+    >>> with open_store("sqlite://") as store:
+    ...     _ = store.create_run("demo", None, {}, "min", None)
+    ...     [row["name"] for row in runs_view(store)]
+    ['demo']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from perftune.errors import PerftuneError
+from perftune.report._improvement import FinalAnswer, improvement_of
+from perftune.trial import Status
+
+__all__ = [
+    "IMPORTANCE_METHOD",
+    "compare_view",
+    "failure_label",
+    "flag_groups",
+    "parameter_view",
+    "run_view",
+    "runs_view",
+    "trials_view",
+]
+
+#: How :func:`parameter_view` ranks the parameters, as the pages print it.
+IMPORTANCE_METHOD = ("permutation importance of a random forest (scikit-learn, 60 trees) fitted on the "
+                     "successful trials' log values, measured on a held-out quarter of them")
+
+# Plotly draws this many points per curve smoothly in the browser; longer curves are thinned (the
+# best-so-far curve keeps every step, the scatter of values keeps every point).
+_MAX_LINE_POINTS = 4000
+# A run of 100,000 trials would send megabytes of points that no screen can tell apart: the scatter of
+# values shows at most this many (evenly spaced trials); the best-so-far curve keeps every step.
+_MAX_SCATTER_POINTS = 20_000
+_MAX_PARAMS_SHOWN = 12
+_GROUP_LABELS = {"level": "level and target", "flag": "-f flags", "param": "--param values",
+                 "other": "parameters"}
+
+
+def failure_label(status: str, reason: str | None) -> str:
+    """One line for a failure: ``status: reason``, without saying the status twice.
+
+    Example:
+        >>> failure_label("timeout", "timeout: run timed out after 2 s")
+        'timeout: run timed out after 2 s'
+        >>> failure_label("failed", "RuntimeError: boom")
+        'failed: RuntimeError: boom'
+    """
+    text = (reason or "").strip()
+    first = text.splitlines()[0][:160] if text else ""
+    if not first:
+        return status
+    # Reasons often start with the status already ("timeout: ...", "Timed out: ..."): say it once.
+    if re.match(rf"{re.escape(status)}\b\W*", first, flags=re.IGNORECASE):
+        return first
+    return f"{status}: {first}"
+
+
+def _run_total(settings: dict[str, Any]) -> tuple[int | None, float | None]:
+    budget = settings.get("budget")
+    if not isinstance(budget, dict):
+        return None, None
+    evals, seconds = budget.get("evals"), budget.get("seconds")
+    return (int(evals) if isinstance(evals, int | float) else None,
+            float(seconds) if isinstance(seconds, int | float) else None)
+
+
+def _kind(info: Any) -> str:
+    settings = info.settings or {}
+    if isinstance(settings.get("target"), str):
+        return settings["target"]
+    if settings.get("task"):
+        return "command"
+    return "python"
+
+
+def _answer(store: Any, info: Any) -> FinalAnswer:
+    """The recorded final answer, else best against default: two indexed lookups, never all trials."""
+    recorded = FinalAnswer.from_json((info.settings or {}).get("result"))
+    if recorded is not None:
+        return recorded
+    best = store.best(info.id)
+    # The first trial of the default technique: an index walk that stops at it (no count of them all).
+    _, defaults = store.trial_page(info.id, technique="default", limit=1, count=False)
+    default = defaults[0] if defaults else None
+    imp = improvement_of(best, default, goal=info.goal or "min")
+    return FinalAnswer(imp, trial=None if best is None else best.id)
+
+
+def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> dict[str, Any]:
+    n_evals, n_seconds = _run_total(info.settings or {})
+    best = store.best(info.id)
+    answer = _answer(store, info)
+    env = info.environment or {}
+    n_trials, n_ok = counts if counts is not None else (store.count(info.id), -1)
+    return {
+        "id": info.id, "name": info.name, "status": info.status, "goal": info.goal, "metric": info.metric,
+        "kind": _kind(info), "n_trials": n_trials, "budget_evals": n_evals, "budget_seconds": n_seconds,
+        "progress": None if not n_evals else min(1.0, n_trials / n_evals),
+        "best": None if best is None else best.value,
+        "improvement": None if answer.improvement is None else answer.improvement.to_json(),
+        "machine": env.get("hostname") or env.get("machine"), "cpu": env.get("cpu"),
+        "started_at": info.created_at, "finished_at": info.finished_at,
+        "space_fingerprint": info.space_fingerprint,
+        "n_failed": (n_trials - (n_ok if n_ok >= 0 else store.count(info.id, Status.OK))) if n_trials else 0,
+    }
+
+
+def runs_view(store: Any) -> list[dict[str, Any]]:
+    """One row per run: status, progress, best, improvement with its interval, machine, start and end."""
+    return [_run_row(store, info) for info in store.list_runs()]
+
+
+def _thin(n: int, limit: int) -> list[int]:
+    if n <= limit:
+        return list(range(n))
+    step = n / limit
+    picked = sorted({int(i * step) for i in range(limit)} | {n - 1})
+    return picked
+
+
+def _default_config(info: Any) -> dict[str, Any] | None:
+    if info.space is None:
+        return None
+    try:
+        return json.loads(info.load_space().default().to_json())
+    except (PerftuneError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _group(name: str, kind: str) -> str:
+    if kind != "flags":
+        return "other"
+    if name in ("O", "march", "mtune"):
+        return "level"
+    if name.startswith("param_"):
+        return "param"
+    return "flag"
+
+
+def flag_groups(flags: Sequence[str]) -> dict[str, list[str]]:
+    """A compiler command line's options grouped for reading: level and target, -f on, -f off, --param.
+
+    Example:
+        >>> flag_groups(["-O2", "-funroll-loops", "-fno-tree-pre", "--param", "max-unroll-times=4"])
+        {'level and target': ['-O2'], '-f flags on': ['-funroll-loops'], '-f flags off': ['-fno-tree-pre'], \
+'--param values': ['--param max-unroll-times=4']}
+    """
+    groups: dict[str, list[str]] = {}
+    items = list(flags)
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        if flag == "--param" and i + 1 < len(items):
+            group, flag = "--param values", f"--param {items[i + 1]}"
+            i += 1
+        elif flag.startswith("--param"):
+            group = "--param values"
+        elif flag.startswith(("-O", "-march", "-mtune")):
+            group = "level and target"
+        elif flag.startswith("-fno-"):
+            group = "-f flags off"
+        elif flag.startswith("-f"):
+            group = "-f flags on"
+        else:
+            group = "other options"
+        groups.setdefault(group, []).append(flag)
+        i += 1
+    return groups
+
+
+def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | None:
+    best = store.best(info.id)
+    trial = best
+    if answer.trial is not None and (best is None or answer.trial != best.id):
+        _, found = store.trial_page(info.id, trial_ids=[answer.trial], limit=1, count=False)
+        trial = found[0] if found else best
+    if trial is None:
+        return None
+    config = json.loads(trial.config.to_json())
+    default = _default_config(info) or {}
+    kind = _kind(info)
+    differing = {k: v for k, v in config.items() if k not in default or default[k] != v}
+    # A large space (flags) shows what differs from the default; a small one shows every parameter.
+    shown = differing if len(config) > 20 else config
+    groups: dict[str, list[list[Any]]] = {}
+    for k, v in shown.items():
+        groups.setdefault(_GROUP_LABELS[_group(k, kind)], []).append([k, v, default.get(k)])
+    flags = (answer.config or {}).get("flags")
+    is_flags = isinstance(flags, list) and all(isinstance(f, str) for f in flags)
+    final_flags = flag_groups(flags) if isinstance(flags, list) and is_flags else None
+    n_final = len(flags) if isinstance(flags, list) and is_flags else None
+    return {
+        "final_flags": final_flags, "n_final_flags": n_final,
+        "trial": trial.id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
+        "n_params": len(config), "n_differing": len(differing), "only_differing": len(config) > 20,
+        "groups": groups, "command_line": answer.command_line,
+        "improvement": None if answer.improvement is None else answer.improvement.to_json(),
+        "lines": answer.lines(),
+    }
+
+
+def run_view(store: Any, ref: str | int) -> dict[str, Any]:
+    """The run page's data: summary, convergence, technique credits, failures and the best configuration.
+
+    Raises:
+        StoreError: no such run.
+    """
+    info = store.get_run(ref)
+    goal = info.goal or "min"
+    rows = store.trial_summaries(info.id)
+    t0 = min((r.started_at for r in rows if r.started_at is not None), default=info.created_at)
+    ids, values, elapsed, ok_ids = [], [], [], []
+    best_ids: list[int] = []
+    best_techniques: list[str] = []
+    best_values: list[float] = []
+    best_elapsed: list[float | None] = []
+    failed: dict[str, list[Any]] = {}
+    best_loss = math.inf
+    credit = Counter[str]()
+    credit_points: list[tuple[int, dict[str, float]]] = []
+    techniques = Counter[str]()
+    ok_by_tech = Counter[str]()
+    failures = Counter[tuple[str, str]]()
+    ok, pending = Status.OK.value, Status.PENDING.value  # looked up once: this loop sees every trial
+    for r in rows:
+        techniques[r.technique or "?"] += 1
+        when = None if r.finished_at is None else round(r.finished_at - t0, 3)
+        if r.status == ok and r.value is not None:
+            ok_by_tech[r.technique or "?"] += 1
+            ids.append(r.trial_id)
+            values.append(r.value)
+            elapsed.append(when)
+            ok_ids.append(r.trial_id)
+            loss = r.loss if r.loss is not None else (r.value if goal == "min" else -r.value)
+            if loss < best_loss:
+                if math.isfinite(best_loss):
+                    credit[r.technique or "?"] += (best_loss - loss) / max(abs(best_loss), 1e-300)
+                    credit_points.append((r.trial_id, dict(credit)))
+                best_loss = loss
+                best_ids.append(r.trial_id)
+                best_techniques.append(r.technique or "?")
+                best_values.append(r.value)
+                best_elapsed.append(when)
+        elif r.status != pending:
+            f = failed.setdefault(r.status, [[], []])
+            f[0].append(r.trial_id)
+            f[1].append(when)
+            failures[(r.status, failure_label(r.status, r.reason))] += 1
+    keep = _thin(len(ids), _MAX_SCATTER_POINTS)
+    last_id = rows[-1].trial_id if rows else 0
+    # Credits change only when the best improves: one point per improvement, and the end of the run.
+    names = sorted(techniques)
+    total_credit = sum(credit.values())
+    credits = {"trial": [p[0] for p in credit_points] + ([last_id] if rows else []),
+               "share": {n: [(c.get(n, 0.0) / max(sum(c.values()), 1e-300)) for _, c in credit_points]
+                         + ([credit.get(n, 0.0) / total_credit if total_credit > 0 else 0.0] if rows else [])
+                         for n in names}}
+    window = max(10, len(rows) // 50)
+    share_x, share = _proposal_shares(rows, names, window)
+    answer = _answer(store, info)
+    n_evals, n_seconds = _run_total(info.settings or {})
+    return {
+        "run": {**_run_row(store, info, (len(rows), len(ids))),
+                "settings": {k: v for k, v in (info.settings or {}).items() if k != "result"},
+                "environment": info.environment or {}},
+        "convergence": {
+            "trial": [ids[i] for i in keep], "value": [values[i] for i in keep],
+            "elapsed_s": [elapsed[i] for i in keep],
+            "best_trial": best_ids + ([last_id] if best_ids else []),
+            "best_value": best_values + (best_values[-1:] if best_ids else []),
+            "best_technique": best_techniques,
+            "best_elapsed_s": best_elapsed + ([round((rows[-1].finished_at or t0) - t0, 3)]
+                                              if best_ids else []),
+            "failed": {s: {"trial": v[0], "elapsed_s": v[1]} for s, v in failed.items()},
+            "log_y": bool(values) and min(values) > 0 and max(values) / min(values) > 30,
+            "n_points": len(ids), "n_shown": len(keep),
+        },
+        "credits": credits,
+        "proposals": {"trial": share_x, "share": share, "window": window},
+        "techniques": [{"technique": n, "trials": techniques[n], "ok": ok_by_tech[n],
+                        "credit": credit.get(n, 0.0) / total_credit if total_credit > 0 else 0.0}
+                       for n, _ in techniques.most_common()],
+        "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
+        "best": _best_view(store, info, answer),
+        "budget": {"evals": n_evals, "seconds": n_seconds},
+        "n_trials": len(rows),
+    }
+
+
+def _proposal_shares(rows: Sequence[Any], names: list[str],
+                     window: int) -> tuple[list[int], dict[str, list[float]]]:
+    """Share of proposals per technique in a sliding window: how the ensemble moved its budget."""
+    picks = _thin(len(rows), 500)
+    counts = Counter[str]()
+    out: dict[str, list[float]] = {n: [] for n in names}
+    xs: list[int] = []
+    j = 0
+    for i, r in enumerate(rows):
+        counts[r.technique or "?"] += 1
+        if i >= window:
+            counts[rows[i - window].technique or "?"] -= 1
+        if j < len(picks) and picks[j] == i:
+            j += 1
+            size = min(i + 1, window)
+            xs.append(r.trial_id)
+            for n in names:
+                out[n].append(round(counts[n] / size, 4))
+    return xs, out
+
+
+def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50, sort: str = "trial",
+                descending: bool = False, status: str | None = None, technique: str | None = None,
+                text: str | None = None, total: int | None = None) -> dict[str, Any]:
+    """One page of the trial table, filtered and sorted by the store (never the whole run in memory).
+
+    ``total`` is the number of matching trials when the caller knows it already (the dashboard keeps
+    it while the run's trial count stays the same): counting them is a scan when the table is filtered.
+
+    Raises:
+        StoreError: no such run, or an unknown sort key.
+    """
+    info = store.get_run(ref)
+    limit = max(1, min(int(limit), 500))
+    counted, page = store.trial_page(info.id, offset=offset, limit=limit, order_by=sort,
+                                     descending=descending, status=status or None,
+                                     technique=technique or None, text=text or None, count=total is None)
+    total = counted if total is None else total
+    return {
+        "total": total, "offset": offset, "limit": limit, "sort": sort, "descending": descending,
+        "rows": [{"trial": t.id, "status": t.status.value, "value": t.value,
+                  "reason": None if t.ok else failure_label(t.status.value, t.reason),
+                  "samples": len(t.samples), "technique": t.technique, "worker": t.worker,
+                  "duration_s": None if t.started_at is None or t.finished_at is None
+                  else round(t.finished_at - t.started_at, 4),
+                  "config": t.config.to_json()} for t in page],
+    }
+
+
+def _encode_column(values: list[Any]) -> tuple[list[float], list[str] | None]:
+    """A parameter's values as numbers (categories as their index, with the category names)."""
+    if all(isinstance(v, bool) for v in values):
+        return [float(v) for v in values], ["false", "true"]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return [float(v) for v in values], None
+    keys = [json.dumps(v, sort_keys=True) if not isinstance(v, str) else v for v in values]
+    cats = sorted(set(keys))
+    index = {c: i for i, c in enumerate(cats)}
+    return [float(index[k]) for k in keys], cats
+
+
+def _importance(columns: dict[str, list[float]], y: list[float], seed: int = 0) -> dict[str, float]:
+    """Permutation importance of a random forest on held-out trials (see :data:`IMPORTANCE_METHOD`)."""
+    import numpy as np
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.inspection import permutation_importance
+
+    names = list(columns)
+    if len(y) < 8 or not names:
+        return {}
+    x = np.array([columns[n] for n in names], dtype=float).T
+    target = np.log(np.maximum(np.array(y, dtype=float), 1e-300)) if min(y) > 0 else np.array(y, dtype=float)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(y))
+    n_test = max(2, len(y) // 4)
+    test, train = order[:n_test], order[n_test:]
+    forest = RandomForestRegressor(n_estimators=60, min_samples_leaf=2, random_state=seed, n_jobs=1)
+    forest.fit(x[train], target[train])
+    result = permutation_importance(forest, x[test], target[test], n_repeats=5, random_state=seed, n_jobs=1)
+    raw = np.maximum(result.importances_mean, 0.0)
+    total = float(raw.sum())
+    return {n: (float(v) / total if total > 0 else 0.0) for n, v in zip(names, raw, strict=True)}
+
+
+def parameter_view(store: Any, ref: str | int, *, max_trials: int = 2000) -> dict[str, Any]:
+    """Parallel coordinates, slice plots and parameter importance of a run's successful trials.
+
+    At most ``max_trials`` configurations are decoded: the best quarter of them and an even sample of
+    the rest, so that a run of 100,000 trials answers as fast as one of 2,000. The plots show the
+    ``12`` most important parameters (a flags run has hundreds).
+
+    Raises:
+        StoreError: no such run.
+    """
+    info = store.get_run(ref)
+    n_ok = store.count(info.id, Status.OK)
+    if n_ok <= max_trials:
+        _, trials = store.trial_page(info.id, status="ok", limit=None)
+    else:
+        n_best = max_trials // 4
+        _, best = store.trial_page(info.id, status="ok", order_by="value", descending=info.goal == "max",
+                                   limit=n_best, count=False)
+        ok_ids = [r.trial_id for r in store.trial_summaries(info.id) if r.status == Status.OK.value]
+        taken = {t.id for t in best}
+        rest = [ok_ids[i] for i in _thin(len(ok_ids), max_trials - n_best)]
+        _, sample = store.trial_page(info.id, trial_ids=[i for i in rest if i not in taken], limit=None,
+                                     count=False)
+        trials = sorted(best + sample, key=lambda t: t.id)
+    trials = [t for t in trials if t.value is not None and math.isfinite(t.value)]
+    configs = [json.loads(t.config.to_json()) for t in trials]
+    names: list[str] = []
+    for c in configs:
+        names.extend(k for k in c if k not in names)
+    columns: dict[str, list[float]] = {}
+    categories: dict[str, list[str] | None] = {}
+    for n in names:
+        present = [c[n] for c in configs if n in c]
+        if len(present) != len(configs):
+            continue  # conditional parameter: not active in every trial, left out of the joint views
+        try:
+            columns[n], categories[n] = _encode_column(present)
+        except TypeError:
+            continue
+        if len(set(columns[n])) < 2:
+            del columns[n], categories[n]  # never varied: nothing to show
+    y = [float(t.value) for t in trials]  # type: ignore[arg-type]
+    importance = _importance(columns, y)
+    ranked = sorted(columns, key=lambda n: -importance.get(n, 0.0))[:_MAX_PARAMS_SHOWN]
+    return {
+        "n_trials": len(trials), "n_ok": n_ok, "sampled": n_ok > max_trials,
+        "params": ranked, "values": y, "trial": [t.id for t in trials], "goal": info.goal or "min",
+        "columns": {n: columns[n] for n in ranked}, "categories": {n: categories[n] for n in ranked},
+        "importance": [[n, round(v, 4)] for n, v in sorted(importance.items(), key=lambda p: -p[1])][:30],
+        "importance_method": IMPORTANCE_METHOD if importance else
+        "not enough successful trials (8 or more) or no parameter that varied",
+        "n_params": len(names),
+    }
+
+
+def compare_view(store: Any, refs: Sequence[str | int]) -> dict[str, Any]:
+    """Best-so-far curves of two or more runs of the same space, on one axis.
+
+    Raises:
+        PerftuneError: fewer than two runs, or runs of different search spaces.
+        StoreError: no such run.
+    """
+    infos = [store.get_run(r) for r in refs]
+    if len({i.id for i in infos}) < 2:
+        raise PerftuneError("compare: give two or more different runs")
+    prints = {i.space_fingerprint for i in infos}
+    if len(prints) > 1:
+        listed = ", ".join(f"{i.name} ({(i.space_fingerprint or 'no space')[:8]})" for i in infos)
+        raise PerftuneError(f"compare: the runs do not share a search space: {listed}")
+    runs = []
+    for info in infos:
+        view = run_view(store, info.id)
+        conv = view["convergence"]
+        runs.append({"run": view["run"], "best_trial": conv["best_trial"], "best_value": conv["best_value"],
+                     "best_elapsed_s": conv["best_elapsed_s"], "n_trials": view["n_trials"],
+                     "best": view["best"]})
+    return {"runs": runs, "goal": infos[0].goal or "min"}
