@@ -287,7 +287,7 @@ class AdaptiveSite(_Adaptive):
     Args:
         site: The :class:`perftune.choice.AlgorithmSite`; its own calls (recursive ones) go on
             through it, with the landmark selector installed for the duration of the top-level call.
-        size: The input's size, for the landmark search's cutoff range (default ``len``).
+        size: The input's size, for the landmark search's cutoff range (None: ``len``).
         max_levels: Most levels of a landmark selector.
 
     Example:
@@ -301,14 +301,14 @@ class AdaptiveSite(_Adaptive):
 
     target_kind = "site"
 
-    def __init__(self, site: Any, *, size: Callable[[Any], int] = len, max_levels: int = 3) -> None:
+    def __init__(self, site: Any, *, size: Callable[[Any], int] | None = None, max_levels: int = 3) -> None:
         if not (hasattr(site, "alternatives") and hasattr(site, "use") and hasattr(site, "selector")):
             raise AdaptError(f"AdaptiveSite needs a perftune.choice.AlgorithmSite, got {site!r}")
         if isinstance(max_levels, bool) or not isinstance(max_levels, int) or max_levels < 1:
             raise AdaptError(f"site {site.name!r}: max_levels must be a positive integer, got {max_levels!r}")
         super().__init__(site.name)
         self.site = site
-        self._size = size
+        self._size: Callable[[Any], int] = size or len
         self.max_levels = max_levels
 
     def _domain(self) -> Any:

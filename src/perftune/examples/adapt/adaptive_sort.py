@@ -13,8 +13,8 @@ input, so there would be nothing to learn; the example stands for a library whos
 all written at the same level.
 
 Run:
-    python examples/adapt/sort.py tune          # learn on the training families, write the dispatcher
-    python examples/adapt/sort.py run 100000    # sort inputs of each family with the dispatcher
+    python examples/adapt/adaptive_sort.py tune         # learn on the training families, save
+    python examples/adapt/adaptive_sort.py run 100000   # sort inputs of each family with the dispatcher
 """
 
 from __future__ import annotations
