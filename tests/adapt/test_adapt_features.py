@@ -8,7 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perftune.adapt import Feature, density, descending, divisibility, duplicates, sample, sortedness
+from perftune.adapt import (
+    Feature,
+    density,
+    descending,
+    divisibility,
+    duplicates,
+    far_order,
+    monotone_runs,
+    sample,
+    sortedness,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "perftune" / "examples" / "adapt"
 
@@ -33,6 +43,25 @@ def test_sortedness_sees_local_disorder_that_a_strided_sample_would_miss():
     assert sortedness(xs, 1024) < 0.95
     strided = sample(xs, 64)
     assert all(a < b for a, b in zip(strided, strided[1:], strict=False))
+
+
+def test_long_range_features_see_runs_that_neighbours_cannot():
+    rng = np.random.default_rng(4)
+    n = 8000
+    parts = np.array_split(rng.integers(0, 10**6, n), 8)
+    sawtooth = np.concatenate([np.sort(p) for p in parts]).tolist()
+    ordered = np.sort(rng.integers(0, 10**6, n)).tolist()
+    shuffled = rng.integers(0, 10**6, n).tolist()
+    organ = ordered[: n // 2] + ordered[n // 2 :][::-1]
+    # Neighbours: the sawtooth looks as sorted as a sorted input ...
+    assert sortedness(sawtooth, 1024) > 0.99
+    # ... but pairs a quarter apart do not, and its windows are monotone as a sorted input's are.
+    assert far_order(ordered, 128) == 1.0
+    assert 0.3 < far_order(sawtooth, 128) < 0.7
+    assert 0.3 < far_order(shuffled, 128) < 0.7
+    assert monotone_runs(organ, 512) > 0.95 and monotone_runs(sawtooth, 512) > 0.95
+    assert monotone_runs(shuffled, 512) < 0.05
+    assert 0.4 < sortedness(organ, 1024) < 0.6
 
 
 def test_duplicates_and_sample():

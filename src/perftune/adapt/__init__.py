@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+from perftune.adapt._command import CommandSite
 from perftune.adapt._features import (
     CHEAP,
     MEASURED,
@@ -34,7 +35,9 @@ from perftune.adapt._features import (
     descending,
     divisibility,
     duplicates,
+    far_order,
     log_size,
+    monotone_runs,
     sample,
     sortedness,
 )
@@ -62,6 +65,7 @@ __all__ = [
     "AdaptiveObjective",
     "AdaptiveSite",
     "CentroidModel",
+    "CommandSite",
     "DispatchFile",
     "DispatchFileWarning",
     "DispatchFit",
@@ -76,9 +80,11 @@ __all__ = [
     "dispatch_path",
     "divisibility",
     "duplicates",
+    "far_order",
     "fit_dispatch",
     "load_dispatch",
     "log_size",
+    "monotone_runs",
     "sample",
     "sortedness",
     "tune_inputs",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -95,6 +96,9 @@ class _Adaptive:
     """What every adaptive target shares: features, the fingerprint, loading and dispatching."""
 
     target_kind = "base"
+    #: Whether tune_inputs may stop a hopeless in-process run by a timer signal (not for subprocesses,
+    #: which keep their own timeouts).
+    stoppable = True
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -200,6 +204,12 @@ class _Adaptive:
     def run_with(self, landmark: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one call with ``landmark``."""
         raise NotImplementedError
+
+    def measure(self, landmark: Any, x: Any) -> tuple[float, Any]:
+        """``(seconds, output)`` of one run with ``landmark`` on ``x`` (wall clock, by default)."""
+        t0 = time.perf_counter()
+        out = self.run_with(landmark, x)
+        return time.perf_counter() - t0, out
 
     # ---- dispatcher ----------------------------------------------------------------------------
 

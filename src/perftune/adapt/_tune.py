@@ -41,10 +41,14 @@ import numpy as np
 from perftune.adapt._features import AdaptError
 from perftune.adapt._file import load_dispatch, use_dispatch
 from perftune.adapt._learn import DispatchFit, fit_dispatch, score_model
+from perftune.adapt._limit import run_limited
 from perftune.adapt._model import CentroidModel, Model
 from perftune.adapt._site import Dispatcher, _Adaptive
 
 __all__ = ["InputTuning", "tune_inputs"]
+
+
+_MIN_LIMIT_S = 0.02
 
 
 class _WrongOutput(Exception):
@@ -129,10 +133,16 @@ class InputTuning:
         return written
 
     def training_totals(self) -> dict[str, float]:
-        """Total seconds on the training inputs: best single landmark, oracle, one- and two-level."""
+        """Total seconds on the training inputs: best single landmark, oracle, one- and two-level.
+
+        ``best_single_s`` is infinite when no landmark answered every training input.
+        """
         n = self.time_s.shape[0]
         rows = range(n)
-        best_single = min(float(self.time_s[:, k].sum()) for k in range(self.time_s.shape[1]))
+        # Only a landmark that answered every input can be "the one configuration for all".
+        n_landmarks = self.time_s.shape[1]
+        complete = [float(self.time_s[:, k].sum()) for k in range(n_landmarks) if self.ok[:, k].all()]
+        best_single = min(complete) if complete else math.inf
         oracle = float(np.where(self.ok, self.time_s, np.inf).min(axis=1).sum())
         _, two = score_model(self.model, self.values, self.cost_s, self.time_s, self.ok, rows)
         _, one = score_model(self.one_level, self.values, self.cost_s, self.time_s, self.ok, rows)
@@ -236,6 +246,8 @@ def tune_inputs(
     max_columns: int = 4,
     n_representatives: int = 3,
     technique: str = "default",
+    stop_factor: float = 20.0,
+    search_repeats: int | None = 3,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
 
@@ -255,6 +267,10 @@ def tune_inputs(
         max_columns: Most feature columns the dispatcher may read.
         n_representatives: Inputs of a cluster its landmark search measures on.
         technique: Search technique of the landmark searches.
+        search_repeats: Calls per configuration in the landmark searches (their median counts), so that
+            noise does not pick a landmark; None: once.
+        stop_factor: A run already this many times slower than the fastest one on the same input is
+            stopped (in the main thread): a failed trial in a search, "no answer" in the table.
 
     Returns:
         An :class:`InputTuning`; ``.save()`` writes the dispatcher file, ``.apply()`` installs it here.
@@ -287,8 +303,23 @@ def tune_inputs(
         raise AdaptError(
             f"tune_inputs: n_clusters must be an integer in 1..{len(inputs)}, got {n_clusters!r}"
         )
+    if not (isinstance(stop_factor, int | float) and stop_factor > 1):
+        raise AdaptError(f"tune_inputs: stop_factor must be a number above 1, got {stop_factor!r}")
     seed = 0 if seed is None else int(seed)
     problem = _checker(check, accuracy, required)
+    # input index -> fastest correct run seen on it: a fast wrong (inaccurate) run sets no limit.
+    fastest: dict[int, float] = {}
+
+    def limited(landmark: Any, i: int) -> tuple[float, Any, bool]:
+        limit = max(stop_factor * fastest[i], _MIN_LIMIT_S) if i in fastest and target.stoppable else math.inf
+        seconds, out, stopped = run_limited(lambda: target.measure(landmark, inputs[i]), limit)
+        if stopped:
+            return seconds, None, True
+        measured, out = out
+        return measured, out, False
+
+    def correct(i: int, seconds: float) -> None:
+        fastest[i] = min(fastest.get(i, math.inf), seconds)
 
     values, cost = _measure_features(target, inputs, repeats)
     z, center, scale = _standardise(values)
@@ -320,23 +351,24 @@ def tune_inputs(
         largest = max(members, key=lambda i: (values[i].tolist(), -i))
         if largest not in reps:
             reps.append(largest)
-        rep_inputs = [inputs[i] for i in reps]
 
-        def objective(config: Any, rep_inputs: list[Any] = rep_inputs) -> float:
+        def objective(config: Any, reps: list[int] = reps) -> float:
             landmark = target.landmark_from_config(config)
             total = 0.0
-            for x in rep_inputs:
-                t0 = time.perf_counter()
-                out = target.run_with(landmark, x)
-                total += time.perf_counter() - t0
-                why = problem(x, out)
+            for i in reps:
+                seconds, out, stopped = limited(landmark, i)
+                if stopped:
+                    raise _WrongOutput(f"stopped: over {stop_factor:g}x the fastest run on input {i}")
+                total += seconds
+                why = problem(inputs[i], out)
                 if why is not None:
                     raise _WrongOutput(why)
+                correct(i, seconds)
             return total
 
         result = perftune.tune(
             objective, space, budget=per_cluster, seed=seed + j, seeds=seeds,
-            technique=technique,
+            technique=technique, repeats=search_repeats,
         )
         n_trials += len(result.trials)
         if result.best is None:
@@ -360,18 +392,21 @@ def tune_inputs(
     for r in range(repeats):
         for i in rng.permutation(n):
             x = inputs[i]
-            for k in rng.permutation(k_count):
+            # The input's own cluster's landmark first: a good time to stop the hopeless ones against.
+            own = cluster_landmark[clusters[i]]
+            order = [own] + [k for k in rng.permutation(k_count).tolist() if k != own]
+            for k in order:
                 if not ok[i, k]:
                     continue
-                t0 = time.perf_counter()
                 try:
-                    out = target.run_with(landmarks[k], x)
-                except Exception:
+                    samples[r, i, k], out, stopped = limited(landmarks[k], int(i))
+                except Exception:  # a landmark that crashes on an input is no answer for it
                     ok[i, k] = False
                     continue
-                samples[r, i, k] = time.perf_counter() - t0
-                if r == 0 and problem(x, out) is not None:
+                if stopped or (r == 0 and problem(x, out) is not None):
                     ok[i, k] = False
+                else:
+                    correct(int(i), float(samples[r, i, k]))
     time_s = np.median(samples, axis=0)
     fit = fit_dispatch(values, cost, time_s, ok, classifier=classifier, max_depth=max_depth,
                        max_columns=max_columns, seed=seed)
