@@ -168,3 +168,26 @@ def test_bad_calls_are_one_line_errors(call, message):
     with pytest.raises(AdaptError, match=message) as info:
         call(site)
     assert "\n" not in str(info.value)
+
+
+def test_a_hopeless_run_is_stopped_not_waited_for():
+    import time
+
+    from perftune.adapt._limit import run_limited
+
+    t0 = time.perf_counter()
+    seconds, out, stopped = run_limited(lambda: time.sleep(30), 0.2)
+    assert stopped and out is None and time.perf_counter() - t0 < 5
+
+    def run(config, xs):
+        if config["algo"] == "hang":
+            time.sleep(600)  # a configuration that never finishes in time on any input
+        return sorted(xs)
+
+    site = AdaptiveObjective("t-adapt-hang", run, Space({"algo": Choice(["fast", "hang"])}))
+    site.feature(lambda xs: len(xs), name="n", cost="cheap")
+    t0 = time.perf_counter()
+    result = tune_inputs(site, [list(range(n)) for n in (10, 20, 30, 40)], budget=4, n_clusters=2, seed=0,
+                         repeats=1, search_repeats=None)
+    assert time.perf_counter() - t0 < 150  # waiting for it even once would take 600 s
+    assert [dict(lm)["algo"] for lm in result.landmarks] == ["fast"]

@@ -354,17 +354,20 @@ def tune_inputs(
 
         def objective(config: Any, reps: list[int] = reps) -> float:
             landmark = target.landmark_from_config(config)
-            total = 0.0
+            times = []
             for i in reps:
                 seconds, out, stopped = limited(landmark, i)
                 if stopped:
                     raise _WrongOutput(f"stopped: over {stop_factor:g}x the fastest run on input {i}")
-                total += seconds
                 why = problem(inputs[i], out)
                 if why is not None:
                     raise _WrongOutput(why)
+                times.append(seconds)
+            # Only a configuration that answered every representative sets the limits: one that is fast
+            # on one input and wrong on another must not get the right configurations stopped.
+            for i, seconds in zip(reps, times, strict=True):
                 correct(i, seconds)
-            return total
+            return sum(times)
 
         result = perftune.tune(
             objective, space, budget=per_cluster, seed=seed + j, seeds=seeds,

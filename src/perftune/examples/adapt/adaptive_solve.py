@@ -105,7 +105,10 @@ def digits(x: np.ndarray, problem: Problem) -> float:
     """Decimal digits of the relative residual (16 for an exact answer); NaN/inf count as 0."""
     if not np.all(np.isfinite(x)):
         return 0.0
-    rel = float(np.linalg.norm(problem.A @ x - problem.b) / np.linalg.norm(problem.b))
+    with np.errstate(all="ignore"):  # a diverged iterate: its residual overflows, and scores 0 below
+        rel = float(np.linalg.norm(problem.A @ x - problem.b) / np.linalg.norm(problem.b))
+    if not math.isfinite(rel):
+        return 0.0
     return 16.0 if rel <= 1e-16 else min(16.0, -math.log10(rel))
 
 
