@@ -48,7 +48,7 @@ from perftune.adapt._site import Dispatcher, _Adaptive
 __all__ = ["InputTuning", "tune_inputs"]
 
 
-_MIN_LIMIT_S = 0.02
+_MIN_LIMIT_S = 0.2  # a loaded machine preempts a process for tens of milliseconds
 
 
 class _WrongOutput(Exception):
