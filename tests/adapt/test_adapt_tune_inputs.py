@@ -191,3 +191,16 @@ def test_a_hopeless_run_is_stopped_not_waited_for():
                          repeats=1, search_repeats=None)
     assert time.perf_counter() - t0 < 150  # waiting for it even once would take 600 s
     assert [dict(lm)["algo"] for lm in result.landmarks] == ["fast"]
+
+
+def test_a_small_forest_is_saved_and_walked_like_a_tree(tmp_path):
+    site = _objective("t-adapt-forest")
+    result = tune_inputs(site, _inputs(6), budget=6, n_clusters=2, seed=0, repeats=1, check=_is_sorted,
+                         classifier="forest")
+    path = result.save(tmp_path / "d.json")
+    assert json.loads(path.read_text())["dispatchers"]["t-adapt-forest"]["model"]["kind"] == "forest"
+    again = _objective("t-adapt-forest")
+    use_dispatch(path, strict=True)
+    for xs in _inputs(7):
+        want = "forward" if xs[0] <= xs[-1] else "backward"
+        assert dict(again.config_for(xs))["algo"] == want
