@@ -9,6 +9,7 @@ A task file gains one table::
     budget = 40                            # trials of all landmark searches (default: [tuning] budget)
     clusters = 4                           # optional; default about one per 6 training inputs
     timeout_s = 30                         # of one feature command
+    cost = "measured"                      # or "cheap": the command's time is not counted
 
 ``perftune adapt task.toml`` learns the dispatcher and writes it to the dispatcher file;
 ``perftune adapt task.toml --choose INPUT`` prints the configuration for one input (JSON), for a
@@ -38,7 +39,7 @@ from perftune.adapt._site import AdaptiveObjective
 
 __all__ = ["CommandSite"]
 
-_KEYS = {"features", "columns", "train", "budget", "clusters", "timeout_s"}
+_KEYS = {"features", "columns", "cost", "train", "budget", "clusters", "timeout_s"}
 
 
 class CommandSite(AdaptiveObjective):
@@ -99,8 +100,11 @@ class CommandSite(AdaptiveObjective):
             raise AdaptError(f"{where}: per-input dispatch minimises the metric; [objective] goal is 'max'")
         self._tasks: dict[str, Any] = {}
         super().__init__(task.name, self._run_on, task.space)
+        cost = table.get("cost", "measured")
+        if cost not in ("measured", "cheap"):
+            raise AdaptError(f"{where}.cost: expected 'measured' or 'cheap', got {cost!r}")
         for column in columns:
-            self.feature(_Column(self, column), name=column)
+            self.feature(_Column(self, column), name=column, cost=cost)
 
     def _domain(self) -> Any:
         return [self.space.fingerprint(), self.feature_command]

@@ -248,6 +248,7 @@ def tune_inputs(
     technique: str = "default",
     stop_factor: float = 20.0,
     search_repeats: int | None = 3,
+    seed_landmarks: bool = True,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
 
@@ -269,6 +270,8 @@ def tune_inputs(
         technique: Search technique of the landmark searches.
         search_repeats: Calls per configuration in the landmark searches (their median counts), so that
             noise does not pick a landmark; None: once.
+        seed_landmarks: Also measure the searches' seeds (each algorithm of a choice site alone, an
+            objective's default) as landmarks, so the classifier may pick them.
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
 
@@ -386,6 +389,15 @@ def tune_inputs(
             keys.append(key)
             landmarks.append(landmark)
         cluster_landmark.append(keys.index(key))
+    if seed_landmarks:
+        # The seeds (each algorithm alone, the default) are candidates too: a cluster whose
+        # representatives favour one algorithm must not leave its other members without a good one.
+        for raw in seeds:
+            landmark = target.landmark_from_config(Config(raw))
+            key = repr(sorted(target.landmark_to_json(landmark).items()))
+            if key not in keys and space.is_valid(Config(raw)):
+                keys.append(key)
+                landmarks.append(landmark)
 
     # ---- every landmark on every input: interleaved, repeated, medians
     n, k_count = len(inputs), len(landmarks)
