@@ -36,7 +36,10 @@ adaptive_sort = AdaptiveSite(sort_site, max_levels=2)
 
 @sort_site.alternative("insertion")
 def insertion_sort(xs: list[int]) -> list[int]:
+    """Insertion sort that gives up after 8 moves per element, as introsort gives up on quicksort:
+    a wrong dispatch (long-range disorder) then costs a merge sort, not a quadratic run."""
     out = list(xs)
+    moves_left = 8 * len(out) + 64
     for i in range(1, len(out)):
         x = out[i]
         j = i - 1
@@ -44,6 +47,9 @@ def insertion_sort(xs: list[int]) -> list[int]:
             out[j + 1] = out[j]
             j -= 1
         out[j + 1] = x
+        moves_left -= i - 1 - j
+        if moves_left < 0:
+            return _merge(out[: i + 1], merge_sort_plain(out[i + 1 :]))
     return out
 
 
