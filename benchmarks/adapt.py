@@ -243,7 +243,7 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
 
     lines = [f"# perftune.adapt: learned per-input dispatch, {setup.name}", ""]
     lines += [
-        f"Command: `nice python benchmarks/adapt.py {setup.name}{' --quick' if QUICK else ''}`  ",
+        f"Command: `nice python benchmarks/adapt.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {platform.node()}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}; shared with other engineers' jobs  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
@@ -313,12 +313,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes and budgets")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, default=None, help="trials of all landmark searches")
+    parser.add_argument("--clusters", type=int, default=None, help="clusters (landmark searches)")
+    parser.add_argument("--tag", default="", help="suffix of the results file name")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     QUICK = args.quick
     setup = sort_setup(args.quick) if args.algorithm == "sort" else solve_setup(args.quick)
+    setup.budget = args.budget or setup.budget
+    setup.n_clusters = args.clusters or setup.n_clusters
     text = run(setup, args.repeats, args.seed)
-    out = Path(args.out) / f"adapt-{args.algorithm}{'-quick' if args.quick else ''}.md"
+    tag = f"-{args.tag}" if args.tag else ""
+    out = Path(args.out) / f"adapt-{args.algorithm}{'-quick' if args.quick else ''}{tag}.md"
     out.write_text(text, encoding="utf-8")
     print(text)
     print("wrote", out)
