@@ -225,10 +225,15 @@ RULES = [
     # The top of the house uses the packages below through their curated __init__, so that they can
     # rearrange their private modules. A registry's entry by name ("perftune.targets.flags._target:X")
     # may say where a class lives, so that asking for it imports that module only.
-    Rule("cli, targets and online import no private module (_x) of another package",
-         lambda m: _in_any(m, ("perftune.cli", "perftune.targets", "perftune.online")),
+    Rule("cli, adapt, online and targets import no private module (_x) of another package",
+         lambda m: _in_any(m, ("perftune.cli", "perftune.adapt", "perftune.online", "perftune.targets")),
          lambda i: i.kind != DYNAMIC and (owner := _private_owner(i.imported)) is not None
          and not _under(i.importer, owner)),
+    # perftune.adapt sits beside the targets and uses them (choice sites, task files): not the reverse.
+    Rule("adapt sits above the targets and the driver: nothing below imports it",
+         lambda m: _in_any(m, ("perftune.space", "perftune.search", "perftune.measure", "perftune.store",
+                               "perftune.drive", "perftune.targets")),
+         lambda i: _under(i.imported, "perftune.adapt")),
 ]
 
 #: (importer, imported) -> why it is allowed for now. Empty: every rule holds; an entry needs a reason.
@@ -402,6 +407,8 @@ def test_the_collector_sees_lazy_typing_relative_and_string_imports(tmp_path: Pa
     ("perftune.targets.flags._tune", "perftune.cli", 5),
     ("perftune.targets.flags._tune", "perftune.targets.llvm", 6),
     ("perftune.cli", "perftune.measure._sandbox", 7),
+    ("perftune.adapt._tune", "perftune.drive._tuner", 7),
+    ("perftune.targets.choice._site", "perftune.adapt", 8),
 ])
 def test_each_rule_catches_its_violation(importer: str, imported: str, rule_index: int) -> None:
     assert _violations(RULES[rule_index], _fake_imports([(importer, imported)]))

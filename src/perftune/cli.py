@@ -720,6 +720,31 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...],
                 echo=click.echo)
 
 
+@cli.command("adapt")
+@click.argument("task", type=click.Path(exists=True, dir_okay=False))
+@click.option("--budget", default=None,
+              help="Trials of all landmark searches, or a duration (default: [adapt] budget).")
+@click.option("--seed", type=int, default=None, help="Seed of clustering, search and learning.")
+@click.option("--out", default=None,
+              help="Dispatcher file (default: perftune-dispatch.json beside the tuned choices).")
+@click.option("--choose", default=None, metavar="INPUT",
+              help="Print the configuration for INPUT (JSON); no tuning.")
+def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None) -> None:
+    """Per-input dispatch for a task file with an [adapt] table: learn it, or choose for one input."""
+    from perftune.adapt import CommandSite, use_dispatch
+
+    site = CommandSite(task)
+    if choose is not None:
+        use_dispatch(out)
+        config = site.config_for(choose)
+        click.echo(json.dumps(site.landmark_to_json(config), sort_keys=True))
+        return
+    limit: Any = int(budget) if budget is not None and budget.isdigit() else budget
+    result = site.tune(budget=limit, seed=seed)
+    click.echo(result.summary())
+    click.echo(f"wrote {result.save(out)}")
+
+
 @cli.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def doctor_cmd(as_json: bool) -> None:

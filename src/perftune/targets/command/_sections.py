@@ -65,6 +65,7 @@ TOP_KEYS = {
     "env",
     "inputs",
     "cwd",
+    "adapt",  # read by perftune.adapt (per-input dispatch); the command target ignores it
 }
 _STEP_KEYS = {"command", "timeout_s", "shell", "env", "cwd", "stdin", "sanitizer"}
 

@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,12 +95,17 @@ class Task:
         return trial_speedup(best, default, goal=self.goal, confidence=confidence)
 
 
-def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
+def load_task(
+    path: str | os.PathLike[str], *, prepare: bool = True, inputs: Sequence[str] | None = None
+) -> Task:
     """Read a task file; with ``prepare``, also build and run the default configuration once.
 
     Preparing catches, before any measurement, a default configuration that fails, a metric that
     cannot be read from its output (a regex that never matches) and produces the reference output
     for the correctness check.
+
+    ``inputs`` replaces the file's ``inputs`` (paths, absolute or relative to the current directory):
+    ``perftune.adapt`` measures one configuration per input this way, each with its own reference.
 
     Raises:
         TaskError: One line naming the file and the key or line: malformed TOML, an unknown
@@ -117,6 +122,8 @@ def load_task(path: str | os.PathLike[str], *, prepare: bool = True) -> Task:
     space, render = read_space(doc, where)
     known = set(space.names) | set(BUILTINS)
     input_paths = read_inputs(doc, where, task_dir)
+    if inputs is not None:
+        input_paths = read_inputs({"inputs": [os.path.abspath(p) for p in inputs]}, where, task_dir)
     build, run = read_steps(doc, where, known, input_paths)
     objective_spec = read_objective(doc, where, known)
     check = read_check(doc, where, known, task_dir, input_paths)

@@ -1,0 +1,334 @@
+"""Learned per-input dispatch (perftune.adapt) against one configuration for all inputs.
+
+For each algorithm: learn a dispatcher with ``tune_inputs`` on training inputs, tune one
+configuration on all training inputs together (same search, same total budget) as the
+single-configuration baseline, then generate a test set from input families and sizes that training
+never saw and time, on every test input, interleaved and repeated (medians):
+
+* the two-level dispatcher, end to end (features + decision + landmark run);
+* the one-level baseline, end to end (every feature, nearest cluster's landmark);
+* every landmark, and the single tuned configuration, pinned (no features);
+
+then report totals: "best single" is the best of the pinned configurations *on the test set*
+(chosen with hindsight, the strongest one-configuration baseline); "oracle" is the best landmark per
+input, without feature costs.
+
+Usage:
+    nice python benchmarks/adapt.py sort      # -> benchmarks/results/adapt-sort.md
+    nice python benchmarks/adapt.py solve     # -> benchmarks/results/adapt-solve.md
+    nice python benchmarks/adapt.py sort --quick   # a smaller run (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# One BLAS thread: on 2 shared cores, threaded LU only adds contention noise to the timings.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src" / "perftune" / "examples" / "adapt"))
+
+
+@dataclass
+class Setup:
+    """One algorithm's benchmark: its adaptive target, data and checks."""
+
+    name: str
+    target: Any
+    train: list[Any]
+    test: list[tuple[str, Any]]
+    budget: int
+    single_budget: int
+    n_clusters: int
+    check: Callable[[Any, Any], bool] | None = None
+    accuracy: Callable[[Any, Any], float] | None = None
+    required: Callable[[Any], float] | None = None
+    size: Callable[[Any], int] = len
+    notes: str = ""
+    #: Extra configurations the single-configuration search tries first (a fair, strong baseline).
+    single_seeds: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sort_setup(quick: bool) -> Setup:
+    import adaptive_sort as example
+
+    train_sizes = [100, 1000, 10_000] if quick else [100, 1000, 10_000, 30_000]
+    test_sizes = [300, 3000, 20_000] if quick else [300, 3000, 20_000, 60_000]
+    train = [x for _, x in example.make_inputs(example.TRAIN_FAMILIES, train_sizes, 2, seed=0)]
+    test = example.make_inputs(example.TEST_FAMILIES, test_sizes, 1, seed=1)
+    return Setup(
+        name="sort",
+        target=example.adaptive_sort,
+        train=train,
+        test=test,
+        budget=60 if quick else 84,
+        single_budget=24 if quick else 30,
+        n_clusters=6,
+        check=example.is_sorted_copy,
+        notes=(
+            f"training families {sorted(example.TRAIN_FAMILIES)} at sizes {train_sizes} (2 inputs each); "
+            f"test families {sorted(example.TEST_FAMILIES)} at sizes {test_sizes} (1 each). 'random' "
+            "is in both, at other sizes; the other test families were never seen in training. Sizes stop "
+            f"at {max(test_sizes)} (not 1e7): every sort is pure Python and the machine is 2 shared cores. "
+            f"{'A --quick run: smaller sizes and budgets than the default run. ' if quick else ''}"
+            "Two more unseen families (sawtooth, sorted with a random tail) are left out: see "
+            "adapt-sort-longrange-failure.md."
+        ),
+    )
+
+
+def solve_setup(quick: bool) -> Setup:
+    import adaptive_solve as example
+
+    train = example.make_problems(example.TRAIN_FAMILIES, 2, seed=0)
+    test = example.make_labelled(example.TEST_FAMILIES, 1, seed=1)
+    return Setup(
+        name="solve",
+        target=example.adaptive_solve,
+        train=train,
+        test=test,
+        budget=60 if quick else 96,
+        single_budget=24 if quick else 40,
+        n_clusters=6,
+        accuracy=example.digits,
+        required=example.required_digits,
+        size=lambda p: p.n,
+        notes=example.BENCHMARK_NOTES,
+        single_seeds=[{"method": m, "iters": k} for m in ("cg", "dense", "sparse") for k in (2048,)],
+    )
+
+
+def _time(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def single_config(setup: Setup, seed: int) -> Any:
+    """One configuration tuned on all training inputs together (the existing search, no features)."""
+    import perftune
+
+    target = setup.target
+    space = target.landmark_space(setup.train)
+    # The same representatives' rule as a landmark search, over every input: a few of each size.
+    reps = setup.train[::2]
+
+    from perftune.adapt._limit import run_limited
+
+    fastest: dict[int, float] = {}
+
+    def objective(config: Any) -> float:
+        landmark = target.landmark_from_config(config)
+        times = []
+        for i, x in enumerate(reps):
+            # As in tune_inputs: a run 20x slower than the fastest correct configuration's on this input
+            # is a failed trial.
+            limit = max(0.2, 20 * fastest.get(i, np.inf))
+            dt, out, stopped = run_limited(lambda x=x: target.run_with(landmark, x), limit)
+            if stopped:
+                raise ValueError("stopped: 20x slower than the fastest run on an input")
+            if setup.check is not None and not setup.check(x, out):
+                raise ValueError("wrong output")
+            if setup.accuracy is not None and setup.accuracy(out, x) < setup.required(x):
+                raise ValueError("not accurate enough")
+            times.append(dt)
+        for i, dt in enumerate(times):
+            fastest[i] = min(fastest.get(i, np.inf), dt)
+        return sum(times)
+
+    result = perftune.tune(objective, space, budget=setup.single_budget, seed=seed,
+                           seeds=[*target.seed_configs(), *setup.single_seeds], repeats=3)
+    assert result.best is not None, "no single configuration ran correctly on every training input"
+    return target.landmark_from_config(result.best.config)
+
+
+def run(setup: Setup, repeats: int, seed: int) -> str:
+    from perftune.adapt import tune_inputs
+
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    learned = tune_inputs(
+        setup.target, setup.train, budget=setup.budget, n_clusters=setup.n_clusters, seed=seed,
+        repeats=3, check=setup.check, accuracy=setup.accuracy, required=setup.required,
+    )
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    single = single_config(setup, seed)
+    single_s = time.perf_counter() - t0
+    target = setup.target
+    two = learned.dispatcher()
+    one = learned.dispatcher(one_level=True)
+    pinned = [*learned.landmarks, single]
+    labels = [f"landmark {k}" for k in range(len(learned.landmarks))] + ["single tuned"]
+    n, k = len(setup.test), len(pinned)
+    t_pinned = np.zeros((repeats, n, k))
+    t_two = np.zeros((repeats, n))
+    t_one = np.zeros((repeats, n))
+    bad_pinned = np.zeros((n, k), dtype=bool)
+    bad_two = np.zeros(n, dtype=bool)
+    bad_one = np.zeros(n, dtype=bool)
+
+    def wrong(x: Any, out: Any) -> bool:
+        if setup.check is not None and not setup.check(x, out):
+            return True
+        return setup.accuracy is not None and setup.accuracy(out, x) < setup.required(x)
+
+    from perftune.adapt._limit import run_limited
+
+    stopped = np.zeros((n, k), dtype=bool)
+    fastest = np.full(n, np.inf)
+    rng = np.random.default_rng(seed)
+    for r in range(repeats):
+        for i in rng.permutation(n):
+            x = setup.test[i][1]
+            jobs = [("pinned", j) for j in range(k)] + [("one", 0)]
+            jobs = [jobs[m] for m in rng.permutation(len(jobs))]
+            # The dispatcher first in the first round, so that a hopeless pinned configuration can be
+            # stopped against a time already measured on this input.
+            jobs = [("two", 0), *jobs] if r == 0 else [jobs[0], ("two", 0), *jobs[1:]]
+            for which, j in jobs:
+                if which == "pinned":
+                    if stopped[i, j]:
+                        continue
+                    # A pinned configuration 20x slower than the fastest run on this input is stopped:
+                    # its time is then a lower bound, which can only flatter the single-config baseline.
+                    limit = max(0.2, 20 * fastest[i])
+                    dt, out, was_stopped = run_limited(lambda x=x, j=j: target.run_with(pinned[j], x), limit)
+                    if was_stopped:
+                        stopped[i, j] = True
+                        t_pinned[:, i, j] = dt
+                        continue
+                    t_pinned[r, i, j] = dt
+                    is_wrong = wrong(x, out)
+                    fastest[i] = fastest[i] if is_wrong else min(fastest[i], dt)
+                    bad_pinned[i, j] |= is_wrong
+                else:
+                    d = two if which == "two" else one
+                    target.use_dispatcher(d)
+                    dt, out = _time(lambda x=x: target(x))
+                    (t_two if which == "two" else t_one)[r, i] = dt
+                    is_wrong = wrong(x, out)
+                    fastest[i] = fastest[i] if is_wrong else min(fastest[i], dt)
+                    bad = bad_two if which == "two" else bad_one
+                    bad[i] |= is_wrong
+    target.use_dispatcher(None)
+    load_after = os.getloadavg()
+    T = np.median(t_pinned, axis=0)
+    two_s = np.median(t_two, axis=0)
+    one_s = np.median(t_one, axis=0)
+    # A configuration that gave a wrong or inaccurate answer on some test input cannot be "the best
+    # single configuration": it is ranked after every correct one.
+    totals = [(int(bad_pinned[:, j].sum()), float(T[:, j].sum()), j) for j in range(k)]
+    best_wrong, best_total, best_j = min(totals)
+    landmark_ok = ~bad_pinned[:, : len(learned.landmarks)]
+    oracle = float(np.where(landmark_ok, T[:, : len(learned.landmarks)], np.inf).min(axis=1).sum())
+
+    # Decision time alone (features + walk), on the test inputs: what dispatch adds to a call.
+    decide = []
+    for _, x in setup.test:
+        decide.append(min(_time(lambda x=x: two.choose(x))[0] for _ in range(5)))
+    decide_small = [d for (_, x), d in zip(setup.test, decide, strict=True) if setup.size(x) <= 3000]
+
+    lines = [f"# perftune.adapt: learned per-input dispatch, {setup.name}", ""]
+    lines += [
+        f"Command: `nice python benchmarks/adapt.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}; shared with other engineers' jobs  ",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
+        f"Load average (1/5/15 min) before: {'/'.join(f'{v:.1f}' for v in load_before)}, "
+        f"after: {'/'.join(f'{v:.1f}' for v in load_after)}  ",
+        f"Repeats: {repeats} per (input, method), interleaved in random order, medians.",
+        "",
+        setup.notes,
+        "",
+        f"Training: {len(setup.train)} inputs, {learned.n_trials} landmark trials ({train_s:.0f} s with the "
+        f"landmark measurements); single configuration: {setup.single_budget} trials ({single_s:.0f} s).",
+        "",
+        "```",
+        learned.summary(),
+        f"single tuned configuration: {target.landmark_to_json(single)}",
+        "```",
+        "",
+        f"## Test set: {n} inputs",
+        "",
+        "| method | total (ms) | vs best single | vs oracle | wrong answers |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    rows = [
+        ("two-level dispatcher (features included)", float(two_s.sum()), int(bad_two.sum())),
+        ("one-level (all features, nearest cluster)", float(one_s.sum()), int(bad_one.sum())),
+        (f"best single configuration ({labels[best_j]})", best_total, best_wrong),
+        ("per-input oracle (best landmark, no features)", oracle, 0),
+    ]
+    for name, total, n_bad in rows:
+        lines.append(
+            f"| {name} | {total * 1e3:.1f} | {best_total / total:.2f}x | {total / oracle:.3f} | {n_bad} |"
+        )
+    lines += ["", "Every pinned configuration on the test set (stopped: runs cut at 20x the fastest run on "
+              "that input; their time counts as the cut, a lower bound):", "",
+              "| configuration | total (ms) | wrong | stopped |", "|---|---:|---:|---:|"]
+    for j in range(k):
+        lines.append(f"| {labels[j]}: `{target.landmark_to_json(pinned[j])}` | {T[:, j].sum() * 1e3:.1f} | "
+                     f"{int(bad_pinned[:, j].sum())} | {int(stopped[:, j].sum())} |")
+    families = sorted({f for f, _ in setup.test})
+    lines += ["", "Per family (ms):", "", "| family | two-level | one-level | best single | oracle |",
+              "|---|---:|---:|---:|---:|"]
+    for fam in families:
+        idx = [i for i, (f, _) in enumerate(setup.test) if f == fam]
+        orc = np.where(landmark_ok[idx], T[idx][:, : len(learned.landmarks)], np.inf).min(axis=1).sum()
+        lines.append(f"| {fam} | {two_s[idx].sum() * 1e3:.1f} | {one_s[idx].sum() * 1e3:.1f} | "
+                     f"{T[idx, best_j].sum() * 1e3:.1f} | {orc * 1e3:.1f} |")
+    lines += [
+        "",
+        f"Decision time (features the tree reads + walk), median over test inputs: "
+        f"{np.median(decide) * 1e6:.1f} µs; on inputs of at most 3000 elements: "
+        f"{np.median(decide_small) * 1e6:.1f} µs.",
+        "",
+        "Two-level speedup over the best single configuration: "
+        f"**{best_total / float(two_s.sum()):.2f}x**; "
+        f"two-level / oracle: **{float(two_s.sum()) / oracle:.3f}**.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+QUICK = False
+
+
+def main() -> None:
+    global QUICK
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("algorithm", choices=["sort", "solve"])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and budgets")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, default=None, help="trials of all landmark searches")
+    parser.add_argument("--clusters", type=int, default=None, help="clusters (landmark searches)")
+    parser.add_argument("--tag", default="", help="suffix of the results file name")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = parser.parse_args()
+    QUICK = args.quick
+    setup = sort_setup(args.quick) if args.algorithm == "sort" else solve_setup(args.quick)
+    setup.budget = args.budget or setup.budget
+    setup.n_clusters = args.clusters or setup.n_clusters
+    text = run(setup, args.repeats, args.seed)
+    tag = f"-{args.tag}" if args.tag else ""
+    out = Path(args.out) / f"adapt-{args.algorithm}{'-quick' if args.quick else ''}{tag}.md"
+    out.write_text(text, encoding="utf-8")
+    print(text)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

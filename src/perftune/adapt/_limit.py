@@ -1,0 +1,60 @@
+"""Stop an in-process run that is already far slower than the best one on the same input.
+
+Measuring every landmark on every input (and every configuration on every test input) means running
+the quadratic insertion sort a nearly-sorted cluster chose on a large random input too: one such pair
+can cost more than the rest of the training together. The run is stopped once it has taken ``limit_s``
+(a multiple of the fastest time on that input), by a timer signal that raises inside the running
+Python code; the measurement is then a status ("stopped"), not a time. Only the main thread can take
+signals: elsewhere (and on platforms without ``setitimer``) the run is not limited.
+
+Example:
+    >>> seconds, out, stopped = run_limited(lambda: sum(range(10)), 1.0)
+    >>> out, stopped
+    (45, False)
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_limited"]
+
+
+class _Stopped(BaseException):
+    """Raised by the timer inside the run (a BaseException, so the run's own handlers let it pass)."""
+
+
+def _raise(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
+def run_limited(fn: Callable[[], Any], limit_s: float) -> tuple[float, Any, bool]:
+    """Run ``fn``; ``(seconds, output, stopped)``, where a stopped run has no output."""
+    usable = (
+        math.isfinite(limit_s)
+        and limit_s > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        t0 = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t0, out, False
+    previous = signal.signal(signal.SIGALRM, _raise)
+    t0 = time.perf_counter()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        try:
+            out = fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return time.perf_counter() - t0, out, False
+    except _Stopped:
+        return time.perf_counter() - t0, None, True
+    finally:
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,243 @@
+"""Dispatch models as plain data: decision trees (one, or a small forest) and nearest centroids.
+
+A fitted scikit-learn tree is exported to five flat lists (children, feature, threshold, leaf
+label) and walked in plain Python at dispatch time, without scikit-learn, so loading a dispatcher
+imports nothing heavy and one decision costs a few microseconds plus the features it reads. A
+feature is computed only when the walk reaches a node that tests it, so a cheap feature near the
+root can spare an expensive one further down.
+
+Example:
+    >>> tree = TreeModel(left=[1, -1, -1], right=[2, -1, -1], feature=[0, -1, -1],
+    ...                  threshold=[0.5, 0.0, 0.0], leaf=[-1, 0, 1])
+    >>> tree.choose(lambda column: 0.9)
+    1
+    >>> tree.visited(lambda column: 0.1)
+    [0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perftune.adapt._features import AdaptError
+
+__all__ = ["CentroidModel", "ForestModel", "TreeModel", "model_from_dict"]
+
+
+@dataclass
+class TreeModel:
+    """A binary decision tree: node ``i`` tests ``value(feature[i]) <= threshold[i]``.
+
+    Attributes:
+        left: Child taken when the test holds; ``-1`` at a leaf.
+        right: Child taken otherwise; ``-1`` at a leaf.
+        feature: Column index tested at the node; ``-1`` at a leaf.
+        threshold: Threshold of the test (unused at a leaf).
+        leaf: Landmark index at a leaf; ``-1`` at an inner node.
+    """
+
+    left: list[int]
+    right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    leaf: list[int]
+
+    def __post_init__(self) -> None:
+        n = len(self.left)
+        if n == 0 or not all(len(v) == n for v in (self.right, self.feature, self.threshold, self.leaf)):
+            raise AdaptError("dispatcher tree: node arrays are empty or of different lengths")
+        for i in range(n):
+            inner = self.feature[i] >= 0
+            kids = (self.left[i], self.right[i])
+            if inner and not all(i < k < n for k in kids):
+                raise AdaptError(f"dispatcher tree: node {i} has children {list(kids)} out of order")
+            if not inner and self.leaf[i] < 0:
+                raise AdaptError(f"dispatcher tree: leaf {i} has no landmark")
+
+    @classmethod
+    def constant(cls, landmark: int) -> TreeModel:
+        """A tree with one leaf: every input runs ``landmark`` and no feature is computed."""
+        return cls(left=[-1], right=[-1], feature=[-1], threshold=[0.0], leaf=[landmark])
+
+    @classmethod
+    def from_sklearn(cls, estimator: Any, columns: Sequence[int], classes: Sequence[int]) -> TreeModel:
+        """Export a fitted ``DecisionTreeClassifier``.
+
+        Args:
+            estimator: The fitted classifier.
+            columns: Global column index of each of the estimator's input features.
+            classes: Landmark index of each of the estimator's classes (``estimator.classes_`` order).
+        """
+        t = estimator.tree_
+        leaf_class = t.value[:, 0, :].argmax(axis=1)
+        left, right, feature, threshold, leaf = [], [], [], [], []
+        for i in range(t.node_count):
+            inner = int(t.children_left[i]) != -1
+            left.append(int(t.children_left[i]))
+            right.append(int(t.children_right[i]))
+            feature.append(int(columns[int(t.feature[i])]) if inner else -1)
+            threshold.append(float(t.threshold[i]) if inner else 0.0)
+            leaf.append(-1 if inner else int(classes[int(leaf_class[i])]))
+        return cls(left=left, right=right, feature=feature, threshold=threshold, leaf=leaf)
+
+    @property
+    def columns(self) -> set[int]:
+        """Every column some node tests."""
+        return {f for f in self.feature if f >= 0}
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        """Walk the tree; ``value(column)`` computes (or recalls) one feature of the input."""
+        left, right, feature, threshold = self.left, self.right, self.feature, self.threshold
+        node = 0
+        f = feature[0]
+        while f >= 0:
+            node = left[node] if value(f) <= threshold[node] else right[node]
+            f = feature[node]
+        return self.leaf[node]
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        """The columns the walk reads for one input (what dispatching it costs)."""
+        seen: list[int] = []
+        node = 0
+        while self.feature[node] >= 0:
+            f = self.feature[node]
+            if f not in seen:
+                seen.append(f)
+            node = self.left[node] if value(f) <= self.threshold[node] else self.right[node]
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "tree",
+            "left": self.left,
+            "right": self.right,
+            "feature": self.feature,
+            "threshold": self.threshold,
+            "leaf": self.leaf,
+        }
+
+
+@dataclass
+class ForestModel:
+    """A small forest: each tree votes, the most votes win (ties: the lowest landmark index)."""
+
+    trees: list[TreeModel]
+
+    def __post_init__(self) -> None:
+        if not self.trees:
+            raise AdaptError("dispatcher forest: no trees")
+
+    @property
+    def columns(self) -> set[int]:
+        return set().union(*(t.columns for t in self.trees))
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        votes: dict[int, int] = {}
+        for t in self.trees:
+            k = t.choose(value)
+            votes[k] = votes.get(k, 0) + 1
+        return min(votes, key=lambda k: (-votes[k], k))
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        seen: list[int] = []
+        for t in self.trees:
+            seen.extend(c for c in t.visited(value) if c not in seen)
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "forest", "trees": [t.to_dict() for t in self.trees]}
+
+
+@dataclass
+class CentroidModel:
+    """The one-level method: compute every column, run the landmark of the nearest cluster centre.
+
+    Attributes:
+        center: Per column, the value subtracted before scaling.
+        scale: Per column, the divisor (standardisation of the training inputs).
+        centroids: Cluster centres in the standardised space.
+        landmark: Landmark index of each cluster.
+    """
+
+    center: list[float]
+    scale: list[float]
+    centroids: list[list[float]]
+    landmark: list[int]
+
+    def __post_init__(self) -> None:
+        n = len(self.center)
+        if len(self.scale) != n or not self.centroids or any(len(c) != n for c in self.centroids):
+            raise AdaptError("dispatcher centroids: arrays of different lengths")
+        if len(self.landmark) != len(self.centroids):
+            raise AdaptError("dispatcher centroids: one landmark per centroid is needed")
+
+    @property
+    def columns(self) -> set[int]:
+        return set(range(len(self.center)))
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        z = [(value(i) - c) / s for i, (c, s) in enumerate(zip(self.center, self.scale, strict=True))]
+        best = min(
+            range(len(self.centroids)),
+            key=lambda k: sum((a - b) ** 2 for a, b in zip(z, self.centroids[k], strict=True)),
+        )
+        return self.landmark[best]
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        return list(range(len(self.center)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "centroids",
+            "center": self.center,
+            "scale": self.scale,
+            "centroids": self.centroids,
+            "landmark": self.landmark,
+        }
+
+
+Model = TreeModel | ForestModel | CentroidModel
+
+
+def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
+    """Parse a model; raises :class:`AdaptError` when it is malformed or names unknown columns/landmarks."""
+    if not isinstance(doc, dict):
+        raise AdaptError("dispatcher model: expected an object")
+    kind = doc.get("kind")
+    try:
+        model: Model
+        if kind == "tree":
+            model = TreeModel(
+                left=[int(v) for v in doc["left"]],
+                right=[int(v) for v in doc["right"]],
+                feature=[int(v) for v in doc["feature"]],
+                threshold=[float(v) for v in doc["threshold"]],
+                leaf=[int(v) for v in doc["leaf"]],
+            )
+            leaves = {k for k in model.leaf if k >= 0}
+        elif kind == "forest":
+            model = ForestModel([model_from_dict(t, n_columns, n_landmarks) for t in doc["trees"]])  # type: ignore[misc]
+            leaves = {k for t in model.trees for k in t.leaf if k >= 0}
+        elif kind == "centroids":
+            model = CentroidModel(
+                center=[float(v) for v in doc["center"]],
+                scale=[float(v) for v in doc["scale"]],
+                centroids=[[float(v) for v in c] for c in doc["centroids"]],
+                landmark=[int(v) for v in doc["landmark"]],
+            )
+            leaves = set(model.landmark)
+            if len(model.center) != n_columns:
+                raise AdaptError(f"dispatcher centroids: {len(model.center)} columns, expected {n_columns}")
+        else:
+            raise AdaptError(f"dispatcher model: kind {kind!r} is not 'tree', 'forest' or 'centroids'")
+    except (KeyError, TypeError, ValueError) as e:
+        raise AdaptError(f"dispatcher model: malformed {kind} ({type(e).__name__}: {e})") from None
+    bad_columns = [c for c in model.columns if not 0 <= c < n_columns]
+    if bad_columns:
+        raise AdaptError(f"dispatcher model: columns {sorted(bad_columns)} out of range (have {n_columns})")
+    bad = sorted(k for k in leaves if not 0 <= k < n_landmarks)
+    if bad:
+        raise AdaptError(f"dispatcher model: landmarks {bad} out of range (have {n_landmarks})")
+    return model

@@ -1,0 +1,447 @@
+"""Two-level input learning: cluster inputs, tune a landmark per cluster, learn which landmark to run.
+
+:func:`tune_inputs` follows PetaBricks' two-level method (Ding et al., PLDI 2015):
+
+1. compute every feature column on every training input, timing each (its cost);
+2. cluster the inputs on the standardised columns (k-means);
+3. tune one *landmark* configuration per cluster with the existing search (:func:`perftune.tune`),
+   on a few inputs of the cluster (the ones nearest its centre, and its largest);
+4. measure every landmark on every training input (interleaved, repeated, medians);
+5. fit a cost-aware classifier (:mod:`perftune.adapt._learn`) from columns to the landmark that
+   runs fastest, counting the features it reads in the time.
+
+The one-level method (cluster on every column, run the landmark of the nearest cluster, no
+classifier) falls out of steps 1-3 and is kept beside it for comparison.
+
+Example:
+    >>> from perftune.adapt import AdaptiveObjective
+    >>> from perftune.space import Choice, Space
+    >>> def run(config, xs):
+    ...     return sorted(xs, reverse=config["order"] == "down")
+    >>> site = AdaptiveObjective("doc-tune-inputs", run, Space({"order": Choice(["up", "down"])}))
+    >>> _ = site.feature(len, name="n", cost="cheap")
+    >>> result = tune_inputs(site, [list(range(n)) for n in (5, 50, 500, 5000)] * 2, budget=4, seed=0,
+    ...                      n_clusters=2, repeats=1)
+    >>> len(result.landmarks) >= 1
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perftune.adapt._features import AdaptError
+from perftune.adapt._file import load_dispatch, use_dispatch
+from perftune.adapt._learn import DispatchFit, fit_dispatch, score_model
+from perftune.adapt._limit import run_limited
+from perftune.adapt._model import CentroidModel, Model
+from perftune.adapt._site import Dispatcher, _Adaptive
+
+__all__ = ["InputTuning", "tune_inputs"]
+
+
+_MIN_LIMIT_S = 0.2  # a loaded machine preempts a process for tens of milliseconds
+
+
+class _WrongOutput(Exception):
+    """A landmark candidate gave a wrong or inaccurate output (the trial fails with this reason)."""
+
+
+@dataclass
+class InputTuning:
+    """The outcome of :func:`tune_inputs`: landmarks, the learned dispatcher and the training tables.
+
+    Attributes:
+        target: The adaptive site or objective that was tuned.
+        columns: Column names (``feature`` or ``feature@level``).
+        landmarks: One configuration per distinct cluster winner.
+        model: The cost-aware two-level model.
+        one_level: The one-level baseline (nearest cluster centre over every column).
+        fit: Column selection and cross-validated scores.
+        values: ``(n_inputs, n_columns)`` feature values of the training inputs.
+        cost_s: ``(n_inputs, n_columns)`` measured seconds per feature value (0 for cheap features).
+        time_s: ``(n_inputs, n_landmarks)`` median seconds of each landmark on each training input.
+        ok: ``(n_inputs, n_landmarks)``: the landmark was correct (and accurate enough) there.
+        clusters: Cluster of each training input.
+        n_trials: Trials the landmark searches measured.
+    """
+
+    target: _Adaptive
+    columns: list[str]
+    landmarks: list[Any]
+    model: Model
+    one_level: CentroidModel
+    fit: DispatchFit
+    values: np.ndarray
+    cost_s: np.ndarray
+    time_s: np.ndarray
+    ok: np.ndarray
+    clusters: list[int]
+    n_trials: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def dispatcher(self, *, one_level: bool = False) -> Dispatcher:
+        """A :class:`Dispatcher` for this process (the two-level one unless ``one_level``)."""
+        model = self.one_level if one_level else self.model
+        fns = self.target.column_functions()
+        return Dispatcher(self.columns, fns, model, self.landmarks, self._trained())
+
+    def apply(self) -> None:
+        """Install the learned dispatcher in the target, in this process."""
+        self.target.use_dispatcher(self.dispatcher())
+
+    def _trained(self) -> dict[str, Any]:
+        totals = self.training_totals()
+        return {
+            "n_inputs": int(self.time_s.shape[0]),
+            "n_trials": self.n_trials,
+            "selected": [self.columns[c] for c in self.fit.selected],
+            "cv_total_s": self.fit.cv_total_s,
+            "training_totals_s": totals,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    def entry(self) -> dict[str, Any]:
+        """The dispatcher file's entry for this target."""
+        return {
+            "target": self.target.target_kind,
+            "fingerprint": self.target.fingerprint(),
+            "columns": list(self.columns),
+            "landmarks": [self.target.landmark_to_json(lm) for lm in self.landmarks],
+            "model": self.model.to_dict(),
+            "one_level": self.one_level.to_dict(),
+            "trained": self._trained(),
+        }
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Merge this dispatcher into the dispatcher file (default: beside the tuned choices); write it.
+
+        The process then uses the written file (as a program reading it at start would).
+        """
+        f = load_dispatch(path, warn=False)
+        f.dispatchers[self.target.name] = self.entry()
+        written = f.write(path)
+        use_dispatch(f)
+        return written
+
+    def training_totals(self) -> dict[str, float]:
+        """Total seconds on the training inputs: best single landmark, oracle, one- and two-level.
+
+        ``best_single_s`` is infinite when no landmark answered every training input.
+        """
+        n = self.time_s.shape[0]
+        rows = range(n)
+        # Only a landmark that answered every input can be "the one configuration for all".
+        n_landmarks = self.time_s.shape[1]
+        complete = [float(self.time_s[:, k].sum()) for k in range(n_landmarks) if self.ok[:, k].all()]
+        best_single = min(complete) if complete else math.inf
+        oracle = float(np.where(self.ok, self.time_s, np.inf).min(axis=1).sum())
+        _, two = score_model(self.model, self.values, self.cost_s, self.time_s, self.ok, rows)
+        _, one = score_model(self.one_level, self.values, self.cost_s, self.time_s, self.ok, rows)
+        return {"best_single_s": best_single, "oracle_s": oracle, "two_level_s": two, "one_level_s": one}
+
+    def summary(self) -> str:
+        """A few lines: landmarks, chosen columns and training totals."""
+        t = self.training_totals()
+        n_clusters = max(self.clusters) + 1
+        lines = [f"{self.target.name}: {len(self.landmarks)} landmarks from {n_clusters} clusters"]
+        for k, lm in enumerate(self.landmarks):
+            lines.append(f"  landmark {k}: {self.target.landmark_to_json(lm)}")
+        lines.append(f"  columns used: {[self.columns[c] for c in sorted(self.model.columns)] or 'none'}")
+        lines.append(
+            "  training totals: "
+            + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in t.items())
+        )
+        return "\n".join(lines)
+
+
+def _finite(value: float, where: str) -> float:
+    if not math.isfinite(value):
+        raise AdaptError(f"{where}: feature value {value!r} is not a finite number")
+    return value
+
+
+def _measure_features(
+    target: _Adaptive, inputs: Sequence[Any], repeats: int
+) -> tuple[np.ndarray, np.ndarray]:
+    fns = target.column_functions()
+    cheap = target.cheap_columns()
+    names = target.columns
+    values = np.zeros((len(inputs), len(fns)))
+    cost = np.zeros_like(values)
+    for i, x in enumerate(inputs):
+        for c, fn in enumerate(fns):
+            where = f"site {target.name!r}: feature {names[c]!r} on input {i}"
+            samples = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                try:
+                    v = fn(x)
+                except Exception as e:
+                    raise AdaptError(f"{where} raised {type(e).__name__}: {e}") from None
+                samples.append(time.perf_counter() - t0)
+            values[i, c] = _finite(v, where)
+            cost[i, c] = 0.0 if c in cheap else float(np.median(samples))
+    return values, cost
+
+
+def _standardise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    center = values.mean(axis=0)
+    scale = values.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return (values - center) / scale, center, scale
+
+
+def _checker(
+    check: Callable[[Any, Any], bool] | None,
+    accuracy: Callable[[Any, Any], float] | None,
+    required: Callable[[Any], float] | None,
+) -> Callable[[Any, Any], str | None]:
+    def problem(x: Any, out: Any) -> str | None:
+        if check is not None and not check(x, out):
+            return "wrong output"
+        if accuracy is not None:
+            got = float(accuracy(out, x))
+            need = float(required(x)) if required is not None else -math.inf
+            if not got >= need:
+                return f"accuracy {got:.3g} below the required {need:.3g}"
+        return None
+
+    return problem
+
+
+def _split_budget(budget: Any, n: int) -> Any:
+    from perftune.drive import Budget
+
+    limit = Budget.coerce(budget)
+    if limit is None:
+        raise AdaptError("tune_inputs: give a budget (trials for all landmark searches, or a duration)")
+    return Budget(
+        evals=None if limit.evals is None else max(1, limit.evals // n),
+        seconds=None if limit.seconds is None else limit.seconds / n,
+    )
+
+
+def tune_inputs(
+    site_or_objective: _Adaptive,
+    inputs: Sequence[Any],
+    *,
+    budget: Any,
+    n_clusters: int | None = None,
+    seed: int | None = None,
+    repeats: int = 3,
+    check: Callable[[Any, Any], bool] | None = None,
+    accuracy: Callable[[Any, Any], float] | None = None,
+    required: Callable[[Any], float] | None = None,
+    classifier: str = "tree",
+    max_depth: int = 4,
+    max_columns: int = 4,
+    n_representatives: int = 3,
+    technique: str = "default",
+    stop_factor: float = 20.0,
+    search_repeats: int | None = 3,
+    seed_landmarks: bool = True,
+) -> InputTuning:
+    """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
+
+    Args:
+        site_or_objective: An :class:`AdaptiveSite` or :class:`AdaptiveObjective` with its features.
+        inputs: Training inputs (the first argument of a call); not modified.
+        budget: Trials for all landmark searches together (split evenly over the clusters), a
+            duration such as ``"2m"`` (split likewise) or a :class:`perftune.Budget`.
+        n_clusters: Clusters, hence at most this many landmarks (default: about one per 6 inputs, 2..8).
+        seed: Makes clustering, search and learning reproducible.
+        repeats: Timings of each landmark on each input (and of each feature); medians are kept.
+        check: ``check(input, output) -> bool``; a wrong output fails the candidate or landmark.
+        accuracy: ``accuracy(output, input) -> float`` (higher is better), for variable accuracy.
+        required: ``required(input) -> float``: the accuracy that input needs (with ``accuracy``).
+        classifier: ``"tree"`` or ``"forest"`` (a small random forest).
+        max_depth: Depth limit of the trees.
+        max_columns: Most feature columns the dispatcher may read.
+        n_representatives: Inputs of a cluster its landmark search measures on.
+        technique: Search technique of the landmark searches.
+        search_repeats: Calls per configuration in the landmark searches (their median counts), so that
+            noise does not pick a landmark; None: once.
+        seed_landmarks: Also measure the searches' seeds (each algorithm of a choice site alone, an
+            objective's default) as landmarks, so the classifier may pick them.
+        stop_factor: A run already this many times slower than the fastest one on the same input is
+            stopped (in the main thread): a failed trial in a search, "no answer" in the table.
+
+    Returns:
+        An :class:`InputTuning`; ``.save()`` writes the dispatcher file, ``.apply()`` installs it here.
+
+    Raises:
+        AdaptError: One line naming the problem: no features, too few inputs, a failing feature, a
+            cluster where no configuration ran correctly.
+    """
+    import perftune
+    from perftune.space import Config
+
+    target = site_or_objective
+    if not isinstance(target, _Adaptive):
+        raise AdaptError(
+            f"tune_inputs: expected an AdaptiveSite or AdaptiveObjective, got {type(target).__name__} "
+            "(wrap a choice site with perftune.adapt.AdaptiveSite(site) and register its features)"
+        )
+    if not target.features:
+        raise AdaptError(f"tune_inputs: site {target.name!r} has no features: add one with @site.feature")
+    inputs = list(inputs)
+    if len(inputs) < 4:
+        raise AdaptError(f"tune_inputs: need at least 4 training inputs, got {len(inputs)}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise AdaptError(f"tune_inputs: repeats must be a positive integer, got {repeats!r}")
+    if required is not None and accuracy is None:
+        raise AdaptError("tune_inputs: required= needs accuracy= (the metric it is a target for)")
+    if n_clusters is None:
+        n_clusters = min(8, max(2, len(inputs) // 6))
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or not 1 <= n_clusters <= len(inputs):
+        raise AdaptError(
+            f"tune_inputs: n_clusters must be an integer in 1..{len(inputs)}, got {n_clusters!r}"
+        )
+    if not (isinstance(stop_factor, int | float) and stop_factor > 1):
+        raise AdaptError(f"tune_inputs: stop_factor must be a number above 1, got {stop_factor!r}")
+    seed = 0 if seed is None else int(seed)
+    problem = _checker(check, accuracy, required)
+    # input index -> fastest correct run seen on it: a fast wrong (inaccurate) run sets no limit.
+    fastest: dict[int, float] = {}
+
+    def limited(landmark: Any, i: int) -> tuple[float, Any, bool]:
+        limit = max(stop_factor * fastest[i], _MIN_LIMIT_S) if i in fastest and target.stoppable else math.inf
+        seconds, out, stopped = run_limited(lambda: target.measure(landmark, inputs[i]), limit)
+        if stopped:
+            return seconds, None, True
+        measured, out = out
+        return measured, out, False
+
+    def correct(i: int, seconds: float) -> None:
+        fastest[i] = min(fastest.get(i, math.inf), seconds)
+
+    values, cost = _measure_features(target, inputs, repeats)
+    z, center, scale = _standardise(values)
+    n_distinct = len({tuple(row) for row in np.round(z, 9)})
+    n_clusters = min(n_clusters, n_distinct)
+    from sklearn.cluster import KMeans
+
+    km = KMeans(n_clusters=n_clusters, n_init=4, random_state=seed).fit(z)
+    clusters = [int(c) for c in km.labels_]
+
+    # ---- one landmark per cluster, by the existing search
+    space = target.landmark_space(inputs)
+    per_cluster = _split_budget(budget, n_clusters)
+    seeds = target.seed_configs()
+    if per_cluster.evals is not None and per_cluster.evals < len(seeds) + 1:
+        raise AdaptError(
+            f"tune_inputs: budget {budget!r} is too small: each of the {n_clusters} landmark searches "
+            f"needs more than its {len(seeds)} seed configurations (give at least "
+            f"{n_clusters * (len(seeds) + 1)} trials)"
+        )
+    landmarks: list[Any] = []
+    keys: list[str] = []
+    cluster_landmark: list[int] = []
+    n_trials = 0
+    for j in range(n_clusters):
+        members = [i for i, c in enumerate(clusters) if c == j]
+        dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
+        reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
+        largest = max(members, key=lambda i: (values[i].tolist(), -i))
+        if largest not in reps:
+            reps.append(largest)
+
+        def objective(config: Any, reps: list[int] = reps) -> float:
+            landmark = target.landmark_from_config(config)
+            times = []
+            for i in reps:
+                seconds, out, stopped = limited(landmark, i)
+                if stopped:
+                    raise _WrongOutput(f"stopped: over {stop_factor:g}x the fastest run on input {i}")
+                why = problem(inputs[i], out)
+                if why is not None:
+                    raise _WrongOutput(why)
+                times.append(seconds)
+            # Only a configuration that answered every representative sets the limits: one that is fast
+            # on one input and wrong on another must not get the right configurations stopped.
+            for i, seconds in zip(reps, times, strict=True):
+                correct(i, seconds)
+            return sum(times)
+
+        result = perftune.tune(
+            objective, space, budget=per_cluster, seed=seed + j, seeds=seeds,
+            technique=technique, repeats=search_repeats,
+        )
+        n_trials += len(result.trials)
+        if result.best is None:
+            reasons = {t.reason for t in result.trials if t.reason}
+            raise AdaptError(
+                f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
+                f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
+            )
+        landmark = target.landmark_from_config(Config(result.best.config))
+        key = repr(sorted(target.landmark_to_json(landmark).items()))
+        if key not in keys:
+            keys.append(key)
+            landmarks.append(landmark)
+        cluster_landmark.append(keys.index(key))
+    if seed_landmarks:
+        # The seeds (each algorithm alone, the default) are candidates too: a cluster whose
+        # representatives favour one algorithm must not leave its other members without a good one.
+        for raw in seeds:
+            landmark = target.landmark_from_config(Config(raw))
+            key = repr(sorted(target.landmark_to_json(landmark).items()))
+            if key not in keys and space.is_valid(Config(raw)):
+                keys.append(key)
+                landmarks.append(landmark)
+
+    # ---- every landmark on every input: interleaved, repeated, medians
+    n, k_count = len(inputs), len(landmarks)
+    samples = np.zeros((repeats, n, k_count))
+    ok = np.ones((n, k_count), dtype=bool)
+    rng = np.random.default_rng(seed)
+    for r in range(repeats):
+        for i in rng.permutation(n):
+            x = inputs[i]
+            # The input's own cluster's landmark first: a good time to stop the hopeless ones against.
+            own = cluster_landmark[clusters[i]]
+            order = [own] + [k for k in rng.permutation(k_count).tolist() if k != own]
+            for k in order:
+                if not ok[i, k]:
+                    continue
+                try:
+                    samples[r, i, k], out, stopped = limited(landmarks[k], int(i))
+                except Exception:  # a landmark that crashes on an input is no answer for it
+                    ok[i, k] = False
+                    continue
+                if stopped or (r == 0 and problem(x, out) is not None):
+                    ok[i, k] = False
+                else:
+                    correct(int(i), float(samples[r, i, k]))
+    time_s = np.median(samples, axis=0)
+    fit = fit_dispatch(values, cost, time_s, ok, classifier=classifier, max_depth=max_depth,
+                       max_columns=max_columns, seed=seed)
+    one_level = CentroidModel(
+        center=center.tolist(),
+        scale=scale.tolist(),
+        centroids=km.cluster_centers_.tolist(),
+        landmark=cluster_landmark,
+    )
+    return InputTuning(
+        target=target,
+        columns=list(target.columns),
+        landmarks=landmarks,
+        model=fit.model,
+        one_level=one_level,
+        fit=fit,
+        values=values,
+        cost_s=cost,
+        time_s=time_s,
+        ok=ok,
+        clusters=clusters,
+        n_trials=n_trials,
+    )
