@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The torch.compile and placement GPU runs, as one command on the device machine (see docs/gpu-torch.md).
+# The torch.compile and placement GPU runs, as one command on the device machine (see docs/gpu.md).
 # Run from the root of the copy the device tool sends, with this worktree's files in $GPUDIR and the
 # SQLAlchemy wheel (which the device image lacks) in .whl:
 #   bash .gpu-torchc/benchmarks/gpu_torch_device.sh smoke   # GPU tests, a few minutes at most
