@@ -53,7 +53,7 @@ from perftune.measure._candidate_files import CandidateFileError, open_for_candi
 from perftune.measure._limits import Capabilities, Limits, StepCgroup, capabilities, rlimits
 from perftune.measure._spawn import Spawner, SpawnError, enter_step, libc
 from perftune.measure._stage import Stage, StageError
-from perftune.measure._uids import UidLease, UidPool, kill_uid
+from perftune.measure._uids import UidLease, UidPool, held_lease, sweep_uid
 from perftune.trial import Status
 
 __all__ = ["Sandbox", "Scratch", "StepResult", "executable_by"]
@@ -135,7 +135,17 @@ class Scratch:
 
     @property
     def user(self) -> tuple[int, int] | None:
-        """``(uid, gid)`` leased for this candidate's steps (as root), else None."""
+        """``(uid, gid)`` leased for this candidate's steps (as root), else None.
+
+        Whoever asks may start processes under it: the lease's release then sweeps the uid.
+        """
+        if self.lease is None:
+            return None
+        self.lease.confined = False
+        return self.lease.uid, self.lease.gid
+
+    def _leased_user(self) -> tuple[int, int] | None:
+        """:attr:`user`, for the sandbox itself (which ends whatever its steps start)."""
         return (self.lease.uid, self.lease.gid) if self.lease is not None else None
 
     def size_bytes(self, *, max_entries: int = 200_000) -> tuple[int, int]:
@@ -307,10 +317,17 @@ class Sandbox:
 
     def step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
         """Who runs a step in ``scratch``: the uid leased with it, else the shared account."""
+        user = self._step_user(scratch)
+        lease = held_lease(user[0]) if user is not None else None
+        if lease is not None:
+            lease.confined = False  # the caller may start processes under it (see Scratch.user)
+        return user
+
+    def _step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
         if not self.drop_user:
             return None
-        if isinstance(scratch, Scratch) and scratch.user is not None:
-            return scratch.user
+        if isinstance(scratch, Scratch) and scratch._leased_user() is not None:
+            return scratch._leased_user()
         pool = self.uid_pool()
         if pool is not None:
             with contextlib.suppress(OSError):
@@ -589,7 +606,7 @@ class Sandbox:
         try:
             return self._run(
                 args,
-                self.step_user(scratch),
+                self._step_user(scratch),
                 scratch_path,
                 cwd or scratch_path,
                 full_env,
@@ -619,7 +636,8 @@ class Sandbox:
         detect_outside = user is not None and not (self.isolate_files and self.caps.mount_namespace)
         # Every process of a leased uid is this candidate's: what a PID namespace does not end, a sweep does.
         pool = self.uid_pool()
-        sweep_uid = user[0] if (user and pool and user[0] in pool and not self._pid_namespace()) else None
+        own_uid = user[0] if (user and pool and user[0] in pool) else None
+        pid_ns = self._pid_namespace()
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
         if found is None:
             return StepResult(args, Status.FAILED, reason=problem)
@@ -664,6 +682,7 @@ class Sandbox:
         disk_hit = False
         exit_t: float | None = None
         status: int | None = None
+        killed: bool | None = None
         cpu_s = 0.0
         max_rss_kb = 0
         pid, pidfd = started.pid, started.pidfd
@@ -703,7 +722,8 @@ class Sandbox:
                         break
                     interval = min(interval * 1.5, 1.0)  # long steps are polled less often
                     next_poll = now + interval
-            if exit_t is None:
+            killed = exit_t is None
+            if killed:
                 if cgroup is None or cgroup.pids_dir is None:
                     # Without a pids cgroup, a full process group is how a fork bomb shows.
                     group_full = _group_size(pid) >= max(2, int(self.limits.n_procs * 0.9))
@@ -711,10 +731,12 @@ class Sandbox:
             status, cpu_s, max_rss_kb = started.wait()
             if exit_t is None:
                 exit_t = time.perf_counter()
-            # Daemons the step left behind must not outlive it.
+            # Daemons the step left behind must not outlive it. A step that ended on its own in its PID
+            # namespace left none (the kernel ended the namespace before its init was reaped); after a
+            # kill, the init may still be on its way out: the uid is swept then.
             self._kill(pid, cgroup)
-            if sweep_uid is not None:
-                kill_uid(sweep_uid)
+            if own_uid is not None and not (pid_ns and killed is False):
+                _end_uid(own_uid)
             # Drain what is left in the pipes (bounded: the writers are dead).
             drain_until = time.perf_counter() + 1.0
             while sel.get_map() and time.perf_counter() < drain_until:
@@ -735,8 +757,8 @@ class Sandbox:
             if status is None:
                 self._kill(pid, cgroup)
                 started.wait()
-                if sweep_uid is not None:
-                    kill_uid(sweep_uid)
+                if own_uid is not None:
+                    _end_uid(own_uid)
             started.done()
         assert exit_t is not None and status is not None
         wall = exit_t - t0
@@ -891,6 +913,14 @@ class _Started:
             else:
                 self.spawner.close()
             self.spawner = None
+
+
+def _end_uid(uid: int) -> None:
+    """Kill every process of a leased uid; if some survive, its lease's release tries again."""
+    if not sweep_uid(uid)[1]:
+        lease = held_lease(uid)
+        if lease is not None:
+            lease.confined = False
 
 
 def _not_started(program: str, error: SpawnError) -> str:
