@@ -119,6 +119,19 @@ def cli(ctx: click.Context, store: str | None, seed: int | None, workers: int | 
     ctx.obj.update(store=store, seed=seed, workers=workers, budget=budget)
 
 
+def _import_in_background(module: str) -> None:
+    """Start importing ``module`` in a daemon thread; the next ``import`` of it waits for that one."""
+    import contextlib
+    import importlib
+    import threading
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the next import of it, in the main thread, says why
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name=f"perftune-import-{module}", daemon=True).start()
+
+
 def _opt(ctx: click.Context, key: str, value: Any) -> Any:
     """A subcommand's option, else the global one."""
     if value is None or value == ():
@@ -205,6 +218,9 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
             warm_start: tuple[str, ...], as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
+    # The store (SQLAlchemy: a few tenths of a second) is imported while the task loads and its default
+    # configuration runs once; _open below waits for it (the import lock), and it is done before any fork.
+    _import_in_background("perftune.store")
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
 

@@ -38,6 +38,7 @@ __all__ = ["DEFAULT_UID_RANGE", "UidLease", "UidPool", "UidRangeError", "held_le
 
 DEFAULT_UID_RANGE = (59000, 59063)
 _CLEAN = b"released clean\n"  # a lock file's content when its last holder left nothing running
+_HELD = b"held          \n"  # while a holder has it (and after one that died): the next one sweeps
 _LOCK_DIRS = ("/run/perftune-uids", os.path.join(tempfile.gettempdir(), "perftune-uids-0"))
 
 
@@ -148,9 +149,11 @@ class UidPool:
                     continue
                 # A holder that died (or an older perftune) may have left processes under the uid; a
                 # holder that released it cleanly said so in the file.
-                if os.pread(fd, len(_CLEAN), 0) != _CLEAN:
+                if os.pread(fd, len(_CLEAN), 0) == _CLEAN:
+                    # Overwritten rather than truncated: freeing the block costs ms on some file systems.
+                    os.pwrite(fd, _HELD, 0)
+                else:
                     sweep_uid(uid)
-                os.ftruncate(fd, 0)
                 lease = _held[uid] = UidLease(uid, uid, fd)
                 return lease
             time.sleep(min(0.05 + waited, 0.5))
