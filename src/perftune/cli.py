@@ -218,11 +218,13 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None, name: str | None,
             warm_start: tuple[str, ...], as_json: bool) -> None:
     """Tune the program described by the task file TASK (TOML)."""
-    # The store (SQLAlchemy: a few tenths of a second) is imported while the task loads and its default
-    # configuration runs once; _open below waits for it (the import lock), and it is done before any fork.
-    _import_in_background("perftune.store")
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
+
+    # The store (SQLAlchemy: a few tenths of a second) is imported while the task loads and its default
+    # configuration runs once (not earlier: two threads importing at once wait for each other); _open
+    # below waits for it (the import lock), so it is done before anything forks.
+    _import_in_background("perftune.store")
 
     kind = targets.task_kind(task)
     if kind != targets.DEFAULT_KIND:
