@@ -135,3 +135,18 @@ def test_a_step_too_large_for_the_helper_is_forked_from_the_tuner() -> None:
     status, reason, out = _run(sandbox, ["sh", "-c", 'printf %s "$BIG0$BIG1$BIG2$BIG3" | wc -c'], env=env)
     assert status is Status.OK, reason
     assert out.strip() == str(200 * 1024).encode()
+
+
+def test_a_helper_that_died_between_steps_is_replaced() -> None:
+    sandbox = Sandbox(use_spawner=True)
+    assert _run(sandbox, ["true"])[0] is Status.OK
+    helpers = [s for s in Spawner._idle if s._pid == os.getpid()]
+    assert helpers
+    for helper in helpers:
+        helper._proc.kill()
+        helper._proc.wait()
+    status, reason, out = _run(sandbox, ["echo", "still here"])
+    assert status is Status.OK and out == b"still here\n", reason
+    status, reason, out = _run(sandbox, ["echo", "and again"])
+    assert status is Status.OK and out == b"and again\n", reason
+    assert not Spawner._broken and [s for s in Spawner._idle if s._pid == os.getpid()]

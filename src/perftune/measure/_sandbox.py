@@ -521,8 +521,8 @@ class Sandbox:
                     spawner.put_back()
                 if error.where in ("exec", "setup"):
                     return StepResult(args, Status.FAILED, reason=_not_started(args[0], error))
-                if error.where == "helper":
-                    Spawner.give_up()  # it died: steps are started from this process from now on
+                if error.where == "helper" and not spawner.n_served:
+                    Spawner.give_up()  # a fresh one failed: steps are started from this process from now on
         libc()  # loaded now: the child between fork and exec imports nothing
 
         def preexec() -> None:  # runs in the child between fork and exec: no locks, no imports

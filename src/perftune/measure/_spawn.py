@@ -368,6 +368,7 @@ class Spawner:
             theirs.close()
         self._sock = ours
         self._pid = os.getpid()
+        self.n_served = 0  # steps it answered for (a helper that dies before its first is not retried)
 
     @classmethod
     def get(cls) -> Spawner | None:
@@ -426,6 +427,7 @@ class Spawner:
         if reply is None:
             self.close()
             raise SpawnError("helper", 0, "sandbox helper exited")
+        self.n_served += 1
         if "error" in reply:
             raise SpawnError(reply["where"], reply["errno"], reply["error"])
         return int(reply["pid"]), got[0]
