@@ -378,8 +378,11 @@ class Spawner:
                 cls._idle = []  # a forked child's copies belong to its parent
                 cls._owner = os.getpid()
                 cls._broken = False
-            if cls._idle:
-                return cls._idle.pop()
+            while cls._idle:
+                spawner = cls._idle.pop()
+                if spawner._proc.poll() is None:
+                    return spawner
+                spawner._sock.close()  # it died while idle (killed): reaped by poll()
             if cls._broken or not sys.executable:
                 return None
         if not cls._exit_hook:
