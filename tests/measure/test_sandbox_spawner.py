@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,7 @@ def test_a_step_dies_with_the_tuner_that_started_it() -> None:
             tuner.kill()
             tuner.wait()
         tuner.stdout.close()
+        shutil.rmtree(os.path.dirname(marker), ignore_errors=True)  # the killed tuner could not
 
 
 def _processes_named(cmdline: bytes) -> list[int]:
