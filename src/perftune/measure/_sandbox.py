@@ -416,6 +416,8 @@ class Sandbox:
 
     def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
         """Create a fresh scratch directory, owned by the user the steps run as."""
+        if self.use_spawner:
+            Spawner.prestart()  # the first step's helper starts while the machine is probed (caps)
         root = self.root_dir()
         pool = self.uid_pool()
         lease = pool.acquire() if pool is not None else None
@@ -575,6 +577,8 @@ class Sandbox:
             shell: Run ``argv`` through ``/bin/sh -c`` (only when the task file says ``shell = true``).
             stdout_max_bytes: Keep at most this much of standard output (the rest is hashed).
         """
+        if self.use_spawner:
+            Spawner.prestart()  # the first step's helper starts while the machine is probed (caps)
         scratch_path = os.fspath(scratch)
         if shell:
             command = argv if isinstance(argv, str) else " ".join(argv)

@@ -398,6 +398,16 @@ class Spawner:
             return None
 
     @classmethod
+    def prestart(cls) -> None:
+        """Start a helper now if none is idle, so that its start overlaps with the caller's work."""
+        with cls._lock:
+            if cls._owner == os.getpid() and cls._idle:
+                return
+        spawner = cls.get()
+        if spawner is not None:
+            spawner.put_back()
+
+    @classmethod
     def give_up(cls) -> None:
         """Start no more helpers in this process (one died): steps fork the tuner from now on."""
         with cls._lock:
