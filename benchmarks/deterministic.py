@@ -16,7 +16,7 @@ compile about 75 modules from source at every start.
 
 Usage:
     python benchmarks/deterministic.py [--trials 30] [--sleep 0.3] [--modes auto,false]
-                                       [--techniques default,random] [--repeat 1]
+                                       [--techniques default,random] [--repeat 1] [--perftune PATH]
                                        [--out benchmarks/results/deterministic.md]
 """
 
@@ -134,9 +134,11 @@ def main() -> None:
     parser.add_argument("--techniques", default="default",
                         help="search techniques to run, comma-separated ('default': the default ensemble)")
     parser.add_argument("--repeat", type=int, default=1, help="run each row this many times")
+    parser.add_argument("--perftune", default=None,
+                        help="the perftune executable to time (default: the one next to this Python)")
     parser.add_argument("--out", default=None, help="write a Markdown table here")
     args = parser.parse_args()
-    perftune = shutil.which("perftune", path=os.path.dirname(sys.executable)) or "perftune"
+    perftune = args.perftune or shutil.which("perftune", path=os.path.dirname(sys.executable)) or "perftune"
     import perftune as package
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
