@@ -1,5 +1,5 @@
 """``python -m perftune`` is the ``perftune`` command."""
 
-from perftune.cli import main
+from perftune.cli import entry
 
-main()
+entry()

@@ -128,6 +128,19 @@ def cli(ctx: click.Context, store: str | None, seed: int | None, workers: int | 
     ctx.obj.update(store=store, seed=seed, workers=workers, budget=budget)
 
 
+def _import_in_background(module: str) -> None:
+    """Start importing ``module`` in a daemon thread; the next ``import`` of it waits for that one."""
+    import contextlib
+    import importlib
+    import threading
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the next import of it, in the main thread, says why
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name=f"perftune-import-{module}", daemon=True).start()
+
+
 def _opt(ctx: click.Context, key: str, value: Any) -> Any:
     """A subcommand's option, else the global one."""
     if value is None or value == ():
@@ -218,6 +231,11 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
+
+    # The store (SQLAlchemy: a few tenths of a second) is imported while the task loads and its default
+    # configuration runs once (not earlier: two threads importing at once wait for each other); _open
+    # below waits for it (the import lock), so it is done before anything forks.
+    _import_in_background("perftune.store")
 
     kind = targets.task_kind(task)
     if kind != targets.DEFAULT_KIND:
@@ -672,6 +690,38 @@ def export_cmd(
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``perftune`` command."""
     cli.main(args=argv, prog_name="perftune")
+
+
+def entry() -> None:
+    """The ``perftune`` executable (and ``python -m perftune``): :func:`main`, then a quick exit.
+
+    Once the command is done (output flushed, ``atexit`` handlers run: staged copies removed, sandbox
+    helpers stopped), the process leaves without the interpreter's teardown of every module, which
+    with NumPy, SciPy and scikit-learn loaded costs a few tenths of a second, more on a busy machine.
+    A thread that is still running (not a daemon) gets the ordinary exit, which waits for it.
+    """
+    import atexit
+    import threading
+
+    try:
+        main()
+        code: object = 0
+    except SystemExit as stop:
+        code = stop.code
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)  # type: ignore[arg-type]
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)  # what sys.exit does with a message
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (perftune ... | head): nothing left to say
+            code = code or 1
+    os._exit(code)
 
 
 # ---- commands added by other parts go below this line (one block each) ----

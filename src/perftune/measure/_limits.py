@@ -34,16 +34,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perftune.measure._spawn import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, libc
+from perftune.measure._spawn import write_id_maps as _write_id_maps
+
 __all__ = ["Capabilities", "Limits", "StepCgroup", "capabilities", "doctor"]
 
 _MiB = 1024 * 1024
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-CLONE_NEWPID = 0x20000000
+_libc = libc()
 
 
 @dataclass(frozen=True)
@@ -234,15 +232,6 @@ def _probe_pid_namespace(*, via_user: bool) -> bool:
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
-
-
-def _write_id_maps(uid: int, gid: int) -> None:
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{gid} {gid} 1")
 
 
 def _has_mount_setattr() -> bool:
@@ -617,20 +606,25 @@ def _rmdir(path: str) -> None:
             time.sleep(0.01)
 
 
-def set_rlimits(limits: Limits, *, memory_by_cgroup: bool, pids_by_cgroup: bool = False) -> None:
-    """Apply rlimits in the child (called between fork and exec).
+def rlimits(
+    limits: Limits, *, memory_by_cgroup: bool, pids_by_cgroup: bool = False
+) -> list[tuple[int, int, int]]:
+    """The rlimits a step gets, as ``(resource, soft, hard)``; applied between fork and exec.
 
     RLIMIT_NPROC counts every process of the user, parallel candidates included: when a pids cgroup
     bounds the step, it is only a loose backstop.
     """
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     fsize = int(limits.file_size_mb or limits.disk_mb) * _MiB
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     n_procs = limits.n_procs * 8 + 64 if pids_by_cgroup else limits.n_procs
-    resource.setrlimit(resource.RLIMIT_NPROC, (n_procs, n_procs))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     n_files = limits.n_open_files if hard == resource.RLIM_INFINITY else min(limits.n_open_files, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n_files, n_files))
+    out = [
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_FSIZE, fsize, fsize),
+        (resource.RLIMIT_NPROC, n_procs, n_procs),
+        (resource.RLIMIT_NOFILE, n_files, n_files),
+    ]
     if not memory_by_cgroup and not limits.sanitizer:
         address_space = limits.memory_mb * _MiB
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        out.append((resource.RLIMIT_AS, address_space, address_space))
+    return out

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import dataclasses
+import errno
 import hashlib
 import os
-import resource
 import selectors
 import shutil
 import signal
@@ -45,54 +44,24 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from perftune.measure._candidate_files import CandidateFileError, open_for_candidate
-from perftune.measure._limits import (
-    CLONE_NEWNET,
-    CLONE_NEWNS,
-    CLONE_NEWPID,
-    CLONE_NEWUSER,
-    Capabilities,
-    Limits,
-    StepCgroup,
-    _libc,
-    _write_id_maps,
-    capabilities,
-    set_rlimits,
-)
+from perftune.measure._limits import Capabilities, Limits, StepCgroup, capabilities, rlimits
+from perftune.measure._spawn import Spawner, SpawnError, enter_step, libc
 from perftune.measure._stage import Stage, StageError
-from perftune.measure._uids import UidLease, UidPool, kill_uid
+from perftune.measure._uids import UidLease, UidPool, held_lease, sweep_uid
 from perftune.trial import Status
 
 __all__ = ["Sandbox", "Scratch", "StepResult", "executable_by"]
 
 _MiB = 1024 * 1024
-_MS_BIND = 4096
-_MS_REC = 16384
-_MS_PRIVATE = 1 << 18
-_AT_FDCWD = -100
-_AT_RECURSIVE = 0x8000
-_MOUNT_ATTR_RDONLY = 0x1
-_SYS_MOUNT_SETATTR = 442
-_PR_SET_PDEATHSIG = 1
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_NOEXEC = 8
 _WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 #: What candidates get of the tuner's environment (besides ``LC_*``): nothing that could be a secret.
 CANDIDATE_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "TERMINFO", "COLORTERM", "NO_COLOR")
-
-
-class _MountAttr(ctypes.Structure):
-    _fields_ = [
-        ("attr_set", ctypes.c_uint64),
-        ("attr_clr", ctypes.c_uint64),
-        ("propagation", ctypes.c_uint64),
-        ("userns_fd", ctypes.c_uint64),
-    ]
 
 
 @dataclass
@@ -166,7 +135,17 @@ class Scratch:
 
     @property
     def user(self) -> tuple[int, int] | None:
-        """``(uid, gid)`` leased for this candidate's steps (as root), else None."""
+        """``(uid, gid)`` leased for this candidate's steps (as root), else None.
+
+        Whoever asks may start processes under it: the lease's release then sweeps the uid.
+        """
+        if self.lease is None:
+            return None
+        self.lease.confined = False
+        return self.lease.uid, self.lease.gid
+
+    def _leased_user(self) -> tuple[int, int] | None:
+        """:attr:`user`, for the sandbox itself (which ends whatever its steps start)."""
         return (self.lease.uid, self.lease.gid) if self.lease is not None else None
 
     def size_bytes(self, *, max_entries: int = 200_000) -> tuple[int, int]:
@@ -283,6 +262,9 @@ class Sandbox:
             system temporary directory).
         poll_interval_s: How often the disk use of a running step is checked.
         cpu_affinity: Pin steps to these CPU cores (for steadier timings).
+        use_spawner: Start steps from a small helper process (:mod:`perftune.measure._spawn`) rather
+            than by forking the tuner, whose copies cost more the more it has loaded; the isolation
+            is the same. False forks the tuner (as does a machine where the helper cannot start).
 
     Example:
         >>> sandbox = Sandbox(Limits(memory_mb=256, n_procs=32, disk_mb=64))
@@ -300,6 +282,7 @@ class Sandbox:
         cpu_affinity: Sequence[int] | None = None,
         isolate_processes: bool = True,
         pass_env: Sequence[str] = (),
+        use_spawner: bool = True,
     ) -> None:
         self.limits = limits or Limits()
         self.isolate_network = isolate_network
@@ -313,6 +296,7 @@ class Sandbox:
         self._stage_lock = threading.Lock()  # flags runs stage from several worker threads
         self.isolate_processes = isolate_processes
         self.pass_env = tuple(pass_env)
+        self.use_spawner = use_spawner
 
     @property
     def caps(self) -> Capabilities:
@@ -333,10 +317,17 @@ class Sandbox:
 
     def step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
         """Who runs a step in ``scratch``: the uid leased with it, else the shared account."""
+        user = self._step_user(scratch)
+        lease = held_lease(user[0]) if user is not None else None
+        if lease is not None:
+            lease.confined = False  # the caller may start processes under it (see Scratch.user)
+        return user
+
+    def _step_user(self, scratch: Scratch | str) -> tuple[int, int] | None:
         if not self.drop_user:
             return None
-        if isinstance(scratch, Scratch) and scratch.user is not None:
-            return scratch.user
+        if isinstance(scratch, Scratch) and scratch._leased_user() is not None:
+            return scratch._leased_user()
         pool = self.uid_pool()
         if pool is not None:
             with contextlib.suppress(OSError):
@@ -425,6 +416,8 @@ class Sandbox:
 
     def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
         """Create a fresh scratch directory, owned by the user the steps run as."""
+        if self.use_spawner:
+            Spawner.prestart()  # the first step's helper starts while the machine is probed (caps)
         root = self.root_dir()
         pool = self.uid_pool()
         lease = pool.acquire() if pool is not None else None
@@ -484,76 +477,78 @@ class Sandbox:
 
     # -- running a step -------------------------------------------------------------------------
 
-    def _preexec(
+    def _spec(
         self,
+        args: list[str],
+        env: dict[str, str],
         scratch: str,
         cwd: str,
         cgroup_files: list[str],
         memory_by_cgroup: bool,
         pids_by_cgroup: bool,
         user: tuple[int, int] | None,
-        timing_fd: int | None = None,
-    ) -> Callable[[], None]:
+    ) -> dict[str, Any]:
+        """What the step's process does between fork and exec (see ``_spawn.enter_step``)."""
         caps = self.caps
-        limits = self.limits
-        mount_ns = self.isolate_files and caps.mount_namespace
-        net_ns = self.isolate_network and caps.net_namespace
-        pid_ns = self._pid_namespace()
-        via_user = not caps.is_root
-        uid, gid = os.geteuid(), os.getegid()
-        affinity = self.cpu_affinity
-        mount_setattr = _libc.syscall
+        return {
+            "argv": args,
+            "env": env,
+            "scratch": scratch,
+            "cwd": cwd,
+            "cgroup_files": cgroup_files,
+            "mount_ns": self.isolate_files and caps.mount_namespace,
+            "net_ns": self.isolate_network and caps.net_namespace,
+            "pid_ns": self._pid_namespace(),
+            "via_user": not caps.is_root,
+            "outer_uid": os.geteuid(),
+            "outer_gid": os.getegid(),
+            "rlimits": rlimits(self.limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup),
+            "user": list(user) if user is not None else None,
+            "affinity": list(self.cpu_affinity) if self.cpu_affinity else None,
+        }
 
-        def setattr_(path: bytes, flags: int, attr_set: int, attr_clr: int) -> None:
-            attr = _MountAttr(attr_set, attr_clr, 0, 0)
-            if (
-                mount_setattr(
-                    _SYS_MOUNT_SETATTR, _AT_FDCWD, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)
-                )
-                != 0
-            ):
-                raise OSError(ctypes.get_errno(), f"mount_setattr {path!r}")
-
-        def mount(source: bytes | None, target: bytes, flags: int) -> None:
-            if _libc.mount(source, target, None, flags, None) != 0:
-                raise OSError(ctypes.get_errno(), f"mount {target!r}")
-
-        scratch_b = os.fsencode(scratch)
+    def _start(
+        self, spec: dict[str, Any], stdin: int, stdout: int, stderr: int, timing_w: int | None
+    ) -> _Started | StepResult:
+        """Start the step from the helper (:mod:`perftune.measure._spawn`), else from this process."""
+        args = spec["argv"]
+        fds = (stdin, stdout, stderr, *(() if timing_w is None else (timing_w,)))
+        spawner = Spawner.get() if self.use_spawner else None
+        if spawner is not None:
+            try:
+                pid, pidfd = spawner.start(spec, fds)
+                return _Started(pid, pidfd, spawner)
+            except SpawnError as error:
+                if error.where != "helper":
+                    spawner.put_back()
+                if error.where in ("exec", "setup"):
+                    return StepResult(args, Status.FAILED, reason=_not_started(args[0], error))
+                if error.where == "helper" and not spawner.n_served:
+                    Spawner.give_up()  # a fresh one failed: steps are started from this process from now on
+        libc()  # loaded now: the child between fork and exec imports nothing
 
         def preexec() -> None:  # runs in the child between fork and exec: no locks, no imports
-            pid = str(os.getpid())
-            for name in cgroup_files:
-                with open(name, "w") as f:
-                    f.write(pid)
-            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            flags = (CLONE_NEWNS if mount_ns else 0) | (CLONE_NEWNET if net_ns else 0)
-            flags |= CLONE_NEWPID if pid_ns else 0
-            if flags:
-                if via_user:
-                    if _libc.unshare(CLONE_NEWUSER | flags) != 0:
-                        raise OSError(ctypes.get_errno(), "unshare")
-                    _write_id_maps(uid, gid)
-                elif _libc.unshare(flags) != 0:
-                    raise OSError(ctypes.get_errno(), "unshare")
-            if mount_ns:
-                mount(None, b"/", _MS_REC | _MS_PRIVATE)
-                setattr_(b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY, 0)
-                mount(scratch_b, scratch_b, _MS_BIND | _MS_REC)
-                setattr_(scratch_b, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
-            if pid_ns:
-                _enter_pid_namespace(timing_fd)
-            # Only now: the relay and the init are copies of the tuner, and an address-space limit
-            # smaller than its image would break them.
-            set_rlimits(limits, memory_by_cgroup=memory_by_cgroup, pids_by_cgroup=pids_by_cgroup)
-            if user is not None:
-                os.setgroups([])
-                os.setgid(user[1])
-                os.setuid(user[0])
-            if affinity:
-                os.sched_setaffinity(0, affinity)
-            os.chdir(cwd)  # after the bind mount, so that relative paths reach the writable scratch
+            enter_step(spec, timing_w)
 
-        return preexec
+        try:
+            proc = subprocess.Popen(
+                args,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=spec["env"],
+                start_new_session=True,
+                preexec_fn=preexec,
+                close_fds=True,
+            )
+        except subprocess.SubprocessError as error:
+            failure = SpawnError("setup", 0, str(error))
+            return StepResult(args, Status.FAILED, reason=_not_started(args[0], failure))
+        except OSError as error:  # FileNotFoundError and PermissionError included
+            failure = SpawnError("exec", error.errno or 0, error.strerror or str(error))
+            return StepResult(args, Status.FAILED, reason=_not_started(args[0], failure))
+        proc.returncode = 0  # never waited for by Popen: _Started.wait reaps it and reads its resource use
+        return _Started(proc.pid, os.pidfd_open(proc.pid), None)
 
     def run(
         self,
@@ -582,6 +577,8 @@ class Sandbox:
             shell: Run ``argv`` through ``/bin/sh -c`` (only when the task file says ``shell = true``).
             stdout_max_bytes: Keep at most this much of standard output (the rest is hashed).
         """
+        if self.use_spawner:
+            Spawner.prestart()  # the first step's helper starts while the machine is probed (caps)
         scratch_path = os.fspath(scratch)
         if shell:
             command = argv if isinstance(argv, str) else " ".join(argv)
@@ -613,7 +610,7 @@ class Sandbox:
         try:
             return self._run(
                 args,
-                self.step_user(scratch),
+                self._step_user(scratch),
                 scratch_path,
                 cwd or scratch_path,
                 full_env,
@@ -643,75 +640,59 @@ class Sandbox:
         detect_outside = user is not None and not (self.isolate_files and self.caps.mount_namespace)
         # Every process of a leased uid is this candidate's: what a PID namespace does not end, a sweep does.
         pool = self.uid_pool()
-        sweep_uid = user[0] if (user and pool and user[0] in pool and not self._pid_namespace()) else None
+        own_uid = user[0] if (user and pool and user[0] in pool) else None
+        pid_ns = self._pid_namespace()
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
         if found is None:
             return StepResult(args, Status.FAILED, reason=problem)
         args = [found, *args[1:]]
-        stdin: int = subprocess.DEVNULL
         if stdin_path:
             try:
                 stdin = open_for_candidate(stdin_path, scratch=scratch, user=user)
             except CandidateFileError as error:
                 return StepResult(args, Status.FAILED, reason=f"stdin refused: {error}")
-        # The candidate's own time, clocked inside its PID namespace (see _enter_pid_namespace).
+        else:
+            stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # The candidate's own time, clocked inside its PID namespace (see _spawn._enter_pid_namespace).
         timing_r, timing_w = os.pipe() if self._pid_namespace() else (None, None)
-        preexec = self._preexec(
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        spec = self._spec(
+            args,
+            env,
             scratch,
             cwd,
             cgroup.join_files() if cgroup else [],
             memory_by_cgroup,
             bool(cgroup and cgroup.pids_dir),
             user,
-            timing_w,
         )
         started_wall = time.time()
         t0 = time.perf_counter()
-        proc: subprocess.Popen[bytes] | None = None
         try:
-            proc = subprocess.Popen(
-                args,
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-                preexec_fn=preexec,
-                close_fds=True,
-            )
-        except FileNotFoundError:
-            return StepResult(args, Status.FAILED, reason=f"command not found: {args[0]}")
-        except PermissionError:
-            return StepResult(args, Status.FAILED, reason=f"permission denied executing {args[0]}")
-        except subprocess.SubprocessError as error:
-            return StepResult(
-                args,
-                Status.FAILED,
-                reason=f"sandbox setup failed before exec ({error}); "
-                "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it",
-            )
-        except OSError as error:
-            why = f"could not start {args[0]}: {error.strerror or error}"
-            return StepResult(args, Status.FAILED, reason=why)
+            started = self._start(spec, stdin, out_w, err_w, timing_w)
         finally:
-            if stdin_path:
-                os.close(stdin)
-            if timing_w is not None:
-                os.close(timing_w)
-            if timing_r is not None and proc is None:
-                os.close(timing_r)
-        assert proc.stdout is not None and proc.stderr is not None
+            for fd in (stdin, out_w, err_w, timing_w):
+                if fd is not None:
+                    os.close(fd)
+        if isinstance(started, StepResult):
+            for fd in (out_r, err_r, timing_r):
+                if fd is not None:
+                    os.close(fd)
+            return started
         captured = _Captured(stdout_max_bytes)
         timed_out = False
         group_full = False
         disk_hit = False
         exit_t: float | None = None
-        status = 0
-        rusage = None
-        pidfd = os.pidfd_open(proc.pid)
+        status: int | None = None
+        killed: bool | None = None
+        cpu_s = 0.0
+        max_rss_kb = 0
+        pid, pidfd = started.pid, started.pidfd
         sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ, "out")
-        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        sel.register(out_r, selectors.EVENT_READ, "out")
+        sel.register(err_r, selectors.EVENT_READ, "err")
         sel.register(pidfd, selectors.EVENT_READ, "exit")
         deadline = t0 + timeout_s if timeout_s else None
         interval = self.poll_interval_s
@@ -745,19 +726,21 @@ class Sandbox:
                         break
                     interval = min(interval * 1.5, 1.0)  # long steps are polled less often
                     next_poll = now + interval
-            if exit_t is None:
+            killed = exit_t is None
+            if killed:
                 if cgroup is None or cgroup.pids_dir is None:
                     # Without a pids cgroup, a full process group is how a fork bomb shows.
-                    group_full = _group_size(proc.pid) >= max(2, int(self.limits.n_procs * 0.9))
-                self._kill(proc.pid, cgroup)
-            _, status, rusage = os.wait4(proc.pid, 0)
+                    group_full = _group_size(pid) >= max(2, int(self.limits.n_procs * 0.9))
+                self._kill(pid, cgroup)
+            status, cpu_s, max_rss_kb = started.wait()
             if exit_t is None:
                 exit_t = time.perf_counter()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            # Daemons the step left behind must not outlive it.
-            self._kill(proc.pid, cgroup)
-            if sweep_uid is not None:
-                kill_uid(sweep_uid)
+            # Daemons the step left behind must not outlive it. A step that ended on its own in its PID
+            # namespace left none (the kernel ended the namespace before its init was reaped); after a
+            # kill, the init may still be on its way out: the uid is swept then.
+            self._kill(pid, cgroup)
+            if own_uid is not None and not (pid_ns and killed is False):
+                _end_uid(own_uid)
             # Drain what is left in the pipes (bounded: the writers are dead).
             drain_until = time.perf_counter() + 1.0
             while sel.get_map() and time.perf_counter() < drain_until:
@@ -773,15 +756,15 @@ class Sandbox:
         finally:
             sel.close()
             os.close(pidfd)
-            proc.stdout.close()
-            proc.stderr.close()
-            if proc.returncode is None:
-                self._kill(proc.pid, cgroup)
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(proc.pid, 0)
-                proc.returncode = -9
-                if sweep_uid is not None:
-                    kill_uid(sweep_uid)
+            os.close(out_r)
+            os.close(err_r)
+            if status is None:
+                self._kill(pid, cgroup)
+                started.wait()
+                if own_uid is not None:
+                    _end_uid(own_uid)
+            started.done()
+        assert exit_t is not None and status is not None
         wall = exit_t - t0
         if timing_r is not None:
             clocked = _read_clock(timing_r)
@@ -792,8 +775,8 @@ class Sandbox:
             args,
             Status.OK,
             wall_s=wall,
-            cpu_s=(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0,
-            max_rss_kb=int(rusage.ru_maxrss) if rusage else 0,
+            cpu_s=cpu_s,
+            max_rss_kb=max_rss_kb,
             stdout=bytes(captured.out_head),
             stdout_tail=b"".join(captured.out_tail)[-65536:],
             stdout_truncated=captured.n_out > len(captured.out_head),
@@ -908,65 +891,54 @@ def _read_clock(fd: int) -> float | None:
         os.close(fd)
 
 
-def _keep_only(*fds: int) -> None:
-    """Close every descriptor above stderr except ``fds`` (the tuner's files, the exec error pipe)."""
-    low = 3
-    for fd in sorted(fds):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 20)
+class _Started:
+    """A step's main process, started from the helper (``spawner``) or from this process."""
+
+    def __init__(self, pid: int, pidfd: int, spawner: Spawner | None) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.spawner = spawner
+        self._waited = False
+
+    def wait(self) -> tuple[int, float, int]:
+        """Wait for the process to exit: ``(wait status, CPU seconds, ru_maxrss KiB)``, its reaped
+        children included."""
+        self._waited = True
+        if self.spawner is not None:
+            return self.spawner.wait()
+        _, status, usage = os.wait4(self.pid, 0)
+        return status, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss)
+
+    def done(self) -> None:
+        """Give the helper back for the next step."""
+        if self.spawner is not None:
+            if self._waited:
+                self.spawner.put_back()
+            else:
+                self.spawner.close()
+            self.spawner = None
 
 
-def _exit_as(status: int) -> None:
-    """Leave this process the way a child with wait status ``status`` left."""
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dump of the tuner's image
-            signal.signal(number, signal.SIG_DFL)
-            os.kill(os.getpid(), number)
-        os._exit(128 + number)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+def _end_uid(uid: int) -> None:
+    """Kill every process of a leased uid; if some survive, its lease's release tries again."""
+    if not sweep_uid(uid)[1]:
+        lease = held_lease(uid)
+        if lease is not None:
+            lease.confined = False
 
 
-def _enter_pid_namespace(timing_fd: int | None) -> None:
-    """Called after ``unshare(CLONE_NEWPID)`` in the step's child; returns in the candidate's process.
-
-    The child stays outside (as the process the tuner waits for) and relays the candidate's exit
-    status; its first fork is the namespace's init, which mounts the private ``/proc``, reaps orphans
-    and leaves when the candidate does, whereupon the kernel kills everything left in the namespace.
-    The candidate is not the init itself: an init ignores the signals it sends itself (``abort()``).
-    The init also clocks the candidate, from its fork to its exit, and writes the nanoseconds to
-    ``timing_fd``: the namespace's setup and the relay's way out are no part of the step's time.
-    """
-    read_end, write_end = os.pipe()
-    init = os.fork()
-    if init:
-        _keep_only(read_end)
-        _, init_status = os.waitpid(init, 0)
-        data = os.read(read_end, 32)
-        _exit_as(int(data) if data else init_status)
-    os.close(read_end)
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    if _libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") != 0:
-        raise OSError(ctypes.get_errno(), "mount /proc")
-    started_ns = time.perf_counter_ns()
-    candidate = os.fork()
-    if candidate:
-        _keep_only(write_end, *(() if timing_fd is None else (timing_fd,)))
-        while True:
-            try:
-                pid, status = os.wait()
-            except ChildProcessError:
-                os._exit(1)
-            if pid == candidate:
-                if timing_fd is not None:
-                    os.write(timing_fd, str(time.perf_counter_ns() - started_ns).encode())
-                os.write(write_end, str(status).encode())
-                os._exit(0)
-    os.close(write_end)
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _not_started(program: str, error: SpawnError) -> str:
+    """The one-line reason of a step that did not start."""
+    if error.where == "setup":
+        return (
+            f"sandbox setup failed before exec ({error}); "
+            "set PERFTUNE_SANDBOX_NO_NAMESPACES=1 or PERFTUNE_SANDBOX_NO_CGROUPS=1 to narrow it"
+        )
+    if error.errno == errno.ENOENT:
+        return f"command not found: {program}"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied executing {program}"
+    return f"could not start {program}: {os.strerror(error.errno) if error.errno else error}"
 
 
 def executable_by(path: str, uid: int, gid: int) -> bool:

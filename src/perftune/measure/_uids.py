@@ -34,9 +34,11 @@ from dataclasses import dataclass
 
 from perftune.errors import PerftuneError
 
-__all__ = ["DEFAULT_UID_RANGE", "UidLease", "UidPool", "UidRangeError", "kill_uid"]
+__all__ = ["DEFAULT_UID_RANGE", "UidLease", "UidPool", "UidRangeError", "held_lease", "kill_uid", "sweep_uid"]
 
 DEFAULT_UID_RANGE = (59000, 59063)
+_CLEAN = b"released clean\n"  # a lock file's content when its last holder left nothing running
+_HELD = b"held          \n"  # while a holder has it (and after one that died): the next one sweeps
 _LOCK_DIRS = ("/run/perftune-uids", os.path.join(tempfile.gettempdir(), "perftune-uids-0"))
 
 
@@ -46,19 +48,43 @@ class UidRangeError(PerftuneError, ValueError):
 
 @dataclass
 class UidLease:
-    """One uid (and a gid of the same number, with no members) held for one candidate."""
+    """One uid (and a gid of the same number, with no members) held for one candidate.
+
+    Attributes:
+        uid: The uid.
+        gid: The gid (the same number).
+        confined: True while every process that ran under the uid was ended by the sandbox that
+            started it (a step's PID namespace, or its sweep of the uid): then nothing can run
+            under it, and :meth:`release` needs no scan of ``/proc``. Whoever starts processes under
+            the uid otherwise sets it to False (:attr:`perftune.measure.Scratch.user` does, for
+            its callers).
+    """
 
     uid: int
     gid: int
     _fd: int | None
+    confined: bool = True
 
     def release(self) -> None:
         """Kill whatever still runs under the uid, then let another candidate have it."""
         if self._fd is None:
             return
-        kill_uid(self.uid)
+        empty = self.confined or sweep_uid(self.uid)[1]
+        if empty:
+            # The next holder may skip its scan (see acquire): nothing runs under the uid.
+            with contextlib.suppress(OSError):
+                os.pwrite(self._fd, _CLEAN, 0)
+        _held.pop(self.uid, None)
         os.close(self._fd)  # closing the file releases the flock
         self._fd = None
+
+
+_held: dict[int, UidLease] = {}  # this process's leases, by uid
+
+
+def held_lease(uid: int) -> UidLease | None:
+    """The lease this process holds on ``uid``, if any."""
+    return _held.get(uid)
 
 
 class UidPool:
@@ -121,8 +147,15 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                kill_uid(uid)  # leftovers of a run that died holding this lease
-                return UidLease(uid, uid, fd)
+                # A holder that died (or an older perftune) may have left processes under the uid; a
+                # holder that released it cleanly said so in the file.
+                if os.pread(fd, len(_CLEAN), 0) == _CLEAN:
+                    # Overwritten rather than truncated: freeing the block costs ms on some file systems.
+                    os.pwrite(fd, _HELD, 0)
+                else:
+                    sweep_uid(uid)
+                lease = _held[uid] = UidLease(uid, uid, fd)
+                return lease
             time.sleep(min(0.05 + waited, 0.5))
             waited += 0.05
 
@@ -178,6 +211,11 @@ def kill_uid(uid: int, *, timeout_s: float = 5.0) -> int:
     Returns:
         How many processes were killed.
     """
+    return sweep_uid(uid, timeout_s=timeout_s)[0]
+
+
+def sweep_uid(uid: int, *, timeout_s: float = 5.0) -> tuple[int, bool]:
+    """:func:`kill_uid`, returning (how many were killed, whether none is left)."""
     killed = 0
     deadline = time.monotonic() + timeout_s
     while True:
@@ -187,7 +225,7 @@ def kill_uid(uid: int, *, timeout_s: float = 5.0) -> int:
                 if name.isdigit() and uid in _uids_of(name)[:3]:
                     found.append(int(name))
         if not found or time.monotonic() > deadline:
-            return killed
+            return killed, not found
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
