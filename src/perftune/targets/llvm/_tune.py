@@ -2,7 +2,7 @@
 
 The perftune search has two phases. First the AUC-bandit ensemble of :mod:`perftune.search`
 searches sequences of up to ``length`` passes (a
-:class:`~perftune.targets.llvm._sequence.PassSequence` parameter) through :class:`perftune.Tuner`,
+:class:`~perftune.space.PassSequence` parameter) through :class:`perftune.Tuner`,
 starting from sequences shaped like LLVM's own -Oz pipeline, written with the action space. Then
 a local search walks the single edits (insert, replace, delete, swap) of the ensemble's best,
 cut down to the passes that matter (:func:`_local_search`).
@@ -429,8 +429,7 @@ def _search_perftune(
         clock: The command's clock; improvements are recorded in ``history`` at its elapsed time.
     """
     from perftune.drive import Budget, Tuner
-    from perftune.space import Space
-    from perftune.targets.llvm._sequence import PassSequence
+    from perftune.space import PassSequence, Space
 
     if technique == SEQUENCE_TECHNIQUE:
         _register_sequence_technique()
