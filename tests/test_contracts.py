@@ -206,7 +206,7 @@ def test_the_page_has_its_sections() -> None:
     modules = {b.module for b in STUBS}
     assert {"perftune.errors", "perftune.space", "perftune.trial", "perftune.search", "perftune.store",
             "perftune.drive"} <= modules
-    assert DOCTESTS and len(TABLE_CALLS) == 11
+    assert DOCTESTS and len(TABLE_CALLS) == 12
 
 
 @pytest.mark.parametrize("block", STUBS, ids=_block_id)

@@ -742,10 +742,11 @@ def entry() -> None:
 @click.option("--no-run", is_flag=True, help="Do not run the program to check its output against -O0.")
 @click.option("--json", "as_json", is_flag=True, help="Print pipeline and instruction counts as JSON.")
 @click.option("--seed", type=int, default=None, help="Seed of the search (default 0).")
+@_progress_options
 @click.pass_context
 def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...], seconds: float | None,
                     search: str, length: int, engine: str, no_run: bool, as_json: bool,
-                    seed: int | None) -> None:
+                    seed: int | None, quiet: bool = False, progress_every: float | None = None) -> None:
     """Search an LLVM 14 pass sequence that minimises the instruction count of BENCHMARK.
 
     BENCHMARK is a .c/.ll/.bc file or a URI (benchmark://perftune-v0/crc32, generator://csmith-v0/7).
@@ -767,7 +768,7 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...],
     llvm_passes(benchmark, seconds=60.0 if search_s is None else search_s,
                 evals=None if limit is None else limit.evals, search=search, length=length, engine=engine,
                 run=not no_run, as_json=as_json, seed=_opt(ctx, "seed", seed) or 0, emit_json=_emit_json,
-                echo=click.echo)
+                echo=click.echo, progress=_progress_settings(as_json, quiet, progress_every))
 
 
 @cli.command("adapt")

@@ -78,14 +78,8 @@ def _run_kind(kind: str, folder: Path, db: str) -> None:
         store.finish_run(run_id)
 
 
-# A stored LLVM run cannot be read back today: its space holds a PassSequence, which Space.from_dict does not
-# know (perftune.space's parameter registry is closed), so store.best() and store.trials() fail for it.
-_KNOWN = {"llvm": pytest.mark.xfail(strict=True, raises=Exception,
-                                    reason="Space.from_dict cannot rebuild the LLVM target's PassSequence")}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=_KNOWN.get(k, ())) for k in names()])
+@pytest.mark.parametrize("kind", names())
 def test_the_report_of_every_kind_of_run_opens_offline(kind: str, chromium: Any,
                                                        public_tmp_path: Path) -> None:
     folder = public_tmp_path / kind

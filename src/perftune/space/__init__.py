@@ -38,6 +38,7 @@ from perftune.space._params import (
 )
 from perftune.space._permutation import Permutation, Schedule
 from perftune.space._selector import Levels, Selector
+from perftune.space._sequence import PassSequence
 from perftune.space._space import Space
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "LogInt",
     "Ordinal",
     "Param",
+    "PassSequence",
     "Permutation",
     "Pow2",
     "Schedule",

@@ -35,6 +35,7 @@ from perftune.space._base import (
 from perftune.space._expression import Expression
 from perftune.space._permutation import Permutation, Schedule
 from perftune.space._selector import Selector
+from perftune.space._sequence import PassSequence
 
 __all__ = [
     "Bool",
@@ -552,6 +553,7 @@ def _registry() -> dict[str, type[Param]]:
         Permutation,
         Schedule,
         Selector,
+        PassSequence,
     ]
     return {c.type_name: c for c in classes}
 
@@ -568,6 +570,7 @@ _POSITIONAL: dict[str, tuple[str, ...]] = {
     "permutation": ("items",),
     "schedule": ("items",),
     "selector": ("choices",),
+    "pass-sequence": ("options", "max_length"),
 }
 _KEYWORDS: dict[str, tuple[str, ...]] = {
     "permutation": ("crossover",),

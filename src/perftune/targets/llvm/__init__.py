@@ -7,7 +7,8 @@ Parts:
   built on first use against the system libLLVM-14; :class:`OptEngine`, one ``opt`` per step);
 - benchmarks (:func:`get_benchmark`: csmith, llvm-stress, bundled programs, your files);
 - :class:`LlvmEnv`, the Gymnasium environment (``import perftune.gym`` registers its ids);
-- :func:`tune_passes`, a pass-sequence search with perftune's ensemble.
+- :func:`tune_passes`, a pass-sequence search with perftune's ensemble (its space is one
+  :class:`perftune.space.PassSequence`, re-exported here).
 
 Example:
     >>> from perftune.targets.llvm import LlvmEnv
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perftune.space import PassSequence
 from perftune.targets.llvm._actions import (
     ACTIONS,
     COMPILERGYM_FLAGS,
@@ -86,6 +88,7 @@ __all__ = [
     "HelperEngine",
     "LlvmError",
     "OptEngine",
+    "PassSequence",
     "StepError",
     "ToolMissingError",
     "action_index",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perftune.drive import ProgressLine, ProgressSettings
 from perftune.targets.llvm._errors import LlvmError
 
 __all__ = ["llvm_passes"]
@@ -23,27 +24,44 @@ def llvm_passes(
     seed: int,
     emit_json: Callable[[dict[str, Any]], None],
     echo: Callable[..., None],
+    progress: ProgressSettings | None = None,
 ) -> None:
     """Runs :func:`~perftune.targets.llvm.tune_passes` and prints the outcome.
 
-    ``seconds`` is the search time; ``evals``, when given, caps the sequences evaluated as well.
+    ``seconds`` is the search time; ``evals``, when given, caps the sequences evaluated as well. With
+    ``progress``, a progress line on stderr (the driver's :class:`~perftune.drive.ProgressLine`):
+    sequences evaluated (of ``evals``), failures, the lowest instruction count so far, the time left.
 
     Raises:
         LlvmError: The winning sequence does not validate (the message says why).
     """
     from perftune.targets.llvm._tune import tune_passes
 
-    result = tune_passes(
-        benchmark,
-        seconds=seconds,
-        evals=evals,
-        search=search,
-        length=length,
-        engine=engine,
-        seed=seed,
-        validate=True,
-        run=run,
-    )
+    line = None
+    if progress is not None:
+        line = ProgressLine(evals=evals, seconds=seconds, settings=progress, label="perftune llvm-passes")
+
+    def on_evaluation(n_evaluations: int, best_count: int | None, n_failed: int) -> None:
+        assert line is not None
+        line.update(n_evaluations, best=None if best_count is None else f"{best_count} instructions",
+                    failures=n_failed)
+
+    try:
+        result = tune_passes(
+            benchmark,
+            seconds=seconds,
+            evals=evals,
+            search=search,
+            length=length,
+            engine=engine,
+            seed=seed,
+            validate=True,
+            run=run,
+            on_evaluation=None if line is None else on_evaluation,
+        )
+    finally:
+        if line is not None:
+            line.close()  # the last state, before the result (or the error) is printed
     if as_json:
         emit_json(result.to_json())
     else:

@@ -38,8 +38,7 @@ class LlvmTarget(TargetBase):
 
     def __init__(self, benchmark: str, *, length: int = 160, engine: str = "helper",
                  timeout_s: float = 60.0) -> None:
-        from perftune.space import Space
-        from perftune.targets.llvm._sequence import PassSequence
+        from perftune.space import PassSequence, Space
 
         self.benchmark = benchmark
         self.engine = engine

@@ -2,7 +2,7 @@
 
 The perftune search has two phases. First the AUC-bandit ensemble of :mod:`perftune.search`
 searches sequences of up to ``length`` passes (a
-:class:`~perftune.targets.llvm._sequence.PassSequence` parameter) through :class:`perftune.Tuner`,
+:class:`~perftune.space.PassSequence` parameter) through :class:`perftune.Tuner`,
 starting from sequences shaped like LLVM's own -Oz pipeline, written with the action space. Then
 a local search walks the single edits (insert, replace, delete, swap) of the ensemble's best,
 cut down to the passes that matter (:func:`_local_search`).
@@ -35,6 +35,7 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -262,6 +263,19 @@ class SequenceEvaluator:
         self._serial = 0
         self._fast = isinstance(self.engine, HelperEngine)
         self.n_evaluations = 0
+        self.n_failed = 0
+        self.best_count: int | None = None
+        #: Called after every evaluation (the command's progress line reads the counters above).
+        self.on_evaluation: Callable[[], None] | None = None
+
+    def record(self, count: int | None) -> None:
+        """One evaluation ended, with its instruction count, or None when a pass failed."""
+        if count is None:
+            self.n_failed += 1
+        elif self.best_count is None or count < self.best_count:
+            self.best_count = count
+        if self.on_evaluation is not None:
+            self.on_evaluation()
 
     def count(self, actions: list[int] | tuple[int, ...], *, time_limit_s: float | None = None) -> int:
         """Instruction count after ``actions``; raises EngineCrash/PipelineError if a pass fails.
@@ -272,8 +286,16 @@ class SequenceEvaluator:
         slow, and one such sequence could eat a large part of a short search.
         """
         self.n_evaluations += 1
+        try:
+            count = self._count(tuple(actions), time_limit_s)
+        except Exception:
+            self.record(None)
+            raise
+        self.record(count)
+        return count
+
+    def _count(self, seq: tuple[int, ...], time_limit_s: float | None) -> int:
         started = time.monotonic()
-        seq = tuple(actions)
         start = 0
         count: int | None = None
         if self._fast:
@@ -352,10 +374,14 @@ class SequenceEvaluator:
         """Count after one more action on the current module, without keeping it."""
         self.n_evaluations += 1
         try:
-            return self.engine.trial(ACTIONS[action].pipeline, timeout_s=timeout_s)
-        except EngineCrash:
-            self._snapshots.clear()  # they died with the helper
+            count = self.engine.trial(ACTIONS[action].pipeline, timeout_s=timeout_s)
+        except Exception as error:
+            if isinstance(error, EngineCrash):
+                self._snapshots.clear()  # they died with the helper
+            self.record(None)
             raise
+        self.record(count)
+        return count
 
     def close(self) -> None:
         self.engine.close()
@@ -429,8 +455,7 @@ def _search_perftune(
         clock: The command's clock; improvements are recorded in ``history`` at its elapsed time.
     """
     from perftune.drive import Budget, Tuner
-    from perftune.space import Space
-    from perftune.targets.llvm._sequence import PassSequence
+    from perftune.space import PassSequence, Space
 
     if technique == SEQUENCE_TECHNIQUE:
         _register_sequence_technique()
@@ -699,7 +724,9 @@ def _search_random(
             try:
                 count = ev.engine.apply(ACTIONS[action].pipeline)
             except (EngineCrash, PipelineError):
+                ev.record(None)
                 break
+            ev.record(count)
             episode.append(action)
             if count < episode_best:
                 episode_best, since = count, 0
@@ -761,6 +788,7 @@ def tune_passes(
     patience: int = 25,
     validate: bool = True,
     run: bool = True,
+    on_evaluation: Callable[[int, int | None, int], None] | None = None,
 ) -> PassTuneResult:
     """Searches a pass sequence that minimises the instruction count of a benchmark.
 
@@ -777,6 +805,11 @@ def tune_passes(
         engine: ``"helper"`` or ``"opt"``.
         patience: Random search: actions without improvement that end an episode.
         validate: Replay the winner with ``opt`` (and, with ``run``, check the program output).
+        run: With ``validate``, also build and run the winner and compare its output with -O0's.
+        on_evaluation: Called after every evaluation with the number of evaluations so far, the
+            lowest instruction count seen (None before the first success) and the number of
+            evaluations that failed (a pass crashed or was refused); ``perftune llvm-passes``
+            draws its progress line from it. It must return quickly: it runs inside the search.
 
     Raises:
         LlvmError: Bad arguments, benchmark problems, missing tools.
@@ -789,6 +822,11 @@ def tune_passes(
         raise LlvmError(f"length must be at least 1, got {length!r}")
     bench = get_benchmark(benchmark)
     ev = SequenceEvaluator(bench, engine=engine)
+    if on_evaluation is not None:
+        def notify() -> None:
+            on_evaluation(ev.n_evaluations, ev.best_count, ev.n_failed)
+
+        ev.on_evaluation = notify
     if validate and run and bench.runnable:
         from perftune.targets.llvm._run import reference_output
 

@@ -1,0 +1,69 @@
+"""``perftune llvm-passes`` reports its progress: a plain line every few seconds when piped, none with
+``--quiet`` or ``--json``, and the last line is the search's final state."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+BENCH = "benchmark://perftune-v0/crc32"
+LINE = re.compile(r"^perftune llvm-passes: (\d+)(?:/(\d+))? trials, (\d+) failed, "
+                  r"(?:best (\d+) instructions|no success yet), \d+:\d\d elapsed, (.*)$")
+
+
+@pytest.fixture(autouse=True)
+def _tools() -> None:
+    if shutil.which("opt-14") is None or shutil.which("clang-14") is None:
+        pytest.skip("needs opt-14 and clang-14 (apt-get install clang-14 llvm-14)")
+
+
+def _llvm_passes(*args: str) -> subprocess.CompletedProcess[str]:
+    # A real process with stdout and stderr piped: the progress line must know it is not on a terminal.
+    # Short sequences: with one opt process per pass, an evaluation of 160 passes takes seconds.
+    proc = subprocess.run([sys.executable, "-m", "perftune", "llvm-passes", BENCH, "--engine", "opt",
+                           "--length", "6", "--no-run", *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _progress(stderr: str) -> list[re.Match[str]]:
+    return [m for m in (LINE.match(line) for line in stderr.splitlines()) if m]
+
+
+def test_a_piped_run_prints_plain_progress_lines_that_end_with_the_final_state() -> None:
+    proc = _llvm_passes("--budget", "3s", "--progress-every", "0.5")
+    lines = _progress(proc.stderr)
+    assert len(lines) >= 2, proc.stderr
+    assert "\r" not in proc.stderr  # plain lines off a terminal, not a line rewritten in place
+    counts = [int(m[1]) for m in lines]
+    assert counts == sorted(counts) and counts[0] > 0
+    bests = [int(m[4]) for m in lines if m[4]]
+    assert bests and bests == sorted(bests, reverse=True)  # the best only improves
+    assert all(m[5].endswith("left") for m in lines)  # a time budget: the time left
+    evaluated = int(re.search(r": (\d+) evaluations in", proc.stdout)[1])  # type: ignore[index]
+    assert counts[-1] == evaluated  # the last line is the final state
+    found = int(re.search(r"found (\d+)", proc.stdout)[1])  # type: ignore[index]
+    assert bests[-1] <= found
+
+
+def test_an_evaluation_budget_shows_done_of_n_and_an_eta() -> None:
+    proc = _llvm_passes("--budget", "30", "--budget", "60s", "--progress-every", "0.3")
+    lines = _progress(proc.stderr)
+    assert lines, proc.stderr
+    assert all(m[2] == "30" for m in lines)
+    assert all("ETA" in m[5] for m in lines)
+    evaluated = int(re.search(r": (\d+) evaluations in", proc.stdout)[1])  # type: ignore[index]
+    assert int(lines[-1][1]) == evaluated >= 30  # the search used its 30 (validation may add a few)
+
+
+@pytest.mark.parametrize("flag", ["--quiet", "--json"])
+def test_quiet_and_json_print_no_progress(flag: str) -> None:
+    proc = _llvm_passes("--budget", "2s", "--progress-every", "0.2", flag)
+    assert _progress(proc.stderr) == [] and "llvm-passes:" not in proc.stderr
+    if flag == "--json":
+        assert json.loads(proc.stdout)["n_evaluations"] > 0
