@@ -182,6 +182,20 @@ def test_the_first_asks_of_each_technique_are_free() -> None:
     assert costly.work_spent["random"] == max(0, costly.n_asks["random"] - 20)
 
 
+def test_a_long_seeded_run_of_the_default_portfolio_holds_the_model_to_its_free_asks() -> None:
+    # A cheap space (6 parameters): a model ask costs a few hundred units. A free lump of units let the
+    # model make ~260 proposals of a 10k-trial run; counted in asks, the lump is 100 proposals.
+    bandit = AUCBandit(smooth_space(), seed=3)
+    AskTellLoop(bandit, smooth_objective, duration_s=0.0).run(1200)  # deterministic mode
+    settings = bandit.settings
+    assert settings.free_proposals == 100
+    assert bandit.n_asks["model"] >= settings.free_proposals  # the model was wanted beyond its free asks
+    charged = bandit.n_asks["model"] - settings.free_proposals
+    # After them it is charged: a few hundred units an ask against 1 unit per result.
+    assert bandit.work_spent["model"] > 0
+    assert charged <= 1 + (settings.free_work + settings.work_per_result * bandit.n_results) / 100
+
+
 def test_seeded_cost_awareness_does_not_depend_on_timings() -> None:
     fast_bandit, fast = _seeded_run("test-costly-random", duration_s=0.0)
     slow_bandit, slow = _seeded_run("test-costly-random", duration_s=1.0)
@@ -266,6 +280,7 @@ def test_technique_settings_reach_the_sub_techniques() -> None:
         ({"techniques": ("bandit",)}, "itself"),
         ({"exploration": -1.0}, "exploration"),
         ({"window": 0}, "window"),
+        ({"free_proposals": -1}, "free_proposals"),
         ({"technique_settings": {"pso": None}}, "not in the portfolio"),
     ],
 )
