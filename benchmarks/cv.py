@@ -213,8 +213,8 @@ def _notes_of(variants: list[str]) -> dict[str, str]:
             cls = getattr(importlib.import_module(parts[1]), parts[2])
         except (ImportError, AttributeError):
             continue
-        doc = (cls.__doc__ or "").strip().splitlines()
-        notes[tool] = doc[0].replace("|", "/") if doc else ""
+        first_paragraph = (cls.__doc__ or "").strip().split("\n\n")[0]
+        notes[tool] = " ".join(first_paragraph.split()).replace("|", "/")
     return notes
 
 

@@ -24,12 +24,12 @@ on a one-second objective it runs freely. This reads clocks, so a seeded driver 
 free; after them each technique may spend ``free_work`` units plus ``work_per_result`` units per result
 told so far, and is skipped while it is over that budget. The free part is counted in asks, not units,
 because what a short run needs is a number of proposals from each technique, whatever one costs on the
-space: a model proposal costs ~2,000 units on a 15-parameter space and ~200 on a 6-parameter one, and a
-free lump of units let the cheap space's model make 260 proposals (1.5 s of a 10k-trial run on a
-trivial objective) where the large space needed 25. Short runs (200 results on the development spaces:
-at most ~40 model proposals) leave every technique free, long runs on a cheap objective hold the model
-to a small share of the proposals, and the proposals depend only on the seed and the results, never on
-how long anything took.
+space: a model proposal costs ~2,000 units on gemm's 15 parameters and ~250 on the 6 of
+``benchmarks/overhead.py``, and the former free lump of 60,000 units let the cheap space's model make
+300 proposals (2.4 s of a 10k-trial run on a trivial objective). Short runs (200 results on the twelve
+development spaces: at most 99 model asks over 20 seeds) leave every technique free, long runs on a
+cheap objective hold the model to a small share of the proposals, and the proposals depend only on the
+seed and the results, never on how long anything took.
 
 Proposals are de-duplicated against every configuration the bandit proposed or was told (bounded
 memory): a technique that repeats itself is asked again a few times, then the next one, and finally
@@ -93,8 +93,8 @@ class BanditSettings:
             before it is throttled.
         free_decide_s: Deciding time per proposal that is never throttled (seconds).
         free_proposals: Asks of each technique that are never charged, in a seeded (deterministic)
-            run: the model asks at most ~40 times in 200 trials on the twelve development spaces, so
-            runs of that length are never throttled.
+            run: the model asks at most 99 times in 200 trials on the twelve development spaces (20
+            seeds each), so runs of that length are never throttled.
         free_work: Counted work (``CountsWork`` units) each technique may spend after its free asks
             before the per-result budget applies, in a seeded run (~25 us of CPU per unit for the model).
         work_per_result: Counted work each technique's budget grows by per result told, in a seeded
