@@ -213,7 +213,8 @@ _register(StagedSoftDesign)
 class StagedScaledDesign(StagedBandit):
     """The default whose initial design pushes about 3.5 ordered parameters of a random start to an
     extreme, however many the space has (``p_move_random = min(0.5, 3.5 / n_ordered)``): 0.5 was chosen
-    on spaces of 6-7 ordered parameters; on gemm's 10 it is 0.35."""
+    on spaces of 6-7 ordered parameters; on gemm's 10 it is 0.35. Adopted by the cross-validation rule
+    (results/cv.md): now perftune's default (``perftune.search._boundary.design_settings``)."""
 
     name: ClassVar[str] = "x-staged-scaled-design"
 
