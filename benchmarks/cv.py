@@ -13,11 +13,12 @@ The rule (issue [10]): a variant replaces the default only if, holding out each 
 is no worse than the default by more than 1% on that family at every budget, and better overall
 (lower geomean over all twelve spaces and the four budgets). A variant that wins on one family and
 loses on another is not adopted; a variant without runs on every space of every family cannot be
-judged. Only seeds that both the default and the variant have are compared.
+judged. Only seeds that both the default and the variant have are compared. ``--baseline`` names the
+default a variant would replace, once a decision has changed what ``perftune`` runs.
 
 Usage::
 
-    .venv/bin/python benchmarks/cv.py --seeds 0-19 [--variants TOOL,...] [--out benchmarks/results/cv.md]
+    .venv/bin/python benchmarks/cv.py --seeds 0-19 [--variants TOOL,...] [--baseline TOOL] [--out FILE]
 """
 
 from __future__ import annotations
@@ -61,13 +62,16 @@ def space_scores(problem: Any, runs: list[dict[str, Any]]) -> dict[int, float]:
     return {b: quality.median_score(problem, runs, b) for b in quality.BUDGETS}
 
 
-def compare(variant: str, seeds: set[int], problems: dict[str, Any]) -> dict[str, Any]:
-    """The variant against the default on the seeds both have, per family and budget, and the verdict."""
+def compare(
+    variant: str, seeds: set[int], problems: dict[str, Any], baseline: str = DEFAULT_TOOL
+) -> dict[str, Any]:
+    """The variant against ``baseline`` (the default it would replace) on the seeds both have, per family
+    and budget, and the verdict."""
     out: dict[str, Any] = {"tool": variant, "families": {}, "missing": [], "n_seeds": {}}
     per_space: dict[str, dict[str, dict[int, float]]] = {}
     for _, names in FAMILIES:
         for name in names:
-            base = _runs(name, DEFAULT_TOOL, seeds)
+            base = _runs(name, baseline, seeds)
             var = _runs(name, variant, seeds)
             common = sorted(set(base) & set(var))
             out["n_seeds"][name] = len(common)
@@ -149,7 +153,7 @@ def _variant_tools() -> list[str]:
     return sorted(tools)
 
 
-def report(seeds_text: str, variants: list[str], notes: dict[str, str]) -> str:
+def report(seeds_text: str, variants: list[str], notes: dict[str, str], baseline: str = DEFAULT_TOOL) -> str:
     seeds = set(quality.parse_seeds(seeds_text))
     problems = _problems()
     lines = [
@@ -172,8 +176,12 @@ def report(seeds_text: str, variants: list[str], notes: dict[str, str]) -> str:
         "",
         "## Variants tried",
         "",
+        f"Each against `{baseline}`" + (" (the default before the decisions below; its runs are kept "
+                                        "under that name in `quality_raw/`)." if baseline != DEFAULT_TOOL
+                                        else "."),
+        "",
     ]
-    results = [compare(v, seeds, problems) for v in variants]
+    results = [compare(v, seeds, problems, baseline) for v in variants]
     lines += ["| variant | what it changes | seeds per space | verdict | why |", "|---|---|---|---|---|"]
     for r in results:
         counts = [c for c in r["n_seeds"].values() if c]
@@ -181,7 +189,7 @@ def report(seeds_text: str, variants: list[str], notes: dict[str, str]) -> str:
         lines.append(f"| `{r['tool']}` | {notes.get(r['tool'], '')} | {seed_cell} | {r['verdict']} | "
                      f"{r['reason']} |")
     for r in results:
-        lines += ["", f"### `{r['tool']}` against the default, per family (default / variant)", "",
+        lines += ["", f"### `{r['tool']}` against `{baseline}`, per family ({baseline} / variant)", "",
                   "| family | @25 | @50 | @100 | @200 |", "|---|---|---|---|---|"]
         for label, fam in r["families"].items():
             if fam is None:
@@ -197,6 +205,9 @@ def report(seeds_text: str, variants: list[str], notes: dict[str, str]) -> str:
                     mark = " better"
                 cells.append(f"{d:.3f} / {v:.3f}{mark}")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    notes_file = HERE / "results" / "cv_notes.md"  # hand-written findings, kept next to the tables
+    if notes_file.exists():
+        lines += ["", notes_file.read_text().rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -213,7 +224,8 @@ def _notes_of(variants: list[str]) -> dict[str, str]:
             cls = getattr(importlib.import_module(parts[1]), parts[2])
         except (ImportError, AttributeError):
             continue
-        first_paragraph = (cls.__doc__ or "").strip().split("\n\n")[0]
+        doc = next((c.__doc__ for c in cls.__mro__ if c.__doc__), "")  # generated classes have none
+        first_paragraph = doc.strip().split("\n\n")[0]
         notes[tool] = " ".join(first_paragraph.split()).replace("|", "/")
     return notes
 
@@ -225,10 +237,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-19", help="seeds to use, e.g. 0-9 or 0-19 (default 0-19)")
     parser.add_argument("--variants", default="",
                         help="comma-separated tools to judge (default: every perftune-exp tool with runs)")
+    parser.add_argument("--baseline", default=DEFAULT_TOOL,
+                        help="the default the variants would replace (default: perftune, as it is now)")
     parser.add_argument("--out", default=str(HERE / "results" / "cv.md"))
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v] or _variant_tools()
-    text = report(args.seeds, variants, _notes_of(variants))
+    text = report(args.seeds, variants, _notes_of(variants), args.baseline)
     Path(args.out).write_text(text)
     print(text)
 
