@@ -7,7 +7,8 @@ runs in its own virtual environment under ``.peers/`` (created on first use), ca
 Every tool tunes the same 6-parameter mixed space (one float) with the same trivial objective. The
 overhead at N trials is the mean wall time per trial over the 500 trials before N; the whole-run mean
 is the total wall time (and, for perftune, CPU time: less distorted on a shared machine) over the
-trials done, the first import of the surrogate's libraries included.
+trials done, the first import of the surrogate's libraries included (from a warm file cache: the
+script reads them once before the first row, so that the row order does not decide who pays the disk).
 
 Usage:
     python benchmarks/overhead.py [--trials 20000] [--peer-seconds 300] [--out benchmarks/results/overhead.md]
@@ -115,6 +116,10 @@ def main() -> None:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True)
             return json.loads(out.stdout.strip().splitlines()[-1])
 
+        # Read the surrogate's libraries from disk once, untimed: otherwise the row that runs first pays
+        # the cold file cache (seconds of I/O wait on a busy machine) and the next one does not. Each row
+        # still pays the import itself, in its own process.
+        subprocess.run([sys.executable, "-c", "import sklearn.tree, scipy.special"], check=False)
         perftune_rows: list[tuple[str, dict]] = []
         for seed in ("0", "none"):
             label = f"perftune default, SQLite, {'seeded' if seed != 'none' else 'unseeded'}"

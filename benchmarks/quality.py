@@ -369,7 +369,8 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
               " its search-space construction. Kernel Tuner runs only on the benchmark-hub spaces.",
               "- `perftune` is the default technique (a boundary-biased design, then the AUC bandit) driven through `perftune.Tuner` with lag 0;"
               " `perftune-exp:...` rows are experimental variants from `benchmarks/quality_variants.py`"
-              " (not perftune's default; they are there to show what helps).",
+              " (not perftune's default; they are there to show what helps); `perftune-previous` is the"
+              " default before the latest decision of `benchmarks/results/cv.md` (its stored runs).",
               ""]
     lines += ["## Targets (development spaces)", "",
               f"Geomean over all {len(dev_names())} development spaces:", ""]

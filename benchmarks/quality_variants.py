@@ -177,3 +177,52 @@ SMALL_DIV_ELITE = ("x-extremes-elite", "x-model-div", "ga", "greedy-uniform", "c
                    "x-elite-neighbours")
 Staged16SmallDivElite = _register(_staged("x-staged16-small-div-elite", 16, SMALL_DIV_ELITE))
 Staged24SmallDiv = _register(_staged("x-staged24-small-div", 24, SMALL_DIV))
+
+
+# ----------------------------------------------------------------------------- issue [10]: the first 25-50
+# Variants of today's default (perftune.search.StagedBandit), judged by benchmarks/cv.py (results/cv.md).
+from perftune.search import StagedBandit, StagedSettings  # noqa: E402
+from perftune.search._boundary import BoundarySettings  # noqa: E402
+
+
+class StagedDesign8(StagedBandit):
+    """The default with an initial design of 8 boundary-biased proposals instead of 16 (the bandit
+    starts earlier; on gemm the corners are far from the optimum)."""
+
+    name: ClassVar[str] = "x-staged-design8"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings or StagedSettings(n_design=8))
+
+
+class StagedSoftDesign(StagedBandit):
+    """The default whose initial design moves each ordered parameter of a random start to an extreme
+    with probability 0.25 instead of 0.5 (fewer whole corners on spaces of many parameters)."""
+
+    name: ClassVar[str] = "x-staged-soft-design"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self.design = Boundary(space, seed=seed, settings=BoundarySettings(p_flip=0.0, p_move_random=0.25))
+
+
+_register(StagedDesign8)
+_register(StagedSoftDesign)
+
+
+class StagedScaledDesign(StagedBandit):
+    """The default whose initial design pushes about 3.5 ordered parameters of a random start to an
+    extreme, however many the space has (``p_move_random = min(0.5, 3.5 / n_ordered)``): 0.5 was chosen
+    on spaces of 6-7 ordered parameters; on gemm's 10 it is 0.35. Adopted by the cross-validation rule
+    (results/cv.md): now perftune's default (``perftune.search._boundary.design_settings``)."""
+
+    name: ClassVar[str] = "x-staged-scaled-design"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        n_ordered = len(self.design._ordered)
+        p = min(0.5, 3.5 / n_ordered) if n_ordered else 0.5
+        self.design = Boundary(space, seed=seed, settings=BoundarySettings(p_flip=0.0, p_move_random=p))
+
+
+_register(StagedScaledDesign)

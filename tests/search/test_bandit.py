@@ -148,9 +148,12 @@ def test_deterministic_mode_ignores_the_clock() -> None:
     assert runs[0] == runs[1]
 
 
-def _seeded_run(technique: str, duration_s: float, lag: int = 0) -> tuple[AUCBandit, AskTellLoop]:
+def _seeded_run(
+    technique: str, duration_s: float, lag: int = 0, free_proposals: int = 0
+) -> tuple[AUCBandit, AskTellLoop]:
     settings = BanditSettings(
-        techniques=(technique, "random"), exploration=1.0, free_work=5000.0, work_per_result=10.0
+        techniques=(technique, "random"), exploration=1.0, free_proposals=free_proposals, free_work=5000.0,
+        work_per_result=10.0,
     )
     bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
     loop = AskTellLoop(bandit, smooth_objective, duration_s=duration_s, lag=lag)  # deterministic mode
@@ -169,6 +172,30 @@ def test_seeded_run_is_cost_aware_in_counted_work() -> None:
     assert costly.work_spent["random"] == costly.counts["random"]  # one unit per proposal
 
 
+def test_the_first_asks_of_each_technique_are_free() -> None:
+    costly, _ = _seeded_run("test-costly-random", duration_s=0.0, free_proposals=20)
+    # 20 free asks, then 1000 units an ask against 5000 + 10 per result: 5 + 3 (+1 over) more in 300.
+    assert 25 <= costly.counts["test-costly-random"] <= 29
+    assert costly.n_asks["test-costly-random"] >= 25
+    # The free asks are not charged: only the ones after them.
+    assert costly.work_spent["test-costly-random"] == 1000.0 * (costly.n_asks["test-costly-random"] - 20)
+    assert costly.work_spent["random"] == max(0, costly.n_asks["random"] - 20)
+
+
+def test_a_long_seeded_run_of_the_default_portfolio_holds_the_model_to_its_free_asks() -> None:
+    # A cheap space (6 parameters): a model ask costs a few hundred units. A free lump of units let the
+    # model make ~260 proposals of a 10k-trial run; counted in asks, the lump is 100 proposals.
+    bandit = AUCBandit(smooth_space(), seed=3)
+    AskTellLoop(bandit, smooth_objective, duration_s=0.0).run(1200)  # deterministic mode
+    settings = bandit.settings
+    assert settings.free_proposals == 100
+    assert bandit.n_asks["model"] >= settings.free_proposals  # the model was wanted beyond its free asks
+    charged = bandit.n_asks["model"] - settings.free_proposals
+    # After them it is charged: a few hundred units an ask against 1 unit per result.
+    assert bandit.work_spent["model"] > 0
+    assert charged <= 1 + (settings.free_work + settings.work_per_result * bandit.n_results) / 100
+
+
 def test_seeded_cost_awareness_does_not_depend_on_timings() -> None:
     fast_bandit, fast = _seeded_run("test-costly-random", duration_s=0.0)
     slow_bandit, slow = _seeded_run("test-costly-random", duration_s=1.0)
@@ -180,12 +207,14 @@ def test_seeded_cost_awareness_does_not_depend_on_timings() -> None:
 
 def test_a_resumed_seeded_run_keeps_its_counted_work_budget() -> None:
     settings = BanditSettings(
-        techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0, work_per_result=10.0
+        techniques=("test-costly-random", "random"), exploration=1.0, free_proposals=10, free_work=5000.0,
+        work_per_result=10.0,
     )
     loop = AskTellLoop(AUCBandit(smooth_space(), seed=4, settings=settings), smooth_objective, duration_s=0.0)
     loop.run(150)
     resumed = pickle.loads(pickle.dumps(loop))
     assert resumed.technique.work_spent == loop.technique.work_spent
+    assert resumed.technique.n_asks == loop.technique.n_asks
     loop.run(150)
     resumed.run(150)
     assert resumed.proposals == loop.proposals
@@ -194,7 +223,7 @@ def test_a_resumed_seeded_run_keeps_its_counted_work_budget() -> None:
 
 def test_seeded_cost_awareness_can_be_switched_off() -> None:
     settings = BanditSettings(
-        techniques=("test-costly-random", "random"), exploration=1.0, free_work=5000.0,
+        techniques=("test-costly-random", "random"), exploration=1.0, free_proposals=0, free_work=5000.0,
         work_per_result=10.0, cost_aware=False,
     )
     bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
@@ -251,6 +280,7 @@ def test_technique_settings_reach_the_sub_techniques() -> None:
         ({"techniques": ("bandit",)}, "itself"),
         ({"exploration": -1.0}, "exploration"),
         ({"window": 0}, "window"),
+        ({"free_proposals": -1}, "free_proposals"),
         ({"technique_settings": {"pso": None}}, "not in the portfolio"),
     ],
 )

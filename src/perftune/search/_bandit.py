@@ -20,11 +20,16 @@ time per trial stays within that allowance: on a trivial objective the surrogate
 on a one-second objective it runs freely. This reads clocks, so a seeded driver calls
 ``set_deterministic(True)`` and the bandit charges counted work instead (``work_done`` of
 :class:`~perftune.search._base.CountsWork`: candidates generated, points fitted and scored; one unit per
-``ask`` for a technique that does not count): each technique may spend ``free_work`` units plus
-``work_per_result`` units per result told so far, and is skipped while it is over that budget. Short runs
-(a few hundred results) leave every technique free, long runs on a cheap objective hold the model to a
-small share of the proposals, and the proposals depend only on the seed and the results, never on how
-long anything took.
+``ask`` for a technique that does not count). The first ``free_proposals`` asks of each technique are
+free; after them each technique may spend ``free_work`` units plus ``work_per_result`` units per result
+told so far, and is skipped while it is over that budget. The free part is counted in asks, not units,
+because what a short run needs is a number of proposals from each technique, whatever one costs on the
+space: a model proposal costs ~2,000 units on gemm's 15 parameters and ~250 on the 6 of
+``benchmarks/overhead.py``, and the former free lump of 60,000 units let the cheap space's model make
+300 proposals (2.4 s of a 10k-trial run on a trivial objective). Short runs (200 results on the twelve
+development spaces: at most 99 model asks over 20 seeds) leave every technique free, long runs on a
+cheap objective hold the model to a small share of the proposals, and the proposals depend only on the
+seed and the results, never on how long anything took.
 
 Proposals are de-duplicated against every configuration the bandit proposed or was told (bounded
 memory): a technique that repeats itself is asked again a few times, then the next one, and finally
@@ -87,10 +92,11 @@ class BanditSettings:
         cost_fraction: Share of the measurement time a technique may spend deciding, per proposal,
             before it is throttled.
         free_decide_s: Deciding time per proposal that is never throttled (seconds).
-        free_work: Counted work (``CountsWork`` units) each technique may spend before its budget
-            applies, in a seeded (deterministic) run. The model spends at most 43,000 units in 200
-            trials on the six development spaces (20 seeds each), so runs of that length are never
-            throttled; in a long run on a trivial objective 60,000 units are about 1.5 s of CPU.
+        free_proposals: Asks of each technique that are never charged, in a seeded (deterministic)
+            run: the model asks at most 99 times in 200 trials on the twelve development spaces (20
+            seeds each), so runs of that length are never throttled.
+        free_work: Counted work (``CountsWork`` units) each technique may spend after its free asks
+            before the per-result budget applies, in a seeded run (~25 us of CPU per unit for the model).
         work_per_result: Counted work each technique's budget grows by per result told, in a seeded
             run. The unseeded run uses the clock (``cost_fraction``, ``free_decide_s``) instead.
         max_retries: How many times a technique that proposed a duplicate is asked again.
@@ -106,7 +112,8 @@ class BanditSettings:
     cost_aware: bool = True
     cost_fraction: float = 0.05
     free_decide_s: float = 5e-5
-    free_work: float = 60_000.0
+    free_proposals: int = 100
+    free_work: float = 0.0
     work_per_result: float = 1.0
     max_retries: int = 3
     tell_window: int = 64
@@ -135,6 +142,11 @@ class BanditSettings:
         )
         check_settings(
             "BanditSettings.free_decide_s", self.free_decide_s >= 0, f"must be >= 0, got {self.free_decide_s}"
+        )
+        check_settings(
+            "BanditSettings.free_proposals",
+            self.free_proposals >= 0,
+            f"must be >= 0, got {self.free_proposals}",
         )
         check_settings("BanditSettings.free_work", self.free_work >= 0, f"must be >= 0, got {self.free_work}")
         check_settings(
@@ -230,7 +242,9 @@ class AUCBandit(Stateful):
         counts: Proposals made per technique (``"random"`` also counts the de-duplication fallback).
         wins: Proposals per technique that became a new global best.
         deciding_time_s: Seconds spent in each technique's ask and tell.
-        work_spent: Counted work charged to each technique (``CountsWork`` units, see the module).
+        work_spent: Counted work charged to each technique (``CountsWork`` units, see the module; the
+            free asks are not charged).
+        n_asks: Asks made of each technique (the first ``free_proposals`` are free in a seeded run).
         best_loss: Best loss told so far.
 
     Example:
@@ -275,6 +289,7 @@ class AUCBandit(Stateful):
         self.wins: dict[str, int] = dict.fromkeys(self.names, 0)
         self.deciding_time_s: dict[str, float] = dict.fromkeys(self.names, 0.0)
         self.work_spent: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        self.n_asks: dict[str, int] = dict.fromkeys(self.names, 0)
         self.n_results = 0  # results told (not cancelled): what the counted-work budget grows with
         self.n_fallback = 0
         self.best_loss: float | None = None
@@ -391,7 +406,10 @@ class AUCBandit(Stateful):
         if self.deterministic:
             if not self.settings.cost_aware:
                 return True
-            return self.work_spent[self.names[i]] <= self.work_budget()
+            name = self.names[i]
+            if self.n_asks.get(name, 0) < self.settings.free_proposals:
+                return True
+            return self.work_spent[name] <= self.work_budget()
         if allowance is None:
             return True
         d = self._ask_cost[i].per_proposal()
@@ -429,7 +447,10 @@ class AUCBandit(Stateful):
                 self._ask_cost[i].add(dt, len(proposals))
                 self.deciding_time_s[name] += dt
                 counted = isinstance(w0, int | float) and isinstance(w1, int | float)
-                self.work_spent[name] += max(0.0, float(w1) - float(w0)) if counted else 1.0  # type: ignore[arg-type]
+                n_asked = self.n_asks.get(name, 0)
+                self.n_asks[name] = n_asked + 1
+                if n_asked >= self.settings.free_proposals:
+                    self.work_spent[name] += max(0.0, float(w1) - float(w0)) if counted else 1.0  # type: ignore[arg-type]
                 if not proposals:
                     break
                 config = proposals[0]

@@ -81,8 +81,32 @@ class BoundarySettings:
 
 
 #: The settings of the default search's initial design: half the ordered parameters of a random
-#: configuration at an extreme, no flips (nothing is known yet).
+#: configuration at an extreme, no flips (nothing is known yet). On spaces of more than seven ordered
+#: parameters the default search moves fewer of them (:func:`design_settings`).
 DESIGN_SETTINGS = BoundarySettings(p_flip=0.0)
+#: Ordered parameters the initial design moves to an extreme per proposal, on average, at most: what
+#: ``DESIGN_SETTINGS`` moves on the spaces it was chosen on (6-7 ordered parameters, p = 0.5).
+DESIGN_MOVES = 3.5
+
+
+def design_settings(space: Any) -> BoundarySettings:
+    """The initial design's settings for ``space``: ``DESIGN_SETTINGS`` with ``p_move_random`` at most
+    ``DESIGN_MOVES / n_ordered``, so that a design point moves about as many parameters to an extreme
+    whatever the space's size (whole-space corners of many parameters are rarely near the optimum: on
+    gemm's 10 ordered parameters, 0.35; benchmarks/results/cv.md).
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> design_settings(Space({f"p{i}": Int(1, 4) for i in range(10)})).p_move_random
+        0.35
+        >>> design_settings(Space({"a": Int(1, 4)})).p_move_random
+        0.5
+    """
+    n_ordered = sum(1 for p in space.params.values() if ordered_values(p) is not None)
+    p = DESIGN_SETTINGS.p_move_random
+    if n_ordered and DESIGN_MOVES / n_ordered < p:
+        p = DESIGN_MOVES / n_ordered
+    return dataclasses.replace(DESIGN_SETTINGS, p_move_random=p)
 #: The settings of the boundary arm of the default search's bandit: random proposals are whole
 #: corners, and a third of the proposals are flips of distinct elites. Chosen on the replayed
 #: development spaces as a whole (benchmarks/results/quality.md): on convolution W6600 the default

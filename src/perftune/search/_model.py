@@ -149,6 +149,9 @@ class _Features:
                 width += 1
         self.width = max(1, width)
         self._cache: dict[tuple[str, Any], tuple[float, ...]] = {}
+        # Whole rows by configuration: refits see mostly the same training set, and hill climbing the
+        # same neighbours, so most rows are asked for again (encoding them was a third of a model ask).
+        self._rows: dict[Config, list[float]] = {}
 
     def _part(self, name: str, kind: str, param: Any, w: int, value: Any) -> tuple[float, ...]:
         key = (name if kind != "div" else name + "/div", value)
@@ -181,22 +184,36 @@ class _Features:
         self._cache[key] = part
         return part
 
+    def _row(self, config: Config) -> list[float]:
+        row: list[float] = []
+        for name, kind, param, w in self.specs:
+            if name in config:
+                row.extend(self._part(name, kind, param, w, config[name]))
+            else:
+                row.extend((0.0 if kind == "onehot" else -1.0,) * w)
+        return row if row else [-1.0] * self.width
+
     def rows(self, configs: list[Config]) -> np.ndarray:
-        out = np.full((len(configs), self.width), -1.0)
-        for r, config in enumerate(configs):
-            row: list[float] = []
-            for name, kind, param, w in self.specs:
-                if name in config:
-                    row.extend(self._part(name, kind, param, w, config[name]))
-                else:
-                    row.extend((0.0 if kind == "onehot" else -1.0,) * w)
-            if row:
-                out[r] = row
-        return out
+        if not configs:
+            return np.full((0, self.width), -1.0)
+        cache = self._rows
+        if len(cache) > 50_000:
+            cache.clear()
+        out = []
+        for config in configs:
+            row = cache.get(config)
+            if row is None:
+                row = cache[config] = self._row(config)
+            out.append(row)
+        return np.array(out, dtype=float)
 
     def __getstate__(self) -> dict[str, Any]:
-        # The cache is only a speed-up: leave it out of checkpoints.
-        return {"specs": self.specs, "width": self.width, "_cache": {}}
+        # The caches are only a speed-up: leave them out of checkpoints.
+        return {"specs": self.specs, "width": self.width, "_cache": {}, "_rows": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_rows", {})  # checkpoints written before the row cache
 
 
 def _tree_predict(tree: Any, x: np.ndarray) -> np.ndarray:

@@ -3,7 +3,9 @@
 Chosen on the six replayed development spaces as a whole (``benchmarks/quality.py``; the variants
 that were compared are in ``benchmarks/quality_variants.py``): the first ``n_design`` proposals come
 from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
-from configurations at the corners where kernel and compiler spaces often have their optimum; then
+from configurations at the corners where kernel and compiler spaces often have their optimum (about
+3.5 ordered parameters at an extreme per proposal, :func:`~perftune.search._boundary.design_settings`;
+adopted by the leave-one-kernel-out rule, ``benchmarks/results/cv.md``); then
 the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their
 other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``,
 ``greedy-uniform``, ``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous
@@ -22,7 +24,7 @@ from typing import Any, ClassVar
 from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import Stateful, check_settings
-from perftune.search._boundary import CORNER_SETTINGS, DESIGN_SETTINGS, Boundary
+from perftune.search._boundary import CORNER_SETTINGS, Boundary, design_settings
 from perftune.search._seeding import Stream, stream_seed
 
 __all__ = ["CONTINUOUS_PORTFOLIO", "STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
@@ -123,7 +125,7 @@ class StagedBandit(Stateful):
                 techniques, self.n_design = CONTINUOUS_PORTFOLIO, 0
             elif _has_continuous(space):
                 techniques, self.n_design = DEFAULT_PORTFOLIO, 0
-        self.design = Boundary(space, seed=seed, settings=DESIGN_SETTINGS)
+        self.design = Boundary(space, seed=seed, settings=design_settings(space))
         overrides = {"boundary": CORNER_SETTINGS} if "boundary" in techniques else {}
         self.bandit = AUCBandit(
             space,
