@@ -41,50 +41,64 @@ BUDGETS = (100, 300)
 
 
 # ---------------------------------------------------------------------------------------- the flags table
-def measure_flags(repeats: int) -> None:
-    """Build and time every configuration of the reduced flag space for both programs."""
-    import itertools
+def _measure_one(job: tuple[str, str, list[str], str, int]) -> tuple[str, float, int]:
+    """Build one configuration in a scratch folder of its own, run it ``repeats`` times: (key, best s, bytes)."""
     import shutil
     import tempfile
 
     from perftune.targets.flags import code_size
 
-    src_dir = os.path.join(HERE, os.pardir, "src", "perftune", "targets", "flags", "programs")
-    out: dict[str, Any] = {"levels": LEVELS, "flags": FLAGS, "programs": {}, "reference": {},
-                           "repeats": repeats, "machine": platform.node(), "load": os.getloadavg(),
-                           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    key, source, args, src_dir, repeats = job
     scratch = tempfile.mkdtemp(prefix="mo-flags-")
-    t0 = time.time()
     try:
-        for program, (source, args) in PROGRAMS.items():
-            table: dict[str, tuple[float, int]] = {}
-            binary = os.path.join(scratch, program)
-            for level in LEVELS:
-                for bits in itertools.product((False, True), repeat=len(FLAGS)):
-                    config = {"O": level, **dict(zip(FLAGS, bits, strict=True))}
-                    key = flags_key(config)
-                    cmd = ["gcc", *key.split(), os.path.join(src_dir, source), "-o", binary, "-lm"]
-                    subprocess.run(cmd, check=True, capture_output=True)
-                    times = []
-                    for _ in range(repeats):
-                        start = time.perf_counter()
-                        subprocess.run([binary, *args], check=True, capture_output=True)
-                        times.append(time.perf_counter() - start)
-                    table[key] = (min(times), code_size(binary))
-            out["programs"][program] = table
-            worst_t = max(v[0] for v in table.values())
-            worst_s = max(v[1] for v in table.values())
-            out["reference"][program] = (1.1 * worst_t, 1.1 * worst_s)
-            print(f"{program}: {len(table)} configurations, {time.time() - t0:.0f} s", flush=True)
+        binary = os.path.join(scratch, "prog")
+        subprocess.run(["gcc", *key.split(), os.path.join(src_dir, source), "-o", binary, "-lm"], check=True,
+                       capture_output=True)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([binary, *args], check=True, capture_output=True)
+            times.append(time.perf_counter() - start)
+        return key, min(times), code_size(binary)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure_flags(repeats: int, jobs: int) -> None:
+    """Build and time every configuration of the reduced flag space for both programs."""
+    import itertools
+    import multiprocessing
+
+    src_dir = os.path.join(HERE, os.pardir, "src", "perftune", "targets", "flags", "programs")
+    out: dict[str, Any] = {"levels": LEVELS, "flags": FLAGS, "programs": {}, "reference": {},
+                           "repeats": repeats, "jobs": jobs, "machine": platform.node(),
+                           "load_start": os.getloadavg(),
+                           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    t0 = time.time()
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for program, (source, args) in PROGRAMS.items():
+            work = []
+            for level in LEVELS:
+                for bits in itertools.product((False, True), repeat=len(FLAGS)):
+                    key = flags_key({"O": level, **dict(zip(FLAGS, bits, strict=True))})
+                    work.append((key, source, args, src_dir, repeats))
+            table: dict[str, tuple[float, int]] = {}
+            for key, best_s, size in pool.imap_unordered(_measure_one, work):
+                table[key] = (best_s, size)
+                if len(table) % 128 == 0:
+                    print(f"{program}: {len(table)}/{len(work)}, {time.time() - t0:.0f} s", flush=True)
+            out["programs"][program] = dict(sorted(table.items()))
+            # The reference point: 10% beyond the worst time and the largest code of the table.
+            out["reference"][program] = (1.1 * max(v[0] for v in table.values()),
+                                         1.1 * max(v[1] for v in table.values()))
     out["seconds"] = time.time() - t0
+    out["load_end"] = os.getloadavg()
     with open(FLAGS_TABLE, "w") as fh:
         json.dump(out, fh, indent=0)
 
 
 if __name__ == "__main__" and "--measure-flags" in sys.argv:
-    measure_flags(repeats=3)
+    measure_flags(repeats=3, jobs=3)
     sys.exit(0)
 
 
@@ -135,15 +149,21 @@ def _job(args: tuple[str, str, list[int], str]) -> tuple[str, str, dict[int, lis
     return problem_name, tool, hvs, time.time() - t0
 
 
+RAW = os.path.join(HERE, "results", "multiobjective-raw.json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--flags-seeds", type=int, default=5)
+    parser.add_argument("--tpe-seeds", type=int, default=None,
+                        help="Seeds of Optuna's TPE (default: as many as the others; it is the slow one)")
     parser.add_argument("--problems", nargs="*", default=None)
     parser.add_argument("--tools", nargs="*",
                         default=["perftune-default", "perftune-nsga2", "optuna-nsga2", "optuna-tpe"])
     parser.add_argument("--optuna", default="/work/wt-peers/.peers/optuna/bin/python")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--raw", default=RAW, help="JSON of every cell, updated by each invocation")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "multiobjective.md"))
     args = parser.parse_args()
     import multiprocessing
@@ -153,59 +173,85 @@ def main() -> None:
     for p in chosen:
         n = args.flags_seeds if p.kind == "flags" else args.seeds
         for tool in args.tools:
-            jobs.append((p.name, tool, list(range(n)), args.optuna))
+            seeds = list(range(min(n, args.tpe_seeds) if tool == "optuna-tpe" and args.tpe_seeds else n))
+            # The slow tool's seeds are separate jobs, so that they spread over the processes.
+            chunk = 1 if tool == "optuna-tpe" else len(seeds)
+            jobs += [(p.name, tool, seeds[i:i + chunk], args.optuna) for i in range(0, len(seeds), chunk)]
+    jobs.sort(key=lambda j: j[1] != "optuna-tpe")  # the longest first
+    raw: dict[str, Any] = {"cells": {}, "runs": []}
+    if os.path.exists(args.raw):
+        with open(args.raw) as fh:
+            raw = json.load(fh)
     load_before = os.getloadavg()
     t0 = time.time()
-    results: dict[tuple[str, str], dict[int, list[float]]] = {}
-    seconds: dict[tuple[str, str], float] = {}
+    cells: dict[str, Any] = {}
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         for name, tool, hvs, dt in pool.imap_unordered(_job, jobs):
-            results[(name, tool)] = hvs
-            seconds[(name, tool)] = dt
-            print(f"{name:16s} {tool:18s} {dt:7.1f} s", flush=True)
-    write_report(args, chosen, results, seconds, load_before, time.time() - t0)
+            cell = cells.setdefault(f"{name}|{tool}", {"hv": {}, "seconds": 0.0})
+            cell["hv"].update({str(k): v for k, v in hvs.items()})
+            cell["seconds"] += dt
+            print(f"{name:16s} {tool:18s} seeds {sorted(hvs)} {dt:7.1f} s", flush=True)
+    raw["cells"].update(cells)
+    raw["runs"].append({"command": " ".join(["python", *sys.argv]), "machine": platform.node(),
+                        "cpus": os.cpu_count(), "python": platform.python_version(),
+                        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                        "load_start": load_before[0], "load_end": os.getloadavg()[0],
+                        "minutes": (time.time() - t0) / 60, "problems": [p.name for p in chosen],
+                        "tools": args.tools})
+    with open(args.raw, "w") as fh:
+        json.dump(raw, fh, indent=1)
+    write_report(raw, args.out)
 
 
-def write_report(args: Any, chosen: list[Problem], results: dict[tuple[str, str], dict[int, list[float]]],
-                 seconds: dict[tuple[str, str], float], load_before: tuple[float, ...], wall_s: float) -> None:
-    tools = args.tools
-    lines = [
-        "# Multi-objective search: hypervolume after 100 and 300 evaluations",
-        "",
-        f"Command: `{' '.join(['python', *sys.argv])}`  ",
-        f"Machine: {platform.node()}, {os.cpu_count()} CPUs shared by eight engineers "
-        f"(load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end); "
-        f"Python {platform.python_version()}; {wall_s / 60:.1f} min.  ",
-        f"Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}.  ",
-        f"Seeds: {args.seeds} per synthetic problem, {args.flags_seeds} per flags program (0..n-1); "
-        "the median hypervolume over seeds (higher is better; exact, against each problem's fixed "
-        "reference point, the same code for every tool).",
-        "",
-    ]
+def write_report(raw: dict[str, Any], out: str) -> None:
+    """The results page, from every cell recorded in the raw file."""
+    tools = ["perftune-default", "perftune-nsga2", "optuna-nsga2", "optuna-tpe"]
+    cells = raw["cells"]
+    names = [p.name for p in problems() if any(k.startswith(p.name + "|") for k in cells)]
+    refs = {p.name: p.reference for p in problems()}
+    lines = ["# Multi-objective search: hypervolume after 100 and 300 evaluations", "",
+             "Generated by `benchmarks/multiobjective.py` (see its docstring for the problems and the method). "
+             "The median hypervolume over seeds, higher is better; exact, of each run's front against the "
+             "problem's fixed reference point, the same code for every tool. `n` is the number of seeds.", "",
+             "## Runs", ""]
+    for run in raw["runs"]:
+        lines.append(f"- `{run['command']}`: {', '.join(run['problems'])}; {run['date']}, machine "
+                     f"{run['machine']} ({run['cpus']} CPUs shared by eight engineers; load average "
+                     f"{run['load_start']:.1f} at the start, {run['load_end']:.1f} at the end), Python "
+                     f"{run['python']}, {run['minutes']:.0f} min.")
+    lines.append("")
+    wins = {b: 0 for b in BUDGETS}
     for budget_i, budget in enumerate(BUDGETS):
         lines += [f"## After {budget} evaluations", "",
-                  "| problem | reference | " + " | ".join(tools) + " | perftune best? |",
+                  "| problem | reference | " + " | ".join(tools) + " | perftune default highest? |",
                   "|---|---|" + "---|" * len(tools) + "---|"]
-        for p in chosen:
-            medians = {}
+        for name in names:
+            medians: dict[str, float] = {}
+            counts: dict[str, int] = {}
             for tool in tools:
-                hvs = results.get((p.name, tool))
-                if hvs:
-                    medians[tool] = statistics.median(v[budget_i] for v in hvs.values())
-            cells = [f"{medians[t]:.4f}" if t in medians else "-" for t in tools]
+                cell = cells.get(f"{name}|{tool}")
+                if cell and cell["hv"]:
+                    medians[tool] = statistics.median(v[budget_i] for v in cell["hv"].values())
+                    counts[tool] = len(cell["hv"])
+            row = [f"{medians[t]:.4f} (n={counts[t]})" if t in medians else "-" for t in tools]
             ours = medians.get("perftune-default")
             theirs = [v for t, v in medians.items() if t.startswith("optuna-")]
-            verdict = "-" if ours is None or not theirs else ("yes" if ours > max(theirs) else "**no**")
-            ref = ", ".join(f"{r:.4g}" for r in p.reference)
-            lines.append(f"| {p.name} | ({ref}) | " + " | ".join(cells) + f" | {verdict} |")
+            won = ours is not None and bool(theirs) and ours > max(theirs)
+            wins[budget] += won
+            verdict = "-" if ours is None or not theirs else ("yes" if won else "**no**")
+            ref = ", ".join(f"{r:.4g}" for r in refs[name])
+            lines.append(f"| {name} | ({ref}) | " + " | ".join(row) + f" | {verdict} |")
         lines.append("")
-    lines += ["## Seconds per cell (all seeds of one problem and tool, in one process)", "",
+    lines += ["## Seconds per cell (all seeds of one problem and tool)", "",
               "| problem | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
-    for p in chosen:
-        lines.append(f"| {p.name} | " + " | ".join(f"{seconds.get((p.name, t), float('nan')):.0f}"
-                                                    for t in tools) + " |")
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(
+            f"{cells[f'{name}|{t}']['seconds']:.0f}" if f"{name}|{t}" in cells else "-" for t in tools) + " |")
     lines.append("")
-    with open(args.out, "w") as fh:
+    lines.append("Problems won by perftune's default (highest median of all tools): "
+                 + ", ".join(f"{wins[b]} of {len(names)} after {b}" for b in BUDGETS) + ".")
+    lines.append("")
+    with open(out, "w") as fh:
         fh.write("\n".join(lines))
     print("\n".join(lines))
 

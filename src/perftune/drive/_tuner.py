@@ -353,6 +353,7 @@ class Tuner:
         self._lease: Lease | None = None  # this driver's lease on the run (one driver per run at a time)
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
+        self._stop_requested: str | None = None  # stop(): no new trial is issued
 
         if _resume_state is not None:
             st = _resume_state
@@ -487,6 +488,8 @@ class Tuner:
     # ------------------------------------------------------------------ stopping
 
     def _budget_reason(self, budget: Budget | None) -> str | None:
+        if self._stop_requested is not None:
+            return self._stop_requested
         if budget is None:
             return None
         if budget.evals is not None and self.n_trials >= budget.evals:
@@ -530,6 +533,90 @@ class Tuner:
         if self.budget is None or self.budget.seconds is None:
             return None
         return max(0.0, self._seconds_left(self.budget))
+
+    # ------------------------------------------------------------------ habits of other tuners
+
+    def enqueue(self, config: Mapping[str, Any]) -> None:
+        """Measure ``config`` next (after what is already queued); missing parameters take their defaults.
+
+        Unlike ``seeds=``, a *partial* configuration is fine: ``tuner.enqueue({"block": 64})``. Its trial
+        is labelled ``"enqueued"``. A configuration already measured or queued is not measured again.
+
+        Raises:
+            PerftuneError: an unknown parameter, or a completed configuration that breaks a constraint.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"a": Int(0, 9, default=1), "b": Int(0, 9, default=2)}), seed=0)
+            >>> tuner.enqueue({"b": 7})
+            >>> first, second = tuner.ask(), tuner.ask()  # the default first, then the enqueued one
+            >>> dict(second.config), second.technique
+            ({'a': 1, 'b': 7}, 'enqueued')
+        """
+        from perftune.space import Config
+
+        if not isinstance(config, Mapping):
+            raise PerftuneError("enqueue(): expected a mapping of parameter values, "
+                                f"got {type(config).__name__}")
+        unknown = sorted(set(config) - set(self.space.params))
+        if unknown:
+            raise PerftuneError(f"enqueue(): unknown parameter(s) {', '.join(unknown)}")
+        merged = {**self.space.default(), **config}
+        full = self._as_config(Config(merged), "enqueue()")
+        if not self._known(full) and all(full != c for c, _ in self._queue):
+            self._queue.append((full, "enqueued"))
+
+    def add_trial(
+        self,
+        config: Mapping[str, Any],
+        value: float | Mapping[str, Any] | None = None,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        samples: Sequence[float] | None = None,
+        error: str | None = None,
+    ) -> Trial:
+        """Record a result measured elsewhere: the search learns from it and it is stored like any trial.
+
+        ``add_trial(config, 1.23)``, ``add_trial(config, {"time": 1.2, "size": 300})``, or
+        ``add_trial(config, error="crashed")``. It gets the next ticket, is labelled ``"added"``, counts
+        against the budget and is never proposed again.
+
+        Raises:
+            PerftuneError: an unknown parameter, an invalid or already measured configuration.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"x": Int(0, 9)}), seed=0)
+            >>> tuner.add_trial({"x": 3}, 0.5).technique, tuner.best.config["x"]
+            ('added', 3)
+        """
+        full = self._as_config(config, "add_trial()")
+        known = self._by_config.get(full)
+        if known is not None:
+            raise PerftuneError(f"add_trial(): {full.to_json()} is already trial {known} of this run")
+        queued = [item for item in self._queue if item[0] == full]
+        for item in queued:  # measured elsewhere: no need to measure it here
+            self._queue.remove(item)
+        ticket = self._next_id
+        self._next_id += 1
+        self._by_config[full] = ticket
+        self._pending[ticket] = _Ticket(full, "added")
+        try:
+            return self.tell(ticket, value, metrics=metrics, samples=samples, error=error)
+        except PerftuneError:
+            # A bad value: record nothing, and give the ticket back (a seeded run needs no gaps).
+            self._pending.pop(ticket, None)
+            self._by_config.pop(full, None)
+            self._next_id = ticket
+            raise
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Issue no new trial: ``ask()`` returns None and ``run()`` ends once what is in flight finished.
+
+        For a callback of :func:`tune` that decides the run is done (``result.stop_reason`` is
+        ``reason``).
+        """
+        self._stop_requested = str(reason)
 
     # ------------------------------------------------------------------ ask
 
@@ -1262,6 +1349,7 @@ def tune(
     progress: bool = False,
     repeats: int | str | TimingSettings | None = None,
     warm_start: WarmStart | Sequence[Any] | None = None,
+    callbacks: Sequence[Callable[[Tuner, Trial], Any]] = (),
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
 
@@ -1293,6 +1381,9 @@ def tune(
             the sequential test with those settings. A trial's value is the median of its samples;
             ``timeout_s`` applies to the whole trial; :meth:`Result.speedup` gives the interval.
         warm_start: A prior from results on the same space measured elsewhere (see :class:`Tuner`).
+        callbacks: Called in the driver as ``callback(tuner, trial)`` after each finished trial, in
+            order; ``tuner.stop()`` ends the run early (Optuna's ``study.stop()``), and
+            ``tuner.pareto``/``tuner.best`` are the results so far.
 
     Example:
         >>> from perftune.space import Float, Space
@@ -1311,8 +1402,16 @@ def tune(
             objective = RepeatedObjective(objective, primary, objectives.goal, repeats)
         except ValueError as error:
             raise PerftuneError(f"tune(): {error}") from None
+    hooks = list(callbacks) if not callable(callbacks) else None
+    if hooks is None or not all(callable(cb) for cb in hooks):
+        raise PerftuneError("tune(): callbacks must be a list of functions callback(tuner, trial)")
     tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
                   warm_start=warm_start, metric=metric, metrics=metrics, constraints=constraints, name=name,
                   lag=lag)
+
+    def on_trial(trial: Trial) -> None:
+        for callback in hooks:
+            callback(tuner, trial)
+
     return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                     scheduler=scheduler, progress=progress)
+                     scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None)

@@ -967,7 +967,7 @@ class Store:
         try:
             import pandas
         except ImportError:
-            raise StoreError("to_dataframe needs pandas: pip install pandas") from None
+            raise StoreError("to_dataframe needs pandas: pip install 'perftune[pandas]'") from None
         run, rows = self._export_rows(run_id)
         columns, flat = self._flatten(run, rows)
         return pandas.DataFrame(flat, columns=columns)
