@@ -14,7 +14,7 @@ depend on the budget, so that is what a run of 100 would have measured). Hypervo
 problem, the same code for every tool; the table reports the median over seeds.
 
 Usage:
-    python benchmarks/multiobjective.py --measure-flags          # once: the flags table (minutes)
+    python benchmarks/multiobjective.py --measure-flags [matmul hashsort]   # once: the flags table
     python benchmarks/multiobjective.py --seeds 20 --flags-seeds 5 \\
         --optuna /work/wt-peers/.peers/optuna/bin/python
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -74,9 +75,17 @@ def measure_flags(repeats: int, jobs: int) -> None:
                            "repeats": repeats, "jobs": jobs, "machine": platform.node(),
                            "load_start": os.getloadavg(),
                            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    if os.path.exists(FLAGS_TABLE):  # a program measured by an earlier, interrupted call is kept
+        with open(FLAGS_TABLE) as fh:
+            earlier = json.load(fh)
+        if earlier.get("flags") == list(FLAGS) and earlier.get("levels") == list(LEVELS):
+            out["programs"], out["reference"] = earlier["programs"], earlier["reference"]
     t0 = time.time()
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for program, (source, args) in PROGRAMS.items():
+            if program in out["programs"]:
+                continue
+            t_program = time.time()
             work = []
             for level in LEVELS:
                 for bits in itertools.product((False, True), repeat=len(FLAGS)):
@@ -91,14 +100,18 @@ def measure_flags(repeats: int, jobs: int) -> None:
             # The reference point: 10% beyond the worst time and the largest code of the table.
             out["reference"][program] = (1.1 * max(v[0] for v in table.values()),
                                          1.1 * max(v[1] for v in table.values()))
-    out["seconds"] = time.time() - t0
-    out["load_end"] = os.getloadavg()
-    with open(FLAGS_TABLE, "w") as fh:
-        json.dump(out, fh, indent=0)
+            out["seconds"] = out.get("seconds", 0.0) + time.time() - t_program
+            out["load_end"] = os.getloadavg()
+            with open(FLAGS_TABLE, "w") as fh:  # after each program: an interrupted call keeps it
+                json.dump(out, fh, indent=0)
 
 
 if __name__ == "__main__" and "--measure-flags" in sys.argv:
-    measure_flags(repeats=3, jobs=3)
+    # --measure-flags [PROGRAM ...]: all bundled programs of PROGRAMS, or those named.
+    named = sys.argv[sys.argv.index("--measure-flags") + 1:]
+    for other in [p for p in list(PROGRAMS) if named and p not in named]:
+        del PROGRAMS[other]
+    measure_flags(repeats=3, jobs=2)
     sys.exit(0)
 
 
@@ -158,6 +171,7 @@ def main() -> None:
     parser.add_argument("--flags-seeds", type=int, default=5)
     parser.add_argument("--tpe-seeds", type=int, default=None,
                         help="Seeds of Optuna's TPE (default: as many as the others; it is the slow one)")
+    parser.add_argument("--chunk", type=int, default=5, help="Seeds per job (TPE: one)")
     parser.add_argument("--problems", nargs="*", default=None)
     parser.add_argument("--tools", nargs="*",
                         default=["perftune-default", "perftune-nsga2", "optuna-nsga2", "optuna-tpe"])
@@ -175,31 +189,32 @@ def main() -> None:
         for tool in args.tools:
             seeds = list(range(min(n, args.tpe_seeds) if tool == "optuna-tpe" and args.tpe_seeds else n))
             # The slow tool's seeds are separate jobs, so that they spread over the processes.
-            chunk = 1 if tool == "optuna-tpe" else len(seeds)
+            chunk = 1 if tool == "optuna-tpe" else args.chunk
             jobs += [(p.name, tool, seeds[i:i + chunk], args.optuna) for i in range(0, len(seeds), chunk)]
-    jobs.sort(key=lambda j: j[1] != "optuna-tpe")  # the longest first
+    # The slow TPE jobs spread among the others, so that a run cut short still has every tool.
+    slow = [j for j in jobs if j[1] == "optuna-tpe"]
+    fast = [j for j in jobs if j[1] != "optuna-tpe"]
+    jobs = [j for pair in itertools.zip_longest(slow, fast) for j in pair if j is not None]
     raw: dict[str, Any] = {"cells": {}, "runs": []}
     if os.path.exists(args.raw):
         with open(args.raw) as fh:
             raw = json.load(fh)
-    load_before = os.getloadavg()
+    run = {"command": " ".join(["python", *sys.argv]), "machine": platform.node(), "cpus": os.cpu_count(),
+           "python": platform.python_version(),
+           "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+           "load_start": os.getloadavg()[0], "problems": [p.name for p in chosen], "tools": args.tools}
+    raw["runs"].append(run)
     t0 = time.time()
-    cells: dict[str, Any] = {}
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         for name, tool, hvs, dt in pool.imap_unordered(_job, jobs):
-            cell = cells.setdefault(f"{name}|{tool}", {"hv": {}, "seconds": 0.0})
+            # Saved after every job: a run stopped early keeps what finished.
+            cell = raw["cells"].setdefault(f"{name}|{tool}", {"hv": {}, "seconds": 0.0})
             cell["hv"].update({str(k): v for k, v in hvs.items()})
             cell["seconds"] += dt
+            run.update(load_end=os.getloadavg()[0], minutes=(time.time() - t0) / 60)
+            with open(args.raw, "w") as fh:
+                json.dump(raw, fh, indent=1)
             print(f"{name:16s} {tool:18s} seeds {sorted(hvs)} {dt:7.1f} s", flush=True)
-    raw["cells"].update(cells)
-    raw["runs"].append({"command": " ".join(["python", *sys.argv]), "machine": platform.node(),
-                        "cpus": os.cpu_count(), "python": platform.python_version(),
-                        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                        "load_start": load_before[0], "load_end": os.getloadavg()[0],
-                        "minutes": (time.time() - t0) / 60, "problems": [p.name for p in chosen],
-                        "tools": args.tools})
-    with open(args.raw, "w") as fh:
-        json.dump(raw, fh, indent=1)
     write_report(raw, args.out)
 
 
@@ -217,8 +232,8 @@ def write_report(raw: dict[str, Any], out: str) -> None:
     for run in raw["runs"]:
         lines.append(f"- `{run['command']}`: {', '.join(run['problems'])}; {run['date']}, machine "
                      f"{run['machine']} ({run['cpus']} CPUs shared by eight engineers; load average "
-                     f"{run['load_start']:.1f} at the start, {run['load_end']:.1f} at the end), Python "
-                     f"{run['python']}, {run['minutes']:.0f} min.")
+                     f"{run['load_start']:.1f} at the start, {run.get('load_end', float('nan')):.1f} at the end), Python "
+                     f"{run['python']}, {run.get('minutes', 0):.0f} min.")
     lines.append("")
     wins = {b: 0 for b in BUDGETS}
     for budget_i, budget in enumerate(BUDGETS):
@@ -250,11 +265,35 @@ def write_report(raw: dict[str, Any], out: str) -> None:
     lines.append("")
     lines.append("Problems won by perftune's default (highest median of all tools): "
                  + ", ".join(f"{wins[b]} of {len(names)} after {b}" for b in BUDGETS) + ".")
+    lines += ["", "## Notes", "",
+              "- The hypervolume after 100 evaluations is that of the first 100 of each 300-evaluation run "
+              "(no tool's proposals depend on the budget).",
+              "- Optuna's multi-objective TPE costs minutes per run of 300 trials on this shared machine "
+              "(its weights of the good group are hypervolume contributions, recomputed at every trial), so "
+              "it ran fewer seeds than the others where `n` says so: its median is over those seeds only.",
+              "- Reference points: (1.1, 11) for ZDT (f1 is in [0, 1], f2 of a random point is below 11), "
+              "(2.5, 2.5, 2.5) for DTLZ2, and 1.1 times the worst time and the largest code of the whole "
+              "table for the flags problems."]
+    if os.path.exists(FLAGS_TABLE):
+        with open(FLAGS_TABLE) as fh:
+            table = json.load(fh)
+        lines.append(f"- The flags table (`{os.path.relpath(FLAGS_TABLE, HERE)}`): every configuration of "
+                     f"{len(table['levels'])} levels x 2^{len(table['flags'])} flag subsets per program, "
+                     f"built with the system gcc and timed {table['repeats']} times (the minimum kept; code "
+                     f"size: executable ELF sections), measured {table['date']} on {table['machine']} with "
+                     f"{table['jobs']} builds in parallel and load average {table['load_start'][0]:.1f} at "
+                     f"the start, {table['load_end'][0]:.1f} at the end, in {table['seconds'] / 60:.0f} "
+                     "min: the times carry that machine's noise, but every tool and seed reads the same "
+                     "numbers. The flags problems ran fewer seeds than the synthetic ones (a reduced space and "
+                     "few seeds, for this shared 2-core machine).")
     lines.append("")
     with open(out, "w") as fh:
         fh.write("\n".join(lines))
     print("\n".join(lines))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--report" in sys.argv:
+    with open(RAW) as fh:
+        write_report(json.load(fh), os.path.join(HERE, "results", "multiobjective.md"))
+elif __name__ == "__main__":
     main()
