@@ -222,6 +222,7 @@ def write_report(raw: dict[str, Any], out: str) -> None:
     """The results page, from every cell recorded in the raw file."""
     tools = ["perftune-default", "perftune-nsga2", "optuna-nsga2", "optuna-tpe"]
     cells = raw["cells"]
+    tools = [t for t in tools if any(k.endswith("|" + t) for k in cells)]
     names = [p.name for p in problems() if any(k.startswith(p.name + "|") for k in cells)]
     refs = {p.name: p.reference for p in problems()}
     lines = ["# Multi-objective search: hypervolume after 100 and 300 evaluations", "",
@@ -236,6 +237,7 @@ def write_report(raw: dict[str, Any], out: str) -> None:
                      f"{run['python']}, {run.get('minutes', 0):.0f} min.")
     lines.append("")
     wins = {b: 0 for b in BUDGETS}
+    won_by: dict[tuple[str, int], bool] = {}
     for budget_i, budget in enumerate(BUDGETS):
         lines += [f"## After {budget} evaluations", "",
                   "| problem | reference | " + " | ".join(tools) + " | perftune default highest? |",
@@ -253,6 +255,7 @@ def write_report(raw: dict[str, Any], out: str) -> None:
             theirs = [v for t, v in medians.items() if t.startswith("optuna-")]
             won = ours is not None and bool(theirs) and ours > max(theirs)
             wins[budget] += won
+            won_by[(name, budget)] = won
             verdict = "-" if ours is None or not theirs else ("yes" if won else "**no**")
             ref = ", ".join(f"{r:.4g}" for r in refs[name])
             lines.append(f"| {name} | ({ref}) | " + " | ".join(row) + f" | {verdict} |")
@@ -263,9 +266,23 @@ def write_report(raw: dict[str, Any], out: str) -> None:
         lines.append(f"| {name} | " + " | ".join(
             f"{cells[f'{name}|{t}']['seconds']:.0f}" if f"{name}|{t}" in cells else "-" for t in tools) + " |")
     lines.append("")
-    lines.append("Problems won by perftune's default (highest median of all tools): "
+    lines.append("Rows won by perftune's default (highest median of all tools): "
                  + ", ".join(f"{wins[b]} of {len(names)} after {b}" for b in BUDGETS) + ".")
+    # The issue's five problems: ZDT1-3, DTLZ2, and gcc flags (won when won on both programs).
+    flags_rows = [n for n in names if n.startswith("flags-")]
+    if flags_rows:
+        five = {b: sum(won_by[(n, b)] for n in names if not n.startswith("flags-"))
+                + all(won_by[(n, b)] for n in flags_rows) for b in BUDGETS}
+        n_five = len([n for n in names if not n.startswith("flags-")]) + 1
+        lines.append(f"Counting gcc flags as one problem (won when won on both programs): "
+                     + ", ".join(f"{five[b]} of {n_five} after {b}" for b in BUDGETS) + ".")
     lines += ["", "## Notes", "",
+              "- Where perftune leads and where it does not: on ZDT1-3 by a wide margin (their fronts lie on "
+              "the lower bound of 29 of the 30 variables, which the scalarised pattern search reaches fast and "
+              "NSGA-II's mutations then spread); on DTLZ2 (three objectives, the optimum of the ten distance "
+              "variables in the middle of their range) Optuna's MOTPE is clearly ahead at both budgets. On the "
+              "flags tables the margins are small (within 2% after 100, under 0.5% after 300, with 5 seeds): "
+              "counted as won, but within the spread of the seeds.",
               "- The hypervolume after 100 evaluations is that of the first 100 of each 300-evaluation run "
               "(no tool's proposals depend on the budget).",
               "- Optuna's multi-objective TPE costs minutes per run of 300 trials on this shared machine "
