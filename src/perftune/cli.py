@@ -186,14 +186,20 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
     imp = answer.improvement
     ci = None if imp is None else {"speedup": imp.estimate, "low": imp.low, "high": imp.high,
                                    "confidence": imp.confidence}
+    objectives: Any = getattr(result, "objectives", None)
+    multi = objectives is not None and objectives.is_multi
     if as_json:
-        _emit_json({
+        doc = {
             "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
             "counts": result.counts(), "best": _trial_json(result.best),
             "default": _trial_json(result.default),
             "improvement_over_default": None if imp is None else imp.to_json()["estimate"], "speedup_ci": ci,
             "improvement": None if imp is None else imp.to_json(), "note": answer.note,
-        })
+        }
+        if multi:
+            doc["objectives"] = objectives.to_dict()
+            doc["pareto"] = [_trial_json(t) for t in result.pareto]
+        _emit_json(doc)
         return
     console = _console()
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
@@ -212,6 +218,13 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
     console.print(f"best configuration: {escape(result.best.config.to_json())}")
     for line in answer.lines():
         console.print(escape(line))
+    if multi:
+        front = result.pareto
+        names = ", ".join(f"{n} ({g})" for n, g in zip(objectives.names, objectives.goals, strict=True))
+        console.print(f"Pareto front of {names}: {len(front)} trials")
+        for t in front:
+            values = "  ".join(f"{n}={t.metrics.get(n, t.value):.6g}" for n in objectives.names)
+            console.print(f"  trial {t.id}: {values}  {escape(t.config.to_json())}")
 
 
 @cli.command("run")
@@ -261,7 +274,10 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     settings = {"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)}
     for attempt in range(50):
         try:
-            tuner = Tuner(spec.space, goal=spec.goal, seed=seed, store=st, seeds=seeds, metric=spec.metric,
+            # Several objectives: goal={metric: goal} (the primary first); constraints in any run.
+            goal: Any = dict(zip(spec.metrics, spec.goals, strict=True)) if spec.metrics else spec.goal
+            tuner = Tuner(spec.space, goal=goal, seed=seed, store=st, seeds=seeds,
+                          metric=None if spec.metrics else spec.metric, constraints=list(spec.constraints),
                           name=name or _free_name(st, spec.name), settings=settings, budget=limit, lag=lag,
                           warm_start=sources or None,
                           technique=spec.technique or "default", environment=environment)
@@ -825,14 +841,16 @@ def doctor_cmd(as_json: bool) -> None:
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
               help="Time runs by wall clock, or by CPU time (steadier on a busy machine, one thread).")
 @click.option("--no-reduce", is_flag=True, help="Skip the reduction to a minimal flag set.")
+@click.option("--goal", "goal", type=click.Choice(["time", "time,size"]), default="time", show_default=True,
+              help="What to optimise: run time, or run time and code size (the Pareto front of the two).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print flags, command line and speedup (with CI) as JSON.")
 @_common_options
 @click.pass_context
 def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compiler: str,
               seed_flags: tuple[str, ...], rel_tol: float, abs_tol: float, link: str, no_params: bool,
-              no_reduce: bool, as_json: bool, store: str | None, seed: int | None, workers: int | None,
-              budget: tuple[str, ...], **common: Any) -> None:
+              no_reduce: bool, goal: str, as_json: bool, store: str | None, seed: int | None,
+              workers: int | None, budget: tuple[str, ...], **common: Any) -> None:
     """Tune gcc flags, params, -O level and -march for SOURCES (baseline: plain -O3).
 
     \b
@@ -857,7 +875,7 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
             abs_tol=abs_tol, link_args=shlex.split(link), store=_open(ctx, store, must_exist=False),
             seed=_opt(ctx, "seed", seed),
             include_params=not no_params, reduce=not no_reduce, on_trial=progress,
-            clock=common.get("clock", "wall"),
+            clock=common.get("clock", "wall"), goal=goal,
         )
     finally:
         progress.close()
@@ -877,6 +895,11 @@ def _print_flags_result(result: Any, as_json: bool) -> None:
         what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
         click.echo(f"  {opt}: {what}")
     click.echo(result.command_line)
+    front = getattr(result, "pareto", None)
+    if front:
+        click.echo(f"Pareto front of run time and code size: {len(front)} option sets")
+        for point in front:
+            click.echo(f"  {point['time_s']:.6g} s  {point['size_bytes']} bytes  {' '.join(point['flags'])}")
     for note in getattr(result, "notes", ()):  # what the time budget cut short
         click.echo(f"perftune: note: {note}", err=True)
 

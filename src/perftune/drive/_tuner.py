@@ -35,7 +35,7 @@ from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
     from perftune.measure import SpeedupCI, TimingSettings
-    from perftune.search import Technique
+    from perftune.search import Objectives, Technique
     from perftune.space import Config, Space
     from perftune.store import Lease, RunInfo, Store
 
@@ -60,6 +60,9 @@ class Result:
         run_id: Numeric id of the run in the store (None without a store).
         run_name: Name of the run in the store.
         stop_reason: Why the run ended ("budget", "time", "patience", "target", "space exhausted", ...).
+        goal: The primary objective's goal, ``"min"`` or ``"max"``.
+        objectives: The run's objectives and constraints (:class:`perftune.search.Objectives`); with
+            several, ``best`` is the best on the first (primary) one and :attr:`pareto` is the front.
 
     Example:
         >>> from perftune.space import Int, Space
@@ -78,6 +81,51 @@ class Result:
     run_name: str | None = None
     stop_reason: str = ""
     goal: str = "min"
+    objectives: Objectives | None = None
+
+    @property
+    def pareto(self) -> list[Trial]:
+        """The Pareto front: the successful, feasible trials that no other such trial dominates.
+
+        Each is a :class:`~perftune.trial.Trial` with its ``config`` and its ``metrics`` (every
+        objective's value), in ticket order; a configuration measured twice appears once. With a single
+        objective, the trials that share the best value.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> space = Space({"n": Int(0, 4)})
+            >>> r = tune(lambda c: {"time": 5 - c["n"], "size": c["n"] ** 2}, space, budget=5, seed=0,
+            ...          goal={"time": "min", "size": "min"})
+            >>> sorted((t.metrics["time"], t.metrics["size"]) for t in r.pareto)
+            [(1.0, 16.0), (2.0, 9.0), (3.0, 4.0), (4.0, 1.0), (5.0, 0.0)]
+        """
+        from perftune.search import Objectives
+
+        objectives = self.objectives or Objectives(("value",), (self.goal,))
+        return objectives.pareto(self.trials)
+
+    def hypervolume(self, reference: Mapping[str, float]) -> float:
+        """The hypervolume of :attr:`pareto` up to ``reference`` (a value per objective, in its units).
+
+        A point counts where it is better than the reference in every objective.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> r = tune(lambda c: {"time": 5 - c["n"], "size": c["n"]}, Space({"n": Int(0, 4)}), budget=5,
+            ...          seed=0, goal={"time": "min", "size": "min"})
+            >>> r.hypervolume({"time": 6, "size": 5})
+            15.0
+        """
+        from perftune.search import Objectives, hypervolume
+
+        objectives = self.objectives or Objectives(("value",), (self.goal,))
+        missing = [n for n in objectives.names if n not in reference]
+        if missing:
+            raise PerftuneError(f"hypervolume(): reference has no value for {', '.join(missing)}")
+        ref = tuple(float(reference[n]) if g == "min" else -float(reference[n])
+                    for n, g in zip(objectives.names, objectives.goals, strict=True))
+        points = [v for v in (objectives.losses(t) for t in self.pareto) if v is not None]
+        return hypervolume(points, ref)
 
     @property
     def improvement(self) -> float | None:
@@ -163,15 +211,31 @@ def _check_run_args(workers: Any, executor: Any, timeout_s: Any) -> None:
         raise PerftuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
 
 
-def _create_technique(name: str, space: Space, seed: int, deterministic: bool) -> Technique:
-    """The technique ``name``, told not to read clocks when the run is deterministic."""
+def _create_technique(name: str, space: Space, seed: int, deterministic: bool,
+                      objectives: Objectives | None = None) -> Technique:
+    """The technique ``name``, told not to read clocks when the run is deterministic, and told the
+    objectives when it searches for a Pareto front."""
     from perftune import search
     from perftune.search._base import ClockAware
 
     technique: Technique = search.create(name, space, seed=seed)
     if deterministic and isinstance(technique, ClockAware):
         technique.set_deterministic(True)
+    if objectives is not None and isinstance(technique, search.MultiObjectiveAware):
+        technique.set_objectives(objectives)
     return technique
+
+
+def _objectives_of(goal: Any, metric: str | None, metrics: Sequence[str] | None,
+                   constraints: Sequence[str] | None, where: str) -> Objectives:
+    """The run's objectives from the user's ``goal=``/``metric=``/``metrics=``/``constraints=``."""
+    from perftune.search import Objectives
+
+    if isinstance(goal, str) and goal not in ("min", "max"):
+        raise PerftuneError(f"goal must be 'min' or 'max', got {goal!r}")
+    if metric is not None and not isinstance(metric, str):
+        raise PerftuneError(f"metric must be a metric name, got {metric!r}")
+    return Objectives.coerce(goal, metric, metrics, constraints, where=where)
 
 
 def _is_space(obj: Any) -> bool:
@@ -183,7 +247,9 @@ class Tuner:
 
     Args:
         space: The :class:`perftune.space.Space` to search.
-        goal: ``"min"`` or ``"max"``.
+        goal: ``"min"`` or ``"max"``; or, for several objectives, a mapping ``{"time": "min", "size":
+            "min"}`` (the first is the primary: ``trial.value``, ``best`` and ``improvement`` are its;
+            the run searches for the Pareto front, ``Result.pareto``; see docs/multiobjective.md).
         seed: Makes the run reproducible; with a seed, results reach the search in ticket order with
             a fixed ``lag``, so the run is the same for any number of workers.
         store: None (keep results in memory only), a :class:`perftune.store.Store`, or a store URL.
@@ -191,6 +257,11 @@ class Tuner:
             the AUC-bandit ensemble; see :class:`perftune.search.StagedBandit`).
         seeds: Configurations (mappings) to try early, right after the default configuration.
         metric: When the objective returns a mapping of metrics, the one to optimise.
+        metrics: Several objectives by name, the primary first, with ``goal`` one goal for all or a
+            list of goals (the same as ``goal={name: goal, ...}``).
+        constraints: Bounds on metrics the objective reports, like ``["accuracy >= 0.99"]``: a trial
+            that breaks one is measured (OK) but infeasible: it has no ``loss``, is never the best nor on
+            the front, and the search learns it as a failure.
         name: Name of the run in the store (generated when None).
         budget: A number of trials or a :class:`Budget`; ``ask()`` returns None once it is spent.
         lag: Lag of seeded runs (default :data:`DEFAULT_LAG`); 0 gives strictly sequential learning.
@@ -217,12 +288,14 @@ class Tuner:
         self,
         space: Space,
         *,
-        goal: str = "min",
+        goal: str | Mapping[str, str] | Sequence[str] = "min",
         seed: int | None = None,
         store: Store | str | None = None,
         technique: str = "default",
         seeds: Iterable[Mapping[str, Any]] = (),
         metric: str | None = None,
+        metrics: Sequence[str] | None = None,
+        constraints: Sequence[str] | None = None,
         name: str | None = None,
         budget: Budget | int | str | None = None,
         lag: int | None = None,
@@ -237,8 +310,7 @@ class Tuner:
     ) -> None:
         if not _is_space(space):
             raise SpaceError(f"Tuner: expected a perftune.space.Space, got {type(space).__name__}")
-        if goal not in ("min", "max"):
-            raise PerftuneError(f"goal must be 'min' or 'max', got {goal!r}")
+        objectives = _objectives_of(goal, metric, metrics, constraints, "Tuner")
         if lag is not None and (not isinstance(lag, int) or lag < 0):
             raise PerftuneError(f"lag must be a non-negative integer, got {lag!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -246,8 +318,13 @@ class Tuner:
         from perftune.search._seeding import Stream, fresh_seed, stream_seed
 
         self.space = space
-        self.goal = goal
-        self.metric = metric
+        self.objectives = objectives
+        self.goal = objectives.goal
+        # The primary objective is what the evaluators extract as the trial's value.
+        self.metric = None if metric is None and objectives.primary == "value" else objectives.primary
+        # The checks of _record (metrics present, constraints) only where there is something to check.
+        self._checks_metrics = objectives.is_multi or bool(objectives.constraints)
+        self._front: list[int] = []  # tickets of the Pareto front (feasible, non-dominated), kept live
         self.seed = seed
         # A seeded run is deterministic: results reach the search in ticket order with a fixed lag and
         # no decision reads a clock. An unseeded one tells the search every result as it arrives.
@@ -277,6 +354,7 @@ class Tuner:
         self._lease: Lease | None = None  # this driver's lease on the run (one driver per run at a time)
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
+        self._stop_requested: str | None = None  # stop(): no new trial is issued
 
         if _resume_state is not None:
             st = _resume_state
@@ -295,12 +373,14 @@ class Tuner:
             self._run = _resume_run
             return
 
+        if technique == "default" and objectives.is_multi:
+            technique = "mo-bandit"  # the default search with several objectives (docs/multiobjective.md)
         self._technique_name = technique
         self.lag = (DEFAULT_LAG if lag is None else lag) if self.deterministic else 0
         technique_seed = seed if seed is not None else fresh_seed()
         self._rng = np.random.default_rng(stream_seed(technique_seed, Stream.DRIVER))
         self._technique_seed = technique_seed
-        self._technique = _create_technique(technique, space, technique_seed, self.deterministic)
+        self._technique = _create_technique(technique, space, technique_seed, self.deterministic, objectives)
         self._next_id = 0
         self._applied_upto = 0
         self._queue = deque()
@@ -331,11 +411,14 @@ class Tuner:
 
         if self._store is not None:
             run_settings = {
-                "goal": goal, "seed": seed, "technique": technique, "lag": self.lag, "metric": metric,
+                "goal": self.goal, "seed": seed, "technique": technique, "lag": self.lag,
+                "metric": self.metric,
                 "budget": None if self.budget is None else self.budget.__dict__, **warm_settings,
                 **(settings or {}),
             }
-            self._run = self._store.create_run(name, space, run_settings, goal, metric,
+            if self._checks_metrics:
+                run_settings["objectives"] = objectives.to_dict()
+            self._run = self._store.create_run(name, space, run_settings, self.goal, self.metric,
                                                environment=environment)
             self._take_lease()
             try:
@@ -406,6 +489,8 @@ class Tuner:
     # ------------------------------------------------------------------ stopping
 
     def _budget_reason(self, budget: Budget | None) -> str | None:
+        if self._stop_requested is not None:
+            return self._stop_requested
         if budget is None:
             return None
         if budget.evals is not None and self.n_trials >= budget.evals:
@@ -449,6 +534,90 @@ class Tuner:
         if self.budget is None or self.budget.seconds is None:
             return None
         return max(0.0, self._seconds_left(self.budget))
+
+    # ------------------------------------------------------------------ habits of other tuners
+
+    def enqueue(self, config: Mapping[str, Any]) -> None:
+        """Measure ``config`` next (after what is already queued); missing parameters take their defaults.
+
+        Unlike ``seeds=``, a *partial* configuration is fine: ``tuner.enqueue({"block": 64})``. Its trial
+        is labelled ``"enqueued"``. A configuration already measured or queued is not measured again.
+
+        Raises:
+            PerftuneError: an unknown parameter, or a completed configuration that breaks a constraint.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"a": Int(0, 9, default=1), "b": Int(0, 9, default=2)}), seed=0)
+            >>> tuner.enqueue({"b": 7})
+            >>> first, second = tuner.ask(), tuner.ask()  # the default first, then the enqueued one
+            >>> dict(second.config), second.technique
+            ({'a': 1, 'b': 7}, 'enqueued')
+        """
+        from perftune.space import Config
+
+        if not isinstance(config, Mapping):
+            raise PerftuneError("enqueue(): expected a mapping of parameter values, "
+                                f"got {type(config).__name__}")
+        unknown = sorted(set(config) - set(self.space.params))
+        if unknown:
+            raise PerftuneError(f"enqueue(): unknown parameter(s) {', '.join(unknown)}")
+        merged = {**self.space.default(), **config}
+        full = self._as_config(Config(merged), "enqueue()")
+        if not self._known(full) and all(full != c for c, _ in self._queue):
+            self._queue.append((full, "enqueued"))
+
+    def add_trial(
+        self,
+        config: Mapping[str, Any],
+        value: float | Mapping[str, Any] | None = None,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        samples: Sequence[float] | None = None,
+        error: str | None = None,
+    ) -> Trial:
+        """Record a result measured elsewhere: the search learns from it and it is stored like any trial.
+
+        ``add_trial(config, 1.23)``, ``add_trial(config, {"time": 1.2, "size": 300})``, or
+        ``add_trial(config, error="crashed")``. It gets the next ticket, is labelled ``"added"``, counts
+        against the budget and is never proposed again.
+
+        Raises:
+            PerftuneError: an unknown parameter, an invalid or already measured configuration.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> tuner = Tuner(Space({"x": Int(0, 9)}), seed=0)
+            >>> tuner.add_trial({"x": 3}, 0.5).technique, tuner.best.config["x"]
+            ('added', 3)
+        """
+        full = self._as_config(config, "add_trial()")
+        known = self._by_config.get(full)
+        if known is not None:
+            raise PerftuneError(f"add_trial(): {full.to_json()} is already trial {known} of this run")
+        queued = [item for item in self._queue if item[0] == full]
+        for item in queued:  # measured elsewhere: no need to measure it here
+            self._queue.remove(item)
+        ticket = self._next_id
+        self._next_id += 1
+        self._by_config[full] = ticket
+        self._pending[ticket] = _Ticket(full, "added")
+        try:
+            return self.tell(ticket, value, metrics=metrics, samples=samples, error=error)
+        except PerftuneError:
+            # A bad value: record nothing, and give the ticket back (a seeded run needs no gaps).
+            self._pending.pop(ticket, None)
+            self._by_config.pop(full, None)
+            self._next_id = ticket
+            raise
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Issue no new trial: ``ask()`` returns None and ``run()`` ends once what is in flight finished.
+
+        For a callback of :func:`tune` that decides the run is done (``result.stop_reason`` is
+        ``reason``).
+        """
+        self._stop_requested = str(reason)
 
     # ------------------------------------------------------------------ ask
 
@@ -635,6 +804,8 @@ class Tuner:
             trial.loss = outcome.value if self.goal == "min" else -outcome.value
             if not trial.samples:
                 trial.samples = [outcome.value]
+            if self._checks_metrics:
+                self._check_metrics(trial)
         if self._store is not None and self._run is not None:
             self._store.add_trial(self._run.id, trial)
         self._shared.update(outcome.published)
@@ -642,6 +813,42 @@ class Tuner:
         if not self.deterministic and trial.status is not Status.CANCELLED:
             self._timed(self._technique.tell, [trial])
         return trial
+
+    def _check_metrics(self, trial: Trial) -> None:
+        """A result without every objective's metric fails; one that breaks a constraint loses its loss."""
+        objectives = self.objectives
+        missing = objectives.missing(trial.metrics)
+        if missing:
+            known = ", ".join(sorted(trial.metrics)) or "none"
+            trial.status, trial.value, trial.loss = Status.FAILED, None, None
+            names = ", ".join(map(repr, missing))
+            trial.reason = f"objective's result has no numeric metric {names} (has: {known})"
+            return
+        broken = objectives.broken(trial.metrics)
+        if broken:
+            # Measured, so OK; but infeasible: no loss, so it is never the best and techniques avoid it.
+            trial.loss = None
+            trial.reason = "infeasible: " + ", ".join(
+                f"{c} ({c.metric}={trial.metrics.get(c.metric, float('nan')):g})" for c in broken)
+
+    def _update_front(self, trial: Trial) -> None:
+        """Keep the tickets of the Pareto front (incrementally: one comparison per front member)."""
+        from perftune.search import dominates
+
+        objectives = self.objectives
+        vector = objectives.losses(trial) if trial.loss is not None else None
+        if vector is None:
+            return
+        members = [(i, objectives.losses(self._trials[i])) for i in self._front]
+        if any(v is not None and (v == vector or dominates(v, vector)) for _, v in members):
+            return
+        self._front = [i for i, v in members if v is not None and not dominates(vector, v)]
+        self._front.append(trial.id)
+
+    @property
+    def pareto(self) -> list[Trial]:
+        """The current Pareto front (see :attr:`Result.pareto`), kept as results arrive."""
+        return [self._trials[i] for i in sorted(self._front)]
 
     def _absorb(self, trial: Trial) -> None:
         """Account for a finished trial: results, best, patience and counts."""
@@ -654,6 +861,8 @@ class Tuner:
             return
         self._by_config.setdefault(trial.config, trial.id)
         self._n_counted += 1
+        if self.objectives.is_multi:
+            self._update_front(trial)
         if trial.loss is not None and (self._best is None or trial.loss < self._best.loss):  # type: ignore[operator]
             self._best = trial
             self._n_since_best = 0
@@ -674,6 +883,8 @@ class Tuner:
             "pending": [[ticket, p.config, p.technique] for ticket, p in self._pending.items()],
             "n_since_best": self._n_since_best, "default_id": self._default_id,
         }
+        if self._checks_metrics:
+            driver["objectives"] = self.objectives.to_dict()
         return {"driver": driver, "technique": state_of(self._technique)}
 
     @staticmethod
@@ -684,7 +895,11 @@ class Tuner:
         try:
             d = payload["driver"]
             deterministic = d["seed"] is not None
-            technique = _create_technique(d["technique_name"], space, d["technique_seed"], deterministic)
+            from perftune.search import Objectives
+
+            objectives = None if d.get("objectives") is None else Objectives.from_dict(d["objectives"])
+            technique = _create_technique(d["technique_name"], space, d["technique_seed"], deterministic,
+                                          objectives)
             load_state(technique, payload["technique"])
             np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
             from perftune.space import Config
@@ -700,7 +915,8 @@ class Tuner:
                 lag=int(d["lag"]), technique=technique, rng=d["rng"], next_id=int(d["next_id"]),
                 applied_upto=int(d["applied_upto"]),
                 queue=queue, pending=pending,
-                n_since_best=int(d["n_since_best"]), extras={"default_id": d["default_id"]},
+                n_since_best=int(d["n_since_best"]),
+                extras={"default_id": d["default_id"], "objectives": objectives},
             )
         except _checkpoint.CheckpointError:
             raise
@@ -810,8 +1026,13 @@ class Tuner:
             what = f"resume: the checkpoint of run {info.name!r}"
             run_space = space if space is not None else stored_space
             state = cls._state_from(_checkpoint.decode(blob, run_space, what=what), run_space, what)
-            tuner = cls(run_space, goal=state.goal, seed=state.seed,
-                        store=st_store, technique=state.technique_name, metric=state.metric,
+            objectives = state.extras.get("objectives")
+            goal: Any = state.goal if objectives is None else dict(zip(objectives.names, objectives.goals,
+                                                                         strict=True))
+            tuner = cls(run_space, goal=goal, seed=state.seed,
+                        store=st_store, technique=state.technique_name,
+                        metric=state.metric if objectives is None or not objectives.is_multi else None,
+                        constraints=None if objectives is None else [str(c) for c in objectives.constraints],
                         _resume_state=state, _resume_run=info)
             tuner._lease = lease
             tuner._last_heartbeat_t = time.monotonic()
@@ -1057,7 +1278,8 @@ class Tuner:
     def result(self) -> Result:
         """The run's result so far."""
         return Result(best=self._best, trials=self.trials, default=self.default_trial, run_id=self.run_id,
-                      run_name=self.run_name, stop_reason=self._stop_reason, goal=self.goal)
+                      run_name=self.run_name, stop_reason=self._stop_reason, goal=self.goal,
+                      objectives=self.objectives)
 
     def close(self, status: str = "finished") -> None:
         """End an ask/tell run: write a final checkpoint and mark the run ``status`` in the store.
@@ -1101,8 +1323,10 @@ def tune(
     seed: int | None = None,
     store: Store | str | None = None,
     workers: int = 1,
-    goal: str = "min",
+    goal: str | Mapping[str, str] | Sequence[str] = "min",
     metric: str | None = None,
+    metrics: Sequence[str] | None = None,
+    constraints: Sequence[str] | None = None,
     seeds: Iterable[Mapping[str, Any]] = (),
     technique: str = "default",
     name: str | None = None,
@@ -1113,6 +1337,7 @@ def tune(
     progress: bool | ProgressSettings = False,
     repeats: int | str | TimingSettings | None = None,
     warm_start: WarmStart | Sequence[Any] | None = None,
+    callbacks: Sequence[Callable[[Tuner, Trial], Any]] = (),
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
 
@@ -1123,8 +1348,11 @@ def tune(
         seed: Makes the run reproducible (see :class:`Tuner` for what that costs).
         store: None (memory only), a store or a store URL such as ``"perftune.db"``.
         workers: Evaluations in flight, each in its own local process.
-        goal: ``"min"`` or ``"max"``.
+        goal: ``"min"`` or ``"max"``, or ``{"time": "min", "size": "min"}`` for several objectives
+            (the objective returns a mapping with each; :attr:`Result.pareto` is the front).
         metric: The metric to optimise when the objective returns a mapping.
+        metrics: Several objectives by name (primary first), with ``goal`` one goal or a list of goals.
+        constraints: Bounds on reported metrics, like ``["accuracy >= 0.99"]`` (see :class:`Tuner`).
         seeds: Configurations to try early.
         technique: Search technique (default: the AUC-bandit ensemble).
         name: Run name in the store.
@@ -1141,6 +1369,9 @@ def tune(
             the sequential test with those settings. A trial's value is the median of its samples;
             ``timeout_s`` applies to the whole trial; :meth:`Result.speedup` gives the interval.
         warm_start: A prior from results on the same space measured elsewhere (see :class:`Tuner`).
+        callbacks: Called in the driver as ``callback(tuner, trial)`` after each finished trial, in
+            order; ``tuner.stop()`` ends the run early (Optuna's ``study.stop()``), and
+            ``tuner.pareto``/``tuner.best`` are the results so far.
 
     Example:
         >>> from perftune.space import Float, Space
@@ -1152,12 +1383,23 @@ def tune(
     if limit is None:
         raise PerftuneError("tune(): give a budget (a number of trials, a duration or a perftune.Budget)")
     _check_run_args(workers, executor, timeout_s)
+    objectives = _objectives_of(goal, metric, metrics, constraints, "tune()")
     if repeats is not None:
+        primary = None if metric is None and objectives.primary == "value" else objectives.primary
         try:
-            objective = RepeatedObjective(objective, metric, goal, repeats)
+            objective = RepeatedObjective(objective, primary, objectives.goal, repeats)
         except ValueError as error:
             raise PerftuneError(f"tune(): {error}") from None
+    hooks = list(callbacks) if not callable(callbacks) else None
+    if hooks is None or not all(callable(cb) for cb in hooks):
+        raise PerftuneError("tune(): callbacks must be a list of functions callback(tuner, trial)")
     tuner = Tuner(space, goal=goal, seed=seed, store=store, technique=technique, seeds=seeds,
-                  warm_start=warm_start, metric=metric, name=name, lag=lag)
+                  warm_start=warm_start, metric=metric, metrics=metrics, constraints=constraints, name=name,
+                  lag=lag)
+
+    def on_trial(trial: Trial) -> None:
+        for callback in hooks:
+            callback(tuner, trial)
+
     return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                     scheduler=scheduler, progress=progress)
+                     scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None)

@@ -13,7 +13,8 @@ driver owns the loop. Techniques are created by name::
 
 Built-in names: ``random, greedy-uniform, greedy-normal, de, cma-es, trust-region, nelder-mead,
 pattern-search, pso, ga, annealing, coordinate-descent, model, boundary, elite-neighbours``, the
-ensemble ``bandit`` and ``staged`` (alias ``default``). Plug-ins register through
+ensemble ``bandit`` and ``staged`` (alias ``default``); for several objectives (docs/multiobjective.md)
+``nsga2``, ``parego`` and their ensemble ``mo-bandit``. Plug-ins register through
 the ``perftune.techniques`` entry-point group or :func:`register`.
 """
 
@@ -37,7 +38,18 @@ from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSett
 from perftune.search._de import DESettings, DifferentialEvolution
 from perftune.search._ga import GASettings, GeneticAlgorithm
 from perftune.search._greedy import GreedyNormal, GreedySettings, GreedyUniform
+from perftune.search._mobandit import MO_PORTFOLIO, MOBandit
 from perftune.search._model import ModelBased, ModelSettings
+from perftune.search._nsga2 import NSGA2, NSGA2Settings
+from perftune.search._objectives import Constraint, MultiObjectiveAware, Objectives
+from perftune.search._parego import ParEGO, ParEGOSettings
+from perftune.search._pareto import (
+    crowding_distance,
+    dominates,
+    hypervolume,
+    non_dominated_sort,
+    pareto_front,
+)
 from perftune.search._pattern import PatternSearch, PatternSearchSettings
 from perftune.search._pso import ParticleSwarm, PSOSettings
 from perftune.search._random import RandomSearch
@@ -59,6 +71,7 @@ __all__ = [
     "BoundarySettings",
     "CMAES",
     "CMAESSettings",
+    "Constraint",
     "ClockAware",
     "CountsWork",
     "CONTINUOUS_PORTFOLIO",
@@ -73,11 +86,19 @@ __all__ = [
     "GreedySettings",
     "GreedyUniform",
     "LabelsProposals",
+    "MO_PORTFOLIO",
+    "MOBandit",
     "ModelBased",
     "ModelSettings",
+    "MultiObjectiveAware",
+    "NSGA2",
+    "NSGA2Settings",
     "NelderMead",
     "NelderMeadSettings",
     "NoSettings",
+    "Objectives",
+    "ParEGO",
+    "ParEGOSettings",
     "PSOSettings",
     "ParallelismAware",
     "PreloadsImports",
@@ -94,7 +115,12 @@ __all__ = [
     "TrustRegionSettings",
     "Technique",
     "create",
+    "crowding_distance",
+    "dominates",
     "get",
+    "hypervolume",
     "names",
+    "non_dominated_sort",
+    "pareto_front",
     "register",
 ]

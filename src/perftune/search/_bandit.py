@@ -495,11 +495,7 @@ class AUCBandit(Stateful):
                     self._inbox_own[i].append(trial)  # its proposer may be waiting for it
                 continue
             self.n_results += 1
-            loss = loss_of(trial)
-            new_best = loss is not None and (self.best_loss is None or loss < self.best_loss)
-            if new_best:
-                self.best_loss = loss
-                self.best_config = trial.config
+            new_best = self._credit(trial)
             if i is not None and i >= 0:
                 self._window.add(i, new_best)
                 if new_best:
@@ -520,6 +516,19 @@ class AUCBandit(Stateful):
                     inbox.append(trial)
             if new_best:
                 self.best_trial = trial
+
+    def _credit(self, trial: Trial) -> bool:
+        """Whether ``trial`` earns its proposer credit: here, a new best loss (updates ``best_loss``).
+
+        The multi-objective ensemble (:class:`~perftune.search.MOBandit`) overrides this hook with
+        "the trial entered the Pareto front" (a positive hypervolume improvement).
+        """
+        loss = loss_of(trial)
+        new_best = loss is not None and (self.best_loss is None or loss < self.best_loss)
+        if new_best:
+            self.best_loss = loss
+            self.best_config = trial.config
+        return new_best
 
     def _deliver(self, i: int) -> None:
         """Tell technique ``i`` what happened since its last ask (bounded, see ``tell_window``)."""

@@ -42,6 +42,9 @@ _BUILTIN: dict[str, str] = {
     "boundary": "perftune.search._boundary:Boundary",
     "elite-neighbours": "perftune.search._boundary:EliteNeighbours",
     "staged": "perftune.search._staged:StagedBandit",
+    "nsga2": "perftune.search._nsga2:NSGA2",
+    "parego": "perftune.search._parego:ParEGO",
+    "mo-bandit": "perftune.search._mobandit:MOBandit",
 }
 
 #: Other names accepted by :func:`get` and :func:`create`.

@@ -706,6 +706,23 @@ class Store:
             return None
         return self._trial_from_row(row._mapping, samples, self._space(run_id))
 
+    def pareto(self, run_id: int) -> list[Trial]:
+        """The run's Pareto front: its successful, feasible, non-dominated trials in ticket order.
+
+        The objectives are those the run was created with (``settings["objectives"]``, written by the
+        driver); a run with one objective gives the trials that share the best value.
+
+        Raises:
+            StoreError: no such run.
+        """
+        from perftune.search import Objectives
+
+        run = self.get_run(run_id)
+        raw = run.settings.get("objectives")
+        objectives = (Objectives.from_dict(raw) if isinstance(raw, Mapping)
+                      else Objectives((run.metric or "value",), (run.goal,)))
+        return objectives.pareto(self.trials(run_id))
+
     def count(self, run_id: int, status: Status | str | None = None) -> int:
         """Number of stored trials of a run (of one status when given).
 
@@ -1121,7 +1138,7 @@ class Store:
         try:
             import pandas
         except ImportError:
-            raise StoreError("to_dataframe needs pandas: pip install pandas") from None
+            raise StoreError("to_dataframe needs pandas: pip install 'perftune[pandas]'") from None
         run, rows = self._export_rows(run_id)
         columns, flat = self._flatten(run, rows)
         return pandas.DataFrame(flat, columns=columns)

@@ -425,14 +425,31 @@ def read_objective(doc: Mapping[str, Any], where: Where, known: set[str]) -> Obj
     obj_table = doc.get("objective", {})
     if not isinstance(obj_table, Mapping):
         raise where.error("objective", "expected a table [objective]")
-    check_keys(obj_table, {"metric", "goal", "pattern", "key", "file", "deterministic"}, where, "objective.")
-    metric = _get(obj_table, "metric", str, where, "objective.metric", "wall_time")
+    check_keys(obj_table, {"metric", "metrics", "goal", "pattern", "key", "file", "deterministic",
+                           "constraints"}, where, "objective.")
+    metrics = _read_metrics(obj_table, where)
+    metric = _get(obj_table, "metric", str, where, "objective.metric", metrics[0] if metrics else "wall_time")
+    if metrics and metric != metrics[0]:
+        raise where.error("objective.metric", f"{metric!r} must be the first of metrics = [...] "
+                          f"({metrics[0]!r}); give one of the two keys", metric)
     if metric not in METRICS:
         raise where.error(
             "objective.metric", f"unknown metric {metric!r} (one of: {', '.join(METRICS)})", metric
         )
     default_goal = "min" if metric in ("wall_time", "cpu_time", "max_rss", "file_size") else None
-    goal = _get(obj_table, "goal", str, where, "objective.goal", default_goal)
+    goals: tuple[str, ...] = ()
+    if metrics and isinstance(obj_table.get("goal"), list):
+        raw_goals = obj_table["goal"]
+        if len(raw_goals) != len(metrics) or not all(g in ("min", "max") for g in raw_goals):
+            raise where.error("objective.goal", f'expected one "min" or "max" per metric '
+                              f"({len(metrics)}), got {raw_goals!r}")
+        goals = tuple(raw_goals)
+        goal = goals[0]
+    else:
+        goal = _get(obj_table, "goal", str, where, "objective.goal", default_goal)
+        # A string is the primary's goal; the others (times, memory) are minimised.
+        goals = (goal, *("min",) * (len(metrics) - 1)) if metrics else ()
+    constraints = _read_constraints(obj_table, where, metric)
     if goal not in ("min", "max"):
         raise where.error(
             "objective.goal",
@@ -477,7 +494,51 @@ def read_objective(doc: Mapping[str, Any], where: Where, known: set[str]) -> Obj
             "objective.deterministic",
             f"{metric} is measured by the clock and never deterministic: remove the key, or set it to false",
         )
-    return ObjectiveSpec(metric, goal, pattern, key, out_file, deterministic)
+    return ObjectiveSpec(metric, goal, pattern, key, out_file, deterministic, metrics=metrics, goals=goals,
+                         constraints=constraints)
+
+
+#: Metrics every run of a command reports beside the optimised one: what ``metrics = [...]`` and
+#: ``constraints`` may name.
+REPORTED_METRICS = ("wall_time", "cpu_time", "max_rss")
+
+
+def _read_metrics(table: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """``metrics = ["wall_time", "max_rss"]``: several objectives, the primary first."""
+    if "metrics" not in table:
+        return ()
+    raw = table["metrics"]
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, str) for m in raw):
+        raise where.error("objective.metrics", f"expected a list of metric names, got {raw!r}")
+    if len(set(raw)) != len(raw):
+        raise where.error("objective.metrics", f"a metric is named twice in {raw!r}")
+    for name in raw[1:]:
+        if name not in REPORTED_METRICS:
+            raise where.error("objective.metrics", f"{name!r} cannot be a second objective: each run "
+                              f"reports {', '.join(REPORTED_METRICS)} beside the first metric", name)
+    return tuple(raw)
+
+
+def _read_constraints(table: Mapping[str, Any], where: Where, metric: str) -> tuple[str, ...]:
+    """``constraints = ["max_rss <= 200000"]``: bounds on the metrics each run reports."""
+    from perftune.errors import PerftuneError
+    from perftune.search import Constraint
+
+    if "constraints" not in table:
+        return ()
+    raw = table["constraints"]
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise where.error("objective.constraints", f'expected a list like ["max_rss <= 200000"], got {raw!r}')
+    for text in raw:
+        try:
+            constraint = Constraint.parse(text)
+        except PerftuneError:
+            raise where.error("objective.constraints", f"cannot read {text!r}: expected 'metric >= number' "
+                              "(or <=, >, <)", text) from None
+        if constraint.metric not in (metric, *REPORTED_METRICS):
+            raise where.error("objective.constraints", f"{constraint.metric!r} is not reported by a run "
+                              f"(one of: {', '.join((metric, *REPORTED_METRICS))})", text)
+    return tuple(raw)
 
 
 def read_check(

@@ -53,6 +53,12 @@ class ObjectiveSpec:
     key: str | None = None
     file: str | None = None
     deterministic: bool | None = None
+    #: Several objectives (``metrics = [...]``): the primary (``metric``) first, then metrics the run
+    #: reports anyway (``wall_time``, ``cpu_time``, ``max_rss``); ``goals`` one per name.
+    metrics: tuple[str, ...] = ()
+    goals: tuple[str, ...] = ()
+    #: ``constraints = ["max_rss <= 200000"]``: bounds on reported metrics (docs/multiobjective.md).
+    constraints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,10 @@ class Task:
     seeds: list[dict[str, Any]] = field(default_factory=list)
     timeout_s: float | None = None
     technique: str | None = None
+    #: Several objectives (``[objective] metrics = [...]``; empty: one) with their goals, and constraints.
+    metrics: tuple[str, ...] = ()
+    goals: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
 
     def observe(self, trial: Any) -> None:
         """Optional: tell the task how a trial ended (technique and status feed the risk model)."""
@@ -162,6 +166,9 @@ def load_task(
         seeds=list(tuning.seeds),
         timeout_s=None,
         technique=tuning.technique,
+        metrics=objective_spec.metrics,
+        goals=objective_spec.goals,
+        constraints=objective_spec.constraints,
     )
     if prepare:
         objective.prepare()

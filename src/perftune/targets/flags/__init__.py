@@ -17,6 +17,7 @@ from __future__ import annotations
 from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, FlagInfo, ParamInfo, cache_dir, discover
 from perftune.targets.flags._evaluate import Evaluator, Measurement, Program
+from perftune.targets.flags._size import code_size
 from perftune.targets.flags._space import build_space, config_from_flags, render
 from perftune.targets.flags._task import FlagsTask, task_from_toml
 from perftune.targets.flags._tune import FlagsResult, reduce_flags, tune_flags
@@ -35,6 +36,7 @@ __all__ = [
     "build_space",
     "bundled",
     "cache_dir",
+    "code_size",
     "compare_outputs",
     "config_from_flags",
     "discover",

@@ -32,6 +32,7 @@ from perftune.errors import PerftuneError
 from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_adaptively
 from perftune.targets.flags._compare import compare_outputs
 from perftune.targets.flags._discover import CompilerInfo, remember_rejected
+from perftune.targets.flags._size import code_size
 from perftune.trial import Status
 
 __all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator"]
@@ -88,6 +89,7 @@ class Measurement:
         binary_hash: SHA-256 of the built binary (identical binaries share one measurement).
         cached: True when the measurement was reused from an identical binary.
         decision: How the sequential test against the incumbent ended (None for fixed repeats).
+        size_bytes: Bytes of machine code of the built binary (:func:`code_size`), once it built.
     """
 
     status: str
@@ -97,6 +99,7 @@ class Measurement:
     binary_hash: str | None = None
     cached: bool = False
     decision: Decision | None = None
+    size_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -316,8 +319,9 @@ class Evaluator:
             assert binary is not None
             with open(binary, "rb") as fh:
                 digest = hashlib.sha256(fh.read()).hexdigest()
+            size = code_size(binary)
             if same_as is not None and digest == same_as:
-                return Measurement("ok", binary_hash=digest, cached=True)
+                return Measurement("ok", binary_hash=digest, cached=True, size_bytes=size)
             if n_runs is None and against is None:
                 with self._state_lock:
                     known = self._by_hash.get(digest)
@@ -325,13 +329,15 @@ class Evaluator:
                     with self._state_lock:
                         self.n_cache_hits += 1
                     return Measurement(
-                        known.status, known.value, list(known.samples), known.reason, digest, cached=True
+                        known.status, known.value, list(known.samples), known.reason, digest, cached=True,
+                        size_bytes=size,
                     )
             try:
                 result = self._time(binary, scratch, n_runs, against)
             except _RunFailed as failed:
                 result = failed.measurement
             result.binary_hash = digest
+            result.size_bytes = size
             if n_runs is None and against is None and result.trial_status is not Status.CANCELLED:
                 with self._state_lock:
                     self._by_hash.setdefault(digest, result)

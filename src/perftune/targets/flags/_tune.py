@@ -69,6 +69,8 @@ class FlagsResult:
         compiler: The compiler's version line.
         reasons: Unused; kept for callers that read it.
         note: One line on why the result is not the best of the search (a fallback), or None.
+        pareto: With ``goal="time,size"``: the search's Pareto front of run time against code size,
+            ``{"flags": [...], "time_s": ..., "size_bytes": ...}`` fastest first (empty otherwise).
     """
 
     flags: list[str]
@@ -90,6 +92,7 @@ class FlagsResult:
     notes: list[str] = field(default_factory=list)
     n_cancelled: int = 0
     note: str | None = None
+    pareto: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def improvement(self) -> Improvement:
@@ -124,6 +127,7 @@ class FlagsResult:
             "run_id": self.run_id,
             "n_cancelled": self.n_cancelled,
             "notes": self.notes,
+            **({"pareto": self.pareto} if self.pareto else {}),
         }
 
 
@@ -171,6 +175,7 @@ def tune_flags(
     info: CompilerInfo | None = None,
     on_trial: Callable[[int, float | None], None] | None = None,
     name: str | None = None,
+    goal: str = "time",
 ) -> FlagsResult:
     """Tune the compiler options of a C/C++ program for speed.
 
@@ -205,6 +210,9 @@ def tune_flags(
         info: Pre-discovered compiler information (default: :func:`discover`).
         on_trial: Called after each trial with ``(n_trials, best speedup over -O3 or None)``.
         name: Name of the run in the store (generated when None).
+        goal: ``"time"`` (the fastest) or ``"time,size"``: also the smallest code (bytes of executable
+            ELF sections, :func:`code_size`); the search then looks for the Pareto front of the two
+            (``FlagsResult.pareto``), and the confirmation and the reduction are those of its fastest.
 
     Raises:
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
@@ -219,6 +227,10 @@ def tune_flags(
     command_clock = Countdown(seconds)
     if clock not in ("wall", "cpu"):
         raise PerftuneError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    goals = [g.strip() for g in goal.split(",")] if isinstance(goal, str) else []
+    if goals not in (["time"], ["time", "size"]):
+        raise PerftuneError(f"goal must be 'time' or 'time,size', got {goal!r}")
+    with_size = goals == ["time", "size"]
     if workers < 1:
         raise PerftuneError(f"workers must be at least 1, got {workers}")
     if isinstance(run_args, str):
@@ -272,9 +284,11 @@ def tune_flags(
         search_s = None if left is None or seconds is None else max(0.001, left - FINAL_SHARE * seconds)
         tuner = Tuner(
             space,
+            goal={"time": "min", "size": "min"} if with_size else "min",
             seed=seed,
             store=store,
-            technique=technique,
+            # With two objectives the bandit is the multi-objective one (docs/multiobjective.md).
+            technique="mo-bandit" if with_size and technique == "bandit" else technique,
             seeds=[o2, *seed_configs, *extra],
             name=name,
             budget=Budget(evals=limit.evals, seconds=search_s),
@@ -299,8 +313,10 @@ def tune_flags(
             m = evaluator.measure(render(config, info))
             if m.ok:
                 assert m.value is not None
-                return Outcome(Status.OK, value=m.value, samples=list(m.samples),
-                               metrics={"cached": float(m.cached)})
+                metrics = {"cached": float(m.cached)}
+                if with_size and m.size_bytes is not None:
+                    metrics.update(time=m.value, size=float(m.size_bytes))
+                return Outcome(Status.OK, value=m.value, samples=list(m.samples), metrics=metrics)
             if m.trial_status is Status.CANCELLED:  # a step cut by the search's time budget
                 return Outcome(Status.CANCELLED, reason=m.reason)
             return Outcome(m.trial_status, reason=f"{m.status}: {m.reason}")
@@ -366,6 +382,10 @@ def tune_flags(
         result.history = history
         result.trace = trace
         result.run_id = getattr(tuner, "run_id", None)
+        if with_size:
+            result.pareto = sorted(({"flags": render(t.config, info), "time_s": t.metrics["time"],
+                                     "size_bytes": int(t.metrics["size"])} for t in searched.pareto),
+                                   key=lambda p: (p["time_s"], p["size_bytes"]))
         # show and report print what the run answered, not the best of the search.
         record_final_answer(getattr(tuner, "_store", None), result.run_id, result.final_answer())
         return result
