@@ -29,13 +29,13 @@ def test_plain_lines_come_every_interval_with_an_eta_from_the_rate() -> None:
         line.update(n, best=f"{10 - n / 10:.6g}", failures=n // 10)
     lines = out.getvalue().splitlines()
     # 10 s of updates, one line every 5 s; the ETA is what is left at the rate measured so far.
-    assert lines == ["perftune: 20/100 trials, 2 failed, best 8, 0:05 elapsed, ETA 0:20",
-                     "perftune: 40/100 trials, 4 failed, best 6, 0:10 elapsed, ETA 0:15"]
+    assert lines == ["perftune: 20/100 trials, 2 failed, best 8, 0:05 elapsed, ETA 0:20, 4.0/s",
+                     "perftune: 40/100 trials, 4 failed, best 6, 0:10 elapsed, ETA 0:15, 4.0/s"]
     clock.now += 0.25
     line.update(41, best="5.9", failures=4)
     line.close()
     last = out.getvalue().splitlines()[-1]
-    assert last == "perftune: 41/100 trials, 4 failed, best 5.9, 0:10 elapsed, ETA 0:15"
+    assert last == "perftune: 41/100 trials, 4 failed, best 5.9, 0:10 elapsed, ETA 0:15, 4.0/s"
 
 
 def test_a_time_budget_says_the_time_left() -> None:
@@ -44,13 +44,13 @@ def test_a_time_budget_says_the_time_left() -> None:
                         clock=clock)
     clock.now += 12.0
     line.update(7, best=None, failures=0)
-    assert out.getvalue() == "perftune: 7 trials, 0 failed, no success yet, 0:12 elapsed, 0:48 left\n"
+    assert out.getvalue() == "perftune: 7 trials, 0 failed, no success yet, 0:12 elapsed, 0:48 left, 0.58/s\n"
     # Both budgets: the ETA is whichever ends the run first.
     both = ProgressLine(evals=10, seconds=60.0, settings=ProgressSettings(tty=False, every_s=1.0),
                         stream=out, clock=clock)
     clock.now += 30.0
     both.update(5, best="1", failures=1)
-    assert out.getvalue().splitlines()[-1].endswith("0:30 elapsed, 0:30 left, ETA 0:30")
+    assert out.getvalue().splitlines()[-1].endswith("0:30 elapsed, 0:30 left, ETA 0:30, 0.17/s")
 
 
 def test_a_terminal_gets_one_line_rewritten_in_place() -> None:
@@ -63,7 +63,7 @@ def test_a_terminal_gets_one_line_rewritten_in_place() -> None:
     text = out.getvalue()
     assert text.count("\n") == 1 and text.endswith("\n") and text.count("\r") == 5
     last = text.rstrip("\n").split("\r")[-1].strip()
-    assert last == "perftune: 4/4 trials, 0 failed, best 2, 0:04 elapsed, ETA 0:00"
+    assert last == "perftune: 4/4 trials, 0 failed, best 2, 0:04 elapsed, ETA 0:00, 1.0/s"
 
 
 def test_a_short_run_off_a_terminal_prints_nothing_more_than_its_result() -> None:

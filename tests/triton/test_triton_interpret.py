@@ -156,7 +156,9 @@ def test_space_mode_keeps_to_its_budget_and_the_run_shows_and_reports(_private_c
 
 
 def test_a_neighbouring_key_seeds_the_search(_private_cache: Path) -> None:
-    space = Space({"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4])})
+    # 144 configurations: more than 3 s of measuring even on a quiet machine (18 took under 3 s).
+    space = Space({"BLOCK": Pow2(16, 4096), "num_warps": Ordinal([1, 2, 4, 8]),
+                   "num_stages": Ordinal([1, 2, 3, 4])})
     kernel = perftune.triton.autotune(space=space, key=["n"], budget=3)(kernels.add_kernel)
     for n in (200, 260):
         x, y, out = torch.randn(n), torch.randn(n), torch.zeros(n)
@@ -204,7 +206,9 @@ def test_prune_configs_by_works_as_in_triton() -> None:
 
 
 def test_a_time_budget_ends_the_search_and_the_launch_still_runs() -> None:
-    space = Space({"BLOCK": Pow2(16, 512), "num_warps": Ordinal([1, 2, 4])})
+    # 144 configurations: more than 3 s of measuring even on a quiet machine (18 took under 3 s).
+    space = Space({"BLOCK": Pow2(16, 4096), "num_warps": Ordinal([1, 2, 4, 8]),
+                   "num_stages": Ordinal([1, 2, 3, 4])})
     kernel = perftune.triton.autotune(space=space, key=["n"], budget="3s")(kernels.add_kernel)
     x, y, out = torch.randn(150), torch.randn(150), torch.zeros(150)
     t0 = time.perf_counter()

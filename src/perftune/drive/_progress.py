@@ -69,7 +69,7 @@ class ProgressLine:
         ...                     clock=iter([0.0, 2.0]).__next__)
         >>> line.update(4, best="1.5", failures=1)
         >>> out.getvalue()
-        'perftune: 4/10 trials, 1 failed, best 1.5, 0:02 elapsed, ETA 0:03\\n'
+        'perftune: 4/10 trials, 1 failed, best 1.5, 0:02 elapsed, ETA 0:03, 2.0/s\\n'
     """
 
     def __init__(self, *, evals: int | None = None, seconds: float | None = None,
@@ -116,6 +116,8 @@ class ProgressLine:
                 parts.append(f"ETA {format_duration(eta)}")
         elif self.evals:
             parts.append("ETA " + ("-" if eta is None else format_duration(eta)))
+        if n > 0 and elapsed > 0:
+            parts.append(_rate_text(n / elapsed))
         return f"{self._label}: " + ", ".join(parts)
 
     def update(self, n_trials: int, *, best: str | None, failures: int | None) -> None:
@@ -154,3 +156,14 @@ class ProgressLine:
             self._stream.flush()
         elif self._wrote:
             self._write_plain(now)  # the end state, after the periodic lines
+
+
+def _rate_text(per_s: float) -> str:
+    """Trials per second as a user reads it: two or three digits, per minute when under 0.1/s."""
+    if per_s >= 10:
+        return f"{per_s:.0f}/s"
+    if per_s >= 1:
+        return f"{per_s:.1f}/s"
+    if per_s >= 0.1:
+        return f"{per_s:.2f}/s"
+    return f"{per_s * 60:.2g}/min"
