@@ -34,6 +34,7 @@ __all__ = [
     "failure_label",
     "flag_groups",
     "parameter_view",
+    "pareto_view",
     "run_view",
     "runs_view",
     "trials_view",
@@ -300,8 +301,67 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                        for n, _ in techniques.most_common()],
         "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
         "best": _best_view(store, info, answer),
+        "pareto": pareto_view(store, info.id),
         "budget": {"evals": n_evals, "seconds": n_seconds},
         "n_trials": len(rows),
+    }
+
+
+def _objectives_of(info: Any) -> tuple[list[str], list[str]] | None:
+    """The run's objective names and goals when it has two or more (``settings["objectives"]``), else None."""
+    raw = (info.settings or {}).get("objectives")
+    if not isinstance(raw, dict):
+        return None
+    names, goals = raw.get("names"), raw.get("goals")
+    if not isinstance(names, list) or not isinstance(goals, list) or not 2 <= len(names) == len(goals):
+        return None
+    return [str(n) for n in names], [str(g) for g in goals]
+
+
+def _objective_values(trial: Any, names: Sequence[str]) -> list[float] | None:
+    metrics = trial.metrics or {}
+    out = []
+    for i, name in enumerate(names):
+        # The primary objective is the trial's value; older rows may not repeat it among the metrics.
+        v = metrics.get(name, trial.value if i == 0 else None)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            return None
+        out.append(float(v))
+    return out
+
+
+def pareto_view(store: Any, ref: str | int, *,
+                max_points: int = _MAX_SCATTER_POINTS) -> dict[str, Any] | None:
+    """The Pareto front of a run with several objectives, and every successful trial's objective values.
+
+    The front is :meth:`~perftune.store.Store.pareto`'s (successful, feasible, non-dominated trials, one
+    per configuration, in ticket order). The cloud of successful trials is thinned to ``max_points``
+    evenly spaced ones (the front is always complete); ``feasible`` says which ones met the run's
+    constraints. A run with one objective has no front to draw: None.
+
+    Raises:
+        StoreError: no such run.
+    """
+    info = store.get_run(ref)
+    objectives = _objectives_of(info)
+    if objectives is None:
+        return None
+    names, goals = objectives
+    front = store.pareto(info.id)
+    _, ok = store.trial_page(info.id, status="ok", limit=None, count=False)
+    points = [(t, v) for t in ok if (v := _objective_values(t, names)) is not None]
+    keep = _thin(len(points), max_points)
+    front_values = [_objective_values(t, names) or [math.nan] * len(names) for t in front]
+    return {
+        "objectives": [{"name": n, "goal": g} for n, g in zip(names, goals, strict=True)],
+        "trial": [points[i][0].id for i in keep],
+        "values": {n: [points[i][1][k] for i in keep] for k, n in enumerate(names)},
+        "feasible": [points[i][0].loss is not None for i in keep],
+        "front": {"trial": [t.id for t in front],
+                  "values": {n: [v[k] for v in front_values] for k, n in enumerate(names)},
+                  "technique": [t.technique for t in front],
+                  "config": [t.config.to_json() for t in front]},
+        "n_ok": len(points), "n_shown": len(keep), "n_front": len(front),
     }
 
 
