@@ -835,7 +835,9 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...],
               help="Dispatcher file (default: perftune-dispatch.json beside the tuned choices).")
 @click.option("--choose", default=None, metavar="INPUT",
               help="Print the configuration for INPUT (JSON); no tuning.")
-def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None) -> None:
+@_progress_options
+def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None,
+              quiet: bool, progress_every: float | None) -> None:
     """Per-input dispatch for a task file with an [adapt] table: learn it, or choose for one input."""
     from perftune.adapt import CommandSite, use_dispatch
 
@@ -846,7 +848,12 @@ def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, 
         click.echo(json.dumps(site.landmark_to_json(config), sort_keys=True))
         return
     limit: Any = int(budget) if budget is not None and budget.isdigit() else budget
-    result = site.tune(budget=limit, seed=seed)
+    progress = _AdaptProgress(_progress_settings(False, quiet, progress_every),
+                              limit if limit is not None else site.budget)
+    try:
+        result = site.tune(budget=limit, seed=seed, on_progress=progress)
+    finally:
+        progress.close()
     click.echo(result.summary())
     click.echo(f"wrote {result.save(out)}")
 
@@ -1205,6 +1212,51 @@ class _FlagsProgress:
         if self._line is not None:
             self._line.update(n_trials, best=None if speedup is None else f"{speedup:.3f}x over -O3",
                               failures=None)
+
+    def close(self) -> None:
+        if self._line is not None:
+            self._line.close()
+
+
+class _AdaptProgress:
+    """``perftune adapt``'s progress, from ``tune_inputs``' ``on_progress``: one line for the landmark
+    searches (trials of their budget, the landmark being tuned and its best), then one for timing every
+    landmark on every input (inputs of the training set)."""
+
+    def __init__(self, settings: Any, budget: Any) -> None:
+        from perftune.drive import Budget
+
+        self._settings = settings
+        limit = Budget.coerce(budget) if budget is not None else None
+        self._seconds = None if limit is None else limit.seconds
+        self._line: Any = None
+        self._phase = ""
+        self._landmark = (0, 0)
+
+    def _start(self, phase: str, total: int | None) -> Any:
+        from perftune.drive import ProgressLine
+
+        if self._phase != phase:
+            if self._line is not None:
+                self._line.close()
+            self._phase = phase
+            self._line = (ProgressLine(evals=total, seconds=self._seconds, settings=self._settings,
+                                       label="perftune adapt: landmark searches") if phase == "trial" else
+                          ProgressLine(evals=total, settings=self._settings, unit="inputs", show_best=False,
+                                       label="perftune adapt: every landmark on every input"))
+        return self._line
+
+    def __call__(self, event: str, done: int, total: int | None, best: float | None) -> None:
+        if self._settings is None:
+            return
+        if event == "landmark":
+            self._landmark = (done, total or 0)
+            return
+        line = self._start(event, total)
+        k, n = self._landmark
+        # The best of the search under way: each landmark's search has its own objective (its inputs).
+        shown = None if best is None else f"{best:.4g} (landmark {min(k + 1, n)} of {n})"
+        line.update(done, best=shown, failures=None)
 
     def close(self) -> None:
         if self._line is not None:
