@@ -84,3 +84,18 @@ def test_the_report_of_a_three_objective_run_draws_its_front_offline(mo_store: s
     assert page.locator("#pareto .parcoords").count() == 1
     assert all(u.startswith("file:") for u in requests)
     assert browser.errors == []
+
+
+def test_the_pareto_endpoint_serves_the_view(mo_store: str, start: Any) -> None:
+    import json
+    import urllib.request
+
+    from perftune.report import pareto_view
+
+    dash = start(mo_store)
+    with urllib.request.urlopen(dash.url + "api/runs/twoobj/pareto", timeout=30) as response:
+        served = json.loads(response.read())["pareto"]
+    with urllib.request.urlopen(dash.url + "api/runs/oneobj/pareto", timeout=30) as response:
+        assert json.loads(response.read()) == {"pareto": None}
+    with open_store(mo_store) as store:
+        assert served == json.loads(json.dumps(pareto_view(store, "twoobj")))

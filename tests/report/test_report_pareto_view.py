@@ -82,8 +82,11 @@ def test_the_cloud_is_thinned_but_the_front_is_whole(store_path: str) -> None:
 def test_a_single_objective_run_has_no_pareto_view(store_path: str) -> None:
     with open_store(store_path) as store:
         assert pareto_view(store, "single") is None
-        assert run_view(store, "single")["pareto"] is None
-        assert run_view(store, "two")["pareto"] == pareto_view(store, "two")
+        assert run_view(store, "single")["objectives"] is None
+        # The run page knows from its own view that there is a front to load, and of which objectives.
+        assert run_view(store, "three")["objectives"] == [{"name": "time", "goal": "min"},
+                                                          {"name": "size", "goal": "min"},
+                                                          {"name": "energy", "goal": "min"}]
 
 
 def test_the_report_inlines_the_front(store_path: str, tmp_path: Path) -> None:

@@ -221,6 +221,9 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
 def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     """The run page's data: summary, convergence, technique credits, failures and the best configuration.
 
+    ``objectives`` lists the objectives of a run with several (else None): its front is
+    :func:`pareto_view`'s.
+
     Raises:
         StoreError: no such run.
     """
@@ -301,7 +304,9 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                        for n, _ in techniques.most_common()],
         "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
         "best": _best_view(store, info, answer),
-        "pareto": pareto_view(store, info.id),
+        # The front has its own view (it reads every trial's metrics): the page loads it when this is set.
+        "objectives": None if (found := _objectives_of(info)) is None
+        else [{"name": n, "goal": g} for n, g in zip(*found, strict=True)],
         "budget": {"evals": n_evals, "seconds": n_seconds},
         "n_trials": len(rows),
     }
@@ -335,9 +340,10 @@ def pareto_view(store: Any, ref: str | int, *,
     """The Pareto front of a run with several objectives, and every successful trial's objective values.
 
     The front is :meth:`~perftune.store.Store.pareto`'s (successful, feasible, non-dominated trials, one
-    per configuration, in ticket order). The cloud of successful trials is thinned to ``max_points``
-    evenly spaced ones (the front is always complete); ``feasible`` says which ones met the run's
-    constraints. A run with one objective has no front to draw: None.
+    per configuration, in ticket order), computed from the one read of the run's trials that gives the
+    cloud of successful trials too. The cloud is thinned to ``max_points`` evenly spaced trials (the front
+    is always whole); ``feasible`` says which ones met the run's constraints. A run with one objective has
+    no front to draw: None.
 
     Raises:
         StoreError: no such run.
@@ -346,9 +352,13 @@ def pareto_view(store: Any, ref: str | int, *,
     objectives = _objectives_of(info)
     if objectives is None:
         return None
+    from perftune.search import Objectives
+
     names, goals = objectives
-    front = store.pareto(info.id)
-    _, ok = store.trial_page(info.id, status="ok", limit=None, count=False)
+    # Store.pareto's front without reading the run twice: the same objectives over the same trials.
+    everything = store.trials(info.id)
+    front = Objectives.from_dict((info.settings or {})["objectives"]).pareto(everything)
+    ok = [t for t in everything if t.status is Status.OK]
     points = [(t, v) for t in ok if (v := _objective_values(t, names)) is not None]
     keep = _thin(len(points), max_points)
     front_values = [_objective_values(t, names) or [math.nan] * len(names) for t in front]

@@ -122,7 +122,7 @@
   }
 
   function runPage() {
-    const state = {view: null, params: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
+    const state = {view: null, params: null, pareto: null, paretoAt: 0, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
                    status: "", technique: "", text: ""}, version: null, paramsAt: 0};
     $("content").innerHTML =
       '<div id="summary"></div>' +
@@ -248,8 +248,8 @@
     }
 
     function drawPareto() {
-      const p = state.view.pareto;
-      $("pareto-section").hidden = !p;
+      const p = state.view.objectives ? state.pareto : null;
+      $("pareto-section").hidden = !state.view.objectives;
       if (!p) return;
       const names = p.objectives.map((o) => o.name);
       const label = (o) => o.name + " (" + o.goal + ")";
@@ -382,6 +382,12 @@
       drawParams();
     }
 
+    async function loadPareto() {
+      state.pareto = P.mode === "static" ? P.data.pareto : (await get("api/runs/" + encodeURIComponent(P.run) + "/pareto")).pareto;
+      state.paretoAt = Date.now();
+      drawPareto();
+    }
+
     function drawAll() { drawSummary(); drawConvergence(); drawPareto(); drawBest(); drawCredits(); drawFailures(); }
 
     async function refresh() {
@@ -393,12 +399,17 @@
       const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
       state.view = view;
       drawAll();
+      // The front reads every trial's metrics: at most every 2 s while a run grows (and at its end).
+      if (view.objectives && (!state.pareto || Date.now() - state.paretoAt > 2000 || view.run.status !== "running")) {
+        await loadPareto();
+      }
       // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
       if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
     }
 
     if (P.mode === "static") {
       state.view = P.data.run;
+      state.pareto = P.data.pareto;
       drawAll();
       loadTable();
       loadParams();
