@@ -99,3 +99,31 @@ def test_the_pareto_endpoint_serves_the_view(mo_store: str, start: Any) -> None:
         assert json.loads(response.read()) == {"pareto": None}
     with open_store(mo_store) as store:
         assert served == json.loads(json.dumps(pareto_view(store, "twoobj")))
+
+
+def test_the_front_follows_a_growing_run(tmp_path: Path, start: Any, page: Any, browser: Any) -> None:
+    from perftune.trial import Status, Trial
+
+    path = str(tmp_path / "live.db")
+    with open_store(path) as store:
+        run = store.create_run("growing", SPACE, {"objectives": {"names": ["time", "size"],
+                                                                 "goals": ["min", "max"], "constraints": []}},
+                               "min", "time")
+
+        def add(i: int, time_s: float, size: float) -> None:
+            store.add_trial(run.id, Trial(i, Config({"x": i, "y": 0}), Status.OK, value=time_s, loss=time_s,
+                                          metrics={"time": time_s, "size": size}, technique="random"))
+
+        for i, (t, s) in enumerate([(1.0, 1.0), (2.0, 3.0), (3.0, 2.0)]):
+            add(i, t, s)  # (3, 2) is dominated by (2, 3): time is minimised, size maximised
+        dash = start(path)
+        page.goto(dash.url + "runs/growing")
+        page.wait_for_function(_DRAWN, arg="pareto", timeout=60_000)
+        assert page.evaluate(_FRONT_POINTS) == 2
+        assert "time (min), size (max)" in page.inner_text("#pareto-note")
+        add(3, 1.5, 5.0)  # dominates (2, 3): the front becomes (1, 1), (1.5, 5)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#pareto-table tr[data-trial]')].map((r) => r.dataset.trial)"
+            ".join(',') === '0,3'", timeout=5000)
+        assert page.evaluate(_FRONT_POINTS) == 2
+    assert browser.errors == []

@@ -122,7 +122,7 @@
   }
 
   function runPage() {
-    const state = {view: null, params: null, pareto: null, paretoAt: 0, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
+    const state = {view: null, params: null, pareto: null, paretoAt: 0, paretoKey: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
                    status: "", technique: "", text: ""}, version: null, paramsAt: 0};
     $("content").innerHTML =
       '<div id="summary"></div>' +
@@ -393,16 +393,20 @@
     async function refresh() {
       const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
       const key = version.n_trials + "/" + version.status;
-      if (key === state.version) return;
+      // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
+      // no new trial may still owe it the last ones (and the end of the run at once).
+      const paretoDue = () => state.view && state.view.objectives && state.paretoKey !== key &&
+        (Date.now() - state.paretoAt > 2000 || version.status !== "running");
+      if (key === state.version) {
+        if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
+        return;
+      }
       state.version = key;
       // The table and the run's views load together; the table shows as soon as it is there.
       const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
       state.view = view;
       drawAll();
-      // The front reads every trial's metrics: at most every 2 s while a run grows (and at its end).
-      if (view.objectives && (!state.pareto || Date.now() - state.paretoAt > 2000 || view.run.status !== "running")) {
-        await loadPareto();
-      }
+      if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
       // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
       if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
     }
