@@ -614,6 +614,7 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     best = st.best(info.id)
     default = next((t for t in trials if t.technique == "default"), None)
     answer = final_answer(st, info, trials)
+    pareto = _pareto_of(st, info)
     counts: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for t in trials:
@@ -630,7 +631,7 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
                     "default": _trial_json(default), "trials": [_trial_json(t) for t in trials],
                     "improvement_over_default": None if imp is None else imp.to_json()["estimate"],
                     "improvement": None if imp is None else imp.to_json(), "note": answer.note,
-                    "final": answer.to_json()})
+                    "final": answer.to_json(), "pareto": pareto})
         return
     from rich.markup import escape
     from rich.table import Table
@@ -652,6 +653,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
         console.print(f"final answer: trial {answer.trial} {escape(config)}")
     for line in answer.lines():
         console.print(escape(line))
+    if pareto is not None:
+        _print_pareto(console, pareto)
     if reasons:
         table = Table("failure reason", "trials")
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
@@ -661,6 +664,42 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     for t in trials[-15:]:
         value = "-" if t.value is None else f"{t.value:.6g}"
         table.add_row(str(t.id), t.status.value, value, Text(str(t.technique)), Text(t.config.to_json()[:80]))
+    console.print(table)
+
+
+# `show` lists the front up to this many trials (read along the first objective); --json has them all.
+_SHOW_PARETO_ROWS = 20
+
+
+def _pareto_of(st: Any, info: Any) -> dict[str, Any] | None:
+    """The front of a run with several objectives for ``show``: objectives and trials, else None."""
+    raw = (info.settings or {}).get("objectives")
+    names = raw.get("names") if isinstance(raw, dict) else None
+    goals = raw.get("goals") if isinstance(raw, dict) else None
+    if not isinstance(names, list) or not isinstance(goals, list) or not 2 <= len(names) == len(goals):
+        return None
+    front = st.pareto(info.id)
+    return {"objectives": [{"name": n, "goal": g} for n, g in zip(names, goals, strict=True)],
+            "trials": [{"id": t.id, "values": {n: t.metrics.get(n, t.value if i == 0 else None)
+                                               for i, n in enumerate(names)},
+                        "technique": t.technique, "config": json.loads(t.config.to_json())} for t in front]}
+
+
+def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    names = [o["name"] for o in pareto["objectives"]]
+    rows = sorted(pareto["trials"], key=lambda t: (t["values"][names[0]], t["id"]))
+    shown = rows[:_SHOW_PARETO_ROWS]
+    more = f", the first {len(shown)} by {names[0]} (--json lists all)" if len(rows) > len(shown) else ""
+    title = (f"Pareto front: {len(rows)} trial{'s' if len(rows) != 1 else ''} of "
+             + ", ".join(f"{o['name']} ({o['goal']})" for o in pareto["objectives"]) + more)
+    table = Table("trial", *names, "technique", "config", title=title)
+    for t in shown:
+        values = ["-" if t["values"][n] is None else f"{t['values'][n]:.6g}" for n in names]
+        table.add_row(str(t["id"]), *values, Text(str(t["technique"])),
+                      Text(json.dumps(t["config"], sort_keys=True)[:60]))
     console.print(table)
 
 
@@ -796,7 +835,9 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...],
               help="Dispatcher file (default: perftune-dispatch.json beside the tuned choices).")
 @click.option("--choose", default=None, metavar="INPUT",
               help="Print the configuration for INPUT (JSON); no tuning.")
-def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None) -> None:
+@_progress_options
+def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None,
+              quiet: bool, progress_every: float | None) -> None:
     """Per-input dispatch for a task file with an [adapt] table: learn it, or choose for one input."""
     from perftune.adapt import CommandSite, use_dispatch
 
@@ -807,7 +848,12 @@ def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, 
         click.echo(json.dumps(site.landmark_to_json(config), sort_keys=True))
         return
     limit: Any = int(budget) if budget is not None and budget.isdigit() else budget
-    result = site.tune(budget=limit, seed=seed)
+    progress = _AdaptProgress(_progress_settings(False, quiet, progress_every),
+                              limit if limit is not None else site.budget)
+    try:
+        result = site.tune(budget=limit, seed=seed, on_progress=progress)
+    finally:
+        progress.close()
     click.echo(result.summary())
     click.echo(f"wrote {result.save(out)}")
 
@@ -1166,6 +1212,51 @@ class _FlagsProgress:
         if self._line is not None:
             self._line.update(n_trials, best=None if speedup is None else f"{speedup:.3f}x over -O3",
                               failures=None)
+
+    def close(self) -> None:
+        if self._line is not None:
+            self._line.close()
+
+
+class _AdaptProgress:
+    """``perftune adapt``'s progress, from ``tune_inputs``' ``on_progress``: one line for the landmark
+    searches (trials of their budget, the landmark being tuned and its best), then one for timing every
+    landmark on every input (inputs of the training set)."""
+
+    def __init__(self, settings: Any, budget: Any) -> None:
+        from perftune.drive import Budget
+
+        self._settings = settings
+        limit = Budget.coerce(budget) if budget is not None else None
+        self._seconds = None if limit is None else limit.seconds
+        self._line: Any = None
+        self._phase = ""
+        self._landmark = (0, 0)
+
+    def _start(self, phase: str, total: int | None) -> Any:
+        from perftune.drive import ProgressLine
+
+        if self._phase != phase:
+            if self._line is not None:
+                self._line.close()
+            self._phase = phase
+            self._line = (ProgressLine(evals=total, seconds=self._seconds, settings=self._settings,
+                                       label="perftune adapt: landmark searches") if phase == "trial" else
+                          ProgressLine(evals=total, settings=self._settings, unit="inputs", show_best=False,
+                                       label="perftune adapt: every landmark on every input"))
+        return self._line
+
+    def __call__(self, event: str, done: int, total: int | None, best: float | None) -> None:
+        if self._settings is None:
+            return
+        if event == "landmark":
+            self._landmark = (done, total or 0)
+            return
+        line = self._start(event, total)
+        k, n = self._landmark
+        # The best of the search under way: each landmark's search has its own objective (its inputs).
+        shown = None if best is None else f"{best:.4g} (landmark {min(k + 1, n)} of {n})"
+        line.update(done, best=shown, failures=None)
 
     def close(self) -> None:
         if self._line is not None:

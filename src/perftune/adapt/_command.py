@@ -153,8 +153,8 @@ class CommandSite(AdaptiveObjective):
         out = self._run_on(landmark, x)
         return float(out[task.metric]), out
 
-    def tune(self, *, budget: Any = None, seed: int | None = None) -> Any:
-        """:func:`perftune.adapt.tune_inputs` on the ``[adapt] train`` inputs."""
+    def tune(self, *, budget: Any = None, seed: int | None = None, on_progress: Any = None) -> Any:
+        """:func:`perftune.adapt.tune_inputs` on the ``[adapt] train`` inputs (``on_progress``: its own)."""
         from perftune.adapt._tune import tune_inputs
 
         if len(self.train) < 4:
@@ -164,7 +164,8 @@ class CommandSite(AdaptiveObjective):
         budget = budget if budget is not None else self.budget
         if budget is None:
             raise AdaptError(f"{self.task_path}: adapt.budget: give a budget (here, [tuning] or --budget)")
-        return tune_inputs(self, self.train, budget=budget, n_clusters=self.n_clusters, seed=seed, repeats=1)
+        return tune_inputs(self, self.train, budget=budget, n_clusters=self.n_clusters, seed=seed, repeats=1,
+                           on_progress=on_progress)
 
 
 class _Column:

@@ -249,6 +249,7 @@ def tune_inputs(
     stop_factor: float = 20.0,
     search_repeats: int | None = 3,
     seed_landmarks: bool = True,
+    on_progress: Callable[[str, int, int | None, float | None], None] | None = None,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
 
@@ -274,6 +275,11 @@ def tune_inputs(
             objective's default) as landmarks, so the classifier may pick them.
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
+        on_progress: Called in this thread as work goes on, for a progress line, as
+            ``on_progress(event, done, total, best)``: ``("landmark", searches done, searches, None)``
+            before the first landmark search and after each; ``("trial", trials done in all searches,
+            their budget or None, best value of this search or None)`` after each trial; and
+            ``("input", inputs timed, inputs x repeats, None)`` as every landmark is timed on every input.
 
     Returns:
         An :class:`InputTuning`; ``.save()`` writes the dispatcher file, ``.apply()`` installs it here.
@@ -347,6 +353,9 @@ def tune_inputs(
     keys: list[str] = []
     cluster_landmark: list[int] = []
     n_trials = 0
+    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_clusters
+    if on_progress is not None:
+        on_progress("landmark", 0, n_clusters, None)
     for j in range(n_clusters):
         members = [i for i, c in enumerate(clusters) if c == j]
         dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
@@ -372,9 +381,18 @@ def tune_inputs(
                 correct(i, seconds)
             return sum(times)
 
+        hooks = []
+        if on_progress is not None:
+            done = [n_trials]
+
+            def tick(tuner: Any, trial: Any, done: list[int] = done) -> None:
+                done[0] += 1
+                best = tuner.best
+                on_progress("trial", done[0], total_trials, None if best is None else best.value)
+            hooks.append(tick)
         result = perftune.tune(
             objective, space, budget=per_cluster, seed=seed + j, seeds=seeds,
-            technique=technique, repeats=search_repeats,
+            technique=technique, repeats=search_repeats, callbacks=hooks,
         )
         n_trials += len(result.trials)
         if result.best is None:
@@ -389,6 +407,8 @@ def tune_inputs(
             keys.append(key)
             landmarks.append(landmark)
         cluster_landmark.append(keys.index(key))
+        if on_progress is not None:
+            on_progress("landmark", j + 1, n_clusters, None)
     if seed_landmarks:
         # The seeds (each algorithm alone, the default) are candidates too: a cluster whose
         # representatives favour one algorithm must not leave its other members without a good one.
@@ -405,7 +425,7 @@ def tune_inputs(
     ok = np.ones((n, k_count), dtype=bool)
     rng = np.random.default_rng(seed)
     for r in range(repeats):
-        for i in rng.permutation(n):
+        for done_inputs, i in enumerate(rng.permutation(n)):
             x = inputs[i]
             # The input's own cluster's landmark first: a good time to stop the hopeless ones against.
             own = cluster_landmark[clusters[i]]
@@ -422,6 +442,8 @@ def tune_inputs(
                     ok[i, k] = False
                 else:
                     correct(int(i), float(samples[r, i, k]))
+            if on_progress is not None:
+                on_progress("input", r * n + done_inputs + 1, repeats * n, None)
     time_s = np.median(samples, axis=0)
     fit = fit_dispatch(values, cost, time_s, ok, classifier=classifier, max_depth=max_depth,
                        max_columns=max_columns, seed=seed)

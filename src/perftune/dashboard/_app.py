@@ -199,6 +199,10 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         key = version_key(request.path_params["ref"])
         return cache.get(("params", *key), lambda: report.parameter_view(st, key[0]))
 
+    def api_pareto(request: Request) -> Any:
+        key = version_key(request.path_params["ref"])
+        return {"pareto": cache.get(("pareto", *key), lambda: report.pareto_view(st, key[0]))}
+
     def api_compare(request: Request) -> Any:
         refs = [r for r in request.query_params.get("runs", "").split(",") if r]
         return report.compare_view(st, refs)
@@ -265,6 +269,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         Route("/api/runs/{ref}/version", api(api_version)),
         Route("/api/runs/{ref}/trials", api(api_trials)),
         Route("/api/runs/{ref}/parameters", api(api_parameters)),
+        Route("/api/runs/{ref}/pareto", api(api_pareto)),
         Route("/api/runs/{ref}", api(api_run)),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Headers), Middleware(ReadOnly)])

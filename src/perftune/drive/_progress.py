@@ -61,6 +61,9 @@ class ProgressLine:
         stream: Where to write (default: ``sys.stderr``).
         clock: The clock (None: ``time.monotonic``); the run's start is when the line is made.
         label: What the line starts with.
+        unit: What is counted (``"trials"``; ``perftune adapt`` also counts ``"inputs"``).
+        show_best: Say the best so far (or that there is no success yet); off where the count is of
+            work that has no best (measuring every landmark on every input).
 
     Example:
         >>> import io
@@ -74,7 +77,8 @@ class ProgressLine:
 
     def __init__(self, *, evals: int | None = None, seconds: float | None = None,
                  settings: ProgressSettings | None = None, stream: IO[str] | None = None,
-                 clock: Callable[[], float] | None = None, label: str = "perftune") -> None:
+                 clock: Callable[[], float] | None = None, label: str = "perftune", unit: str = "trials",
+                 show_best: bool = True) -> None:
         self.evals = evals
         self.seconds = seconds
         self.settings = settings or ProgressSettings()
@@ -86,6 +90,8 @@ class ProgressLine:
         self.tty = tty
         self._clock = clock if clock is not None else time.monotonic
         self._label = label
+        self._unit = unit
+        self._show_best = show_best
         self._t0 = self._clock()
         # In place, the line shows at once; as plain lines, the first comes after every_s (a short run
         # prints nothing more than its result).
@@ -100,10 +106,11 @@ class ProgressLine:
         now = self._clock() if now is None else now
         n, best, failures = self._state
         elapsed = max(0.0, now - self._t0)
-        parts = [f"{n}/{self.evals} trials" if self.evals else f"{n} trials"]
+        parts = [f"{n}/{self.evals} {self._unit}" if self.evals else f"{n} {self._unit}"]
         if failures is not None:
             parts.append(f"{failures} failed")
-        parts.append(f"best {best}" if best is not None else "no success yet")
+        if self._show_best:
+            parts.append(f"best {best}" if best is not None else "no success yet")
         parts.append(f"{format_duration(elapsed)} elapsed")
         eta: float | None = None
         if self.evals and n > 0:

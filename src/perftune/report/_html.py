@@ -229,7 +229,7 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
         >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
     """
     from perftune.report._page import page_html, plotly_js, view_asset
-    from perftune.report._views import parameter_view, run_view, trials_view
+    from perftune.report._views import parameter_view, pareto_view, run_view, trials_view
 
     missing = not plots_available()
     if plots is None:
@@ -242,7 +242,8 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
     title = f"perftune run {info.name}"
     if plots:
         trials = trials_view(store, info.id, limit=REPORT_MAX_TRIALS)
-        data = {"run": view, "params": parameter_view(store, info.id), "trials": trials["rows"],
+        data = {"run": view, "params": parameter_view(store, info.id), "pareto": pareto_view(store, info.id),
+                "trials": trials["rows"],
                 "n_trials_inlined": len(trials["rows"])}
         page = page_html("run", title=title, config={"mode": "static", "run": info.name, "data": data},
                          inline=True, body=body)

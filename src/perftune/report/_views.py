@@ -34,6 +34,7 @@ __all__ = [
     "failure_label",
     "flag_groups",
     "parameter_view",
+    "pareto_view",
     "run_view",
     "runs_view",
     "trials_view",
@@ -220,6 +221,9 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
 def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     """The run page's data: summary, convergence, technique credits, failures and the best configuration.
 
+    ``objectives`` lists the objectives of a run with several (else None): its front is
+    :func:`pareto_view`'s.
+
     Raises:
         StoreError: no such run.
     """
@@ -300,8 +304,74 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                        for n, _ in techniques.most_common()],
         "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
         "best": _best_view(store, info, answer),
+        # The front has its own view (it reads every trial's metrics): the page loads it when this is set.
+        "objectives": None if (found := _objectives_of(info)) is None
+        else [{"name": n, "goal": g} for n, g in zip(*found, strict=True)],
         "budget": {"evals": n_evals, "seconds": n_seconds},
         "n_trials": len(rows),
+    }
+
+
+def _objectives_of(info: Any) -> tuple[list[str], list[str]] | None:
+    """The run's objective names and goals when it has two or more (``settings["objectives"]``), else None."""
+    raw = (info.settings or {}).get("objectives")
+    if not isinstance(raw, dict):
+        return None
+    names, goals = raw.get("names"), raw.get("goals")
+    if not isinstance(names, list) or not isinstance(goals, list) or not 2 <= len(names) == len(goals):
+        return None
+    return [str(n) for n in names], [str(g) for g in goals]
+
+
+def _objective_values(trial: Any, names: Sequence[str]) -> list[float] | None:
+    metrics = trial.metrics or {}
+    out = []
+    for i, name in enumerate(names):
+        # The primary objective is the trial's value; older rows may not repeat it among the metrics.
+        v = metrics.get(name, trial.value if i == 0 else None)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            return None
+        out.append(float(v))
+    return out
+
+
+def pareto_view(store: Any, ref: str | int, *,
+                max_points: int = _MAX_SCATTER_POINTS) -> dict[str, Any] | None:
+    """The Pareto front of a run with several objectives, and every successful trial's objective values.
+
+    The front is :meth:`~perftune.store.Store.pareto`'s (successful, feasible, non-dominated trials, one
+    per configuration, in ticket order), computed from the one read of the run's trials that gives the
+    cloud of successful trials too. The cloud is thinned to ``max_points`` evenly spaced trials (the front
+    is always whole); ``feasible`` says which ones met the run's constraints. A run with one objective has
+    no front to draw: None.
+
+    Raises:
+        StoreError: no such run.
+    """
+    info = store.get_run(ref)
+    objectives = _objectives_of(info)
+    if objectives is None:
+        return None
+    from perftune.search import Objectives
+
+    names, goals = objectives
+    # Store.pareto's front without reading the run twice: the same objectives over the same trials.
+    everything = store.trials(info.id)
+    front = Objectives.from_dict((info.settings or {})["objectives"]).pareto(everything)
+    ok = [t for t in everything if t.status is Status.OK]
+    points = [(t, v) for t in ok if (v := _objective_values(t, names)) is not None]
+    keep = _thin(len(points), max_points)
+    front_values = [_objective_values(t, names) or [math.nan] * len(names) for t in front]
+    return {
+        "objectives": [{"name": n, "goal": g} for n, g in zip(names, goals, strict=True)],
+        "trial": [points[i][0].id for i in keep],
+        "values": {n: [points[i][1][k] for i in keep] for k, n in enumerate(names)},
+        "feasible": [points[i][0].loss is not None for i in keep],
+        "front": {"trial": [t.id for t in front],
+                  "values": {n: [v[k] for v in front_values] for k, n in enumerate(names)},
+                  "technique": [t.technique for t in front],
+                  "config": [t.config.to_json() for t in front]},
+        "n_ok": len(points), "n_shown": len(keep), "n_front": len(front),
     }
 
 

@@ -122,7 +122,7 @@
   }
 
   function runPage() {
-    const state = {view: null, params: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
+    const state = {view: null, params: null, pareto: null, paretoAt: 0, paretoKey: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
                    status: "", technique: "", text: ""}, version: null, paramsAt: 0};
     $("content").innerHTML =
       '<div id="summary"></div>' +
@@ -130,6 +130,9 @@
       section("convergence", "Convergence", '<div class="controls">x axis: <select id="x-axis">' +
         '<option value="trial">trial</option><option value="time">time (s)</option></select></div>' +
         '<div id="convergence" class="plot"></div>') +
+      // Shown only for a run with several objectives (its view has a front).
+      '<div id="pareto-section" hidden>' + section("pareto", "Pareto front", '<p id="pareto-note" class="muted"></p>' +
+        '<div id="pareto" class="plot"></div><table id="pareto-table"></table>') + "</div>" +
       section("trials", "Trials", '<div class="controls"><select id="t-status"><option value="">any status</option>' +
         '<option>ok</option><option>failed</option><option>timeout</option><option>cancelled</option></select>' +
         '<select id="t-technique"><option value="">any technique</option></select>' +
@@ -244,6 +247,50 @@
            yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380});
     }
 
+    function drawPareto() {
+      const p = state.view.objectives ? state.pareto : null;
+      $("pareto-section").hidden = !state.view.objectives;
+      if (!p) return;
+      const names = p.objectives.map((o) => o.name);
+      const label = (o) => o.name + " (" + o.goal + ")";
+      const f = p.front;
+      // The front read along the first objective: the table and the step line follow it.
+      const order = f.trial.map((_, i) => i).sort((a, b) => f.values[names[0]][a] - f.values[names[0]][b] || f.trial[a] - f.trial[b]);
+      const thinned = p.n_shown < p.n_ok ? " (" + p.n_shown + " of the " + p.n_ok + " successful trials shown, evenly spaced)" : "";
+      $("pareto-note").textContent = p.n_front + " trial" + (p.n_front === 1 ? "" : "s") + " on the front of " +
+        p.objectives.map(label).join(", ") + ": no other successful, feasible trial is at least as good on every objective " +
+        "and better on one" + thinned + ".";
+      if (names.length === 2) {
+        const [ox, oy] = p.objectives;
+        const pick = (want) => p.trial.map((_, i) => i).filter((i) => p.feasible[i] === want);
+        const cloud = (idx, name, marker) => ({type: idx.length > 2000 ? "scattergl" : "scatter", mode: "markers", name: name + " (" + idx.length + ")",
+          x: idx.map((i) => p.values[ox.name][i]), y: idx.map((i) => p.values[oy.name][i]), text: idx.map((i) => "trial " + p.trial[i]),
+          marker: marker});
+        const traces = [cloud(pick(true), "trials", {size: 5, color: "#1f77b4", opacity: 0.4})];
+        const infeasible = pick(false);
+        if (infeasible.length) traces.push(cloud(infeasible, "infeasible", {size: 6, symbol: "x", color: COLOURS.failed, opacity: 0.5}));
+        // The boundary of what the front dominates: along a minimised x it steps across then to the next point.
+        traces.push({type: "scatter", mode: "lines+markers", name: "Pareto front (" + f.trial.length + ")",
+          x: order.map((i) => f.values[ox.name][i]), y: order.map((i) => f.values[oy.name][i]),
+          text: order.map((i) => "trial " + f.trial[i] + " (" + f.technique[i] + ")"),
+          line: {shape: ox.goal === "min" ? "hv" : "vh", color: "black", width: 2}, marker: {size: 8, color: "#d62728"}});
+        plot("pareto", traces, {height: 420, showlegend: true, xaxis: {title: {text: label(ox)}}, yaxis: {title: {text: label(oy)}}});
+      } else {
+        // Three or more objectives: one line per trial of the front across the objectives' axes.
+        plot("pareto", [{type: "parcoords", name: "Pareto front (" + f.trial.length + ")",
+          dimensions: p.objectives.map((o) => ({label: label(o), values: f.values[o.name]})),
+          line: {color: f.values[names[0]], colorscale: "Viridis", reversescale: p.objectives[0].goal === "min", showscale: true}}],
+          {height: 420, margin: {l: 70, r: 70, t: 50, b: 30}});
+      }
+      const shown = order.slice(0, 200);
+      $("pareto-table").innerHTML = "<tr><th>trial</th>" + p.objectives.map((o) => "<th>" + esc(label(o)) + "</th>").join("") +
+        "<th>technique</th><th>config</th></tr>" + shown.map((i) => '<tr data-trial="' + f.trial[i] + '"><td>' + f.trial[i] + "</td>" +
+          names.map((n) => "<td>" + num(f.values[n][i]) + "</td>").join("") + "<td>" + esc(f.technique[i]) +
+          '</td><td class="config">' + esc(f.config[i]) + "</td></tr>").join("") +
+        (order.length > shown.length ? '<tr><td colspan="' + (names.length + 3) + '" class="muted">and ' +
+          (order.length - shown.length) + " more</td></tr>" : "");
+    }
+
     function drawCredits() {
       const v = state.view, cr = v.credits, pr = v.proposals;
       plot("credits", Object.keys(cr.share).map((n) => ({type: "scatter", mode: "lines", name: n, x: cr.trial, y: cr.share[n],
@@ -335,23 +382,38 @@
       drawParams();
     }
 
-    function drawAll() { drawSummary(); drawConvergence(); drawBest(); drawCredits(); drawFailures(); }
+    async function loadPareto() {
+      state.pareto = P.mode === "static" ? P.data.pareto : (await get("api/runs/" + encodeURIComponent(P.run) + "/pareto")).pareto;
+      state.paretoAt = Date.now();
+      drawPareto();
+    }
+
+    function drawAll() { drawSummary(); drawConvergence(); drawPareto(); drawBest(); drawCredits(); drawFailures(); }
 
     async function refresh() {
       const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
       const key = version.n_trials + "/" + version.status;
-      if (key === state.version) return;
+      // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
+      // no new trial may still owe it the last ones (and the end of the run at once).
+      const paretoDue = () => state.view && state.view.objectives && state.paretoKey !== key &&
+        (Date.now() - state.paretoAt > 2000 || version.status !== "running");
+      if (key === state.version) {
+        if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
+        return;
+      }
       state.version = key;
       // The table and the run's views load together; the table shows as soon as it is there.
       const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
       state.view = view;
       drawAll();
+      if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
       // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
       if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
     }
 
     if (P.mode === "static") {
       state.view = P.data.run;
+      state.pareto = P.data.pareto;
       drawAll();
       loadTable();
       loadParams();
