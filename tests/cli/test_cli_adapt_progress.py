@@ -13,9 +13,9 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "src" / "perftune" / "examples" / "adapt" / "task"
 _SEARCH = re.compile(r"^perftune adapt: landmark searches: (\d+)/(\d+) trials, "
                      r"(?:best \S+ \(landmark (\d) of (\d)\)|no success yet), "
-                     r"\d+:\d\d elapsed, ETA \d+:\d\d$")
+                     r"\d+:\d\d elapsed, ETA \d+:\d\d(?:, \S+/(?:s|min))?$")
 _INPUTS = re.compile(r"^perftune adapt: every landmark on every input: (\d+)/(\d+) inputs, "
-                     r"\d+:\d\d elapsed, ETA \d+:\d\d$")
+                     r"\d+:\d\d elapsed, ETA \d+:\d\d(?:, \S+/(?:s|min))?$")
 
 
 @pytest.fixture
