@@ -60,6 +60,30 @@ def test_wrong_leaf_is_never_chosen(examples_path):
     assert any("wrong output" in reason for _, _, reason in result.ladder.failures)
 
 
+def test_fast_wrong_leaf_falls_back_to_a_checked_seed(examples_path):
+    # The attack: an alternative that is right (and fastest) only at the sizes the ladder measures,
+    # so every survivor carries it; the final check must catch it and fall back to a checked seed.
+    import sort
+
+    @sort.sort_site.alternative("fastwrong")
+    def fastwrong(xs):
+        return sorted(xs) if len(xs) in (16, 64) else []
+
+    result = tune_sites(
+        sort.hybrid_sort,
+        [sort.sort_site],
+        make_input=sort.random_input,
+        sizes=[16, 64],
+        check=sort.is_sorted_copy,
+        settings=LadderSettings(population=8, generations=1),
+        seed=1,
+    )
+    names = result.choices.sites["sort"][1]
+    assert "fastwrong" not in names and set(names) <= set(sort.sort_site.alternatives)
+    assert any("fastwrong" in str(config) for config, _, _ in result.ladder.failures)
+    assert result.time_s > 0
+
+
 def test_tune_sites_bad_input(examples_path):
     import sort
 
