@@ -185,6 +185,37 @@ def test_a_kernel_defined_in_a_function_is_tuned_in_process() -> None:
     assert kernel.best_config.kwargs["BLOCK"] in (16, 64)
 
 
+@pytest.mark.parametrize("restore", [True, False])
+def test_restore_value_gives_every_tuning_launch_the_original_input(restore: bool) -> None:
+    # An in-place kernel: without restore_value each timing launch would add to the last one's output.
+    @triton.jit
+    def add_one(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+    seen: list[float] = []
+
+    def record(nargs: dict, exc: object) -> None:
+        seen.append(float(nargs["x_ptr"][0]))
+
+    kernel = perftune.triton.autotune(
+        configs=[triton.Config({"BLOCK": b}) for b in (16, 64)],
+        key=["n"],
+        store=None,
+        restore_value=["x_ptr"] if restore else None,
+        post_hook=record,
+    )(add_one)
+    x = torch.zeros(40)
+    kernel[kernels.grid_1d(40)](x, 40)
+    assert torch.equal(x, torch.ones(40))  # the user's call runs once, on the user's tensor
+    assert len(seen) > 4
+    if restore:
+        assert set(seen) == {1.0}
+    else:
+        assert max(seen) > 2.0
+
+
 def _drop_widest(configs: list, named_args: dict, **kwargs: object) -> list:
     return [c for c in configs if c.kwargs["BLOCK"] < 128]
 

@@ -430,6 +430,7 @@ class _Session:
         options = {
             "arg_names": owner.arg_names,
             "reset_to_zero": owner.reset_to_zero,
+            "restore_value": owner.restore_value,
             "pre_hook": owner.pre_hook,
             "post_hook": owner.post_hook,
             "reference": owner.reference,
@@ -742,7 +743,8 @@ def autotune(
         key: Argument names whose values select a tuning (the tensor dtypes are always part of it).
         prune_configs_by: Triton's ``{"early_config_prune", "perf_model", "top_k"}`` (configs only).
         reset_to_zero: Arguments zeroed before every launch while tuning (atomics, split-K).
-        restore_value: Arguments restored before each candidate's checked launch.
+        restore_value: Arguments restored to their values at the call before every tuning launch
+            (in-place kernels), checked and timed alike.
         pre_hook: ``pre_hook(nargs)`` before every tuning launch (module-level: it runs in the
             benchmark process); post_hook: ``post_hook(nargs, exception)`` after it.
         warmup, rep, use_cuda_graph, do_bench, cache_results: accepted for Triton compatibility;

@@ -120,6 +120,7 @@ class _Bench:
         self.kwargs = dict(kwargs)
         self.arg_names = list(options["arg_names"])
         self.reset_to_zero = list(options.get("reset_to_zero") or [])
+        self.restore_value = list(options.get("restore_value") or [])
         self.pre_hook = options.get("pre_hook")
         self.post_hook = options.get("post_hook")
         self.tolerance = options.get("tolerance")
@@ -155,11 +156,21 @@ class _Bench:
         named = dict(zip(self.arg_names, self.work, strict=False))
         full = {**named, **self.kwargs, **meta}
         zero = [named[n] for n in self.reset_to_zero if n in named]
+        # An in-place kernel (x += ...) would otherwise time launch k on the output of launch k-1; as in
+        # Triton, the copy back is inside the timed region, the same for every candidate.
+        originals = dict(zip(self.arg_names, self.originals, strict=False))
+        restore = [
+            (named[n], originals[n])
+            for n in self.restore_value
+            if n in named and isinstance(named[n], self.torch.Tensor)
+        ]
         fn, args, kwargs = self.fn, self.work, self.kwargs
 
         def launch() -> None:
             for t in zero:
                 t.zero_()
+            for w, o in restore:
+                w.copy_(o)
             if self.pre_hook is not None:
                 self.pre_hook(full)
             if config_hook is not None:
