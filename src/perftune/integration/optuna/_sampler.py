@@ -3,9 +3,9 @@
 How the sampler maps Optuna's model onto perftune's (docs/optuna.md says the same for users):
 
 * **Search space.** The *relative* search space is Optuna's intersection search space: the parameters
-  that every completed trial suggested with the same distribution (single-valued ones left out), as
-  Optuna's own relative samplers (CMA-ES, GP, QMC) infer it. It is empty before the first trial completes,
-  so the first trial is sampled independently; then the space holds what the objective suggests every
+  that every completed or pruned trial suggested with the same distribution (single-valued ones left
+  out), as Optuna's multivariate TPE infers it. It is empty before the first trial completes or is
+  pruned, so the first trial is sampled independently; then the space holds what the objective suggests every
   time, and parameters that only some trials suggest (define-by-run branches) go to the independent
   sampler (random by default). Whenever the intersection changes, the perftune space and the technique
   are rebuilt and told every finished trial that fits the new space, in trial order.
@@ -228,7 +228,9 @@ class PerftuneSampler(BaseSampler):
                              None if values is None or state != TrialState.COMPLETE
                              else tuple(float(v) for v in values), reason)
         self._history.append(finished)
-        if state == TrialState.COMPLETE:
+        # Pruned trials count, as in TPE's multivariate search space: an objective that prunes (or
+        # rejects) its first configurations must not keep the whole search random.
+        if state in (TrialState.COMPLETE, TrialState.PRUNED):
             if self._intersection is None:
                 self._intersection = dict(finished.distributions)
             else:
@@ -326,7 +328,8 @@ class PerftuneSampler(BaseSampler):
     # ------------------------------------------------------------------ Optuna's sampler interface
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        """Optuna's intersection search space of the completed trials, single-valued parameters left out."""
+        """The intersection search space of the completed and pruned trials, single-valued parameters left
+        out."""
         with self._lock:
             self._attach(study)
             self._sync(study)
@@ -344,10 +347,16 @@ class PerftuneSampler(BaseSampler):
             fixed = trial.system_attrs.get("fixed_params", {})
             if all(name in fixed for name in search_space):
                 return {}  # an enqueued trial: Optuna uses its parameters, the technique learns them
+            # Single-valued parameters are Optuna's to fill, but they are in the perftune space, so that
+            # a constraint that reads one (``KWG % KWI == 0`` with KWG fixed) is honoured.
+            wanted = dict(search_space)
+            for name, d in (self._intersection or {}).items():
+                if d.single() and name not in wanted:
+                    wanted[name] = d
             current = self._search
-            if current is None or current.distributions != search_space:
+            if current is None or current.distributions != wanted:
                 self._sync(study)  # called without infer_relative_search_space (Optuna's tests do)
-                current = self._search = self._build(search_space)
+                current = self._search = self._build(wanted)
             config = self._propose(current)
             if config is None:
                 return {}  # no valid configuration found: the independent sampler takes over
@@ -362,7 +371,7 @@ class PerftuneSampler(BaseSampler):
                 if self._intersection is not None and param_name not in self._warned:
                     self._warned.add(param_name)
                     _LOG.warning("PerftuneSampler: parameter %r of trial %d is sampled independently by "
-                                 "%s (it is not suggested by every completed trial with the same "
+                                 "%s (it is not suggested by every completed or pruned trial with the same "
                                  "distribution)", param_name, trial.number, type(self._independent).__name__)
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
 
