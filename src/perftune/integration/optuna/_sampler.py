@@ -196,7 +196,11 @@ class PerftuneSampler(BaseSampler):
         if key != self._study_key:
             self._reset(key)
             directions = study.directions
-            names = study.metric_names or [f"objective{i}" for i in range(len(directions))]
+            try:
+                names = study.metric_names or []
+            except AttributeError:  # HyperbandPruner hands samplers a study of one bracket, without it
+                names = []
+            names = names or [f"objective{i}" for i in range(len(directions))]
             if len(set(names)) != len(names):
                 names = [f"objective{i}" for i in range(len(directions))]
             goals = ["max" if d == StudyDirection.MAXIMIZE else "min" for d in directions]
