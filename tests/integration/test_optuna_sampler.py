@@ -248,6 +248,34 @@ def test_rdb_storage_shared_by_two_studies_and_resumed_by_a_new_sampler(tmp_path
     assert optuna.load_study(study_name="second", storage=url).direction == maximize
 
 
+_WORKER = """
+import sys, optuna
+from perftune.integration.optuna import PerftuneSampler
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+sampler = PerftuneSampler(seed=int(sys.argv[2]))
+study = optuna.load_study(study_name="shared", storage=sys.argv[1], sampler=sampler)
+objective = lambda t: float(t.suggest_int("x", 0, 4) * 10 + t.suggest_int("y", 0, 7))
+study.optimize(objective, n_trials=int(sys.argv[3]))
+"""
+
+
+def test_processes_sharing_a_study_learn_each_others_trials(tmp_path: Path) -> None:
+    import subprocess
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(study_name="shared", storage=url)
+    subprocess.run([sys.executable, "-c", _WORKER, url, "1", "12"], check=True, timeout=120)
+    done = optuna.load_study(study_name="shared", storage=url).trials
+    first = {(t.params["x"], t.params["y"]) for t in done}
+    workers = [subprocess.Popen([sys.executable, "-c", _WORKER, url, str(seed), "8"]) for seed in (2, 3)]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0]
+    trials = optuna.load_study(study_name="shared", storage=url).trials
+    assert len(trials) == 28 and all(t.state == TrialState.COMPLETE for t in trials)
+    # Each new process read the 12 finished trials from the storage before proposing: none is repeated.
+    later = [(t.params["x"], t.params["y"]) for t in trials[12:]]
+    assert len(first) == 12 and not first & set(later)
+
+
 def test_enqueued_trials_are_measured_and_learnt() -> None:
     study = optuna.create_study(sampler=PerftuneSampler(seed=0))
     study.enqueue_trial({"x": 17, "kind": "c"})
