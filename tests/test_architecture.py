@@ -225,8 +225,9 @@ RULES = [
     # The top of the house uses the packages below through their curated __init__, so that they can
     # rearrange their private modules. A registry's entry by name ("perftune.targets.flags._target:X")
     # may say where a class lives, so that asking for it imports that module only.
-    Rule("cli, adapt, online and targets import no private module (_x) of another package",
-         lambda m: _in_any(m, ("perftune.cli", "perftune.adapt", "perftune.online", "perftune.targets")),
+    Rule("cli, adapt, online, integration and targets import no private module (_x) of another package",
+         lambda m: _in_any(m, ("perftune.cli", "perftune.adapt", "perftune.online", "perftune.integration",
+                               "perftune.targets")),
          lambda i: i.kind != DYNAMIC and (owner := _private_owner(i.imported)) is not None
          and not _under(i.importer, owner)),
     # perftune.adapt sits beside the targets and uses them (choice sites, task files): not the reverse.
@@ -234,6 +235,11 @@ RULES = [
          lambda m: _in_any(m, ("perftune.space", "perftune.search", "perftune.measure", "perftune.store",
                                "perftune.drive", "perftune.targets")),
          lambda i: _under(i.imported, "perftune.adapt")),
+    # perftune.integration puts perftune's search inside other tools (Optuna): it sits at the top, beside
+    # the targets, and only the CLI may use it.
+    Rule("integration sits at the top: nothing but cli imports it, and it imports no cli",
+         lambda m: not _in_any(m, ("perftune.integration", "perftune.cli")),
+         lambda i: _under(i.imported, "perftune.integration")),
 ]
 
 #: (importer, imported) -> why it is allowed for now. Empty: every rule holds; an entry needs a reason.
@@ -409,6 +415,9 @@ def test_the_collector_sees_lazy_typing_relative_and_string_imports(tmp_path: Pa
     ("perftune.cli", "perftune.measure._sandbox", 7),
     ("perftune.adapt._tune", "perftune.drive._tuner", 7),
     ("perftune.targets.choice._site", "perftune.adapt", 8),
+    ("perftune.integration.optuna._sampler", "perftune.search._bandit", 7),
+    ("perftune.drive._tuner", "perftune.integration.optuna", 9),
+    ("perftune.integration.optuna._sampler", "perftune.cli", 5),
 ])
 def test_each_rule_catches_its_violation(importer: str, imported: str, rule_index: int) -> None:
     assert _violations(RULES[rule_index], _fake_imports([(importer, imported)]))
@@ -425,6 +434,8 @@ def test_each_rule_catches_its_violation(importer: str, imported: str, rule_inde
     ("perftune.targets._registry", "perftune.targets.flags", MODULE),
     ("perftune.targets._registry", "perftune.targets.flags._target", DYNAMIC),
     ("perftune.targets.flags._target", "perftune.targets._registry", MODULE),
+    ("perftune.integration.optuna._sampler", "perftune.search", MODULE),
+    ("perftune.integration.optuna._sampler", "perftune.integration.optuna._space", MODULE),
 ])
 def test_rules_allow_what_the_house_allows(importer: str, imported: str, kind: str) -> None:
     assert not [r.name for r in RULES if _violations(r, _fake_imports([(importer, imported)], kind))]

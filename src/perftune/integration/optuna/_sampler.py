@@ -1,0 +1,398 @@
+"""PerftuneSampler: an Optuna sampler that runs perftune's default search.
+
+How the sampler maps Optuna's model onto perftune's (docs/optuna.md says the same for users):
+
+* **Search space.** The *relative* search space is Optuna's intersection search space: the parameters
+  that every completed or pruned trial suggested with the same distribution (single-valued ones left
+  out), as Optuna's multivariate TPE infers it. It is empty before the first trial completes or is
+  pruned, so the first trial is sampled independently; then the space holds what the objective suggests every
+  time, and parameters that only some trials suggest (define-by-run branches) go to the independent
+  sampler (random by default). Whenever the intersection changes, the perftune space and the technique
+  are rebuilt and told every finished trial that fits the new space, in trial order.
+* **Learning.** Every finished trial is told to the technique once, as a perftune
+  :class:`~perftune.trial.Trial`: completed ones with their value (maximised objectives negated into
+  a loss), failed and pruned ones as ``FAILED`` with the reason. A pruned trial's last intermediate
+  value is not used: it was measured at a lower fidelity than the others, and perftune learns from
+  comparable values only. Trials of this process are told in :meth:`PerftuneSampler.after_trial`;
+  trials finished by other processes sharing the storage are found when the next trial starts (the
+  study's list of finished trials, checked against a set of those already told), so the technique
+  learns incrementally and never re-reads the history (but when the search space changes).
+* **Proposals.** ``sample_relative`` asks the technique for one configuration. Like perftune's driver,
+  it does not hand out a configuration already measured (it tells the technique the known result and
+  asks again) nor one another trial is measuring; after a few attempts it falls back to a random
+  configuration not measured yet. ``study.enqueue_trial`` wins over the sampler (Optuna gives fixed
+  parameters priority); the technique learns what was actually measured.
+* **Several objectives.** A study with several directions runs perftune's multi-objective ensemble
+  (``mo-bandit``: NSGA-II, ParEGO and scalarised local searches, docs/multiobjective.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from perftune import search
+from perftune.errors import PerftuneError
+from perftune.integration.optuna._space import MAX_LISTED_STEPS, Codec, codec_for
+from perftune.space import Config, Expression, Space
+from perftune.trial import Status, Trial
+
+if TYPE_CHECKING:
+    from optuna.study import Study
+
+__all__ = ["PerftuneSampler"]
+
+_LOG = logging.getLogger(__name__)
+_FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+# Like perftune's driver: proposals asked for before falling back to a random unmeasured configuration.
+_MAX_ASK_ATTEMPTS = 8
+_MAX_RANDOM_ATTEMPTS = 64
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """What the sampler keeps of one finished trial (its history, append-only)."""
+
+    number: int
+    params: dict[str, Any]
+    distributions: dict[str, BaseDistribution]
+    state: TrialState
+    values: tuple[float, ...] | None
+    reason: str | None
+
+
+class _Search:
+    """The perftune side for one relative search space: the space, the codecs and the technique."""
+
+    def __init__(self, distributions: Mapping[str, BaseDistribution], technique: Any,
+                 codecs: dict[str, Codec], space: Space) -> None:
+        self.distributions = dict(distributions)
+        self.technique = technique
+        self.codecs = codecs
+        self.space = space
+        self.measured: dict[Config, Trial] = {}  # config -> the first trial told with it
+        self.in_flight: dict[int, Config] = {}  # trial number -> proposal being measured
+
+    def config_of(self, params: Mapping[str, Any],
+                  distributions: Mapping[str, BaseDistribution]) -> Config | None:
+        """The trial's configuration in this space, or None when it does not fit (a parameter missing,
+        suggested from another distribution, or a declared constraint broken)."""
+        values: dict[str, Any] = {}
+        for name, codec in self.codecs.items():
+            if name not in params or distributions.get(name) != codec.distribution:
+                return None
+            value = codec.from_optuna(params[name])
+            if value is None:
+                return None
+            values[name] = value
+        config = Config(values)
+        return config if self.space.is_valid(config) else None
+
+
+class PerftuneSampler(BaseSampler):
+    """An Optuna sampler backed by perftune's default search (the boundary design and AUC-bandit ensemble).
+
+    Args:
+        seed: Makes a sequential study (``n_jobs=1``) reproducible: the same seed, objective and
+            budget give the same trials. None: a fresh seed.
+        technique: A perftune technique name (``"default"``: perftune's default search; with several
+            objectives ``"mo-bandit"``); see ``perftune.search.names()``.
+        constraints: perftune constraint expressions over parameter names (``"bx * by <= 1024"``),
+            honoured by every proposal once all the names they use are in the relative search space
+            (Optuna has no way to declare them; without them, the objective rejects invalid
+            configurations by failing or pruning, and the search learns that as a failure).
+        independent_sampler: The sampler of parameters outside the relative search space (default: a
+            seeded :class:`optuna.samplers.RandomSampler`).
+        ordered_categoricals: Search a categorical whose choices are all numbers in their numeric order.
+        warn_independent_sampling: Log a warning (once per parameter) when a parameter is sampled
+            independently after the first trial.
+
+    Example:
+        >>> import optuna
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> def objective(trial):
+        ...     block = trial.suggest_categorical("block", [16, 32, 64, 128, 256])
+        ...     unroll = trial.suggest_int("unroll", 1, 8)
+        ...     return abs(block - 64) / 64 + abs(unroll - 4)
+        >>> study = optuna.create_study(sampler=PerftuneSampler(seed=1))
+        >>> study.optimize(objective, n_trials=30)
+        >>> study.best_params
+        {'block': 64, 'unroll': 4}
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        technique: str = "default",
+        constraints: Sequence[str] = (),
+        independent_sampler: BaseSampler | None = None,
+        ordered_categoricals: bool = True,
+        warn_independent_sampling: bool = True,
+    ) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise PerftuneError(f"PerftuneSampler: seed must be a non-negative integer, got {seed!r}")
+        if not isinstance(technique, str):
+            raise PerftuneError(f"PerftuneSampler: technique must be a technique name, got {technique!r}")
+        try:
+            search.get(technique)
+        except PerftuneError as exc:
+            raise PerftuneError(f"PerftuneSampler: {exc}") from None
+        if isinstance(constraints, str):
+            raise PerftuneError("PerftuneSampler: constraints must be a list of expressions, "
+                                f"like [{constraints!r}]")
+        self._constraints: list[tuple[str, frozenset[str]]] = []
+        for i, text in enumerate(constraints):
+            if not isinstance(text, str):
+                raise PerftuneError(f"PerftuneSampler: constraints[{i}] must be an expression string, "
+                                    f"got {text!r}")
+            try:
+                names = Expression(text).names
+            except PerftuneError as exc:
+                raise PerftuneError(f"PerftuneSampler: constraints[{i}]: {exc}") from None
+            self._constraints.append((text, names))
+        self._seed = seed
+        self._technique_name = technique
+        self._ordered = bool(ordered_categoricals)
+        self._warn_independent = bool(warn_independent_sampling)
+        self._independent = independent_sampler if independent_sampler is not None else RandomSampler(
+            seed=None if seed is None else self._derived(1))
+        self._lock = threading.RLock()
+        self._reset(None)
+
+    # ------------------------------------------------------------------ state
+
+    def _derived(self, *stream: int) -> int:
+        """A seed of its own for each use (technique, random fallback, independent sampler)."""
+        base = self._seed if self._seed is not None else self._fresh_seed
+        return int(np.random.SeedSequence([base, *stream]).generate_state(1)[0])
+
+    def _reset(self, study_key: tuple[int, str] | None) -> None:
+        self._study_key = study_key
+        if self._seed is None:
+            self._fresh_seed = int(np.random.SeedSequence().generate_state(1)[0])
+        self._rng = np.random.default_rng(self._derived(2))
+        self._history: list[_Finished] = []
+        self._seen: set[int] = set()  # numbers of the finished trials in the history
+        self._intersection: dict[str, BaseDistribution] | None = None
+        self._search: _Search | None = None
+        self._n_builds = 0
+        self._objectives: search.Objectives | None = None
+        self._warned: set[str] = set()
+
+    def _attach(self, study: Study) -> None:
+        """Start over when the sampler is used for another study (Optuna samplers serve one study)."""
+        key = (id(study._storage), study.study_name)
+        if key != self._study_key:
+            self._reset(key)
+            directions = study.directions
+            try:
+                names = study.metric_names or []
+            except AttributeError:  # HyperbandPruner hands samplers a study of one bracket, without it
+                names = []
+            names = names or [f"objective{i}" for i in range(len(directions))]
+            if len(set(names)) != len(names):
+                names = [f"objective{i}" for i in range(len(directions))]
+            goals = ["max" if d == StudyDirection.MAXIMIZE else "min" for d in directions]
+            self._objectives = search.Objectives(tuple(names), tuple(goals))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ history
+
+    def _ingest(self, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
+        """Add one finished trial to the history, fold it into the intersection, tell the technique."""
+        if trial.number in self._seen:
+            return
+        self._seen.add(trial.number)
+        reason = None
+        if state == TrialState.PRUNED:
+            step = trial.last_step
+            reason = "pruned" if step is None else f"pruned at step {step}"
+        elif state == TrialState.FAIL:
+            reason = "failed"  # Optuna logs the exception; a sampler is not given it
+        finished = _Finished(trial.number, dict(trial.params), dict(trial.distributions), state,
+                             None if values is None or state != TrialState.COMPLETE
+                             else tuple(float(v) for v in values), reason)
+        self._history.append(finished)
+        # Pruned trials count, as in TPE's multivariate search space: an objective that prunes (or
+        # rejects) its first configurations must not keep the whole search random.
+        if state in (TrialState.COMPLETE, TrialState.PRUNED):
+            if self._intersection is None:
+                self._intersection = dict(finished.distributions)
+            else:
+                self._intersection = {name: d for name, d in self._intersection.items()
+                                      if finished.distributions.get(name) == d}
+        current = self._search
+        if current is not None:
+            current.in_flight.pop(trial.number, None)
+            told = self._as_trial(current, finished)
+            if told is not None:
+                current.technique.tell([told])
+
+    def _sync(self, study: Study) -> None:
+        """Ingest trials finished by other processes (or before this sampler was created)."""
+        for trial in study.get_trials(deepcopy=False, states=_FINISHED):
+            if trial.number not in self._seen:
+                self._ingest(trial, trial.state, trial.values)
+
+    def _as_trial(self, current: _Search, finished: _Finished) -> Trial | None:
+        """The perftune trial of a finished Optuna trial, or None when it does not fit the space."""
+        config = current.config_of(finished.params, finished.distributions)
+        if config is None:
+            return None
+        values = finished.values
+        objectives = self._objectives
+        if values is None or objectives is None or len(values) != len(objectives.names) or any(
+                math.isnan(v) for v in values):
+            trial = Trial(finished.number, config, Status.FAILED, reason=finished.reason or "no value")
+        else:
+            metrics = dict(zip(objectives.names, values, strict=True))
+            primary = values[0]
+            loss = primary if objectives.goal == "min" else -primary
+            trial = Trial(finished.number, config, Status.OK, value=primary, loss=loss, metrics=metrics,
+                          samples=[primary])
+        current.measured.setdefault(config, trial)
+        return trial
+
+    # ------------------------------------------------------------------ the perftune side
+
+    def _build(self, distributions: Mapping[str, BaseDistribution]) -> _Search:
+        """A space and a fresh technique for ``distributions``, told every finished trial that fits."""
+        names = sorted(distributions)
+        codecs = {name: codec_for(distributions[name], self._ordered) for name in names}
+        params = {name: codecs[name].param for name in names}
+        constraints = [text for text, used in self._constraints if used <= set(names)]
+        for text, used in self._constraints:
+            positional = sorted(n for n in used if n in codecs and codecs[n].by_position)
+            if positional:
+                raise PerftuneError(f"PerftuneSampler: constraint {text!r} reads {', '.join(positional)}, "
+                                    "whose values perftune searches by position (a categorical with None "
+                                    f"or NaN, or a grid of more than {MAX_LISTED_STEPS} steps)")
+        space = Space(params, constraints)
+        objectives = self._objectives
+        name = self._technique_name
+        if name == "default" and objectives is not None and objectives.is_multi:
+            name = "mo-bandit"
+        self._n_builds += 1
+        technique = search.create(name, space, seed=self._derived(3, self._n_builds))
+        if self._seed is not None and isinstance(technique, search.ClockAware):
+            technique.set_deterministic(True)  # a seeded study must not depend on timings
+        if objectives is not None and isinstance(technique, search.MultiObjectiveAware):
+            technique.set_objectives(objectives)
+        current = _Search(distributions, technique, codecs, space)
+        fitting = [t for t in (self._as_trial(current, f) for f in self._history) if t is not None]
+        if fitting:
+            technique.tell(fitting)
+        return current
+
+    def _propose(self, current: _Search) -> Config | None:
+        """One configuration not measured and not in flight: the technique's, else a random one."""
+        busy = set(current.in_flight.values())
+        for _ in range(_MAX_ASK_ATTEMPTS):
+            proposals = current.technique.ask(1)
+            if not proposals:
+                break
+            config: Config = proposals[0]
+            if not current.space.is_valid(config) or config in busy:
+                continue
+            known = current.measured.get(config)
+            if known is None:
+                return config
+            current.technique.tell([known])  # a repeat: answer from what was measured, as the driver does
+        sampled: Config | None = None
+        for _ in range(_MAX_RANDOM_ATTEMPTS):
+            try:
+                (sampled,) = current.space.sample(self._rng, 1)
+            except PerftuneError:
+                return None
+            if sampled not in current.measured and sampled not in busy:
+                return sampled
+        # Every configuration tried is measured or in flight (a small space, nearly exhausted): a repeat,
+        # since Optuna expects a value for every parameter of the relative space.
+        return sampled
+
+    # ------------------------------------------------------------------ Optuna's sampler interface
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        """The intersection search space of the completed and pruned trials, single-valued parameters left
+        out."""
+        with self._lock:
+            self._attach(study)
+            self._sync(study)
+            if self._intersection is None:
+                return {}
+            return {name: d for name, d in sorted(self._intersection.items()) if not d.single()}
+
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        """perftune's proposal for the relative search space (external values)."""
+        if not search_space:
+            return {}
+        with self._lock:
+            self._attach(study)
+            fixed = trial.system_attrs.get("fixed_params", {})
+            if all(name in fixed for name in search_space):
+                return {}  # an enqueued trial: Optuna uses its parameters, the technique learns them
+            # Single-valued parameters are Optuna's to fill, but they are in the perftune space, so that
+            # a constraint that reads one (``KWG % KWI == 0`` with KWG fixed) is honoured.
+            wanted = dict(search_space)
+            for name, d in (self._intersection or {}).items():
+                if d.single() and name not in wanted:
+                    wanted[name] = d
+            current = self._search
+            if current is None or current.distributions != wanted:
+                self._sync(study)  # called without infer_relative_search_space (Optuna's tests do)
+                current = self._search = self._build(wanted)
+            config = self._propose(current)
+            if config is None:
+                return {}  # no valid configuration found: the independent sampler takes over
+            current.in_flight[trial.number] = config
+            return {name: current.codecs[name].to_optuna(config[name]) for name in search_space}
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        """A parameter outside the relative space, from the independent sampler."""
+        if self._warn_independent and trial.number > 0 and param_name not in self._warned:
+            with self._lock:
+                if self._intersection is not None and param_name not in self._warned:
+                    self._warned.add(param_name)
+                    _LOG.warning("PerftuneSampler: parameter %r of trial %d is sampled independently by "
+                                 "%s (it is not suggested by every completed or pruned trial with the same "
+                                 "distribution)", param_name, trial.number, type(self._independent).__name__)
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        """Passed on to the independent sampler."""
+        self._independent.before_trial(study, trial)
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        """Tell the technique how the trial ended (failed and pruned trials as failures)."""
+        with self._lock:
+            self._attach(study)
+            self._ingest(trial, state, values)
+        self._independent.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        """New seeds for the random parts (Optuna calls this in each thread of ``n_jobs > 1``)."""
+        with self._lock:
+            self._independent.reseed_rng()
+            self._rng = np.random.default_rng()
