@@ -17,7 +17,7 @@ from perftune.store import open_store
 from perftune.trial import Status, Trial
 
 SPACE = Space({"x": Int(0, 9999), "y": Int(0, 9)})
-N_TRIALS = 2600  # more successful trials than the convergence plot's first draw shows (2,000)
+N_TRIALS = 2600  # more than 2,000 successful trials: the convergence plot's first draw is a sample
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_the_run_page_draws_a_sample_first_then_every_value(big: Any, page: Any,
     n_ok = N_TRIALS - N_TRIALS // 10
     assert page.evaluate(_POINTS) == n_ok
     assert page.evaluate("() => document.getElementById('convergence').data[0].type") == "scattergl"
-    assert seen[0] < 2000 < n_ok == seen[-1]
+    assert seen[0] <= 1000 < n_ok == seen[-1]
     title = page.inner_text("#convergence .gtitle") if page.locator("#convergence .gtitle").count() else ""
     assert "first sample" not in title
     # The failures are drawn whole too.

@@ -67,6 +67,15 @@
       throw e;
     });
   }
+  // fn() once the element is within a screen of the viewport (at once without IntersectionObserver).
+  function whenNear(id, fn) {
+    if (!("IntersectionObserver" in window) || !$(id)) { fn(); return null; }
+    const watch = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) { watch.disconnect(); fn(); }
+    }, {rootMargin: "100% 0px"});
+    watch.observe($(id));
+    return watch;
+  }
   // The next task after the browser has painted: what is drawn so far shows before the rest is computed.
   function afterPaint() {
     return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
@@ -272,14 +281,14 @@
       }
     }
 
-    // The first draw of a page shows at most FIRST_POINTS points of each trace, as SVG (a WebGL context and
-    // thousands of SVG markers cost a second of a 2-core machine): the plot is there, and answers the
-    // mouse, at once; the whole sample replaces it once the browser has painted the rest of the page.
-    const FIRST_POINTS = 2000;
+    // The first draw of a page shows about FIRST_POINTS points of each trace of more than 2,000, as SVG (a
+    // WebGL context and thousands of SVG markers cost a second of a 2-core machine): the plot is there, and
+    // answers the mouse, at once; the whole sample replaces it once the browser has painted the page.
+    const FIRST_POINTS = 1000;
     function drawConvergence(first) {
       const c = state.view.convergence, time = state.x === "time";
       const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
-      const step = (n) => first && n > FIRST_POINTS ? Math.ceil(n / FIRST_POINTS) : 1;
+      const step = (n) => first && n > 2000 ? Math.ceil(n / FIRST_POINTS) : 1;  // past 2,000: WebGL
       const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0);
       const kv = step(c.value.length);
       let complete = kv === 1;
@@ -394,6 +403,14 @@
       } else {
         $("importance").innerHTML = '<p class="muted">' + esc(p.importance_method) + "</p>";
       }
+      // Parallel coordinates are WebGL and the slices thousands of SVG markers: seconds of a machine without
+      // a GPU, during which the page would not answer. They are drawn when their section nears the screen.
+      if (state.paramsWatch) state.paramsWatch.disconnect();
+      state.paramsWatch = whenNear("h-parallel", drawParamPlots);
+    }
+
+    function drawParamPlots() {
+      const p = state.params;
       const dims = p.params.map((n) => {
         const cats = p.categories[n];
         const d = {label: n.length > 18 ? n.slice(0, 17) + "…" : n, values: p.columns[n]};
@@ -475,6 +492,9 @@
     }
 
     async function refresh() {
+      // The first time, the run's views are asked for with its version, not after it: one round trip less.
+      const first = state.version === null ? [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()] : null;
+      if (first) for (const p of first) p.catch(() => {});  // a failure is reported once, below
       const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
       const key = version.n_trials + "/" + version.status;
       // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
@@ -488,13 +508,19 @@
       state.version = key;
       // The table and the run's views are read together and shown in the same task: the summary and the
       // table never disagree about the trials there are.
-      const [view, page] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), fetchTable()]);
+      const [view, page] = await Promise.all(first || [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()]);
       state.view = view;
+      // Read alongside the version, the views may be of a few trials before it: the next poll catches up.
+      if (first) state.version = view.n_trials + "/" + view.run.status;
       renderTable(page);
       await drawAll();
       if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
-      // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
-      if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
+      // The parameter views fit a forest (seconds on a big run): refreshed at most every 10 s while a run
+      // grows, and never waited for, so that the next poll still shows new trials within a second.
+      if (!state.paramsBusy && (!state.params || Date.now() - state.paramsAt > 10000)) {
+        state.paramsBusy = true;
+        loadParams().catch((e) => console.error(e.message)).finally(() => { state.paramsBusy = false; });
+      }
     }
 
     if (P.mode === "static") {
