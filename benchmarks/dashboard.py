@@ -9,15 +9,17 @@ them: a 6-parameter configuration, 3 samples, 10% failures) and a second, small 
 - run page: ``GET /runs/NAME``, ``GET /api/runs/NAME`` (summary, convergence, credits, failures, best) and
   the first page of the trial table ``GET /api/runs/NAME/trials``; the parameter views
   (``/parameters``: a random forest on at most 2,000 trials) load after the page and are timed apart;
-- the trial table deep in the run (offset 90,000, sorted by value, filtered by status): pagination is
-  server-side, so a page costs the same wherever it is.
+- the trial table deep in the run, read at an offset (the database walks the rows it skips) and read
+  after the last row of the page before (a keyset cursor, as the page's "next" button reads it: an
+  index walk from that row), by trial and by value among the successful trials.
 
 Each is timed cold (the first request, sent as soon as the server answers: the views it reads in the
 background when it starts are still being computed, and the request waits for them) and warm (median of
 5 repeats: the views of a run are cached until its trial count or status changes). A user who opens the
 page a few seconds after ``perftune dashboard`` started gets the warm numbers.
-With ``--browser``, the run page is also timed in chromium (Playwright): from navigation until the trial
-table and the convergence plot are drawn.
+With ``--browser``, the run page and the runs page are also timed in chromium (Playwright), cold (a new
+browser profile) and warm (opened from the runs page): from navigation until the trial table and the
+convergence plot are drawn, until the plot has all its points, and until every view is drawn.
 
     .venv/bin/python benchmarks/dashboard.py                 # 100,000 trials, writes benchmarks/results/dashboard.md
     .venv/bin/python benchmarks/dashboard.py --trials 10000 --browser --out -
@@ -125,13 +127,15 @@ new MutationObserver(() => {
   mark("plot", "#convergence .main-svg");
   mark("complete", "#convergence[data-complete='true']");
   mark("credits", "#credits .main-svg");
+  mark("importance", "#importance .main-svg");
   mark("params", "#slices .main-svg");
   mark("parallel", "#parallel .main-svg");
 }).observe(document, {subtree: true, childList: true, attributes: true});
 """
 _LOADED = ("() => { const m = window.__marks || {}; return m.table !== undefined && m.plot !== undefined; }")
-_EVERYTHING = ("() => { const m = window.__marks || {}; return ['complete', 'credits', 'params', 'parallel']"
+_EVERYTHING = ("() => { const m = window.__marks || {}; return ['complete', 'credits', 'importance']"
                ".every((k) => m[k] !== undefined); }")
+_SCROLLED = ("() => { const m = window.__marks || {}; return m.params !== undefined && m.parallel !== undefined; }")
 
 
 def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
@@ -145,10 +149,18 @@ def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[
 
     def marks(page: object) -> dict[str, float]:
         got = {k: v / 1000 for k, v in page.evaluate("() => window.__marks").items()}  # type: ignore[attr-defined]
-        views = [got[k] for k in ("complete", "credits", "params", "parallel") if k in got]
-        if len(views) == 4:
+        views = [got[k] for k in ("complete", "credits", "importance") if k in got]
+        if len(views) == 3:
             got["every"] = max(views)
+        if "scrolled" in got and "params" in got and "parallel" in got:
+            got["below"] = max(got["params"], got["parallel"]) - got["scrolled"]
         return got
+
+    def scroll_down(page: object) -> None:
+        # Parallel coordinates and slices are drawn when their section nears the screen.
+        page.evaluate("() => { window.__marks.scrolled = performance.now(); "  # type: ignore[attr-defined]
+                      "document.getElementById('h-slices').scrollIntoView(); }")
+        page.wait_for_function(_SCROLLED, timeout=120_000)  # type: ignore[attr-defined]
 
     out: dict[str, list[dict[str, float]]] = {k: [] for k in ("run cold", "run warm", "runs cold", "runs warm")}
     with sync_playwright() as pw:
@@ -163,6 +175,7 @@ def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[
                 page.wait_for_function(ready, timeout=120_000)
                 if what == "run cold":
                     page.wait_for_function(_EVERYTHING, timeout=120_000)
+                    scroll_down(page)
                 out[what].append(marks(page))
                 context.close()
         context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -176,6 +189,7 @@ def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[
             page.goto(base + path)
             page.wait_for_function(_LOADED, timeout=120_000)
             page.wait_for_function(_EVERYTHING, timeout=120_000)
+            scroll_down(page)
             out["run warm"].append(marks(page))
         context.close()
         browser.close()
@@ -193,21 +207,22 @@ def browser_lines(marks: dict[str, list[dict[str, float]]], *_: object) -> list[
              "of the navigation (`performance.now()` in the page), median (min-max) of "
              f"{len(marks['run warm'])} navigations. *Loaded* means the trial table's first page is drawn "
              "and the convergence plot is drawn by Plotly (its first draw: the best-so-far line with every "
-             "step, every failure marker up to 2,000 a status and an even sample of 2,000 values, as SVG: it "
+             "step and, of a trace of more than 2,000 points, an even sample of about 1,000, as SVG: it "
              "answers hover, zoom and pan); *whole* is the plot redrawn with all the values it has (20,000, "
-             "WebGL); *every view* adds the credits, the failures and the parameter views (parallel "
-             "coordinates and slices, fetched after the page).",
+             "WebGL); *every view* adds the credits, the failures and the parameter importance (fetched "
+             "after the page: a forest); *below* is how long the parallel coordinates (WebGL) and slice "
+             "plots, drawn when their section nears the screen, take after scrolling to them.",
              "Cold: a new browser profile opens the page (empty HTTP cache, nothing compiled). Warm: from the "
              "runs page, once it has fetched and compiled plotly.js in the background.",
              "",
-             "| page | table | convergence drawn (loaded) | convergence whole | every view |",
-             "|---|---:|---:|---:|---:|"]
+             "| page | table | convergence drawn (loaded) | convergence whole | every view | below |",
+             "|---|---:|---:|---:|---:|---:|"]
     for what in ("run cold", "run warm"):
         runs = marks[what]
         lines.append(f"| run page, {what.split()[1]} | {cell(runs, 'table')} | {cell(runs, 'plot')} | "
-                     f"{cell(runs, 'complete')} | {cell(runs, 'every')} |")
+                     f"{cell(runs, 'complete')} | {cell(runs, 'every')} | {cell(runs, 'below')} |")
     for what in ("runs cold", "runs warm"):
-        lines.append(f"| runs page, {what.split()[1]} (its table) | {cell(marks[what], 'runs')} | - | - | - |")
+        lines.append(f"| runs page, {what.split()[1]} (its table) | {cell(marks[what], 'runs')} | - | - | - | - |")
     return lines
 
 

@@ -96,14 +96,17 @@ def page_html(page: str, *, title: str, config: dict[str, Any], inline: bool, bo
         scripts = (f"<script>{plotly_js()}</script>\n<script>window.PERFTUNE={cfg};</script>\n"
                    f"<script>{view_asset('views.js')}</script>")
     else:
-        # plotly.js is 4.8 MB of script: parsing it takes longer than reading a run of 100,000 trials. It is
-        # loaded asynchronously, so that the tables are drawn while it is parsed and the plots follow; the
-        # runs page, which draws none, loads it once it is drawn (for the run pages the user opens next).
+        # plotly.js is 4.8 MB of script: compiling it takes longer than reading a run of 100,000 trials. It
+        # is loaded asynchronously, so that the tables are drawn while it is compiled and the plots follow;
+        # the runs page, which draws none, loads it once it is drawn (for the run pages opened next).
         plotly = _static("plotly.min.js")
         cfg = view_json({"page": page, "plotly_src": plotly, **config})
         head = f'<base href="/"><link rel="stylesheet" href="{_static("views.css")}">'
-        scripts = ("" if page == "runs" else f'<script async id="plotly-js" src="{plotly}"></script>\n')
-        scripts += f'<script>window.PERFTUNE={cfg};</script>\n<script src="{_static("views.js")}"></script>'
+        # views.js inserts plotly.js once its own requests have left (compiling it holds the main thread);
+        # the preload starts the download at once.
+        scripts = f'<script>window.PERFTUNE={cfg};</script>\n<script src="{_static("views.js")}"></script>'
+        if page != "runs":
+            head += f'<link rel="preload" as="script" href="{plotly}">'
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             # No favicon request: a dashboard page logs no 404, and a report makes no request at all.

@@ -36,21 +36,18 @@
     if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
     return r.json();
   }
-  // The report inlines plotly.js before this script; the dashboard loads it asynchronously (P.plotly_src),
-  // so that the tables are drawn while its 4.8 MB are parsed. Plots wait for it.
+  // The report inlines plotly.js before this script; the dashboard inserts it (P.plotly_src) once the page's
+  // requests have left, so that the tables are drawn while its 4.8 MB are compiled. Plots wait for it.
   let plotlyLoading = null;
   function loadPlotly() {
     if (window.Plotly) return Promise.resolve(window.Plotly);
     if (!plotlyLoading) {
       plotlyLoading = new Promise((resolve, reject) => {
-        let tag = document.getElementById("plotly-js");
-        if (!tag) {
-          tag = document.createElement("script");
-          tag.id = "plotly-js";
-          tag.async = true;
-          tag.src = P.plotly_src;
-          document.head.appendChild(tag);
-        }
+        const tag = document.createElement("script");
+        tag.id = "plotly-js";
+        tag.async = true;
+        tag.src = P.plotly_src;
+        document.head.appendChild(tag);
         tag.addEventListener("load", () => window.Plotly ? resolve(window.Plotly) : reject(new Error("plotly.js defined no Plotly")));
         tag.addEventListener("error", () => reject(new Error("plotly.js could not be loaded from " + tag.src)));
       });
@@ -288,7 +285,8 @@
     function drawConvergence(first) {
       const c = state.view.convergence, time = state.x === "time";
       const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
-      const step = (n) => first && n > 2000 ? Math.ceil(n / FIRST_POINTS) : 1;  // past 2,000: WebGL
+      // Past 2,000 points a trace is WebGL; failures are marks along the top: a quarter of the points will do.
+      const step = (n, share = 1) => first && n > 2000 ? Math.ceil(n / (FIRST_POINTS * share)) : 1;
       const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0);
       const kv = step(c.value.length);
       let complete = kv === 1;
@@ -299,7 +297,7 @@
       ];
       const top = c.value.length ? Math.max(...c.value.slice(0, 20000)) : 1;
       for (const [status, f] of Object.entries(c.failed)) {
-        const kf = step(f.trial.length);
+        const kf = step(f.trial.length, 0.25);
         complete = complete && kf === 1;
         traces.push({type: kf === 1 && f.trial.length > 2000 ? "scattergl" : "scatter", mode: "markers",
                      name: status + " (" + f.trial.length + ")", x: every(time ? f.elapsed_s : f.trial, kf),
@@ -447,8 +445,19 @@
         esc(r.reason || "") + '</td><td class="config">' + esc(r.config) + "</td></tr>").join("");
     }
 
+    // The page shown is the answer to the last request: the buttons wait for it (the next page is read
+    // after the last row of this one), and an answer overtaken by a newer request is dropped.
+    let tableSeq = 0;
     async function loadTable() {
-      renderTable(await fetchTable());
+      const seq = ++tableSeq;
+      $("t-prev").disabled = $("t-next").disabled = true;
+      try {
+        const page = await fetchTable();
+        if (seq === tableSeq) renderTable(page);
+      } catch (e) {
+        if (seq === tableSeq && state.table.page) renderTable(state.table.page);
+        throw e;
+      }
     }
 
     async function fetchTable() {
@@ -508,11 +517,12 @@
       state.version = key;
       // The table and the run's views are read together and shown in the same task: the summary and the
       // table never disagree about the trials there are.
+      const seq = tableSeq;
       const [view, page] = await Promise.all(first || [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()]);
       state.view = view;
       // Read alongside the version, the views may be of a few trials before it: the next poll catches up.
       if (first) state.version = view.n_trials + "/" + view.run.status;
-      renderTable(page);
+      if (seq === tableSeq) renderTable(page);
       await drawAll();
       if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
       // The parameter views fit a forest (seconds on a big run): refreshed at most every 10 s while a run
@@ -530,6 +540,7 @@
       drawAll().then(loadParams).catch((e) => console.error(e.message));
     } else {
       refresh().catch((e) => console.error(e.message));
+      loadPlotly().catch(() => {});  // after the requests have left; a failure shows in each plot
       poll(refresh, 1000);
     }
   }
@@ -574,9 +585,19 @@
       draw();
     }
     if (P.mode === "static") draw();
-    else { refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; }); poll(refresh, 2000); }
+    else {
+      refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; });
+      loadPlotly().catch(() => {});
+      poll(refresh, 2000);
+    }
   }
 
   const pages = {runs: runsPage, run: runPage, compare: comparePage};
-  document.addEventListener("DOMContentLoaded", () => pages[P.page]());
+  // This script ends the page's body: the elements it fills are there, and its requests leave now rather
+  // than after an asynchronous plotly.js has been compiled (that may delay DOMContentLoaded).
+  if (document.readyState === "loading" && !document.getElementById("content")) {
+    document.addEventListener("DOMContentLoaded", () => pages[P.page]());
+  } else {
+    pages[P.page]();
+  }
 })();
