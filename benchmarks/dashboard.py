@@ -9,15 +9,17 @@ them: a 6-parameter configuration, 3 samples, 10% failures) and a second, small 
 - run page: ``GET /runs/NAME``, ``GET /api/runs/NAME`` (summary, convergence, credits, failures, best) and
   the first page of the trial table ``GET /api/runs/NAME/trials``; the parameter views
   (``/parameters``: a random forest on at most 2,000 trials) load after the page and are timed apart;
-- the trial table deep in the run (offset 90,000, sorted by value, filtered by status): pagination is
-  server-side, so a page costs the same wherever it is.
+- the trial table deep in the run, read at an offset (the database walks the rows it skips) and read
+  after the last row of the page before (a keyset cursor, as the page's "next" button reads it: an
+  index walk from that row), by trial and by value among the successful trials.
 
 Each is timed cold (the first request, sent as soon as the server answers: the views it reads in the
 background when it starts are still being computed, and the request waits for them) and warm (median of
 5 repeats: the views of a run are cached until its trial count or status changes). A user who opens the
 page a few seconds after ``perftune dashboard`` started gets the warm numbers.
-With ``--browser``, the run page is also timed in chromium (Playwright): from navigation until the trial
-table and the convergence plot are drawn.
+With ``--browser``, the run page and the runs page are also timed in chromium (Playwright), cold (a new
+browser profile) and warm (opened from the runs page): from navigation until the trial table and the
+convergence plot are drawn, until the plot has all its points, and until every view is drawn.
 
     .venv/bin/python benchmarks/dashboard.py                 # 100,000 trials, writes benchmarks/results/dashboard.md
     .venv/bin/python benchmarks/dashboard.py --trials 10000 --browser --out -
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import socket
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -112,23 +116,114 @@ def timed(base: str, paths: list[str], repeats: int = 5) -> tuple[float, list[fl
     return cold, warm, size
 
 
-def browser_time(base: str, path: str) -> list[float]:
+# Recorded in the page, in ms since its navigation started (performance.now()), by a MutationObserver.
+_MARKS = """
+window.__marks = {};
+new MutationObserver(() => {
+  const m = window.__marks, now = performance.now(), q = (s) => document.querySelector(s);
+  const mark = (name, selector) => { if (m[name] === undefined && q(selector)) m[name] = now; };
+  mark("runs", "#runs tbody tr");
+  mark("table", "#trial-table tbody tr");
+  mark("plot", "#convergence .main-svg");
+  mark("complete", "#convergence[data-complete='true']");
+  mark("credits", "#credits .main-svg");
+  mark("importance", "#importance .main-svg");
+  mark("params", "#slices .main-svg");
+  mark("parallel", "#parallel .main-svg");
+}).observe(document, {subtree: true, childList: true, attributes: true});
+"""
+_LOADED = ("() => { const m = window.__marks || {}; return m.table !== undefined && m.plot !== undefined; }")
+_EVERYTHING = ("() => { const m = window.__marks || {}; return ['complete', 'credits', 'importance']"
+               ".every((k) => m[k] !== undefined); }")
+_SCROLLED = ("() => { const m = window.__marks || {}; return m.params !== undefined && m.parallel !== undefined; }")
+
+
+def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
+    """Marks (s since navigation) of the run page and the runs page in chromium, cold and warm.
+
+    Cold: a new browser profile (empty HTTP cache, no compiled code) opens the page directly. Warm: the
+    user has the runs page open (plotly.js is fetched and compiled once its table is drawn) and then opens
+    the run page, as one does; each repeat is a fresh navigation from the runs page.
+    """
     from playwright.sync_api import sync_playwright
 
-    out = []
+    def marks(page: object) -> dict[str, float]:
+        got = {k: v / 1000 for k, v in page.evaluate("() => window.__marks").items()}  # type: ignore[attr-defined]
+        views = [got[k] for k in ("complete", "credits", "importance") if k in got]
+        if len(views) == 3:
+            got["every"] = max(views)
+        if "scrolled" in got and "params" in got and "parallel" in got:
+            got["below"] = max(got["params"], got["parallel"]) - got["scrolled"]
+        return got
+
+    def scroll_down(page: object) -> None:
+        # Parallel coordinates and slices are drawn when their section nears the screen.
+        page.evaluate("() => { window.__marks.scrolled = performance.now(); "  # type: ignore[attr-defined]
+                      "document.getElementById('h-slices').scrollIntoView(); }")
+        page.wait_for_function(_SCROLLED, timeout=120_000)  # type: ignore[attr-defined]
+
+    out: dict[str, list[dict[str, float]]] = {k: [] for k in ("run cold", "run warm", "runs cold", "runs warm")}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(base)  # the static assets into the cache, as for a user who has the dashboard open
-        page.wait_for_selector("#runs tbody tr")
-        for _ in range(3):
-            t0 = time.perf_counter()
+        for _ in range(repeats):
+            for what, url, ready in (("run cold", base + path, _LOADED), ("runs cold", base, "() => "
+                                     "(window.__marks || {}).runs !== undefined")):
+                context = browser.new_context(viewport={"width": 1280, "height": 900})
+                page = context.new_page()
+                page.add_init_script(_MARKS)
+                page.goto(url)
+                page.wait_for_function(ready, timeout=120_000)
+                if what == "run cold":
+                    page.wait_for_function(_EVERYTHING, timeout=120_000)
+                    scroll_down(page)
+                out[what].append(marks(page))
+                context.close()
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.add_init_script(_MARKS)
+        for _ in range(repeats):
+            page.goto(base)
+            page.wait_for_function("() => (window.__marks || {}).runs !== undefined", timeout=120_000)
+            out["runs warm"].append(marks(page))
+            page.wait_for_function("() => !!window.Plotly", timeout=120_000)
             page.goto(base + path)
-            page.wait_for_function("() => document.querySelectorAll('#trial-table tbody tr').length > 0 && "
-                                   "!!document.querySelector('#convergence .main-svg')", timeout=120_000)
-            out.append(time.perf_counter() - t0)
+            page.wait_for_function(_LOADED, timeout=120_000)
+            page.wait_for_function(_EVERYTHING, timeout=120_000)
+            scroll_down(page)
+            out["run warm"].append(marks(page))
+        context.close()
         browser.close()
     return out
+
+
+def browser_lines(marks: dict[str, list[dict[str, float]]], *_: object) -> list[str]:
+    def cell(runs: list[dict[str, float]], key: str) -> str:
+        values = sorted(m[key] for m in runs if key in m)
+        if not values:
+            return "-"
+        return f"{statistics.median(values):.2f} ({values[0]:.2f}-{values[-1]:.2f})"
+
+    lines = ["", "In chromium (Playwright, Debian's chromium, headless, software WebGL), seconds from the start "
+             "of the navigation (`performance.now()` in the page), median (min-max) of "
+             f"{len(marks['run warm'])} navigations. *Loaded* means the trial table's first page is drawn "
+             "and the convergence plot is drawn by Plotly (its first draw: the best-so-far line with every "
+             "step and, of a trace of more than 2,000 points, an even sample of about 1,000, as SVG: it "
+             "answers hover, zoom and pan); *whole* is the plot redrawn with all the values it has (20,000, "
+             "WebGL); *every view* adds the credits, the failures and the parameter importance (fetched "
+             "after the page: a forest); *below* is how long the parallel coordinates (WebGL) and slice "
+             "plots, drawn when their section nears the screen, take after scrolling to them.",
+             "Cold: a new browser profile opens the page (empty HTTP cache, nothing compiled). Warm: from the "
+             "runs page, once it has fetched and compiled plotly.js in the background.",
+             "",
+             "| page | table | convergence drawn (loaded) | convergence whole | every view | below |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for what in ("run cold", "run warm"):
+        runs = marks[what]
+        lines.append(f"| run page, {what.split()[1]} | {cell(runs, 'table')} | {cell(runs, 'plot')} | "
+                     f"{cell(runs, 'complete')} | {cell(runs, 'every')} | {cell(runs, 'below')} |")
+    for what in ("runs cold", "runs warm"):
+        lines.append(f"| runs page, {what.split()[1]} (its table) | {cell(marks[what], 'runs')} | - | - | - | - |")
+    return lines
 
 
 def main() -> None:
@@ -157,8 +252,19 @@ def main() -> None:
             rows.append(("runs page (/ + /api/runs)", *timed(base, ["", "api/runs"])))
             rows.append(("run page (/runs/big + /api/runs/big + first table page)",
                          *timed(base, ["runs/big", "api/runs/big", "api/runs/big/trials?offset=0&limit=25"])))
-            rows.append(("table page at offset 90,000, by value, status ok",
-                         *timed(base, ["api/runs/big/trials?offset=90000&limit=25&sort=value&status=ok"])))
+            deep = args.trials * 9 // 10
+            deep_ok = args.trials * 8 // 10  # a tenth of the trials failed: the successful ones are 90%
+            for label, query, offset in (("by trial", "sort=trial", deep),
+                                         ("by value, status ok", "sort=value&status=ok", deep_ok)):
+                page = f"api/runs/big/trials?limit=25&{query}"
+                rows.append((f"table page at offset {offset:,}, {label} (offset: the rows skipped are read)",
+                             *timed(base, [f"{page}&offset={offset}"])))
+                # The page after the last row of the one before it, as the page's "next" button reads it.
+                with urllib.request.urlopen(f"{base}{page}&offset={offset - 25}", timeout=120) as r:
+                    last = json.loads(r.read())["last"]
+                after = urllib.parse.quote(last)
+                rows.append(("the same page read after the row before it (keyset cursor)",
+                             *timed(base, [f"{page}&offset={offset}&after={after}"])))
             rows.append(("table page filtered by text (config contains \"strassen\")",
                          *timed(base, ["api/runs/big/trials?offset=0&limit=25&text=strassen"])))
             rows.append(("parameter views (after the page: forest on 2,000 trials)",
@@ -195,9 +301,7 @@ def main() -> None:
     for name, cold, warm, size in rows:
         lines.append(f"| {name} | {cold:.3f} | {statistics.median(warm):.3f} | {size:,} |")
     if in_browser is not None:
-        lines += ["", "In chromium (Playwright), from navigation to the run page until the trial table and the "
-                  "convergence plot are drawn (assets cached, run views warm): "
-                  + ", ".join(f"{s:.2f} s" for s in in_browser) + "."]
+        lines += browser_lines(in_browser, load_before, load_after)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out != "-":

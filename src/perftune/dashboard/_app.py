@@ -156,7 +156,11 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
 
     def static(name: str, media_type: str, read: Callable[[], str]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
-            return Response(read(), media_type=media_type, headers={"Cache-Control": "max-age=3600"})
+            # The pages link each asset with its hash (``?v=``): that URL never changes content, so the
+            # browser keeps it without asking again and reuses the code it compiled from it.
+            current = request.query_params.get("v") == report.asset_version(name)
+            cache_control = "public, max-age=31536000, immutable" if current else "no-cache"
+            return Response(read(), media_type=media_type, headers={"Cache-Control": cache_control})
         return endpoint
 
     def api_runs(request: Request) -> Any:
@@ -190,7 +194,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         view = report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
                                   sort=q.get("sort", "trial"),
                                   descending=q.get("descending") in ("1", "true"),
-                                  total=total, **filters)
+                                  total=total, after=q.get("after") or None, before=q.get("before") or None,
+                                  **filters)
         if total is None:
             cache.get(key, lambda: view["total"])
         return view
@@ -261,9 +266,10 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         Route("/", runs_page),
         Route("/runs/{ref:path}", run_page),
         Route("/compare", compare_page),
-        Route("/static/plotly.min.js", static("plotly", "text/javascript", report.plotly_js)),
-        Route("/static/views.js", static("views", "text/javascript", lambda: report.view_asset("views.js"))),
-        Route("/static/views.css", static("css", "text/css", lambda: report.view_asset("views.css"))),
+        Route("/static/plotly.min.js", static("plotly.min.js", "text/javascript", report.plotly_js)),
+        Route("/static/views.js", static("views.js", "text/javascript",
+                                         lambda: report.view_asset("views.js"))),
+        Route("/static/views.css", static("views.css", "text/css", lambda: report.view_asset("views.css"))),
         Route("/api/runs", api(api_runs)),
         Route("/api/compare", api(api_compare)),
         Route("/api/runs/{ref}/version", api(api_version)),

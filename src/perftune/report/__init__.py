@@ -27,7 +27,7 @@ from perftune.report._improvement import (
     record_final_answer,
     trial_speedup,
 )
-from perftune.report._page import page_html, plotly_js, view_asset, view_json
+from perftune.report._page import asset_version, page_html, plotly_js, view_asset, view_json
 from perftune.report._views import (
     IMPORTANCE_METHOD,
     compare_view,
@@ -45,6 +45,7 @@ __all__ = [
     "FinalAnswer",
     "Improvement",
     "answer_of",
+    "asset_version",
     "compare_view",
     "credit_history",
     "failure_counts",

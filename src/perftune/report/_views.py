@@ -398,23 +398,40 @@ def _proposal_shares(rows: Sequence[Any], names: list[str],
 
 def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50, sort: str = "trial",
                 descending: bool = False, status: str | None = None, technique: str | None = None,
-                text: str | None = None, total: int | None = None) -> dict[str, Any]:
+                text: str | None = None, total: int | None = None, after: str | None = None,
+                before: str | None = None) -> dict[str, Any]:
     """One page of the trial table, filtered and sorted by the store (never the whole run in memory).
 
     ``total`` is the number of matching trials when the caller knows it already (the dashboard keeps
     it while the run's trial count stays the same): counting them is a scan when the table is filtered.
 
+    ``after`` (or ``before``) is the ``last`` (or ``first``) cursor of a page this returned: the page that
+    follows (precedes) it is then read from that row (:meth:`~perftune.store.Store.trial_keyset_page`), at
+    the same cost however deep it is; ``offset`` is only reported back (where the caller says the page
+    is). Without a cursor the page is read at ``offset``.
+
     Raises:
         StoreError: no such run, or an unknown sort key.
+        PerftuneError: a cursor that is not one of ``first``/``last``, or both of them.
     """
+    from perftune.store import trial_sort_key
+
     info = store.get_run(ref)
     limit = max(1, min(int(limit), 500))
-    counted, page = store.trial_page(info.id, offset=offset, limit=limit, order_by=sort,
-                                     descending=descending, status=status or None,
-                                     technique=technique or None, text=text or None, count=total is None)
+    filters = {"order_by": sort, "descending": descending, "status": status or None,
+               "technique": technique or None, "text": text or None, "count": total is None}
+    if after or before:
+        counted, page = store.trial_keyset_page(info.id, after=_cursor(after), before=_cursor(before),
+                                                limit=limit, **filters)
+    else:
+        counted, page = store.trial_page(info.id, offset=offset, limit=limit, **filters)
     total = counted if total is None else total
     return {
         "total": total, "offset": offset, "limit": limit, "sort": sort, "descending": descending,
+        # Where the page starts and ends in its order: ``after=last`` reads the next page, ``before=first``
+        # the one before.
+        "first": json.dumps(trial_sort_key(page[0], sort)) if page else None,
+        "last": json.dumps(trial_sort_key(page[-1], sort)) if page else None,
         "rows": [{"trial": t.id, "status": t.status.value, "value": t.value,
                   "reason": None if t.ok else failure_label(t.status.value, t.reason),
                   "samples": len(t.samples), "technique": t.technique, "worker": t.worker,
@@ -422,6 +439,20 @@ def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50,
                   else round(t.finished_at - t.started_at, 4),
                   "config": t.config.to_json()} for t in page],
     }
+
+
+def _cursor(text: str | None) -> tuple[Any, int] | None:
+    """A page's ``first``/``last`` cursor (the JSON of ``[key, ticket]``) back as the store's tuple."""
+    if not text:
+        return None
+    try:
+        key, ticket = json.loads(text)
+    except (ValueError, TypeError):
+        raise PerftuneError(f"trial table: {text[:60]!r} is not a page cursor (a page's 'first' or "
+                            "'last')") from None
+    if isinstance(ticket, bool) or not isinstance(ticket, int) or isinstance(key, list | dict):
+        raise PerftuneError(f"trial table: {text[:60]!r} is not a page cursor (a page's 'first' or 'last')")
+    return key, ticket
 
 
 def _encode_column(values: list[Any]) -> tuple[list[float], list[str] | None]:

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 from perftune.store._environment import capture_environment
+from perftune.store._keyset import trial_sort_key
 from perftune.store._schema import SCHEMA_VERSION, Migration, migrations
 from perftune.store._store import (
     EXPORT_SCHEMA,
@@ -45,4 +46,5 @@ __all__ = [
     "config_hash",
     "migrations",
     "open_store",
+    "trial_sort_key",
 ]

@@ -36,10 +36,46 @@
     if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
     return r.json();
   }
+  // The report inlines plotly.js before this script; the dashboard inserts it (P.plotly_src) once the page's
+  // requests have left, so that the tables are drawn while its 4.8 MB are compiled. Plots wait for it.
+  let plotlyLoading = null;
+  function loadPlotly() {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise((resolve, reject) => {
+        const tag = document.createElement("script");
+        tag.id = "plotly-js";
+        tag.async = true;
+        tag.src = P.plotly_src;
+        document.head.appendChild(tag);
+        tag.addEventListener("load", () => window.Plotly ? resolve(window.Plotly) : reject(new Error("plotly.js defined no Plotly")));
+        tag.addEventListener("error", () => reject(new Error("plotly.js could not be loaded from " + tag.src)));
+      });
+    }
+    return plotlyLoading;
+  }
   function plot(id, traces, layout) {
     const base = {margin: {l: 60, r: 20, t: 30, b: 45}, height: 340, legend: {orientation: "h", y: -0.2},
                   font: {size: 11}};
-    window.Plotly.react($(id), traces, Object.assign(base, layout || {}), PLOT_CONFIG);
+    const draw = (Plotly) => $(id) ? Plotly.react($(id), traces, Object.assign(base, layout || {}), PLOT_CONFIG) : null;
+    if (window.Plotly) return Promise.resolve(draw(window.Plotly));
+    return loadPlotly().then(draw, (e) => {
+      if ($(id)) $(id).innerHTML = '<p class="muted">' + esc(e.message) + "</p>";
+      throw e;
+    });
+  }
+  // fn() once the element is within a screen of the viewport (at once without IntersectionObserver).
+  function whenNear(id, fn) {
+    if (!("IntersectionObserver" in window) || !$(id)) { fn(); return null; }
+    const watch = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) { watch.disconnect(); fn(); }
+    }, {rootMargin: "100% 0px"});
+    watch.observe($(id));
+    return watch;
+  }
+  // The next task after the browser has painted: what is drawn so far shows before the rest is computed.
+  function afterPaint() {
+    return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
   }
   function poll(fn, ms) {
     let busy = false;
@@ -110,7 +146,9 @@
     render();
     if (P.mode === "live") {
       const refresh = async () => { state.rows = (await get("api/runs")).runs; render(); };
-      refresh().catch((e) => console.error(e.message));
+      // This page draws no plot: plotly.js is fetched and compiled once the runs are shown, so that the
+      // run page opened next finds it in the browser's caches.
+      refresh().then(afterPaint).then(() => loadPlotly().catch(() => {}), (e) => console.error(e.message));
       poll(refresh, 1000);
     }
   }
@@ -123,7 +161,7 @@
 
   function runPage() {
     const state = {view: null, params: null, pareto: null, paretoAt: 0, paretoKey: null, x: "trial", table: {offset: 0, limit: 25, sort: "trial", descending: false,
-                   status: "", technique: "", text: ""}, version: null, paramsAt: 0};
+                   status: "", technique: "", text: "", after: "", before: "", page: null}, version: null, paramsAt: 0};
     $("content").innerHTML =
       '<div id="summary"></div>' +
       section("best", "Best configuration", '<div id="best"></div>') +
@@ -149,21 +187,34 @@
       section("credits", "Technique credits over time", '<div class="two"><div id="credits" class="plot"></div>' +
         '<div id="proposals" class="plot"></div></div><table id="techniques"></table>') +
       section("failures", "Failures by reason", '<div id="failures"></div>');
-    $("x-axis").addEventListener("change", (e) => { state.x = e.target.value; drawConvergence(); });
-    $("t-status").addEventListener("change", (e) => { state.table.status = e.target.value; state.table.offset = 0; loadTable(); });
-    $("t-technique").addEventListener("change", (e) => { state.table.technique = e.target.value; state.table.offset = 0; loadTable(); });
+    $("x-axis").addEventListener("change", (e) => { state.x = e.target.value; drawConvergence(false).catch(() => {}); });
+    // Any new filter or order starts at the first page; next and prev read from the page's last or first
+    // row (keyset pagination: a page deep in a run of 100,000 trials costs what the first one does).
+    const restart = () => Object.assign(state.table, {offset: 0, after: "", before: ""});
+    $("t-status").addEventListener("change", (e) => { state.table.status = e.target.value; restart(); loadTable(); });
+    $("t-technique").addEventListener("change", (e) => { state.table.technique = e.target.value; restart(); loadTable(); });
     let typing = null;
     $("t-text").addEventListener("input", (e) => {
       clearTimeout(typing);
-      typing = setTimeout(() => { state.table.text = e.target.value; state.table.offset = 0; loadTable(); }, 250);
+      typing = setTimeout(() => { state.table.text = e.target.value; restart(); loadTable(); }, 250);
     });
-    $("t-prev").addEventListener("click", () => { state.table.offset = Math.max(0, state.table.offset - state.table.limit); loadTable(); });
-    $("t-next").addEventListener("click", () => { state.table.offset += state.table.limit; loadTable(); });
+    $("t-prev").addEventListener("click", () => {
+      const t = state.table;
+      t.offset = Math.max(0, t.offset - t.limit);
+      Object.assign(t, {after: "", before: t.offset > 0 && t.page && t.page.first ? t.page.first : ""});
+      loadTable();
+    });
+    $("t-next").addEventListener("click", () => {
+      const t = state.table;
+      t.offset += t.limit;
+      Object.assign(t, {after: t.page && t.page.last ? t.page.last : "", before: ""});
+      loadTable();
+    });
     for (const th of document.querySelectorAll("#trial-table th.sortable")) {
       th.addEventListener("click", () => {
         const t = state.table;
         if (t.sort === th.dataset.sort) t.descending = !t.descending; else { t.sort = th.dataset.sort; t.descending = false; }
-        t.offset = 0;
+        restart();
         loadTable();
       });
     }
@@ -227,24 +278,41 @@
       }
     }
 
-    function drawConvergence() {
+    // The first draw of a page shows about FIRST_POINTS points of each trace of more than 2,000, as SVG (a
+    // WebGL context and thousands of SVG markers cost a second of a 2-core machine): the plot is there, and
+    // answers the mouse, at once; the whole sample replaces it once the browser has painted the page.
+    const FIRST_POINTS = 1000;
+    function drawConvergence(first) {
       const c = state.view.convergence, time = state.x === "time";
       const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
+      // Past 2,000 points a trace is WebGL; failures are marks along the top: a quarter of the points will do.
+      const step = (n, share = 1) => first && n > 2000 ? Math.ceil(n / (FIRST_POINTS * share)) : 1;
+      const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0);
+      const kv = step(c.value.length);
+      let complete = kv === 1;
       const traces = [
-        {type: c.n_shown > 2000 ? "scattergl" : "scatter", mode: "markers", name: "trial value", x: time ? c.elapsed_s : c.trial,
-         y: c.value, marker: {size: 5, color: "#1f77b4", opacity: 0.45}},
+        {type: kv === 1 && c.n_shown > 2000 ? "scattergl" : "scatter", mode: "markers", name: "trial value",
+         x: every(time ? c.elapsed_s : c.trial, kv), y: every(c.value, kv), marker: {size: 5, color: "#1f77b4", opacity: 0.45}},
         {type: "scatter", mode: "lines", name: "best so far", x: xs("best"), y: c.best_value, line: {shape: "hv", color: "black", width: 2}},
       ];
       const top = c.value.length ? Math.max(...c.value.slice(0, 20000)) : 1;
       for (const [status, f] of Object.entries(c.failed)) {
-        traces.push({type: "scatter", mode: "markers", name: status + " (" + f.trial.length + ")", x: time ? f.elapsed_s : f.trial,
-                     y: f.trial.map(() => top), marker: {symbol: "x", size: 6, color: COLOURS[status] || "#d62728"}});
+        const kf = step(f.trial.length, 0.25);
+        complete = complete && kf === 1;
+        traces.push({type: kf === 1 && f.trial.length > 2000 ? "scattergl" : "scatter", mode: "markers",
+                     name: status + " (" + f.trial.length + ")", x: every(time ? f.elapsed_s : f.trial, kf),
+                     y: every(f.trial, kf).map(() => top), marker: {symbol: "x", size: 6, color: COLOURS[status] || "#d62728"}});
       }
-      const thinned = c.n_shown < c.n_points ? " (values of " + c.n_shown + " of the " + c.n_points +
+      const thinned = !complete ? " (a first sample of every " + kv + "th value; all " + c.n_shown + " are being drawn)"
+        : c.n_shown < c.n_points ? " (values of " + c.n_shown + " of the " + c.n_points +
         " successful trials, evenly spaced; the best-so-far line has every step)" : "";
-      plot("convergence", traces, {title: {text: thinned, font: {size: 11}},
+      $("convergence").dataset.complete = "false";
+      return plot("convergence", traces, {title: {text: thinned, font: {size: 11}},
            xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
-           yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380});
+           yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380}).then(() => {
+        $("convergence").dataset.complete = String(complete);
+        return complete;
+      });
     }
 
     function drawPareto() {
@@ -333,6 +401,14 @@
       } else {
         $("importance").innerHTML = '<p class="muted">' + esc(p.importance_method) + "</p>";
       }
+      // Parallel coordinates are WebGL and the slices thousands of SVG markers: seconds of a machine without
+      // a GPU, during which the page would not answer. They are drawn when their section nears the screen.
+      if (state.paramsWatch) state.paramsWatch.disconnect();
+      state.paramsWatch = whenNear("h-parallel", drawParamPlots);
+    }
+
+    function drawParamPlots() {
+      const p = state.params;
       const dims = p.params.map((n) => {
         const cats = p.categories[n];
         const d = {label: n.length > 18 ? n.slice(0, 17) + "…" : n, values: p.columns[n]};
@@ -354,6 +430,7 @@
 
     function renderTable(page) {
       const t = state.table;
+      t.page = page;
       $("t-range").textContent = page.total ? (t.offset + 1) + "–" + Math.min(t.offset + page.rows.length, page.total) +
         " of " + page.total : "no trial matches";
       $("t-prev").disabled = t.offset === 0;
@@ -368,12 +445,29 @@
         esc(r.reason || "") + '</td><td class="config">' + esc(r.config) + "</td></tr>").join("");
     }
 
+    // The page shown is the answer to the last request: the buttons wait for it (the next page is read
+    // after the last row of this one), and an answer overtaken by a newer request is dropped.
+    let tableSeq = 0;
     async function loadTable() {
+      const seq = ++tableSeq;
+      $("t-prev").disabled = $("t-next").disabled = true;
+      try {
+        const page = await fetchTable();
+        if (seq === tableSeq) renderTable(page);
+      } catch (e) {
+        if (seq === tableSeq && state.table.page) renderTable(state.table.page);
+        throw e;
+      }
+    }
+
+    async function fetchTable() {
       const t = state.table;
-      if (P.mode === "static") { renderTable(staticPage(P.data.trials, t)); return; }
+      if (P.mode === "static") return staticPage(P.data.trials, t);
       const q = new URLSearchParams({offset: t.offset, limit: t.limit, sort: t.sort, descending: t.descending ? "1" : "0",
                                      status: t.status, technique: t.technique, text: t.text});
-      renderTable(await get("api/runs/" + encodeURIComponent(P.run) + "/trials?" + q));
+      if (t.after) q.set("after", t.after);
+      if (t.before) q.set("before", t.before);
+      return get("api/runs/" + encodeURIComponent(P.run) + "/trials?" + q);
     }
 
     async function loadParams() {
@@ -388,9 +482,28 @@
       drawPareto();
     }
 
-    function drawAll() { drawSummary(); drawConvergence(); drawPareto(); drawBest(); drawCredits(); drawFailures(); }
+    // The page's first draw puts the summary, the best configuration and the convergence plot on the
+    // screen first, then the other views, then the convergence plot's whole sample.
+    async function drawAll() {
+      const first = !state.drawn;
+      state.drawn = true;
+      drawSummary();
+      drawBest();
+      const complete = await drawConvergence(first);
+      if (first) await afterPaint();
+      drawPareto();
+      drawCredits();
+      drawFailures();
+      if (!complete) {
+        await afterPaint();
+        await drawConvergence(false);
+      }
+    }
 
     async function refresh() {
+      // The first time, the run's views are asked for with its version, not after it: one round trip less.
+      const first = state.version === null ? [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()] : null;
+      if (first) for (const p of first) p.catch(() => {});  // a failure is reported once, below
       const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
       const key = version.n_trials + "/" + version.status;
       // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
@@ -402,23 +515,32 @@
         return;
       }
       state.version = key;
-      // The table and the run's views load together; the table shows as soon as it is there.
-      const [view] = await Promise.all([get("api/runs/" + encodeURIComponent(P.run)), loadTable()]);
+      // The table and the run's views are read together and shown in the same task: the summary and the
+      // table never disagree about the trials there are.
+      const seq = tableSeq;
+      const [view, page] = await Promise.all(first || [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()]);
       state.view = view;
-      drawAll();
+      // Read alongside the version, the views may be of a few trials before it: the next poll catches up.
+      if (first) state.version = view.n_trials + "/" + view.run.status;
+      if (seq === tableSeq) renderTable(page);
+      await drawAll();
       if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
-      // The parameter views fit a forest: refreshed at most every 10 s while a run grows.
-      if (!state.params || Date.now() - state.paramsAt > 10000) await loadParams();
+      // The parameter views fit a forest (seconds on a big run): refreshed at most every 10 s while a run
+      // grows, and never waited for, so that the next poll still shows new trials within a second.
+      if (!state.paramsBusy && (!state.params || Date.now() - state.paramsAt > 10000)) {
+        state.paramsBusy = true;
+        loadParams().catch((e) => console.error(e.message)).finally(() => { state.paramsBusy = false; });
+      }
     }
 
     if (P.mode === "static") {
       state.view = P.data.run;
       state.pareto = P.data.pareto;
-      drawAll();
       loadTable();
-      loadParams();
+      drawAll().then(loadParams).catch((e) => console.error(e.message));
     } else {
       refresh().catch((e) => console.error(e.message));
+      loadPlotly().catch(() => {});  // after the requests have left; a failure shows in each plot
       poll(refresh, 1000);
     }
   }
@@ -463,9 +585,19 @@
       draw();
     }
     if (P.mode === "static") draw();
-    else { refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; }); poll(refresh, 2000); }
+    else {
+      refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; });
+      loadPlotly().catch(() => {});
+      poll(refresh, 2000);
+    }
   }
 
   const pages = {runs: runsPage, run: runPage, compare: comparePage};
-  document.addEventListener("DOMContentLoaded", () => pages[P.page]());
+  // This script ends the page's body: the elements it fills are there, and its requests leave now rather
+  // than after an asynchronous plotly.js has been compiled (that may delay DOMContentLoaded).
+  if (document.readyState === "loading" && !document.getElementById("content")) {
+    document.addEventListener("DOMContentLoaded", () => pages[P.page]());
+  } else {
+    pages[P.page]();
+  }
 })();
