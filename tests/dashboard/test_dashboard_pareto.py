@@ -124,6 +124,6 @@ def test_the_front_follows_a_growing_run(tmp_path: Path, start: Any, page: Any, 
         add(3, 1.5, 5.0)  # dominates (2, 3): the front becomes (1, 1), (1.5, 5)
         page.wait_for_function(
             "() => [...document.querySelectorAll('#pareto-table tr[data-trial]')].map((r) => r.dataset.trial)"
-            ".join(',') === '0,3'", timeout=5000)
+            ".join(',') === '0,3'", timeout=20_000)  # the poll is 1 s; a loaded CI box redraws slowly
         assert page.evaluate(_FRONT_POINTS) == 2
     assert browser.errors == []
