@@ -32,7 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,7 +161,8 @@ def main() -> None:
         "",
         "Command: `nice .venv/bin/python benchmarks/fidelity.py "
         f"--seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}`",
-        f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; wall {time.time() - started:.0f} s.",
+        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
+        f"wall {time.time() - started:.0f} s.",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"shared with other engineers' jobs: load average {load_before[0]:.1f} at the start, "
         f"{load_after[0]:.1f} at the end (compute is counted in epochs, so the load does not change "
@@ -170,7 +171,8 @@ def main() -> None:
         f"Objective: benchmarks/fidelity_problem.py (a 20-feature, 2000-point classification task, a "
         f"one-hidden-layer network, 5 hyperparameters, validation cross-entropy after up to "
         f"{fp.MAX_EPOCHS} epochs). Each tool gets {args.compute} epochs "
-        f"(= {args.compute // fp.MAX_EPOCHS} full trainings) per seed; {args.seeds} seeds (0..{args.seeds - 1}).",
+        f"(= {args.compute // fp.MAX_EPOCHS} full trainings) per seed; {args.seeds} seeds "
+        f"(0..{args.seeds - 1}).",
         "",
         "Compute (epochs, median over seeds) to reach the quality `perftune-full` reaches at 1/4, 1/2 and "
         "all of the compute, and the ratio to `perftune-full` (higher is better; `-`: fewer than half "
@@ -187,7 +189,7 @@ def main() -> None:
                      + f" | {final:.4f} | {n_trials:.0f} | {n_full:.0f} |")
     lines += [
         "",
-        f"Wall time per tool (all seeds, this shared machine): "
+        "Wall time per tool (all seeds, this shared machine): "
         + ", ".join(f"{t} {seconds[t]:.0f} s" for t in TOOLS) + ".",
         "",
         "![best value against compute](fidelity.png)",

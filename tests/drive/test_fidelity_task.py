@@ -64,7 +64,8 @@ def test_a_command_runs_at_growing_fidelity_and_is_promoted_by_asha(public_tmp_p
         for step, n in zip(sorted(t.intermediate), (100, 1000, 10000), strict=False):
             assert t.intermediate[step] == pytest.approx((a - 3) ** 2 + 100.0 / n)
     for t in full:
-        assert sorted(t.intermediate) == [1, 2, 3] and t.value == pytest.approx((t.config["a"] - 3) ** 2 + 0.01)
+        assert sorted(t.intermediate) == [1, 2, 3]
+        assert t.value == pytest.approx((t.config["a"] - 3) ** 2 + 0.01)
     for t in pruned:
         assert t.reason is not None and t.reason.startswith("pruned at step ")
         assert t.reason.endswith(("(n=100)", "(n=1000)"))
@@ -82,7 +83,8 @@ BAD = [
     ('n = { type = "choice", fidelity = [1, 2] }', "space.n.type", '"int" or "float"'),
     ('n = { type = "int", min = 1, fidelity = [1, 2] }', "space.n.min", "takes only type, fidelity and eta"),
     ('n = { type = "int", fidelity = [1, 2], eta = 1 }', "space.n.eta", "at least 2"),
-    ('n = { fidelity = [1, 2] }\nm = { fidelity = [3, 4] }', "space.m.fidelity", "a second fidelity parameter"),
+    ('n = { fidelity = [1, 2] }\nm = { fidelity = [3, 4] }', "space.m.fidelity",
+     "a second fidelity parameter"),
 ]
 
 
