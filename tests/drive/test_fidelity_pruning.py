@@ -208,3 +208,19 @@ def test_a_resumed_run_puts_the_stored_reports_back_on_the_rungs(tmp_path: Path)
     result = resumed.run(judged, 6, on_trial=lambda t: resumed.stop() if len(seen) >= 5 else None)
     new = [t for t in result.trials if t.id >= len(first)]
     assert seen and new and all(t.status is Status.PRUNED for t in new)
+
+
+def test_a_thread_executor_hands_the_handle_to_a_reporting_objective() -> None:
+    from perftune.drive import ThreadExecutor
+
+    def first_wins(config: Any, trial: Any) -> float:
+        # Trial 0 is far ahead at step 1: from the third trial on, a trial needs to be in the best third
+        # of at least three values there, and cannot be until six trials have reported.
+        trial.report(1, 0.0 if trial.id == 0 else 1.0 + config["x"])
+        if trial.should_prune():
+            raise perftune.Pruned()
+        return config["x"]
+
+    tuner = Tuner(SPACE, seed=0)
+    result = tuner.run(first_wins, 3, executor=ThreadExecutor(first_wins, None, workers=2))
+    assert result.counts()["ok"] == 3 and result.counts()["pruned"] > 0

@@ -21,15 +21,16 @@ which is ignored until it is complete.
 
 Example:
     >>> import tempfile
-    >>> board = tempfile.mkdtemp()
-    >>> fid = Fidelity(ASHA(eta=2), "min", board)
-    >>> losses = []
+    >>> board = tempfile.TemporaryDirectory()
+    >>> fid = Fidelity(ASHA(eta=2), "min", board.name)
+    >>> pruned = []
     >>> for i, v in enumerate([0.5, 0.9, 0.1]):
     ...     t = RunningTrial(i, {}, fid)
     ...     t.report(1, v)
-    ...     losses.append(t.should_prune())
-    >>> losses
+    ...     pruned.append(t.should_prune())
+    >>> pruned
     [False, True, False]
+    >>> board.cleanup()
 """
 
 from __future__ import annotations
@@ -173,6 +174,10 @@ class Fidelity:
         pruner: The ASHA settings, or None to record reports without ever pruning.
         goal: ``"min"`` or ``"max"`` (reported values are in the user's units).
         board: Directory of the rung files (made by the driver, removed when the run ends).
+
+    Example:
+        >>> Fidelity(ASHA(eta=2), "max", "/tmp/rungs").pruner.rung_steps(0)[:3]
+        (1, 2, 4)
     """
 
     pruner: ASHA | None
