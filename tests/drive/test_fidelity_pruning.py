@@ -224,3 +224,11 @@ def test_a_thread_executor_hands_the_handle_to_a_reporting_objective() -> None:
     tuner = Tuner(SPACE, seed=0)
     result = tuner.run(first_wins, 3, executor=ThreadExecutor(first_wins, None, workers=2))
     assert result.counts()["ok"] == 3 and result.counts()["pruned"] > 0
+
+
+def test_a_seeded_run_with_one_worker_prunes_the_same_way_every_time() -> None:
+    def outline(result: Any) -> list[tuple[Any, ...]]:
+        return [(dict(t.config), t.status, t.reason, t.intermediate) for t in result.trials]
+
+    first = perftune.tune(curve, SPACE, budget=6, seed=5)
+    assert outline(first) == outline(perftune.tune(curve, SPACE, budget=6, seed=5))
