@@ -1165,7 +1165,6 @@ class Tuner:
         _check_run_args(workers, executor, timeout_s)
         if pruner is not None and not isinstance(pruner, ASHA | bool):
             raise PerftuneError(f"pruner must be a perftune.drive.ASHA, True or False, got {pruner!r}")
-        self._fidelity = self._start_fidelity(objective, pruner)
         self._take_lease()  # again, when an earlier run() of this tuner gave the run back
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
@@ -1194,6 +1193,7 @@ class Tuner:
         bar = _Progress(self, limit, settings) if settings is not None else None
         self._stop_reason = ""
         in_flight: set[int] = set()
+        self._fidelity = self._start_fidelity(objective, pruner)  # removed in the finally below
         try:
             self._loop(executor, limit, deadline, in_flight, bar, on_trial)
         except KeyboardInterrupt:
@@ -1352,8 +1352,10 @@ class _Progress:
         t = self._tuner
         failed = sum(1 for trial in t._trials.values() if trial.status in (Status.FAILED, Status.TIMEOUT))
         best = None if t.best is None or t.best.value is None else f"{t.best.value:.6g}"
-        # The budget counts every trial of the run (a resume starts where it was); the rate, this run's.
-        self._line.update(len(t._trials), best=best, failures=failed)
+        # The budget counts every trial of the run (a resume starts where it was) but the pruned ones
+        # (docs/fidelity.md); the rate, this run's.
+        done = len(t._trials) - t._status_counts.get(Status.PRUNED.value, 0)
+        self._line.update(done, best=best, failures=failed)
 
     def close(self) -> None:
         self.update()
