@@ -1215,9 +1215,12 @@ class Tuner:
         """The rungs of a run whose objective reports, with what earlier trials of the run reported."""
         if not takes_trial(objective):
             return None
+        # A task file's objective says what its rungs are (its fidelity levels), or None without levels.
+        own = getattr(objective, "pruner", False)
+        if own is None and pruner is None:
+            return None  # an objective that says it has no levels to report (a task file without any)
         import tempfile
 
-        own = getattr(objective, "pruner", None)  # a task file's fidelity levels are its rungs
         settings = (pruner if isinstance(pruner, ASHA) else None if pruner is False
                     else own if isinstance(own, ASHA) else ASHA())
         board = tempfile.mkdtemp(prefix="perftune-rungs-")
