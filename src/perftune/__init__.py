@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from perftune._version import __version__
 from perftune.errors import PerftuneError
-from perftune.trial import Status, Trial
+from perftune.trial import Pruned, Status, Trial
 
 if TYPE_CHECKING:
     from perftune.drive import Budget, Result, Tuner, tune
 
-__all__ = ["Budget", "PerftuneError", "Result", "Status", "Trial", "Tuner", "__version__", "tune"]
+__all__ = ["Budget", "PerftuneError", "Pruned", "Result", "Status", "Trial", "Tuner", "__version__", "tune"]
 
 _LAZY = {"Budget", "Result", "Tuner", "tune"}
 

@@ -163,6 +163,8 @@ def _trial_json(trial: Any) -> dict[str, Any] | None:
         "config": json.loads(trial.config.to_json()), "metrics": trial.metrics, "samples": trial.samples,
         "reason": trial.reason, "technique": trial.technique, "worker": trial.worker,
         "started_at": trial.started_at, "finished_at": trial.finished_at,
+        **({"intermediate": {str(k): v for k, v in sorted(trial.intermediate.items())}}
+           if getattr(trial, "intermediate", None) else {}),
     }
 
 
@@ -619,7 +621,7 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     reasons: dict[str, int] = {}
     for t in trials:
         counts[t.status.value] = counts.get(t.status.value, 0) + 1
-        if t.reason and t.status.value != "ok":
+        if t.reason and t.status.value not in ("ok", "pruned"):  # pruning is no failure (docs/fidelity.md)
             key = t.reason.splitlines()[0][:120]
             reasons[key] = reasons.get(key, 0) + 1
     if as_json:
@@ -641,6 +643,9 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     console.print(f"run [bold]{escape(str(info.name))}[/] (id {info.id}), {escape(str(info.status))}, "
                   f"goal {escape(str(info.goal))}, {len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    if counts.get("pruned"):
+        console.print(f"pruned: {counts['pruned']} trials stopped early by the pruner; they are not full "
+                      "evaluations and do not count against the budget")
     if default is not None and default.ok:
         console.print(f"default configuration: {default.value:.6g}")
     if best is not None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from perftune.space import Config
 
-__all__ = ["Status", "Trial", "TrialTimeout"]
+__all__ = ["Pruned", "Status", "Trial", "TrialTimeout"]
 
 
 class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change str() and f-strings)
@@ -39,6 +39,9 @@ class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change str() and f-s
     FAILED = "failed"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    #: Stopped early by the pruner after reporting intermediate values (docs/fidelity.md): not a full
+    #: evaluation, so it does not count against a budget of evaluations.
+    PRUNED = "pruned"
 
 
 @dataclass
@@ -54,11 +57,13 @@ class Trial:
             Search techniques read ``loss`` only.
         metrics: Every metric reported by the objective.
         samples: Repeated measurements of the objective.
-        reason: Why the trial failed, timed out or was cancelled.
+        reason: Why the trial failed, timed out, was cancelled or pruned.
         technique: Who proposed it (``"default"``, ``"seed"``, a technique name).
         worker: Which worker measured it.
         started_at: Start of the measurement (``time.time()``).
         finished_at: End of the measurement (``time.time()``).
+        intermediate: What the objective reported on its way, ``{step: value}`` in the user's units
+            (``trial.report(step, value)``; docs/fidelity.md); empty for an objective that reports none.
     """
 
     id: int
@@ -73,6 +78,7 @@ class Trial:
     worker: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    intermediate: dict[int, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -93,4 +99,17 @@ class TrialTimeout(Exception):
     Example:
         >>> def objective(config):
         ...     raise TrialTimeout("ran past 2.0 s")
+    """
+
+
+class Pruned(Exception):
+    """Raised by an objective to stop its trial early: the trial is recorded as PRUNED with the message
+    as its reason (what ``trial.should_prune()`` answering True asks for; docs/fidelity.md).
+
+    Example:
+        >>> def objective(config, trial):
+        ...     trial.report(1, 0.9)
+        ...     if trial.should_prune():
+        ...         raise Pruned("not promising at step 1")
+        ...     return 0.5
     """

@@ -14,16 +14,19 @@ from perftune.drive._budget import Budget, Countdown, parse_budget
 from perftune.drive._context import EvalContext, Incumbent
 from perftune.drive._evaluate import Outcome, evaluate, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor, ThreadExecutor
+from perftune.drive._fidelity import ASHA, Fidelity, RunningTrial
 from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._tuner import DEFAULT_LAG, Result, Tuner, tune
 from perftune.drive._warmstart import Prior, WarmStart
 
 __all__ = [
+    "ASHA",
     "DEFAULT_LAG",
     "Budget",
     "Countdown",
     "EvalContext",
     "Executor",
+    "Fidelity",
     "Incumbent",
     "InlineExecutor",
     "Outcome",
@@ -32,6 +35,7 @@ __all__ = [
     "ProgressLine",
     "ProgressSettings",
     "Result",
+    "RunningTrial",
     "ThreadExecutor",
     "Tuner",
     "WarmStart",

@@ -22,7 +22,8 @@ class Budget:
     """Limits of a run; the first one reached ends it.
 
     Args:
-        evals: Number of trials (measured configurations, failures included).
+        evals: Number of trials (measured configurations, failures included; trials pruned early by a
+            reporting objective's pruner are not full evaluations and do not count, docs/fidelity.md).
         seconds: Wall-clock limit, kept by the driver: evaluations in flight at the limit are stopped
             and recorded as cancelled (not counted). It counts from the start of ``Tuner.run``, or from
             the first ``Tuner.ask()`` in an ask/tell loop.

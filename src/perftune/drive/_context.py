@@ -23,7 +23,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perftune.drive._fidelity import Fidelity
 
 __all__ = ["EvalContext", "Incumbent", "takes_context"]
 
@@ -60,6 +63,8 @@ class EvalContext:
         shared: The run's shared values, as published by earlier evaluations (a snapshot: read it,
             publish to change it).
         published: What this evaluation published; the driver merges it into ``shared``.
+        fidelity: For an objective that reports intermediate values (a ``trial`` parameter): the
+            pruner and where the rungs are (docs/fidelity.md); None otherwise.
 
     Example:
         >>> ctx = EvalContext(shared={"n": 1})
@@ -73,6 +78,7 @@ class EvalContext:
     incumbent: Incumbent | None = None
     shared: Mapping[str, Any] = field(default_factory=dict)
     published: dict[str, Any] = field(default_factory=dict)
+    fidelity: Fidelity | None = None
 
     def publish(self, key: str, value: Any) -> None:
         """Share ``value`` under ``key`` with the evaluations submitted after this one comes back.

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perftune.drive._context import EvalContext, takes_context
-from perftune.trial import Status, TrialTimeout
+from perftune.drive._fidelity import RunningTrial, takes_trial
+from perftune.trial import Pruned, Status, TrialTimeout
 
 __all__ = ["Outcome", "RepeatedObjective", "evaluate", "interpret"]
 
@@ -41,6 +42,7 @@ class Outcome:
     finished_at: float = 0.0
     worker: str | None = None
     published: dict[str, Any] = field(default_factory=dict)
+    intermediate: dict[int, float] = field(default_factory=dict)
 
 
 def _number(x: Any) -> float | None:
@@ -111,19 +113,39 @@ def evaluate(objective: Objective, config: Any, metric: str | None,
     """
     started = time.time()
     published = context.published if context is not None else {}
+    handle = None
+    kwargs: dict[str, Any] = {}
+    if context is not None and takes_context(objective):
+        kwargs["context"] = context
+    if takes_trial(objective):
+        # An objective that reports intermediate values (docs/fidelity.md); without a driver's context
+        # it still gets a handle, which records and never prunes.
+        trial_id = context.trial_id if context is not None and context.trial_id is not None else 0
+        handle = kwargs["trial"] = RunningTrial(trial_id, config, getattr(context, "fidelity", None))
+    intermediate = handle.intermediate if handle is not None else {}
+
+    def ended(status: Status, reason: str | None) -> Outcome:
+        return Outcome(status, reason=reason, started_at=started, finished_at=time.time(),
+                       worker=_worker_name(), published=published, intermediate=intermediate)
+
     try:
-        raw = objective(config, context=context) if context is not None and takes_context(objective) \
-            else objective(config)
+        raw = objective(config, **kwargs)
+        if handle is not None and handle.prune_reason is not None:
+            # should_prune() said stop and the objective returned: what it returned is not a full
+            # evaluation, whatever it is.
+            return ended(Status.PRUNED, handle.prune_reason)
         value, metrics, samples = interpret(raw, metric)
+    except Pruned as error:
+        reason = str(error) or (handle.prune_reason if handle is not None else None) or "pruned"
+        return ended(Status.PRUNED, reason[:2000])
     except TrialTimeout as error:
-        return Outcome(Status.TIMEOUT, reason=str(error) or "timeout", started_at=started,
-                       finished_at=time.time(), worker=_worker_name(), published=published)
+        return ended(Status.TIMEOUT, str(error) or "timeout")
     except Exception as error:  # the objective is user code: any exception is a failed trial
         reason = f"{type(error).__name__}: {error}".strip()
-        return Outcome(Status.FAILED, reason=reason[:2000], started_at=started, finished_at=time.time(),
-                       worker=_worker_name(), published=published)
+        return ended(Status.FAILED, reason[:2000])
     return Outcome(Status.OK, value=value, metrics=metrics, samples=samples, started_at=started,
-                   finished_at=time.time(), worker=_worker_name(), published=published)
+                   finished_at=time.time(), worker=_worker_name(), published=published,
+                   intermediate=intermediate)
 
 
 class RepeatedObjective:

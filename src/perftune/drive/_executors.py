@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from perftune.drive._context import EvalContext, takes_context
 from perftune.drive._evaluate import Outcome, evaluate
+from perftune.drive._fidelity import takes_trial
 from perftune.trial import Status
 
 __all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "ThreadExecutor"]
@@ -139,15 +140,17 @@ class ThreadExecutor:
     def _evaluate(self, config: Any, context: EvalContext | None = None) -> Outcome:
         own: list[Outcome] = []
         wants_context = context is not None and takes_context(self._objective)
+        objective: Callable[..., Any] = self._objective
 
-        def call(c: Any, context: EvalContext | None = None) -> Any:
-            objective: Callable[..., Any] = self._objective
-            raw = objective(c, context=context) if wants_context else objective(c)
-            if isinstance(raw, Outcome):
-                own.append(raw)
-                return 0.0  # a placeholder for evaluate(); the target's own outcome is returned below
-            return raw
+        def plain(c: Any, context: EvalContext | None = None) -> Any:
+            return self._own(objective(c, context=context) if wants_context else objective(c), own)
 
+        def reporting(c: Any, context: EvalContext | None = None, trial: Any = None) -> Any:
+            # evaluate() makes the handle of a reporting objective (docs/fidelity.md) for this wrapper.
+            extra = {"context": context} if wants_context else {}
+            return self._own(objective(c, trial=trial, **extra), own)
+
+        call = reporting if takes_trial(objective) else plain
         outcome = evaluate(call, config, self._metric, context)
         if not own:
             return outcome
@@ -156,6 +159,13 @@ class ThreadExecutor:
         mine.finished_at = mine.finished_at or outcome.finished_at
         mine.worker = mine.worker or outcome.worker
         return mine
+
+    @staticmethod
+    def _own(raw: Any, own: list[Outcome]) -> Any:
+        if isinstance(raw, Outcome):
+            own.append(raw)
+            return 0.0  # a placeholder for evaluate(); the target's own outcome is returned below
+        return raw
 
     def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
         if len(self._running) >= self.capacity:

@@ -28,6 +28,7 @@ from perftune.drive._budget import Budget
 from perftune.drive._context import EvalContext, Incumbent, takes_context
 from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
+from perftune.drive._fidelity import ASHA, Fidelity, takes_trial
 from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._warmstart import Prior, WarmStart
 from perftune.errors import PerftuneError, SpaceError
@@ -355,6 +356,7 @@ class Tuner:
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
         self._stop_requested: str | None = None  # stop(): no new trial is issued
+        self._fidelity: Fidelity | None = None  # while run() drives an objective that reports (a pruner)
 
         if _resume_state is not None:
             st = _resume_state
@@ -797,7 +799,8 @@ class Tuner:
         issued = self._pending.pop(ticket)
         trial = Trial(id=ticket, config=issued.config, technique=issued.technique, status=outcome.status,
                       reason=outcome.reason, metrics=dict(outcome.metrics), samples=list(outcome.samples),
-                      worker=outcome.worker, started_at=outcome.started_at, finished_at=outcome.finished_at)
+                      worker=outcome.worker, started_at=outcome.started_at, finished_at=outcome.finished_at,
+                      intermediate=dict(outcome.intermediate))
         if outcome.status is Status.OK:
             assert outcome.value is not None
             trial.value = outcome.value
@@ -860,6 +863,10 @@ class Tuner:
                 del self._by_config[trial.config]
             return
         self._by_config.setdefault(trial.config, trial.id)
+        if trial.status is Status.PRUNED:
+            # Stopped early: not a full evaluation, so neither the budget nor the patience counts it
+            # (docs/fidelity.md); it stays known, so that its configuration is not proposed again.
+            return
         self._n_counted += 1
         if self.objectives.is_multi:
             self._update_front(trial)
@@ -1114,6 +1121,7 @@ class Tuner:
         scheduler: str | None = None,
         progress: bool | ProgressSettings = False,
         on_trial: Callable[[Trial], None] | None = None,
+        pruner: ASHA | bool | None = None,
     ) -> Result:
         """Tune until the budget is spent; evaluations run on ``workers`` local processes.
 
@@ -1141,12 +1149,22 @@ class Tuner:
         An objective that declares a ``context`` parameter is called as ``objective(config,
         context=...)`` with the :class:`~perftune.drive.EvalContext` of :meth:`context_for`, in
         whichever process or Dask worker it runs.
+
+        An objective that declares a ``trial`` parameter (after the configuration) reports intermediate
+        values, ``trial.report(step, value)``, and stops when ``trial.should_prune()`` says so (or by
+        raising :class:`perftune.Pruned`): ``pruner`` decides, an :class:`~perftune.drive.ASHA` (None
+        or True: the objective's own ``pruner`` attribute if it has one, such as a task file with a
+        fidelity parameter, else ``ASHA()``, eta 3 from step 1; False: record, never prune). A pruned
+        trial is PRUNED with the reason and does not count against the budget's evaluations (see
+        docs/fidelity.md).
         """
         limit = Budget.coerce(budget)
         limit = self.budget if limit is None else limit.merged(self.budget)
         if limit is None:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
         _check_run_args(workers, executor, timeout_s)
+        if pruner is not None and not isinstance(pruner, ASHA | bool):
+            raise PerftuneError(f"pruner must be a perftune.drive.ASHA, True or False, got {pruner!r}")
         self._take_lease()  # again, when an earlier run() of this tuner gave the run back
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
@@ -1175,6 +1193,7 @@ class Tuner:
         bar = _Progress(self, limit, settings) if settings is not None else None
         self._stop_reason = ""
         in_flight: set[int] = set()
+        self._fidelity = self._start_fidelity(objective, pruner)  # removed in the finally below
         try:
             self._loop(executor, limit, deadline, in_flight, bar, on_trial)
         except KeyboardInterrupt:
@@ -1188,8 +1207,37 @@ class Tuner:
             raise
         finally:
             self._deadline = None
+            self._stop_fidelity()
         self._finish(executor, bar, "finished")
         return self.result()
+
+    def _start_fidelity(self, objective: Any, pruner: ASHA | bool | None) -> Fidelity | None:
+        """The rungs of a run whose objective reports, with what earlier trials of the run reported."""
+        if not takes_trial(objective):
+            return None
+        # A task file's objective says what its rungs are (its fidelity levels), or None without levels.
+        own = getattr(objective, "pruner", False)
+        if own is None and pruner is None:
+            return None  # an objective that says it has no levels to report (a task file without any)
+        import tempfile
+
+        settings = (pruner if isinstance(pruner, ASHA) else None if pruner is False
+                    else own if isinstance(own, ASHA) else ASHA())
+        board = tempfile.mkdtemp(prefix="perftune-rungs-")
+        fidelity = Fidelity(settings, self.goal, board)
+        from perftune.drive._fidelity import replay
+
+        for trial in self.trials:  # a resumed run, or a second run() of this tuner
+            if trial.intermediate:
+                replay(fidelity, trial.id, trial.intermediate)
+        return fidelity
+
+    def _stop_fidelity(self) -> None:
+        fidelity, self._fidelity = self._fidelity, None
+        if fidelity is not None and fidelity.board is not None:
+            import shutil
+
+            shutil.rmtree(fidelity.board, ignore_errors=True)
 
     def context_for(self, trial: Trial) -> EvalContext:
         """What the driver tells the objective evaluating ``trial``: the incumbent, who proposed it, and
@@ -1212,7 +1260,7 @@ class Tuner:
             incumbent = Incumbent(trial_id=best.id, value=best.value,
                                   samples=tuple(best.samples) or (best.value,), metrics=dict(best.metrics))
         return EvalContext(trial_id=trial.id, technique=trial.technique, incumbent=incumbent,
-                           shared=dict(self._shared))
+                           shared=dict(self._shared), fidelity=self._fidelity)
 
     def _loop(self, executor: Executor, limit: Budget, deadline: float | None, in_flight: set[int],
               bar: _Progress | None, on_trial: Callable[[Trial], None] | None) -> None:
@@ -1307,8 +1355,10 @@ class _Progress:
         t = self._tuner
         failed = sum(1 for trial in t._trials.values() if trial.status in (Status.FAILED, Status.TIMEOUT))
         best = None if t.best is None or t.best.value is None else f"{t.best.value:.6g}"
-        # The budget counts every trial of the run (a resume starts where it was); the rate, this run's.
-        self._line.update(len(t._trials), best=best, failures=failed)
+        # The budget counts every trial of the run (a resume starts where it was) but the pruned ones
+        # (docs/fidelity.md); the rate, this run's.
+        done = len(t._trials) - t._status_counts.get(Status.PRUNED.value, 0)
+        self._line.update(done, best=best, failures=failed)
 
     def close(self) -> None:
         self.update()
@@ -1338,6 +1388,7 @@ def tune(
     repeats: int | str | TimingSettings | None = None,
     warm_start: WarmStart | Sequence[Any] | None = None,
     callbacks: Sequence[Callable[[Tuner, Trial], Any]] = (),
+    pruner: ASHA | bool | None = None,
 ) -> Result:
     """Tune ``objective`` over ``space`` and return the result.
 
@@ -1372,6 +1423,10 @@ def tune(
         callbacks: Called in the driver as ``callback(tuner, trial)`` after each finished trial, in
             order; ``tuner.stop()`` ends the run early (Optuna's ``study.stop()``), and
             ``tuner.pareto``/``tuner.best`` are the results so far.
+        pruner: For an objective ``objective(config, trial)`` that calls ``trial.report(step, value)``:
+            an :class:`~perftune.drive.ASHA` (default ``ASHA()``: eta 3, rungs at steps 1, 3, 9, ...),
+            or False to record the reports without pruning. Pruned trials are PRUNED, with a reason,
+            and do not count against ``budget`` (docs/fidelity.md).
 
     Example:
         >>> from perftune.space import Float, Space
@@ -1384,6 +1439,9 @@ def tune(
         raise PerftuneError("tune(): give a budget (a number of trials, a duration or a perftune.Budget)")
     _check_run_args(workers, executor, timeout_s)
     objectives = _objectives_of(goal, metric, metrics, constraints, "tune()")
+    if repeats is not None and takes_trial(objective):
+        raise PerftuneError("tune(): repeats= measures a configuration several times; an objective that "
+                            "reports intermediate values (a 'trial' parameter) cannot be repeated")
     if repeats is not None:
         primary = None if metric is None and objectives.primary == "value" else objectives.primary
         try:
@@ -1402,4 +1460,5 @@ def tune(
             callback(tuner, trial)
 
     return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                     scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None)
+                     scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None,
+                     pruner=pruner)

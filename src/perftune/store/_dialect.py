@@ -44,12 +44,13 @@ TRIAL_KEYS = (
     "worker",
     "started_at",
     "finished_at",
+    "intermediate",
 )
 SAMPLE_KEYS = ("run_id", "trial_id", "idx", "value")
 
 #: One trial as the hot path writes it: the values of :data:`TRIAL_KEYS`, in that order.
 TrialRow = tuple[int, int, str, str, str, str | None, float | None, float | None, str | None, str | None,
-                 str | None, float | None, float | None]
+                 str | None, float | None, float | None, str | None]
 
 #: An INSERT that can say what happens on a conflict (both dialects' own Insert constructs).
 UpsertableInsert = sqlite_dialect.Insert | pg_dialect.Insert

@@ -146,10 +146,18 @@ def _migrate_v3(conn: Connection) -> None:
     _v3_leases(md).create(conn)
 
 
+def _migrate_v4(conn: Connection) -> None:
+    # v4: what a reporting objective reported on its way (multi-fidelity, docs/fidelity.md), as JSON
+    # {step: value} on the trial's row: written with the trial in the hot path's one INSERT, NULL for
+    # every trial of an older store and for objectives that report nothing.
+    conn.execute(sa.text("ALTER TABLE trials ADD COLUMN intermediate TEXT"))
+
+
 migrations: list[Migration] = [
     Migration(1, "runs, trials, samples and the meta table", _migrate_v1),
     Migration(2, "checkpoints table, runs.finished_at, index on (run_id, loss)", _migrate_v2),
     Migration(3, "leases table (which driver drives a run)", _migrate_v3),
+    Migration(4, "trials.intermediate (reported intermediate values)", _migrate_v4),
 ]
 SCHEMA_VERSION: int = migrations[-1].version
 
@@ -162,6 +170,7 @@ meta = metadata.tables["meta"]
 runs = metadata.tables["runs"]
 runs.append_column(sa.Column("finished_at", sa.Float))
 trials = metadata.tables["trials"]
+trials.append_column(sa.Column("intermediate", sa.Text))
 sa.Index("ix_trials_loss", trials.c.run_id, trials.c.loss)
 samples = metadata.tables["samples"]
 checkpoints = metadata.tables["checkpoints"]

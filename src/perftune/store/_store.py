@@ -457,6 +457,8 @@ class Store:
             trial.worker,
             _float_or_none(trial.started_at),
             _float_or_none(trial.finished_at),
+            _dumps({str(k): float(v) for k, v in sorted(trial.intermediate.items())}) if trial.intermediate
+            else None,
         )
         samples = [float(v) for v in trial.samples]
         self._check_open()
@@ -653,6 +655,8 @@ class Store:
             worker=m["worker"],
             started_at=m["started_at"],
             finished_at=m["finished_at"],
+            intermediate={int(k): v for k, v in json.loads(m["intermediate"]).items()}
+            if m.get("intermediate") else {},
         )
 
     def trials(self, run_id: int) -> list[Trial]:

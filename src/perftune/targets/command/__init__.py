@@ -18,6 +18,9 @@ Schema (names are stable)::
     order  = { type = "choice", options = ["ijk", "ikj", "jik"] }
     fast   = { type = "bool", on = "-ffast-math", off = "" }        # rendering of true / false
     passes = { type = "permutation", items = ["a", "b", "c"], sep = "," }
+    n      = { type = "int", fidelity = [1000, 10000, 100000] }  # not searched: ASHA promotes each
+                                        # candidate up the levels, the last is the full evaluation
+                                        # (docs/fidelity.md); optional eta = 3
 
     [build]                             # optional
     command = ["gcc", "-O2", "{fast}", "-DBLOCK={block}", "{task_dir}/mm.c", "-o", "{scratch}/mm"]

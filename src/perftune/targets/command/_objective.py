@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perftune.drive import EvalContext
+from perftune.drive import ASHA, EvalContext, RunningTrial
 from perftune.errors import TaskError
 from perftune.measure import (
     BudgetedVerifier,
@@ -41,8 +41,8 @@ from perftune.measure import (
     read_for_candidate,
     size_for_candidate,
 )
-from perftune.targets.command._specs import TIME_LIKE, StepSpec
-from perftune.trial import Status, TrialTimeout
+from perftune.targets.command._specs import TIME_LIKE, FidelitySpec, StepSpec
+from perftune.trial import Pruned, Status, TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
 
@@ -138,6 +138,7 @@ class CommandObjective:
         cwd: str | None,
         sandbox_options: dict[str, Any],
         state_dir: str,
+        fidelity: FidelitySpec | None = None,
     ) -> None:
         self.task_path = task_path
         self.task_dir = task_dir
@@ -153,6 +154,7 @@ class CommandObjective:
         self.cwd = cwd
         self.sandbox_options = sandbox_options
         self.state_dir = state_dir
+        self.fidelity = fidelity
         self.metric = objective.metric
         self.goal = objective.goal
         # Real path -> the staged copy candidates read instead (root, private directories).
@@ -260,8 +262,19 @@ class CommandObjective:
         return text
 
     # -- templates -----------------------------------------------------------------------------
+    @property
+    def pruner(self) -> ASHA | None:
+        """The promotion rule of a fidelity parameter: one rung per level but the last (the driver uses it
+        when ``run()`` is given no ``pruner``)."""
+        fid = self.fidelity
+        return None if fid is None else ASHA(eta=fid.eta, rungs=tuple(range(1, len(fid.levels))))
+
     def _context(self, config: Mapping[str, Any], scratch: str, input_path: str | None) -> dict[str, str]:
         ctx = {name: "" for name in self.space.names}
+        if self.fidelity is not None:
+            # Full fidelity unless the caller asks for a level: the reference, the checks and the
+            # verification all see the program as the user ships it.
+            ctx[self.fidelity.name] = _render_value(self.fidelity.levels[-1], {})
         for name, value in config.items():
             ctx[name] = _render_value(value, self.render.get(name, {}))
         ctx["scratch"] = scratch
@@ -540,19 +553,36 @@ class CommandObjective:
         context: EvalContext | None = None,
         *,
         technique: str | None = None,
+        trial: RunningTrial | None = None,
     ) -> dict[str, Any]:
         """Measure ``config``; ``context`` is the driver's (see :class:`~perftune.drive.EvalContext`).
+
+        With a fidelity parameter and the driver's ``trial`` handle, ``config`` is measured at each
+        level in turn and reported (step ``i`` for level ``i``, from 1); it stops when the handle says
+        so. The last level is the full evaluation, with the checks and the incumbent.
 
         Raises:
             CandidateError: The candidate failed (build, run, limit, wrong output, verification).
             TrialTimeout: A step ran past its timeout.
+            Pruned: Not promoted at a level below the last.
         """
         shared = _Shared(self._memory, context)
         if technique is None and context is not None:
             technique = context.technique
         recorded = [False]  # the verification recorded this candidate in the risk model itself
         try:
+            if self.fidelity is not None and trial is not None:
+                fid = self.fidelity
+                for step, level in enumerate(fid.levels[:-1], 1):
+                    low = self._evaluate(config, shared, technique, recorded, level=level)
+                    trial.report(step, float(low[self.metric]))
+                    if trial.should_prune():
+                        raise Pruned(f"{trial.prune_reason} ({fid.name}={level})")
             out = self._evaluate(config, shared, technique, recorded)
+            if self.fidelity is not None and trial is not None:
+                trial.report(len(self.fidelity.levels), float(out[self.metric]))
+        except Pruned:
+            raise  # promotion, not a failure: the risk model of the checks learns nothing from it
         except Exception:
             if not recorded[0]:
                 self._record_outcome(shared, config, bad=True, technique=technique)
@@ -561,14 +591,21 @@ class CommandObjective:
         return out
 
     def _evaluate(
-        self, config: Mapping[str, Any], shared: _Shared, technique: str | None, recorded: list[bool]
+        self, config: Mapping[str, Any], shared: _Shared, technique: str | None, recorded: list[bool],
+        *, level: int | float | None = None,
     ) -> dict[str, Any]:
-        ref = self._reference() if self.check.active or self.check.expensive else None
+        # Below full fidelity: no output check (the reference is the full one's), no incumbent (whose
+        # samples and time are the full one's), no verification; only the metric, to be promoted or not.
+        full = level is None
+        ref = self._reference() if full and (self.check.active or self.check.expensive) else None
         sandbox = self.sandbox()
-        incumbent = shared.incumbent()
+        incumbent = shared.incumbent() if full else None
         keep = bool(self.sandbox_options.get("keep_scratch", False))
         with sandbox.scratch(keep=keep) as scratch:
             ctx = self._context(config, scratch.path, None)
+            if not full:
+                assert self.fidelity is not None
+                ctx[self.fidelity.name] = _render_value(level, {})
             if self.build is not None:
                 r = self._step(sandbox, self.build, ctx, scratch.path, self.build.timeout_s)
                 if r.status is Status.TIMEOUT:
@@ -609,7 +646,7 @@ class CommandObjective:
                 rss.append(r.max_rss_kb)
                 return value
 
-            result = self._measure(config, run_once, incumbent, shared)
+            result = self._measure(config, run_once, incumbent, shared, full=full)
             value = statistics.median(result.samples)
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
@@ -619,7 +656,7 @@ class CommandObjective:
                 if problem:
                     recorded[0] = True
                     raise CandidateError(f"verification failed: {problem}")
-            if result.decision is Decision.BETTER:
+            if full and result.decision is Decision.BETTER:
                 shared.offer_incumbent(result.samples, value, statistics.median(walls), self._better)
         return {
             self.metric: value,
@@ -653,7 +690,7 @@ class CommandObjective:
         return True if known else None
 
     def _measure(
-        self, config: Mapping[str, Any], run_once: Any, incumbent: Any, shared: _Shared
+        self, config: Mapping[str, Any], run_once: Any, incumbent: Any, shared: _Shared, *, full: bool = True
     ) -> MeasureResult:
         """Run the candidate as often as the metric's noise needs (see :class:`ObjectiveSpec`)."""
         samples = incumbent["samples"] if incumbent else None
@@ -662,7 +699,8 @@ class CommandObjective:
         if mode != "detect":
             return measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=mode)
         reference = self._read("reference.json")
-        if reference is not None and "value" in reference and dict(config) == dict(self.space.default()):
+        if full and reference is not None and "value" in reference \
+                and dict(config) == dict(self.space.default()):
             # The reference run of the default configuration is a free second sample of it.
             result = measure_adaptively(run_once, samples, settings, goal=self.goal, deterministic=True)
             same = result.samples[0] == reference["value"]

@@ -22,6 +22,7 @@ from perftune.targets.command._specs import (
     METRICS,
     CheckSpec,
     ExpensiveCheckSpec,
+    FidelitySpec,
     ObjectiveSpec,
     StepSpec,
     TuningSpec,
@@ -39,6 +40,7 @@ __all__ = [
     "read_name",
     "read_check",
     "read_environment",
+    "read_fidelity",
     "read_inputs",
     "read_objective",
     "read_sandbox",
@@ -297,6 +299,8 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
     params = {}
     render: dict[str, dict[str, Any]] = {}
     for name, spec in table.items():
+        if isinstance(spec, Mapping) and "fidelity" in spec:
+            continue  # not searched: read_fidelity reads it
         if name in BUILTINS:
             raise where.error(f"space.{name}", f"{name!r} is a reserved placeholder name", f"{name} =")
         if not isinstance(spec, Mapping):
@@ -336,6 +340,9 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
         except (TypeError, ValueError) as error:
             raise where.error(f"space.{name}", str(error), f"{name} =") from None
         render[name] = extra
+    if not params:
+        raise where.error("space", "only a fidelity parameter: declare at least one parameter to search",
+                          "[space]")
     constraints = doc.get("constraints", [])
     if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
         raise where.error("constraints", "expected an array of expression strings")
@@ -346,6 +353,52 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
         needle = next((c for c in constraints if c in msg), "")
         raise where.error("constraints" if needle else "space", msg, needle) from None
     return space, render
+
+
+_FIDELITY_KEYS = {"type", "fidelity", "eta"}
+
+
+def read_fidelity(doc: Mapping[str, Any], where: Where) -> FidelitySpec | None:
+    """The ``[space]`` parameter declared with ``fidelity = [levels]``, if any (at most one)."""
+    table = doc.get("space")
+    if not isinstance(table, Mapping):
+        return None
+    found: FidelitySpec | None = None
+    for name, spec in table.items():
+        if not isinstance(spec, Mapping) or "fidelity" not in spec:
+            continue
+        key = f"space.{name}"
+        if found is not None:
+            raise where.error(f"{key}.fidelity", f"a second fidelity parameter (the first is "
+                              f"{found.name!r}): a task file has at most one", f"{name} =")
+        if name in BUILTINS:
+            raise where.error(key, f"{name!r} is a reserved placeholder name", f"{name} =")
+        unknown = sorted(set(spec) - _FIDELITY_KEYS)
+        if unknown:
+            raise where.error(f"{key}.{unknown[0]}", "a fidelity parameter takes only type, fidelity and "
+                              f"eta (its levels are its values), not {', '.join(unknown)}", f"{name} =")
+        ptype = str(spec.get("type", "int")).lower()
+        if ptype not in ("int", "float"):
+            raise where.error(f"{key}.type", f'a fidelity parameter is "int" or "float", not {ptype!r}',
+                              f"{name} =")
+        levels = spec["fidelity"]
+        numeric = isinstance(levels, list) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            for v in levels)
+        if not numeric or len(levels) < 2:
+            raise where.error(f"{key}.fidelity", "expected an array of at least 2 positive numbers, cheapest "
+                              f"first (e.g. [1000, 10000, 100000]), got {levels!r}", f"{name} =")
+        if ptype == "int" and not all(isinstance(v, int) for v in levels):
+            raise where.error(f"{key}.fidelity", f'type "int" needs integer levels, got {levels!r}',
+                              f"{name} =")
+        if any(b <= a for a, b in zip(levels, levels[1:], strict=False)):
+            raise where.error(f"{key}.fidelity", f"levels must increase (cheapest first), got {levels!r}",
+                              f"{name} =")
+        eta = spec.get("eta", 3)
+        if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
+            raise where.error(f"{key}.eta", f"expected an integer of at least 2, got {eta!r}", f"{name} =")
+        found = FidelitySpec(str(name), tuple(levels), eta)
+    return found
 
 
 def _check_timing(table: Mapping[str, Any], where: Where) -> None:

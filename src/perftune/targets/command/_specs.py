@@ -14,6 +14,7 @@ __all__ = [
     "TIME_LIKE",
     "CheckSpec",
     "ExpensiveCheckSpec",
+    "FidelitySpec",
     "ObjectiveSpec",
     "StepSpec",
     "TuningSpec",
@@ -22,6 +23,19 @@ __all__ = [
 METRICS = ("wall_time", "cpu_time", "max_rss", "file_size", "stdout_regex", "stdout_json")
 TIME_LIKE = ("wall_time", "cpu_time", "max_rss")
 """Metrics measured by the clock or the kernel: noisy, so always the sequential test (unless declared)."""
+
+
+@dataclass(frozen=True)
+class FidelitySpec:
+    """A fidelity parameter of ``[space]`` (``n = { type = "int", fidelity = [1000, 10000, 100000] }``).
+
+    Not searched: every candidate runs at the first level, and goes on to the next while ASHA promotes
+    it (the best ``1/eta`` at each level); the last level is the full evaluation (docs/fidelity.md).
+    """
+
+    name: str
+    levels: tuple[int | float, ...]
+    eta: int = 3
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from perftune.targets.command._sections import (
     check_keys,
     read_check,
     read_environment,
+    read_fidelity,
     read_inputs,
     read_name,
     read_objective,
@@ -124,7 +125,8 @@ def load_task(
     task_dir = file.resolve().parent
     # Sections are read in this order so that a file with several mistakes reports the same one first.
     space, render = read_space(doc, where)
-    known = set(space.names) | set(BUILTINS)
+    fidelity = read_fidelity(doc, where)
+    known = set(space.names) | set(BUILTINS) | ({fidelity.name} if fidelity is not None else set())
     input_paths = read_inputs(doc, where, task_dir)
     if inputs is not None:
         input_paths = read_inputs({"inputs": [os.path.abspath(p) for p in inputs]}, where, task_dir)
@@ -151,6 +153,7 @@ def load_task(
         cwd=cwd,
         sandbox_options=sandbox_options,
         state_dir=_state_dir(),
+        fidelity=fidelity,
     )
     objective.check_executables()
     task = Task(

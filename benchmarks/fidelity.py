@@ -1,0 +1,232 @@
+"""Multi-fidelity: best value reached per unit of compute, perftune with and without ASHA, and Optuna.
+
+The objective (benchmarks/fidelity_problem.py) trains a small network for up to 27 epochs; the value is
+the validation cross-entropy, the compute of a trial the epochs it trained. Three tools, each given the
+same compute (``--compute`` epochs, default 40 full trainings) per seed:
+
+- ``perftune-asha``: ``perftune.tune(objective(config, trial), pruner=ASHA(eta=3, max_steps=27))``: the
+  objective reports after every epoch and stops when ``trial.should_prune()`` says so;
+- ``perftune-full``: the same search without fidelity: every trial trains 27 epochs;
+- ``optuna-hyperband``: Optuna's TPESampler + HyperbandPruner(1, 27, 3), run in Optuna's own virtual
+  environment (benchmarks/peers/run_optuna_fidelity.py).
+
+A curve is the best *full-fidelity* value (a trial that trained all 27 epochs) after each trial, against
+the compute spent so far. The table gives, for quality targets taken from ``perftune-full``'s median
+curve, the median compute each tool needed to reach them (over seeds; "-" when fewer than half did),
+and the ratio ``perftune-full / tool``. The goal: ``perftune-asha`` reaches the same quality with at
+least 2x less compute.
+
+Usage::
+
+    nice .venv/bin/python benchmarks/fidelity.py --seeds 10 \\
+        --optuna /work/wt-peers/.peers/optuna/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fidelity_problem as fp  # noqa: E402
+
+TOOLS = ("perftune-asha", "perftune-full", "optuna-hyperband")
+RESULTS = os.path.join(HERE, "results")
+
+
+def space() -> Any:
+    from perftune.space import Choice, Float, Int, LogFloat, Space
+
+    return Space({
+        "lr": LogFloat(*fp.LIMITS["lr"]), "momentum": Float(*fp.LIMITS["momentum"]),
+        "l2": LogFloat(*fp.LIMITS["l2"]), "hidden": Int(*fp.LIMITS["hidden"]),
+        "batch": Choice(list(fp.BATCHES)),
+    })
+
+
+def run_perftune(tool: str, compute: int, seed: int) -> list[list[Any]]:
+    """[[epochs so far, value or None, status], ...] for each trial of one seeded run, in finish order."""
+    import perftune
+    from perftune.drive import ASHA
+
+    out: list[list[Any]] = []
+    spent = [0]
+
+    def record(tuner: Any, trial: Any) -> None:
+        spent[0] += len(trial.intermediate) if tool == "perftune-asha" else fp.MAX_EPOCHS
+        out.append([spent[0], trial.value, trial.status.value])
+        if spent[0] >= compute:
+            tuner.stop("compute")
+
+    if tool == "perftune-asha":
+        def objective(config: Any, trial: Any) -> float:
+            value = 0.0
+            for epoch, value in enumerate(fp.train(dict(config)), 1):
+                trial.report(epoch, value)
+                if trial.should_prune():
+                    raise perftune.Pruned()
+            return value
+
+        perftune.tune(objective, space(), budget=10**6, seed=seed, callbacks=[record],
+                      pruner=ASHA(eta=3, max_steps=fp.MAX_EPOCHS))
+    else:
+        def full(config: Any) -> float:
+            *_, value = fp.train(dict(config))
+            return value
+
+        perftune.tune(full, space(), budget=10**6, seed=seed, callbacks=[record])
+    return out
+
+
+def run_optuna(python: str, compute: int, seeds: list[int]) -> dict[int, list[list[Any]]]:
+    script = os.path.join(HERE, "peers", "run_optuna_fidelity.py")
+    done = subprocess.run([python, script, str(compute), *map(str, seeds)], check=True, capture_output=True,
+                          text=True)
+    return {int(k): v for k, v in json.loads(done.stdout).items()}
+
+
+def best_at(curve: list[list[Any]], compute: float) -> float | None:
+    """The best full-fidelity value among the trials finished within ``compute`` epochs."""
+    values = [v for c, v, s in curve if c <= compute and s == "ok" and v is not None]
+    return min(values) if values else None
+
+
+def compute_to(curve: list[list[Any]], target: float) -> float:
+    """Epochs spent when the best full-fidelity value first reached ``target`` (inf: never)."""
+    best = float("inf")
+    for c, v, s in curve:
+        if s == "ok" and v is not None:
+            best = min(best, v)
+        if best <= target:
+            return float(c)
+    return float("inf")
+
+
+def _median_or_none(xs: list[float]) -> float | None:
+    m = statistics.median(xs)
+    return None if m == float("inf") else m
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--compute", type=int, default=40 * fp.MAX_EPOCHS, help="epochs per run")
+    parser.add_argument("--optuna", default="/work/wt-peers/.peers/optuna/bin/python")
+    args = parser.parse_args()
+    seeds = list(range(args.seeds))
+    started = time.time()
+    load_before = os.getloadavg()
+    curves: dict[str, dict[int, list[list[Any]]]] = {}
+    seconds: dict[str, float] = {}
+    for tool in TOOLS:
+        t0 = time.time()
+        if tool.startswith("optuna"):
+            curves[tool] = run_optuna(args.optuna, args.compute, seeds)
+        else:
+            curves[tool] = {s: run_perftune(tool, args.compute, s) for s in seeds}
+        seconds[tool] = time.time() - t0
+        print(f"{tool}: {seconds[tool]:.0f} s", file=sys.stderr)
+    load_after = os.getloadavg()
+
+    # Quality targets: what perftune without fidelity reaches (median over seeds) at 1/4, 1/2 and all
+    # of the compute.
+    fractions = (0.25, 0.5, 1.0)
+    targets = []
+    for f in fractions:
+        reached = [best_at(curves["perftune-full"][s], f * args.compute) for s in seeds]
+        targets.append(statistics.median([r if r is not None else float("inf") for r in reached]))
+    rows = []
+    for tool in TOOLS:
+        need = [_median_or_none([compute_to(curves[tool][s], q) for s in seeds]) for q in targets]
+        finals = [best_at(curves[tool][s], args.compute) for s in seeds]
+        n_trials = statistics.median(len(curves[tool][s]) for s in seeds)
+        n_full = statistics.median(sum(1 for *_, st in curves[tool][s] if st == "ok") for s in seeds)
+        rows.append((tool, need, statistics.median([f for f in finals if f is not None]), n_trials, n_full))
+    base = rows[1][1]
+
+    def ratio(b: float | None, x: float | None) -> str:
+        return "-" if b is None or x is None or x == 0 else f"{b / x:.1f}x"
+
+    lines = [
+        "# Multi-fidelity: best value per unit of compute",
+        "",
+        "Command: `nice .venv/bin/python benchmarks/fidelity.py "
+        f"--seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}`",
+        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
+        f"wall {time.time() - started:.0f} s.",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"shared with other engineers' jobs: load average {load_before[0]:.1f} at the start, "
+        f"{load_after[0]:.1f} at the end (compute is counted in epochs, so the load does not change "
+        "the numbers, only the wall time).",
+        "",
+        f"Objective: benchmarks/fidelity_problem.py (a 20-feature, 2000-point classification task, a "
+        f"one-hidden-layer network, 5 hyperparameters, validation cross-entropy after up to "
+        f"{fp.MAX_EPOCHS} epochs). Each tool gets {args.compute} epochs "
+        f"(= {args.compute // fp.MAX_EPOCHS} full trainings) per seed; {args.seeds} seeds "
+        f"(0..{args.seeds - 1}).",
+        "",
+        "Compute (epochs, median over seeds) to reach the quality `perftune-full` reaches at 1/4, 1/2 and "
+        "all of the compute, and the ratio to `perftune-full` (higher is better; `-`: fewer than half "
+        "the seeds got there):",
+        "",
+        "| tool | " + " | ".join(f"to {q:.4f} (full@{f:g})" for q, f in zip(targets, fractions, strict=True))
+        + " | ratio at 1/4 | ratio at 1/2 | ratio at all | final best (median) | trials | full trials |",
+        "|---|" + "---|" * (2 * len(targets) + 3),
+    ]
+    for tool, need, final, n_trials, n_full in rows:
+        cells = ["-" if n is None else f"{n:.0f}" for n in need]
+        ratios = [ratio(b, n) for b, n in zip(base, need, strict=True)]
+        lines.append(f"| {tool} | " + " | ".join(cells) + " | " + " | ".join(ratios)
+                     + f" | {final:.4f} | {n_trials:.0f} | {n_full:.0f} |")
+    lines += [
+        "",
+        "Wall time per tool (all seeds, this shared machine): "
+        + ", ".join(f"{t} {seconds[t]:.0f} s" for t in TOOLS) + ".",
+        "",
+        "![best value against compute](fidelity.png)",
+        "",
+    ]
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "fidelity-raw.json"), "w") as f:
+        json.dump({"compute": args.compute, "seeds": seeds, "curves": curves}, f)
+    _plot(curves, seeds, args.compute, os.path.join(RESULTS, "fidelity.png"))
+    with open(os.path.join(RESULTS, "fidelity.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+def _plot(curves: dict[str, dict[int, list[list[Any]]]], seeds: list[int], compute: int, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.linspace(compute / 60, compute, 60)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for tool in TOOLS:
+        ys = np.array([[best_at(curves[tool][s], g) or np.nan for g in grid] for s in seeds], dtype=float)
+        with np.errstate(all="ignore"):
+            med = np.nanmedian(ys, axis=0)
+            lo, hi = np.nanpercentile(ys, 25, axis=0), np.nanpercentile(ys, 75, axis=0)
+        ax.plot(grid, med, label=tool)
+        ax.fill_between(grid, lo, hi, alpha=0.2)
+    ax.set_xlabel("compute (epochs trained, all trials)")
+    ax.set_ylabel("best full-fidelity validation loss")
+    ax.set_title(f"median and interquartile range over {len(seeds)} seeds")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
