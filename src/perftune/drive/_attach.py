@@ -48,8 +48,11 @@ if TYPE_CHECKING:
 
 __all__ = ["WorkSummary", "Worker"]
 
-#: How often the proposer looks for results and refills the queue.
-_PROPOSER_POLL_S = 0.02
+#: How often the proposer looks for results and refills the queue: at once again after a step that found
+#: something, then less and less often up to the slowest, while nothing happens.
+_PROPOSER_POLL_S = (0.01, 0.1)
+#: How often the background thread of a worker that does not propose wakes (heartbeats, the role).
+_WATCH_POLL_S = 0.05
 #: How often an idle worker looks for a trial to claim.
 _IDLE_POLL_S = 0.02
 #: How often an idle worker reads whether the run is over.
@@ -121,7 +124,15 @@ class _Proposer:
         self._last_heartbeat = time.monotonic()
         self.exhausted = False
         self.done = False
+        self._n_done_seen = -1
+        self.busy = False  # whether the last step found results or issued trials
         self._adopt()
+        from perftune.search import PreloadsImports
+
+        if isinstance(tuner._technique, PreloadsImports):
+            # The model's slow first import overlaps with the first measurements instead of stopping
+            # every worker at the first fit.
+            tuner._technique.preload_imports()
         if budget.seconds is not None:
             # The clock of a time budget started at the first trial issued, whoever issued it.
             issued = store.trial_leases(info.id)
@@ -148,14 +159,18 @@ class _Proposer:
         if time.monotonic() - self._last_heartbeat >= self._heartbeat_s:
             t._heartbeat(force=True)  # LeaseError: another worker took the role over
             self._last_heartbeat = time.monotonic()
+        counts = self._store.count_trial_leases(self._info.id)
         waiting = sorted(t._pending)
-        if waiting:
+        self.busy = counts["done"] != self._n_done_seen
+        if waiting and self.busy:  # a trial was recorded since the last look
+            self._n_done_seen = counts["done"]
             _, finished = self._store.trial_page(self._info.id, trial_ids=waiting, limit=None, count=False)
             for stored in finished:
                 t._accept_stored(stored)
-        counts = self._store.count_trial_leases(self._info.id)
-        # Enough pending trials that a worker finishing one claims the next at once.
-        want = self._prefetch if self._prefetch is not None else max(2, counts["claimed"])
+        # Enough pending trials that the workers finishing theirs claim the next at once, between two
+        # looks of the proposer (which measures too); more would be proposed on older knowledge.
+        claimed = counts["claimed"]
+        want = self._prefetch if self._prefetch is not None else max(2, claimed + (claimed + 1) // 2)
         issue: list[Trial] = []
         while not self.exhausted and counts["pending"] + len(issue) < want:
             trial = t._take_reissue()
@@ -170,6 +185,7 @@ class _Proposer:
             issue.append(trial)
         if issue:
             self._store.issue_trials(self._info.id, issue)
+            self.busy = True
         if t._stop_reason == "time" and counts["pending"]:
             # No trial starts after a time budget: those not claimed yet are cancelled (not counted).
             self._store.cancel_pending(self._info.id, "time budget reached")
@@ -340,23 +356,29 @@ class Worker:
         from perftune.store import LeaseError
 
         last_claim_beat = last_lease_look = 0.0
+        beating: TrialLease | None = None
+        wait_s = backoff_s = _PROPOSER_POLL_S[0]
         try:
-            while not stop.wait(_PROPOSER_POLL_S):
+            while not stop.wait(wait_s):
                 now = time.monotonic()
                 claim = state.get("claim")
-                if claim is not None and now - last_claim_beat >= self.heartbeat_s:
+                if claim is not beating:  # a new claim: its heartbeat is the claim itself
+                    beating, last_claim_beat = claim, now
+                elif claim is not None and now - last_claim_beat >= self.heartbeat_s:
                     # False once the claim is no longer ours: its result will be refused, nothing to do.
                     self._store.renew_claim(claim)
                     last_claim_beat = now
-                if claim is None:
-                    last_claim_beat = 0.0
                 proposer = self._proposer
+                wait_s = _WATCH_POLL_S
                 if proposer is not None:
                     try:
                         proposer.step()
                     except LeaseError:
                         self._proposer = None  # this process looked dead: another took the role over
                         continue
+                    fastest, slowest = _PROPOSER_POLL_S
+                    backoff_s = fastest if proposer.busy else min(slowest, backoff_s * 1.5)
+                    wait_s = backoff_s
                     if proposer.done:
                         proposer.close(finished=True)
                         self._proposer = None
@@ -423,7 +445,8 @@ class Worker:
                                   daemon=True)
         thread.start()
         claim: TrialLease | None = None
-        last_run_check = 0.0
+        last_run_check = last_reclaim = 0.0
+        claim_misses = 0
         try:
             while True:
                 if "error" in state:
@@ -431,10 +454,16 @@ class Worker:
                 if max_trials is not None and summary.n_measured >= max_trials:
                     summary.stop_reason = "max_trials"
                     break
-                # After a time budget no trial starts; the proposer cancels those still pending.
-                claim = None if self._out_of_time() else self._store.claim_trial(self._info.id,
-                                                                                   timeout_s=self.timeout_s)
+                # After a time budget no trial starts; the proposer cancels those still pending. Dead
+                # workers' trials are looked for once per heartbeat (or when idle), not at every claim.
+                now = time.monotonic()
+                reclaim = claim_misses > 0 or now - last_reclaim >= self.heartbeat_s
+                if reclaim:
+                    last_reclaim = now
+                claim = None if self._out_of_time() else self._store.claim_trial(
+                    self._info.id, timeout_s=self.timeout_s, reclaim=reclaim)
                 if claim is None:
+                    claim_misses += 1
                     state["idle"] = True
                     now = time.monotonic()
                     if "finished" in state:
@@ -447,6 +476,7 @@ class Worker:
                             break
                     time.sleep(_IDLE_POLL_S)
                     continue
+                claim_misses = 0
                 state["idle"] = False
                 state["claim"] = claim
                 outcome = evaluate(objective, claim.config, self._metric, self._context(claim, objective))

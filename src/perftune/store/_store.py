@@ -233,6 +233,39 @@ class TrialLease:
         return None if self.host is None else f"{self.host}:{self.pid}"
 
 
+class _LeaseStatements:
+    """The statements of the trial-lease hot path, built once: building a statement (and its cache key)
+    costs more than running it, and every worker runs these for every trial. Parameters are ``b_*``
+    (SQLAlchemy reserves the column names in an UPDATE)."""
+
+    def __init__(self) -> None:
+        tl = schema.trial_leases
+        b = sa.bindparam
+        run, ticket = tl.c.run_id == b("b_run"), tl.c.trial_id == b("b_trial")
+        self.look = sa.select(tl.c.trial_id, tl.c.status, tl.c.host, tl.c.pid, tl.c.heartbeat_at).where(
+            run, tl.c.status.in_(("pending", "claimed")))
+        # SKIP LOCKED on PostgreSQL; SQLite renders no FOR UPDATE (its write lock serialises claimers).
+        self.pending = (sa.select(tl).where(run, tl.c.status == "pending").order_by(tl.c.trial_id).limit(1)
+                        .with_for_update(skip_locked=True))
+        mine = {"status": "claimed", "token": b("b_token"), "host": b("b_host"), "pid": b("b_pid"),
+                "claimed_at": b("b_now"), "heartbeat_at": b("b_now"), "n_issues": b("b_issues")}
+        self.claim_pending = sa.update(tl).where(run, ticket, tl.c.status == "pending").values(mine)
+        held = (run, ticket, tl.c.token == b("b_held"), tl.c.status == "claimed")
+        self.finish = sa.update(tl).where(*held).values(status="done", heartbeat_at=b("b_now"))
+        self.renew = sa.update(tl).where(*held).values(heartbeat_at=b("b_now"))
+        self.count = sa.select(tl.c.status, sa.func.count()).where(run).group_by(tl.c.status)
+        self.samples = sa.insert(schema.samples)
+
+
+_LEASE_SQL: list[_LeaseStatements] = []
+
+
+def _lease_sql() -> _LeaseStatements:
+    if not _LEASE_SQL:
+        _LEASE_SQL.append(_LeaseStatements())
+    return _LEASE_SQL[0]
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -1179,16 +1212,15 @@ class Store:
 
     def count_trial_leases(self, run_id: int) -> dict[str, int]:
         """How many issued trials of a shared run are ``pending``, ``claimed`` and ``done``."""
-        tl = schema.trial_leases
-        query = (sa.select(tl.c.status, sa.func.count()).where(tl.c.run_id == run_id)
-                 .group_by(tl.c.status))
-        rows = self._run(lambda conn: conn.execute(query).all(), "cannot read trial leases", write=False)
+        query = _lease_sql().count
+        rows = self._run(lambda conn: conn.execute(query, {"b_run": run_id}).all(),
+                         "cannot read trial leases", write=False)
         out = {"pending": 0, "claimed": 0, "done": 0}
         out.update({str(status): int(n) for status, n in rows})
         return out
 
-    def claim_trial(self, run_id: int, *, timeout_s: float,
-                    max_issues: int = MAX_ISSUES) -> TrialLease | None:
+    def claim_trial(self, run_id: int, *, timeout_s: float, max_issues: int = MAX_ISSUES,
+                    reclaim: bool = True) -> TrialLease | None:
         """Claim one trial of a shared run for this process, atomically; None when there is none to claim.
 
         A dead worker's trial comes first: one claimed by a holder whose heartbeat is older than
@@ -1199,6 +1231,8 @@ class Store:
         trial. On PostgreSQL the rows are read ``FOR UPDATE SKIP LOCKED``, so that claimers never wait
         for each other; on SQLite the write transaction (``BEGIN IMMEDIATE``) makes them take turns, and
         each claim is an ``UPDATE ... WHERE status = 'pending'`` (or the stale holder's token).
+        ``reclaim=False`` looks at pending trials only (one transaction: a worker looks for dead
+        workers' trials once per heartbeat, not at every claim).
 
         Raises:
             StoreError: the database cannot be written.
@@ -1213,16 +1247,24 @@ class Store:
             heartbeat = m["heartbeat_at"] if m["heartbeat_at"] is not None else 0.0
             return now - heartbeat > timeout_s or (m["host"] == host and not _pid_alive(int(m["pid"])))
 
-        open_cols = (tl.c.trial_id, tl.c.status, tl.c.host, tl.c.pid, tl.c.heartbeat_at)
-        look = sa.select(*open_cols).where(tl.c.run_id == run_id, tl.c.status.in_(("pending", "claimed")))
+        sql = _lease_sql()
 
-        def anything(conn: Connection) -> bool:
+        def look_around(conn: Connection) -> tuple[bool, list[int]]:
             now = time.time()
-            return any(r.status == "pending" or is_stale(r._mapping, now) for r in conn.execute(look))
+            rows = conn.execute(sql.look, {"b_run": run_id}).all()
+            stale = [int(r.trial_id) for r in rows if r.status == "claimed" and is_stale(r._mapping, now)]
+            return any(r.status == "pending" for r in rows), stale
 
-        # A read first: idle workers polling an empty queue must not take SQLite's write lock.
-        if not self._run(anything, "cannot read trial leases", write=False):
-            return None
+        # A read first: idle workers polling an empty queue must not take SQLite's write lock, and the
+        # write transaction looks again only at the claims that looked stale. PostgreSQL's claimers do
+        # not wait for each other: without stale claims to look for, the transaction alone does.
+        stale_ids: list[int] = []
+        if reclaim or not postgres:
+            any_pending, stale_ids = self._run(look_around, "cannot read trial leases", write=False)
+            if not reclaim:
+                stale_ids = []
+            if not any_pending and not stale_ids:
+                return None
         space = self._space(run_id)
 
         def claim(conn: Connection) -> TrialLease | None:
@@ -1230,11 +1272,11 @@ class Store:
             token = uuid.uuid4().hex
             mine = {"status": "claimed", "token": token, "host": host, "pid": pid, "claimed_at": now,
                     "heartbeat_at": now}
-            stale_q = (sa.select(tl).where(tl.c.run_id == run_id, tl.c.status == "claimed")
-                       .order_by(tl.c.trial_id))
+            stale_q = (sa.select(tl).where(tl.c.run_id == run_id, tl.c.status == "claimed",
+                                           tl.c.trial_id.in_(stale_ids)).order_by(tl.c.trial_id))
             if postgres:
                 stale_q = stale_q.with_for_update(skip_locked=True)
-            for row in conn.execute(stale_q).all():
+            for row in conn.execute(stale_q).all() if stale_ids else ():
                 m = row._mapping
                 if not is_stale(m, now):
                     continue
@@ -1256,17 +1298,13 @@ class Store:
                     return dataclasses.replace(claimed, status="claimed", token=token, host=host, pid=pid,
                                                n_issues=claimed.n_issues + 1, lost=tuple(lost),
                                                claimed_at=now, heartbeat_at=now)
-            pending_q = (sa.select(tl).where(tl.c.run_id == run_id, tl.c.status == "pending")
-                         .order_by(tl.c.trial_id).limit(1))
-            if postgres:
-                pending_q = pending_q.with_for_update(skip_locked=True)
-            first = conn.execute(pending_q).first()
+            first = conn.execute(sql.pending, {"b_run": run_id}).first()
             if first is None:
                 return None
             row = first
-            result = conn.execute(sa.update(tl).where(
-                tl.c.run_id == run_id, tl.c.trial_id == row.trial_id, tl.c.status == "pending").values(
-                **mine, n_issues=int(row.n_issues) + 1))
+            result = conn.execute(sql.claim_pending, {
+                "b_run": run_id, "b_trial": row.trial_id, "b_token": token, "b_host": host, "b_pid": pid,
+                "b_now": now, "b_issues": int(row.n_issues) + 1})
             if result.rowcount != 1:
                 return None
             claimed = self._trial_lease_from_row(row, space)
@@ -1287,22 +1325,23 @@ class Store:
         from perftune.store._dialect import TRIAL_KEYS
 
         row = dict(zip(TRIAL_KEYS, trial_row(run_id, trial), strict=True))
-        if conn.execute(self._dialect.trial_insert(), row).rowcount != 1:
+        insert = getattr(self, "_trial_insert_stmt", None)
+        if insert is None:
+            insert = self._trial_insert_stmt = self._dialect.trial_insert()
+        if conn.execute(insert, row).rowcount != 1:
             return False
         samples = [{"run_id": run_id, "trial_id": trial.id, "idx": i, "value": float(v)}
                    for i, v in enumerate(trial.samples)]
         if samples:
-            conn.execute(sa.insert(schema.samples), samples)
+            conn.execute(_lease_sql().samples, samples)
         return True
 
     def renew_claim(self, claim: TrialLease) -> bool:
         """Heartbeat of the worker measuring ``claim``; False when the claim is no longer its own."""
-        tl = schema.trial_leases
-        stmt = sa.update(tl).where(tl.c.run_id == claim.run_id, tl.c.trial_id == claim.trial_id,
-                                   tl.c.token == claim.token, tl.c.status == "claimed")
+        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token}
 
         def renew(conn: Connection) -> int:
-            return int(conn.execute(stmt.values(heartbeat_at=time.time())).rowcount)
+            return int(conn.execute(_lease_sql().renew, {**params, "b_now": time.time()}).rowcount)
 
         return self._run(renew, "cannot renew a trial lease", write=True) == 1
 
@@ -1318,12 +1357,10 @@ class Store:
         """
         if trial.id != claim.trial_id:
             raise ValueError(f"finish_claim: trial {trial.id} is not the claimed trial {claim.trial_id}")
-        tl = schema.trial_leases
-        stmt = sa.update(tl).where(tl.c.run_id == claim.run_id, tl.c.trial_id == claim.trial_id,
-                                   tl.c.token == claim.token, tl.c.status == "claimed")
+        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token}
 
         def finish(conn: Connection) -> bool:
-            if conn.execute(stmt.values(status="done", heartbeat_at=time.time())).rowcount != 1:
+            if conn.execute(_lease_sql().finish, {**params, "b_now": time.time()}).rowcount != 1:
                 return False
             self._insert_trial(conn, claim.run_id, trial)
             return True
