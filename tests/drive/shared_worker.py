@@ -1,6 +1,6 @@
 """One worker of a shared run, as the shared-run tests start it (run as a script).
 
-Usage: python shared_worker.py STORE_URL RUN OUTDIR SLEEP_S BUDGET
+Usage: python shared_worker.py STORE_URL RUN OUTDIR SLEEP_S BUDGET [SEED]
 
 Attaches to RUN (creating it on SPACE with BUDGET trials when it does not exist: the processes race for
 that) and works until the run is over. The objective leaves a trace of every execution in OUTDIR:
@@ -27,9 +27,14 @@ def key_of(config) -> str:
     return f"{config['x']}_{config['y']}"
 
 
+def value_of(config) -> float:
+    return float((config["x"] - 30) ** 2 + (config["y"] - 70) ** 2)
+
+
 def main() -> None:
     url, run, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     sleep_s, budget = float(sys.argv[4]), int(sys.argv[5])
+    seed = int(sys.argv[6]) if len(sys.argv) > 6 else None
     pid = os.getpid()
 
     def objective(config) -> float:
@@ -40,9 +45,10 @@ def main() -> None:
             os.close(os.open(out / f"done-{key}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             (out / f"twice-{key}-{pid}").write_text("")
-        return (config["x"] - 30) ** 2 + (config["y"] - 70) ** 2
+        return value_of(config)
 
-    worker = Tuner.attach(run, store=url, space=SPACE, budget=budget, heartbeat_s=0.2, timeout_s=3.0)
+    worker = Tuner.attach(run, store=url, space=SPACE, budget=budget, heartbeat_s=0.2, timeout_s=3.0,
+                          seed=seed)
     summary = worker.work(objective)
     (out / f"summary-{pid}.json").write_text(json.dumps({
         "n_measured": summary.n_measured, "n_reissued": summary.n_reissued,

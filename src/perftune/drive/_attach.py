@@ -171,6 +171,9 @@ class _Proposer:
         # looks of the proposer (which measures too); more would be proposed on older knowledge.
         claimed = counts["claimed"]
         want = self._prefetch if self._prefetch is not None else max(2, claimed + (claimed + 1) // 2)
+        reason = t._budget_reason(self._budget)
+        if reason is not None:  # also with a full queue: a time budget must cancel what is pending
+            t._stop_reason, self.exhausted = reason, True
         issue: list[Trial] = []
         while not self.exhausted and counts["pending"] + len(issue) < want:
             trial = t._take_reissue()
