@@ -175,3 +175,16 @@ def test_a_store_of_schema_v3_opens_with_trial_leases(url: str) -> None:
         assert store.trial_leases(run.id) == []
         store.issue_trials(run.id, [Trial(id=0, config=Config({"x": 1}))])
         assert store.count_trial_leases(run.id)["pending"] == 1
+
+
+def test_finish_and_claim_records_and_claims_in_one_go(url: str, store: Store) -> None:
+    run_id = _issue(store, 2)
+    first = store.claim_trial(run_id, timeout_s=30)
+    assert first is not None
+    accepted, nxt = store.finish_and_claim(first, _result(0, 3.0), timeout_s=30)
+    assert accepted and nxt is not None and nxt.trial_id == 1
+    _play_dead(url, run_id, 1)
+    assert store.claim_trial(run_id, timeout_s=30) is not None  # trial 1 issued again to "another"
+    accepted, last = store.finish_and_claim(nxt, _result(1, 1.0), timeout_s=30)
+    assert not accepted and last is None  # no longer its claim: refused, and nothing left to claim
+    assert [t.id for t in store.trials(run_id)] == [0]

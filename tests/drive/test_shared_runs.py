@@ -66,7 +66,9 @@ def _kill_two_mid_trial(url: str, procs: list[subprocess.Popen[bytes]], done_bef
         while len(killed) < 2:
             assert time.monotonic() < deadline, "no worker was seen just after a claim"
             for lease in store.trial_leases(run_id, status="claimed"):
-                fresh = lease.claimed_at is not None and time.time() - lease.claimed_at < sleep_s / 3
+                # A first issue: the second kill must not hit the first one's trial issued again.
+                fresh = (lease.claimed_at is not None and time.time() - lease.claimed_at < sleep_s / 3
+                         and lease.n_issues == 1)
                 wanted = lease.pid in targets if len(killed) == 0 else lease.pid not in killed
                 if fresh and wanted and lease.pid in pids and lease.pid not in killed:
                     pids[lease.pid].kill()

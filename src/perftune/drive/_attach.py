@@ -463,8 +463,8 @@ class Worker:
                 reclaim = claim_misses > 0 or now - last_reclaim >= self.heartbeat_s
                 if reclaim:
                     last_reclaim = now
-                claim = None if self._out_of_time() else self._store.claim_trial(
-                    self._info.id, timeout_s=self.timeout_s, reclaim=reclaim)
+                if claim is None and not self._out_of_time():
+                    claim = self._store.claim_trial(self._info.id, timeout_s=self.timeout_s, reclaim=reclaim)
                 if claim is None:
                     claim_misses += 1
                     state["idle"] = True
@@ -486,19 +486,26 @@ class Worker:
                 self._shared.update(outcome.published)
                 trial = self._trial_of(claim, outcome)
                 state["claim"] = None
-                if self._store.finish_claim(claim, trial):
+                done, claim = claim, None
+                wants_more = max_trials is None or summary.n_measured + 1 < max_trials
+                reclaim_due = time.monotonic() - last_reclaim >= self.heartbeat_s
+                if wants_more and not reclaim_due and not self._out_of_time():
+                    # The next claim in the same transaction: one round trip less between two trials.
+                    accepted, claim = self._store.finish_and_claim(done, trial, timeout_s=self.timeout_s)
+                else:
+                    accepted = self._store.finish_claim(done, trial)
+                if accepted:
                     summary.trials.append(trial)
-                    summary.n_reissued += claim.n_issues > 1
+                    summary.n_reissued += done.n_issues > 1
                 else:
                     summary.n_discarded += 1
-                claim = None
         except KeyboardInterrupt:
             summary.stop_reason = "interrupted"
-            if claim is not None:
-                with contextlib.suppress(Exception):
-                    self._store.release_claim(claim)
             raise
         finally:
+            if claim is not None:  # claimed, not measured: back to the run for another worker
+                with contextlib.suppress(Exception):
+                    self._store.release_claim(claim)
             stop.set()
             thread.join()
             summary.proposed = summary.proposed or bool(state.get("proposed"))

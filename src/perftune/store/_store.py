@@ -1220,7 +1220,8 @@ class Store:
         return out
 
     def claim_trial(self, run_id: int, *, timeout_s: float, max_issues: int = MAX_ISSUES,
-                    reclaim: bool = True) -> TrialLease | None:
+                    reclaim: bool = True, _finishing: tuple[TrialLease, Trial, list[bool]] | None = None
+                    ) -> TrialLease | None:
         """Claim one trial of a shared run for this process, atomically; None when there is none to claim.
 
         A dead worker's trial comes first: one claimed by a holder whose heartbeat is older than
@@ -1259,7 +1260,7 @@ class Store:
         # write transaction looks again only at the claims that looked stale. PostgreSQL's claimers do
         # not wait for each other: without stale claims to look for, the transaction alone does.
         stale_ids: list[int] = []
-        if reclaim or not postgres:
+        if _finishing is None and (reclaim or not postgres):
             any_pending, stale_ids = self._run(look_around, "cannot read trial leases", write=False)
             if not reclaim:
                 stale_ids = []
@@ -1268,6 +1269,9 @@ class Store:
         space = self._space(run_id)
 
         def claim(conn: Connection) -> TrialLease | None:
+            if _finishing is not None:
+                done, trial, accepted = _finishing
+                accepted[:] = [self._finish_in(conn, done, trial)]
             now = time.time()
             token = uuid.uuid4().hex
             mine = {"status": "claimed", "token": token, "host": host, "pid": pid, "claimed_at": now,
@@ -1357,15 +1361,29 @@ class Store:
         """
         if trial.id != claim.trial_id:
             raise ValueError(f"finish_claim: trial {trial.id} is not the claimed trial {claim.trial_id}")
-        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token}
+        return self._run(lambda conn: self._finish_in(conn, claim, trial), f"cannot record trial {trial.id}",
+                         write=True)
 
-        def finish(conn: Connection) -> bool:
-            if conn.execute(_lease_sql().finish, {**params, "b_now": time.time()}).rowcount != 1:
-                return False
-            self._insert_trial(conn, claim.run_id, trial)
-            return True
+    def _finish_in(self, conn: Connection, claim: TrialLease, trial: Trial) -> bool:
+        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token,
+                  "b_now": time.time()}
+        if conn.execute(_lease_sql().finish, params).rowcount != 1:
+            return False
+        self._insert_trial(conn, claim.run_id, trial)
+        return True
 
-        return self._run(finish, f"cannot record trial {trial.id}", write=True)
+    def finish_and_claim(self, claim: TrialLease, trial: Trial, *, timeout_s: float,
+                         max_issues: int = MAX_ISSUES) -> tuple[bool, TrialLease | None]:
+        """:meth:`finish_claim` and then :meth:`claim_trial` (pending trials only) in one transaction: a
+        worker's next trial starts one round trip sooner. Returns (whether the result was recorded, the
+        next claim or None).
+        """
+        if trial.id != claim.trial_id:
+            raise ValueError(f"finish_claim: trial {trial.id} is not the claimed trial {claim.trial_id}")
+        accepted: list[bool] = []
+        nxt = self.claim_trial(claim.run_id, timeout_s=timeout_s, max_issues=max_issues, reclaim=False,
+                               _finishing=(claim, trial, accepted))
+        return accepted[0], nxt
 
     def cancel_pending(self, run_id: int, reason: str) -> list[int]:
         """Record every pending (unclaimed) trial of a shared run as CANCELLED with ``reason``; returns
