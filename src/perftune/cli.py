@@ -561,6 +561,100 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 
+@cli.command("work")
+@click.argument("run")
+@click.option("--store", "store", default=None, metavar="URL",
+              help="The shared store: postgresql://... for many machines, a SQLite file on one.")
+@click.option("--task", "task", type=click.Path(dir_okay=False), default=None,
+              help="Create RUN from this task file when the store has none (every worker may pass it: the "
+                   "first creates the run); for an existing run, its task file at this path.")
+@_budget_option
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed of a run created here.")
+@click.option("--max-trials", "max_trials", type=click.IntRange(min=1), default=None,
+              help="Leave after measuring this many trials (the run goes on with the other workers).")
+@click.option("--heartbeat", "heartbeat_s", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True, metavar="S", help="Seconds between a worker's signs of life.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, metavar="S",
+              help="A worker silent this long is dead: its trial is issued again (on one host at once).")
+@click.option("--json", "as_json", is_flag=True, help="Print what this worker did as JSON.")
+@click.pass_context
+def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, budget: tuple[str, ...],
+             seed: int | None, max_trials: int | None, heartbeat_s: float, timeout_s: float,
+             as_json: bool) -> None:
+    """Measure trials of the shared run RUN, next to any number of other workers (docs/running-at-scale.md).
+
+    \b
+    Every worker, on any machine, runs the same line; one of them proposes for all:
+      perftune work conv --task task.toml --budget 500 --store postgresql://tuner@db/perftune
+    """
+    from perftune.drive import Budget, Tuner, parse_budget
+    from perftune.targets.command import load_task
+
+    st = _open(ctx, store, must_exist=task is None)
+    try:
+        info = st.get_run(run)
+    except StoreError:
+        if task is None:
+            raise
+        info = None
+    items = _opt(ctx, "budget", budget)
+    seed = _opt(ctx, "seed", seed)
+    if info is not None:
+        if items or seed is not None:
+            raise PerftuneError(f"work: run {info.name!r} exists and keeps its budget and seed "
+                                "(--budget and --seed set those of a run created here)")
+        stored_task = (info.settings or {}).get("task")
+        if not stored_task:
+            raise PerftuneError(f"work: run {info.name!r} was not started from a task file; "
+                                "attach to it with Tuner.attach() in Python")
+        task = task or stored_task
+        if not os.path.exists(task):
+            raise PerftuneError(f"work: the task file of run {info.name!r} is not on this machine: {task} "
+                                "(give its path here with --task)")
+        recorded = (info.settings or {}).get("task_fingerprint")
+        if recorded and recorded != _task_fingerprint(task):
+            raise PerftuneError(f"work: {task} is not the task of run {info.name!r} (its build, run, "
+                                "objective or check differ)")
+    assert task is not None
+    spec = load_task(task)
+    limit = parse_budget(items) if items else spec.budget
+    create: dict[str, Any] = {}
+    if info is None:
+        from perftune.store import capture_environment
+
+        goal: Any = dict(zip(spec.metrics, spec.goals, strict=True)) if spec.metrics else spec.goal
+        create = dict(goal=goal, seed=seed if seed is not None else spec.seed, seeds=list(spec.seeds),
+                      metric=None if spec.metrics else spec.metric, constraints=list(spec.constraints),
+                      technique=spec.technique or "default",
+                      settings={"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)},
+                      environment=capture_environment(os.path.dirname(os.path.abspath(task))))
+    worker = Tuner.attach(run, store=st, space=spec.space, budget=Budget.coerce(limit) or Budget(evals=50),
+                          heartbeat_s=heartbeat_s, timeout_s=timeout_s, **create)
+    try:
+        summary = worker.work(spec.objective, max_trials=max_trials)
+    except KeyboardInterrupt:
+        click.echo(f"perftune: interrupted; the trial in hand went back to run {worker.run_name!r}", err=True)
+        sys.exit(130)
+    over = summary.stop_reason not in ("max_trials", "interrupted")
+    result = worker.result()
+    if as_json:
+        _emit_json({"run": {"id": worker.run_id, "name": worker.run_name}, "worker": summary.worker,
+                    "n_measured": summary.n_measured, "n_reissued": summary.n_reissued,
+                    "n_discarded": summary.n_discarded, "proposed": summary.proposed,
+                    "stop_reason": summary.stop_reason, "run_over": over, "counts": result.counts(),
+                    "best": _trial_json(result.best)})
+        return
+    from rich.markup import escape
+
+    console = _console()
+    reissued = f" ({summary.n_reissued} issued again after a dead worker)" if summary.n_reissued else ""
+    console.print(f"worker {escape(summary.worker)}: measured {summary.n_measured} trials of run "
+                  f"[bold]{escape(worker.run_name)}[/]{reissued}; stopped: {escape(summary.stop_reason)}")
+    if over:
+        _print_result(result, as_json=False)
+
+
 @cli.group("runs", invoke_without_command=True)
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")

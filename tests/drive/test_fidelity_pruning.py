@@ -13,7 +13,7 @@ import perftune
 from perftune.drive import ASHA, Fidelity, RunningTrial, Tuner
 from perftune.errors import PerftuneError
 from perftune.space import Float, Int, Space
-from perftune.store import open_store
+from perftune.store import SCHEMA_VERSION, open_store
 from perftune.trial import Status, Trial
 
 SPACE = Space({"x": Float(0.0, 1.0)})
@@ -181,7 +181,7 @@ def test_a_store_of_the_previous_schema_opens_and_keeps_its_trials(tmp_path: Pat
         conn.execute("INSERT INTO trials (run_id, trial_id, config, config_hash, status, value, loss) "
                      "VALUES (?, 0, ?, 'h', 'ok', 0.5, 0.5)", (run.id, json.dumps({"x": 0.25})))
     with open_store(url) as store:
-        assert store.schema_version() == 4
+        assert store.schema_version() == SCHEMA_VERSION
         (old,) = store.trials(run.id)
         assert old.ok and old.value == 0.5 and old.intermediate == {}
         store.add_trial(run.id, Trial(id=1, config=old.config, status=Status.PRUNED, reason="r",

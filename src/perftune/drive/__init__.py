@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from perftune.drive._attach import Worker, WorkSummary
 from perftune.drive._budget import Budget, Countdown, parse_budget
 from perftune.drive._context import EvalContext, Incumbent
 from perftune.drive._evaluate import Outcome, evaluate, interpret
@@ -39,6 +40,8 @@ __all__ = [
     "ThreadExecutor",
     "Tuner",
     "WarmStart",
+    "WorkSummary",
+    "Worker",
     "evaluate",
     "interpret",
     "parse_budget",

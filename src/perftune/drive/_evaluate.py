@@ -10,13 +10,17 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftune.drive._context import EvalContext, takes_context
 from perftune.drive._fidelity import RunningTrial, takes_trial
 from perftune.trial import Pruned, Status, TrialTimeout
 
-__all__ = ["Outcome", "RepeatedObjective", "evaluate", "interpret"]
+if TYPE_CHECKING:
+    from perftune.search import Objectives
+    from perftune.trial import Trial
+
+__all__ = ["Outcome", "RepeatedObjective", "check_metrics", "evaluate", "interpret"]
 
 Objective = Callable[..., Any]  # objective(config) or objective(config, context=...)
 
@@ -254,3 +258,24 @@ class RepeatedObjective:
 
     def __repr__(self) -> str:
         return f"RepeatedObjective({self.objective!r}, repeats={'auto' if self._auto else self.settings})"
+
+
+def check_metrics(objectives: Objectives, trial: Trial) -> None:
+    """A result without every objective's metric fails; one that breaks a constraint loses its loss.
+
+    Used by the driver and by the workers of a shared run, which judge their own results alike.
+    """
+    missing = objectives.missing(trial.metrics)
+    if missing:
+        known = ", ".join(sorted(trial.metrics)) or "none"
+        trial.status, trial.value, trial.loss = Status.FAILED, None, None
+        names = ", ".join(map(repr, missing))
+        trial.reason = f"objective's result has no numeric metric {names} (has: {known})"
+        return
+    broken = objectives.broken(trial.metrics)
+    if broken:
+        # Measured, so OK; but infeasible: no loss, so it is never the best and techniques avoid it.
+        trial.loss = None
+        trial.reason = "infeasible: " + ", ".join(
+            f"{c} ({c.metric}={trial.metrics.get(c.metric, float('nan')):g})" for c in broken)
+

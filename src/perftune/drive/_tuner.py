@@ -26,7 +26,7 @@ import numpy as np
 from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._context import EvalContext, Incumbent, takes_context
-from perftune.drive._evaluate import Outcome, RepeatedObjective, interpret
+from perftune.drive._evaluate import Outcome, RepeatedObjective, check_metrics, interpret
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.drive._fidelity import ASHA, Fidelity, takes_trial
 from perftune.drive._progress import ProgressLine, ProgressSettings
@@ -35,6 +35,7 @@ from perftune.errors import PerftuneError, SpaceError
 from perftune.trial import Status, Trial
 
 if TYPE_CHECKING:
+    from perftune.drive._attach import Worker
     from perftune.measure import SpeedupCI, TimingSettings
     from perftune.search import Objectives, Technique
     from perftune.space import Config, Space
@@ -818,21 +819,7 @@ class Tuner:
         return trial
 
     def _check_metrics(self, trial: Trial) -> None:
-        """A result without every objective's metric fails; one that breaks a constraint loses its loss."""
-        objectives = self.objectives
-        missing = objectives.missing(trial.metrics)
-        if missing:
-            known = ", ".join(sorted(trial.metrics)) or "none"
-            trial.status, trial.value, trial.loss = Status.FAILED, None, None
-            names = ", ".join(map(repr, missing))
-            trial.reason = f"objective's result has no numeric metric {names} (has: {known})"
-            return
-        broken = objectives.broken(trial.metrics)
-        if broken:
-            # Measured, so OK; but infeasible: no loss, so it is never the best and techniques avoid it.
-            trial.loss = None
-            trial.reason = "infeasible: " + ", ".join(
-                f"{c} ({c.metric}={trial.metrics.get(c.metric, float('nan')):g})" for c in broken)
+        check_metrics(self.objectives, trial)
 
     def _update_front(self, trial: Trial) -> None:
         """Keep the tickets of the Pareto front (incrementally: one comparison per front member)."""
@@ -1072,6 +1059,85 @@ class Tuner:
         self._reissue = sorted(self._pending)
         for ticket in self._reissue:
             self._by_config[self._pending[ticket].config] = ticket
+
+    @classmethod
+    def attach(
+        cls,
+        run: str | int,
+        store: Store | str | None = None,
+        *,
+        space: Space | None = None,
+        budget: Budget | int | str | None = None,
+        heartbeat_s: float = 5.0,
+        timeout_s: float = 60.0,
+        **create: Any,
+    ) -> Worker:
+        """A worker of a shared run: ``Tuner.attach("conv", store=url).work(objective)``.
+
+        Any number of processes, on any machines, attach to one run of a PostgreSQL store (or a SQLite
+        file on one machine) and each pulls trials from it: a trial is claimed by one worker, which
+        heartbeats while it measures; the trial of a dead worker is issued again once, and a result is
+        accepted only from the trial's current holder, so nothing is measured twice and the budget is
+        met exactly. Whichever worker holds the run's lease proposes for all of them (the others only
+        measure); when it dies, another takes the role over from the stored state. See
+        docs/running-at-scale.md (what determinism means then).
+
+        Args:
+            run: The run's name or id.
+            store: Store or URL (default: ``$PERFTUNE_STORE`` or ``./perftune.db``).
+            space: With a run that does not exist yet, create it on this space (the first of the
+                processes that start together wins, the others attach to it); with one that exists,
+                it must be the same space.
+            budget: The budget of a run created here (required then): trials or a duration.
+            heartbeat_s: How often a worker signs of life while it measures (and the proposer).
+            timeout_s: A worker (or the proposer) silent for this long is dead: its trial is issued
+                again (the proposer role moves). On one host a dead process is seen at once.
+            **create: Further arguments of :class:`Tuner` for a run created here (``seed``, ``goal``,
+                ``technique``, ``metric``, ``seeds``, ...).
+
+        Raises:
+            PerftuneError: no such run and no ``space``; a different space; bad timings.
+
+        Example:
+            >>> from perftune.space import Int, Space
+            >>> worker = Tuner.attach("doc-shared", store="sqlite://", space=Space({"x": Int(0, 9)}),
+            ...                       budget=6, seed=0, heartbeat_s=0.5, timeout_s=5)
+            >>> summary = worker.work(lambda c: (c["x"] - 3) ** 2)
+            >>> summary.n_measured, summary.stop_reason, worker.result().best.config["x"]
+            (6, 'budget', 3)
+        """
+        from perftune.drive._attach import Worker
+
+        return Worker(cls, run, store, space=space, budget=budget, heartbeat_s=heartbeat_s,
+                      timeout_s=timeout_s, create=create)
+
+    @staticmethod
+    def _stored_result(store: Store, info: RunInfo, stop_reason: str) -> Result:
+        """The result of a run as its store holds it (a shared run has no single driver to ask)."""
+        from perftune.search import Objectives
+
+        trials = store.trials(info.id)
+        raw = info.settings.get("objectives")
+        objectives = Objectives.from_dict(raw) if isinstance(raw, Mapping) else None
+        default = next((t for t in trials if t.technique == "default"), None)
+        return Result(best=store.best(info.id), trials=trials, default=default, run_id=info.id,
+                      run_name=info.name, stop_reason=stop_reason, goal=info.goal, objectives=objectives)
+
+    def _adopt(self, ticket: int, config: Config, technique: str) -> None:
+        """Take over a ticket that a shared run's earlier proposer issued after its last checkpoint."""
+        if ticket in self._trials or ticket in self._pending:
+            return
+        self._pending[ticket] = _Ticket(config, technique)
+        self._by_config[config] = ticket
+        self._next_id = max(self._next_id, ticket + 1)
+
+    def _accept_stored(self, trial: Trial) -> None:
+        """A result a shared run's worker stored: account for it, tell the search (never store it twice)."""
+        if self._pending.pop(trial.id, None) is None:
+            return
+        self._absorb(trial)
+        if not self.deterministic and trial.status is not Status.CANCELLED:
+            self._timed(self._technique.tell, [trial])
 
     # ------------------------------------------------------------------ the loop
 

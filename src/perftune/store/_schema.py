@@ -27,6 +27,7 @@ __all__ = [
     "migrations",
     "runs",
     "samples",
+    "trial_leases",
     "trials",
 ]
 
@@ -124,6 +125,27 @@ def _v3_leases(md: sa.MetaData) -> sa.Table:
     )
 
 
+def _v5_trial_leases(md: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "trial_leases",
+        md,
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True, autoincrement=False),
+        sa.Column("trial_id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("config", sa.Text, nullable=False),
+        sa.Column("technique", sa.String(100)),
+        sa.Column("status", sa.String(16), nullable=False),  # pending, claimed, done
+        sa.Column("token", sa.String(64)),
+        sa.Column("host", sa.String(255)),
+        sa.Column("pid", sa.Integer),
+        sa.Column("n_issues", sa.Integer, nullable=False),
+        sa.Column("lost", sa.Text),  # JSON list of the holders that died with it
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("claimed_at", sa.Float),
+        sa.Column("heartbeat_at", sa.Float),
+        sa.Index("ix_trial_leases_status", "run_id", "status"),
+    )
+
+
 def _migrate_v1(conn: Connection) -> None:
     md = sa.MetaData()
     _v1_tables(md)
@@ -153,11 +175,21 @@ def _migrate_v4(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE trials ADD COLUMN intermediate TEXT"))
 
 
+def _migrate_v5(conn: Connection) -> None:
+    # v5: shared runs. A lease per issued trial (which worker measures it, its heartbeat), and the
+    # heartbeat timeout a run lease's holder promises (NULL: the reader's, LEASE_TIMEOUT_S).
+    md = sa.MetaData()
+    _v1_tables(md)
+    _v5_trial_leases(md).create(conn)
+    conn.execute(sa.text("ALTER TABLE leases ADD COLUMN timeout_s FLOAT"))
+
+
 migrations: list[Migration] = [
     Migration(1, "runs, trials, samples and the meta table", _migrate_v1),
     Migration(2, "checkpoints table, runs.finished_at, index on (run_id, loss)", _migrate_v2),
     Migration(3, "leases table (which driver drives a run)", _migrate_v3),
     Migration(4, "trials.intermediate (reported intermediate values)", _migrate_v4),
+    Migration(5, "trial_leases table (shared runs), leases.timeout_s", _migrate_v5),
 ]
 SCHEMA_VERSION: int = migrations[-1].version
 
@@ -166,6 +198,7 @@ metadata = sa.MetaData()
 _v1_tables(metadata)
 _v2_checkpoints(metadata)
 _v3_leases(metadata)
+_v5_trial_leases(metadata)
 meta = metadata.tables["meta"]
 runs = metadata.tables["runs"]
 runs.append_column(sa.Column("finished_at", sa.Float))
@@ -175,5 +208,7 @@ sa.Index("ix_trials_loss", trials.c.run_id, trials.c.loss)
 samples = metadata.tables["samples"]
 checkpoints = metadata.tables["checkpoints"]
 leases = metadata.tables["leases"]
+leases.append_column(sa.Column("timeout_s", sa.Float))
+trial_leases = metadata.tables["trial_leases"]
 
 assert [m.version for m in migrations] == list(range(1, len(migrations) + 1)), "migrations out of order"

@@ -40,7 +40,7 @@ from perftune.trial import Status, Trial
 if TYPE_CHECKING:
     import pandas
 
-    from perftune.space import Space
+    from perftune.space import Config, Space
 
 __all__ = [
     "EXPORT_SCHEMA",
@@ -50,9 +50,12 @@ __all__ = [
     "LeaseError",
     "RunInfo",
     "Store",
+    "MAX_ISSUES",
     "TRIAL_ORDERS",
+    "TrialLease",
     "TrialSummary",
     "open_store",
+    "trial_row",
 ]
 
 T = TypeVar("T")
@@ -144,6 +147,9 @@ class Lease:
         pid: Process id of the driver on that host.
         started_at: When the lease was taken (``time.time()``).
         heartbeat_at: The driver's last sign of life.
+        timeout_s: How long the holder promised to go without a heartbeat: after that its lease is stale
+            (None: the taker's ``timeout_s``, by default :data:`LEASE_TIMEOUT_S`). A shared run's
+            proposer promises a short one (docs/running-at-scale.md).
 
     Example:
         >>> with open_store("sqlite://") as store:
@@ -160,11 +166,105 @@ class Lease:
     pid: int
     started_at: float
     heartbeat_at: float
+    timeout_s: float | None = None
 
     def describe(self) -> str:
         """``host:pid since 2026-01-31 12:00:00 UTC``."""
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_at))
         return f"{self.host}:{self.pid} since {since}"
+
+
+#: How many times a trial is issued: once, and once again when its first worker died.
+MAX_ISSUES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialLease:
+    """A trial of a shared run and who measures it (:meth:`Store.claim_trial`).
+
+    The proposer issues trials (``pending``); a worker claims one atomically (``claimed``: its token,
+    host and pid, then heartbeats); its result is accepted only while it holds the claim (``done``).
+    A claim whose heartbeat is older than the timeout, or whose process is dead on the claimer's
+    host, is issued again to the next claimer; ``lost`` lists the holders that died with it.
+
+    Attributes:
+        run_id: The run.
+        trial_id: The trial's ticket.
+        config: The configuration to measure.
+        technique: Who proposed it.
+        status: ``"pending"``, ``"claimed"`` or ``"done"``.
+        token: Identifies the current claim (None while pending).
+        host: Host of the current holder.
+        pid: Process id of the current holder.
+        n_issues: How many times it was claimed (2: re-issued once after its first worker died).
+        lost: The earlier holders that died, as ``{"worker", "claimed_at", "heartbeat_at"}``.
+        created_at: When the proposer issued it.
+        claimed_at: When the current holder claimed it.
+        heartbeat_at: The current holder's last sign of life.
+
+    Example:
+        >>> from perftune.space import Config
+        >>> from perftune.trial import Trial
+        >>> with open_store("sqlite://") as store:
+        ...     run = store.create_run("demo", None, {}, "min", None)
+        ...     store.issue_trials(run.id, [Trial(id=0, config=Config({"x": 1}), technique="random")])
+        ...     claim = store.claim_trial(run.id, timeout_s=30)
+        ...     (claim.trial_id, claim.status, claim.n_issues, claim.config["x"])
+        [0]
+        (0, 'claimed', 1, 1)
+    """
+
+    run_id: int
+    trial_id: int
+    config: Config
+    technique: str | None
+    status: str
+    token: str | None
+    host: str | None
+    pid: int | None
+    n_issues: int
+    lost: tuple[dict[str, Any], ...]
+    created_at: float
+    claimed_at: float | None
+    heartbeat_at: float | None
+
+    @property
+    def worker(self) -> str | None:
+        """``host:pid`` of the current holder (None while pending)."""
+        return None if self.host is None else f"{self.host}:{self.pid}"
+
+
+class _LeaseStatements:
+    """The statements of the trial-lease hot path, built once: building a statement (and its cache key)
+    costs more than running it, and every worker runs these for every trial. Parameters are ``b_*``
+    (SQLAlchemy reserves the column names in an UPDATE)."""
+
+    def __init__(self) -> None:
+        tl = schema.trial_leases
+        b = sa.bindparam
+        run, ticket = tl.c.run_id == b("b_run"), tl.c.trial_id == b("b_trial")
+        self.look = sa.select(tl.c.trial_id, tl.c.status, tl.c.host, tl.c.pid, tl.c.heartbeat_at).where(
+            run, tl.c.status.in_(("pending", "claimed")))
+        # SKIP LOCKED on PostgreSQL; SQLite renders no FOR UPDATE (its write lock serialises claimers).
+        self.pending = (sa.select(tl).where(run, tl.c.status == "pending").order_by(tl.c.trial_id).limit(1)
+                        .with_for_update(skip_locked=True))
+        mine = {"status": "claimed", "token": b("b_token"), "host": b("b_host"), "pid": b("b_pid"),
+                "claimed_at": b("b_now"), "heartbeat_at": b("b_now"), "n_issues": b("b_issues")}
+        self.claim_pending = sa.update(tl).where(run, ticket, tl.c.status == "pending").values(mine)
+        held = (run, ticket, tl.c.token == b("b_held"), tl.c.status == "claimed")
+        self.finish = sa.update(tl).where(*held).values(status="done", heartbeat_at=b("b_now"))
+        self.renew = sa.update(tl).where(*held).values(heartbeat_at=b("b_now"))
+        self.count = sa.select(tl.c.status, sa.func.count()).where(run).group_by(tl.c.status)
+        self.samples = sa.insert(schema.samples)
+
+
+_LEASE_SQL: list[_LeaseStatements] = []
+
+
+def _lease_sql() -> _LeaseStatements:
+    if not _LEASE_SQL:
+        _LEASE_SQL.append(_LeaseStatements())
+    return _LEASE_SQL[0]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -259,6 +359,33 @@ def _float_or_none(x: Any) -> float | None:
 def config_hash(config_json: str) -> str:
     """The hash stored with each trial: sha256 of the configuration's canonical JSON."""
     return hashlib.sha256(config_json.encode()).hexdigest()
+
+
+def trial_row(run_id: int, trial: Trial) -> TrialRow:
+    """A finished trial as the row of the trials table (the values of ``TRIAL_KEYS``, in order).
+
+    Raises:
+        ValueError: the trial is still pending.
+    """
+    if trial.status is Status.PENDING:
+        raise ValueError(f"trial {trial.id} is still pending: only finished trials are stored")
+    config_json = trial.config.to_json()
+    return (
+        run_id,
+        trial.id,
+        config_json,
+        config_hash(config_json),
+        trial.status.value,
+        trial.reason,
+        _float_or_none(trial.value),
+        _float_or_none(trial.loss),
+        _dumps(trial.metrics) if trial.metrics else None,
+        trial.technique,
+        trial.worker,
+        _float_or_none(trial.started_at),
+        _float_or_none(trial.finished_at),
+        _dumps({str(k): float(v) for k, v in sorted(trial.intermediate.items())}) if trial.intermediate else None,
+    )
 
 
 class Store:
@@ -440,26 +567,7 @@ class Store:
         Raises:
             StoreError: the run does not exist or the database cannot be written.
         """
-        if trial.status is Status.PENDING:
-            raise ValueError(f"trial {trial.id} is still pending: only finished trials are stored")
-        config_json = trial.config.to_json()
-        row: TrialRow = (
-            run_id,
-            trial.id,
-            config_json,
-            hashlib.sha256(config_json.encode()).hexdigest(),
-            trial.status.value,
-            trial.reason,
-            _float_or_none(trial.value),
-            _float_or_none(trial.loss),
-            _dumps(trial.metrics) if trial.metrics else None,
-            trial.technique,
-            trial.worker,
-            _float_or_none(trial.started_at),
-            _float_or_none(trial.finished_at),
-            _dumps({str(k): float(v) for k, v in sorted(trial.intermediate.items())}) if trial.intermediate
-            else None,
-        )
+        row = trial_row(run_id, trial)
         samples = [float(v) for v in trial.samples]
         self._check_open()
         with self._lock:
@@ -916,7 +1024,8 @@ class Store:
 
         def delete(conn: Connection) -> None:
             self._require_run(conn, run_id)
-            for table in (schema.samples, schema.trials, schema.checkpoints, schema.leases):
+            tables = (schema.samples, schema.trial_leases, schema.trials, schema.checkpoints, schema.leases)
+            for table in tables:
                 conn.execute(sa.delete(table).where(table.c.run_id == run_id))
             conn.execute(sa.delete(schema.runs).where(schema.runs.c.id == run_id))
 
@@ -964,8 +1073,9 @@ class Store:
     @staticmethod
     def _lease_from_row(row: sa.Row[Any]) -> Lease:
         m = row._mapping
+        timeout = m.get("timeout_s")
         return Lease(int(m["run_id"]), m["token"], m["host"], int(m["pid"]), float(m["started_at"]),
-                     float(m["heartbeat_at"]))
+                     float(m["heartbeat_at"]), None if timeout is None else float(timeout))
 
     def get_lease(self, run_id: int) -> Lease | None:
         """Who holds the run's lease (stale or not), or None."""
@@ -974,11 +1084,14 @@ class Store:
                         "cannot read the lease", write=False)
         return None if row is None else self._lease_from_row(row)
 
-    def acquire_lease(self, run_id: int, *, timeout_s: float = LEASE_TIMEOUT_S) -> Lease:
+    def acquire_lease(self, run_id: int, *, timeout_s: float = LEASE_TIMEOUT_S,
+                      promise_s: float | None = None) -> Lease:
         """Take the run's lease for this process, atomically.
 
         A lease held by another driver is taken over only when it is stale: its heartbeat is older than
-        ``timeout_s``, or its process is dead on this host.
+        the timeout its holder promised (:attr:`Lease.timeout_s`) or, when it promised none, than
+        ``timeout_s``; or its process is dead on this host. ``promise_s`` is this holder's promise: it
+        heartbeats more often than that (None: the default ``timeout_s`` of whoever looks).
 
         Raises:
             LeaseError: another live driver holds it ("run X is being driven by host:pid since T").
@@ -992,7 +1105,7 @@ class Store:
             if name is None:
                 raise StoreError(f"store {self.location}: no run with id {run_id}")
             now = time.time()
-            mine = Lease(run_id, uuid.uuid4().hex, host, pid, now, now)
+            mine = Lease(run_id, uuid.uuid4().hex, host, pid, now, now, promise_s)
             values = dataclasses.asdict(mine)
             query = sa.select(le).where(le.c.run_id == run_id).with_for_update()
             row = conn.execute(query).first()
@@ -1005,7 +1118,8 @@ class Store:
                 row = conn.execute(query).first()
                 assert row is not None
             held = self._lease_from_row(row)
-            stale = now - held.heartbeat_at > timeout_s or (held.host == host and not _pid_alive(held.pid))
+            limit = timeout_s if held.timeout_s is None else held.timeout_s
+            stale = now - held.heartbeat_at > limit or (held.host == host and not _pid_alive(held.pid))
             if not stale:
                 raise LeaseError(f"run {name!r} is being driven by {held.describe()}")
             conn.execute(sa.update(le).where(le.c.run_id == run_id, le.c.token == held.token).values(values))
@@ -1036,6 +1150,283 @@ class Store:
         le = schema.leases
         stmt = sa.delete(le).where(le.c.run_id == lease.run_id, le.c.token == lease.token)
         self._run(lambda conn: conn.execute(stmt), "cannot release the lease", write=True)
+
+    # ------------------------------------------------------------------ trial leases (shared runs)
+
+    def _trial_lease_from_row(self, row: sa.Row[Any], space: Space | None) -> TrialLease:
+        from perftune.space import Config
+
+        m = row._mapping
+        return TrialLease(
+            run_id=int(m["run_id"]), trial_id=int(m["trial_id"]),
+            config=Config.from_json(m["config"], space=space),
+            technique=m["technique"], status=m["status"], token=m["token"], host=m["host"],
+            pid=None if m["pid"] is None else int(m["pid"]), n_issues=int(m["n_issues"]),
+            lost=tuple(json.loads(m["lost"])) if m["lost"] else (), created_at=float(m["created_at"]),
+            claimed_at=_float_or_none(m["claimed_at"]), heartbeat_at=_float_or_none(m["heartbeat_at"]),
+        )
+
+    def issue_trials(self, run_id: int, trials: Sequence[Trial]) -> list[int]:
+        """Offer trials of a shared run to its workers (``pending``); returns the tickets newly issued.
+
+        A ticket issued already keeps its first configuration (a proposer that took over re-derives
+        the tickets its predecessor issued after its last checkpoint).
+
+        Raises:
+            StoreError: no such run.
+        """
+        tl = schema.trial_leases
+        now = time.time()
+        rows: list[dict[str, Any]] = [
+            {"run_id": run_id, "trial_id": t.id, "config": t.config.to_json(), "technique": t.technique,
+             "status": "pending", "n_issues": 0, "created_at": now} for t in trials]
+
+        def write(conn: Connection) -> list[int]:
+            self._require_run(conn, run_id)
+            added = []
+            for values in rows:
+                stmt = self._dialect.insert_or_ignore(tl, values, ("run_id", "trial_id"))
+                if conn.execute(stmt).rowcount == 1:
+                    added.append(int(values["trial_id"]))
+            return added
+
+        return self._run(write, "cannot issue trials", write=True) if rows else []
+
+    def trial_leases(self, run_id: int, *, status: str | None = None) -> list[TrialLease]:
+        """The issued trials of a shared run (of one status when given), in ticket order.
+
+        Raises:
+            StoreError: no such run.
+        """
+        tl = schema.trial_leases
+        query = sa.select(tl).where(tl.c.run_id == run_id)
+        if status is not None:
+            query = query.where(tl.c.status == status)
+        query = query.order_by(tl.c.trial_id)
+
+        def read(conn: Connection) -> Sequence[Any]:
+            rows = conn.execute(query).all()
+            if not rows:
+                self._require_run(conn, run_id)
+            return rows
+
+        rows = self._run(read, "cannot read trial leases", write=False)
+        space = self._space(run_id)
+        return [self._trial_lease_from_row(r, space) for r in rows]
+
+    def count_trial_leases(self, run_id: int) -> dict[str, int]:
+        """How many issued trials of a shared run are ``pending``, ``claimed`` and ``done``."""
+        query = _lease_sql().count
+        rows = self._run(lambda conn: conn.execute(query, {"b_run": run_id}).all(),
+                         "cannot read trial leases", write=False)
+        out = {"pending": 0, "claimed": 0, "done": 0}
+        out.update({str(status): int(n) for status, n in rows})
+        return out
+
+    def claim_trial(self, run_id: int, *, timeout_s: float, max_issues: int = MAX_ISSUES,
+                    reclaim: bool = True, _finishing: tuple[TrialLease, Trial, list[bool]] | None = None
+                    ) -> TrialLease | None:
+        """Claim one trial of a shared run for this process, atomically; None when there is none to claim.
+
+        A dead worker's trial comes first: one claimed by a holder whose heartbeat is older than
+        ``timeout_s`` or whose process is dead on this host. It is issued again (``n_issues`` + 1, the
+        dead holder appended to ``lost``) unless it was issued ``max_issues`` times already: then it is
+        recorded as a FAILED trial whose reason names the workers that died measuring it (a
+        configuration that kills its workers must not kill them all). Otherwise the oldest pending
+        trial. On PostgreSQL the rows are read ``FOR UPDATE SKIP LOCKED``, so that claimers never wait
+        for each other; on SQLite the write transaction (``BEGIN IMMEDIATE``) makes them take turns, and
+        each claim is an ``UPDATE ... WHERE status = 'pending'`` (or the stale holder's token).
+        ``reclaim=False`` looks at pending trials only (one transaction: a worker looks for dead
+        workers' trials once per heartbeat, not at every claim).
+
+        Raises:
+            StoreError: the database cannot be written.
+        """
+        tl = schema.trial_leases
+        host, pid = socket.gethostname(), os.getpid()
+        postgres = self._dialect.name == "postgresql"
+
+        def is_stale(m: Any, now: float) -> bool:
+            if m["pid"] == pid and m["host"] == host:
+                return False
+            heartbeat = m["heartbeat_at"] if m["heartbeat_at"] is not None else 0.0
+            return now - heartbeat > timeout_s or (m["host"] == host and not _pid_alive(int(m["pid"])))
+
+        sql = _lease_sql()
+
+        def look_around(conn: Connection) -> tuple[bool, list[int]]:
+            now = time.time()
+            rows = conn.execute(sql.look, {"b_run": run_id}).all()
+            stale = [int(r.trial_id) for r in rows if r.status == "claimed" and is_stale(r._mapping, now)]
+            return any(r.status == "pending" for r in rows), stale
+
+        # A read first: idle workers polling an empty queue must not take SQLite's write lock, and the
+        # write transaction looks again only at the claims that looked stale. PostgreSQL's claimers do
+        # not wait for each other: without stale claims to look for, the transaction alone does.
+        stale_ids: list[int] = []
+        if _finishing is None and (reclaim or not postgres):
+            any_pending, stale_ids = self._run(look_around, "cannot read trial leases", write=False)
+            if not reclaim:
+                stale_ids = []
+            if not any_pending and not stale_ids:
+                return None
+        space = self._space(run_id)
+
+        def claim(conn: Connection) -> TrialLease | None:
+            if _finishing is not None:
+                done, trial, accepted = _finishing
+                accepted[:] = [self._finish_in(conn, done, trial)]
+            now = time.time()
+            token = uuid.uuid4().hex
+            mine = {"status": "claimed", "token": token, "host": host, "pid": pid, "claimed_at": now,
+                    "heartbeat_at": now}
+            stale_q = (sa.select(tl).where(tl.c.run_id == run_id, tl.c.status == "claimed",
+                                           tl.c.trial_id.in_(stale_ids)).order_by(tl.c.trial_id))
+            if postgres:
+                stale_q = stale_q.with_for_update(skip_locked=True)
+            for row in conn.execute(stale_q).all() if stale_ids else ():
+                m = row._mapping
+                if not is_stale(m, now):
+                    continue
+                lost = [*(json.loads(m["lost"]) if m["lost"] else []),
+                        {"worker": f"{m['host']}:{m['pid']}", "claimed_at": m["claimed_at"],
+                         "heartbeat_at": m["heartbeat_at"]}]
+                held = sa.and_(tl.c.run_id == run_id, tl.c.trial_id == m["trial_id"],
+                               tl.c.token == m["token"])
+                lost_json = _dumps(lost, sort_keys=False)
+                if int(m["n_issues"]) >= max_issues:
+                    conn.execute(sa.update(tl).where(held).values(status="done", lost=lost_json))
+                    self._insert_trial(conn, run_id, self._died_trial(self._trial_lease_from_row(row, space),
+                                                                      lost, now))
+                    continue
+                result = conn.execute(sa.update(tl).where(held).values(
+                    **mine, n_issues=int(m["n_issues"]) + 1, lost=lost_json))
+                if result.rowcount == 1:
+                    claimed = self._trial_lease_from_row(row, space)
+                    return dataclasses.replace(claimed, status="claimed", token=token, host=host, pid=pid,
+                                               n_issues=claimed.n_issues + 1, lost=tuple(lost),
+                                               claimed_at=now, heartbeat_at=now)
+            first = conn.execute(sql.pending, {"b_run": run_id}).first()
+            if first is None:
+                return None
+            row = first
+            result = conn.execute(sql.claim_pending, {
+                "b_run": run_id, "b_trial": row.trial_id, "b_token": token, "b_host": host, "b_pid": pid,
+                "b_now": now, "b_issues": int(row.n_issues) + 1})
+            if result.rowcount != 1:
+                return None
+            claimed = self._trial_lease_from_row(row, space)
+            return dataclasses.replace(claimed, status="claimed", token=token, host=host, pid=pid,
+                                       n_issues=claimed.n_issues + 1, claimed_at=now, heartbeat_at=now)
+
+        return self._run(claim, "cannot claim a trial", write=True)
+
+    @staticmethod
+    def _died_trial(lease: TrialLease, lost: list[dict[str, Any]], now: float) -> Trial:
+        workers = ", ".join(str(h["worker"]) for h in lost)
+        return Trial(id=lease.trial_id, config=lease.config, technique=lease.technique, status=Status.FAILED,
+                     reason=f"its workers died measuring it, {len(lost)} times ({workers})",
+                     worker=str(lost[-1]["worker"]), started_at=lease.claimed_at, finished_at=now)
+
+    def _insert_trial(self, conn: Connection, run_id: int, trial: Trial) -> bool:
+        """Write a trial and its samples inside the caller's transaction; False when its ticket is there."""
+        from perftune.store._dialect import TRIAL_KEYS
+
+        row = dict(zip(TRIAL_KEYS, trial_row(run_id, trial), strict=True))
+        insert = getattr(self, "_trial_insert_stmt", None)
+        if insert is None:
+            insert = self._trial_insert_stmt = self._dialect.trial_insert()
+        if conn.execute(insert, row).rowcount != 1:
+            return False
+        samples = [{"run_id": run_id, "trial_id": trial.id, "idx": i, "value": float(v)}
+                   for i, v in enumerate(trial.samples)]
+        if samples:
+            conn.execute(_lease_sql().samples, samples)
+        return True
+
+    def renew_claim(self, claim: TrialLease) -> bool:
+        """Heartbeat of the worker measuring ``claim``; False when the claim is no longer its own."""
+        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token}
+
+        def renew(conn: Connection) -> int:
+            return int(conn.execute(_lease_sql().renew, {**params, "b_now": time.time()}).rowcount)
+
+        return self._run(renew, "cannot renew a trial lease", write=True) == 1
+
+    def finish_claim(self, claim: TrialLease, trial: Trial) -> bool:
+        """Record the result of a claimed trial, only if ``claim`` is still the current one.
+
+        In one transaction: the trial lease becomes ``done`` and the trial is stored. A worker whose
+        claim was issued to another (it looked dead) records nothing and gets False: a trial's result
+        comes from one measurement only.
+
+        Raises:
+            ValueError: ``trial`` is not the claimed ticket.
+        """
+        if trial.id != claim.trial_id:
+            raise ValueError(f"finish_claim: trial {trial.id} is not the claimed trial {claim.trial_id}")
+        return self._run(lambda conn: self._finish_in(conn, claim, trial), f"cannot record trial {trial.id}",
+                         write=True)
+
+    def _finish_in(self, conn: Connection, claim: TrialLease, trial: Trial) -> bool:
+        params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token,
+                  "b_now": time.time()}
+        if conn.execute(_lease_sql().finish, params).rowcount != 1:
+            return False
+        self._insert_trial(conn, claim.run_id, trial)
+        return True
+
+    def finish_and_claim(self, claim: TrialLease, trial: Trial, *, timeout_s: float,
+                         max_issues: int = MAX_ISSUES) -> tuple[bool, TrialLease | None]:
+        """:meth:`finish_claim` and then :meth:`claim_trial` (pending trials only) in one transaction: a
+        worker's next trial starts one round trip sooner. Returns (whether the result was recorded, the
+        next claim or None).
+        """
+        if trial.id != claim.trial_id:
+            raise ValueError(f"finish_claim: trial {trial.id} is not the claimed trial {claim.trial_id}")
+        accepted: list[bool] = []
+        nxt = self.claim_trial(claim.run_id, timeout_s=timeout_s, max_issues=max_issues, reclaim=False,
+                               _finishing=(claim, trial, accepted))
+        return accepted[0], nxt
+
+    def cancel_pending(self, run_id: int, reason: str) -> list[int]:
+        """Record every pending (unclaimed) trial of a shared run as CANCELLED with ``reason``; returns
+        their tickets. Claimed trials are left to their workers (a time budget: nothing starts after it).
+        """
+        tl = schema.trial_leases
+        space = self._space(run_id)
+        postgres = self._dialect.name == "postgresql"
+
+        def cancel(conn: Connection) -> list[int]:
+            query = sa.select(tl).where(tl.c.run_id == run_id, tl.c.status == "pending")
+            if postgres:
+                query = query.with_for_update(skip_locked=True)
+            done = []
+            now = time.time()
+            for row in conn.execute(query).all():
+                stmt = sa.update(tl).where(tl.c.run_id == run_id, tl.c.trial_id == row.trial_id,
+                                           tl.c.status == "pending").values(status="done")
+                if conn.execute(stmt).rowcount != 1:
+                    continue
+                lease = self._trial_lease_from_row(row, space)
+                self._insert_trial(conn, run_id, Trial(id=lease.trial_id, config=lease.config,
+                                                       technique=lease.technique, status=Status.CANCELLED,
+                                                       reason=reason, started_at=now, finished_at=now))
+                done.append(lease.trial_id)
+            return done
+
+        return self._run(cancel, "cannot cancel trials", write=True)
+
+    def release_claim(self, claim: TrialLease) -> bool:
+        """Give a claimed trial back unmeasured (a worker stopped by Ctrl-C): pending again, this issue
+        not counted. False when the claim was no longer this worker's."""
+        tl = schema.trial_leases
+        stmt = sa.update(tl).where(tl.c.run_id == claim.run_id, tl.c.trial_id == claim.trial_id,
+                                   tl.c.token == claim.token, tl.c.status == "claimed").values(
+            status="pending", token=None, host=None, pid=None, claimed_at=None, heartbeat_at=None,
+            n_issues=claim.n_issues - 1)
+        return self._run(lambda conn: int(conn.execute(stmt).rowcount), "cannot release a trial lease",
+                         write=True) == 1
 
     # ------------------------------------------------------------------ export
 
