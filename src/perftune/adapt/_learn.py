@@ -352,28 +352,31 @@ def fit_dispatch(
             path.append((list(selected), best))
         return path
 
-    # Base shapes, each with its own column search; then, on every column set a search passed through,
-    # the guarded and shallower shapes of the same kind.
+    # Base shapes, each with its own column search (a guarded model may profit from a column that an
+    # unguarded one cannot afford: the guard is what keeps it from misrouting a new family); then, on
+    # every column set a search passed through, the variants of the same base.
     bases: list[tuple[_Variant, list[_Variant]]] = []
     if classifier in ("auto", "tree", "forest"):
-        plain = _Variant(f"{tree_kind}, depth {max_depth}", max_depth, kind=tree_kind)
-        shapes = [_Variant(f"{tree_kind}, depth 2", 2, kind=tree_kind)] if max_depth > 2 else []
+        def tree(depth: int, watched: str | None = None, factor: float = 1.0) -> _Variant:
+            guarded = f", guard on the {watched} columns x{factor:g}" if watched else ""
+            return _Variant(f"{tree_kind}, depth {depth}{guarded}", depth, watched, factor, kind=tree_kind)
+
+        shallow = [2] if max_depth > 2 else []
+        bases.append((tree(max_depth), [tree(d) for d in shallow]))
         if guard:
-            shapes += [
-                _Variant(f"{tree_kind}, depth {depth}, guard on the {watched} columns x{factor:g}", depth,
-                         watched, factor, kind=tree_kind)
-                for depth in sorted({2, max_depth}) for watched in ("tree", "cheap") for factor in (1.0, 2.0)
-            ]
-        bases.append((plain, shapes))
+            for watched in ("tree", "cheap"):
+                bases.append((tree(max_depth, watched), [tree(max_depth, watched, 2.0)]
+                              + [tree(d, watched, f) for d in shallow for f in (1.0, 2.0)]))
     if classifier in ("auto", "neighbours"):
-        for k in (1, 3, 5):
-            plain = _Variant(f"least regret of {k} nearest", 0, kind="neighbours", k=k)
-            shapes = [
-                _Variant(f"least regret of {k} nearest, guard x{factor:g}", 0, "own", factor,
-                         kind="neighbours", k=k)
-                for factor in ((1.0, 2.0) if guard else ())
-            ]
-            bases.append((plain, shapes))
+        def nearest(k: int, factor: float | None = None) -> _Variant:
+            guarded = f", guard x{factor:g}" if factor is not None else ""
+            return _Variant(f"least regret of {k} nearest{guarded}", 0, None if factor is None else "own",
+                            1.0 if factor is None else factor, kind="neighbours", k=k)
+
+        for k in (1, 3):
+            bases.append((nearest(k), [nearest(5)] if k == 3 else []))
+            if guard:
+                bases.append((nearest(k, 1.0), [nearest(k, 2.0)]))
     scores: list[tuple[str, int, float]] = []
     chosen: tuple[list[int], _Variant, tuple[int, float]] | None = None
     steps: list[tuple[list[int], int, float]] = []
