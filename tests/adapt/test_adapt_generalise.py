@@ -164,3 +164,20 @@ def test_tune_inputs_bad_clock_or_groups_is_one_line(kwargs, message):
     with pytest.raises(AdaptError, match=message) as info:
         tune_inputs(site, [[1, 2]] * 8, budget=4, **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_a_cpu_limit_stops_computing_not_waiting():
+    import time
+
+    from perftune.adapt._limit import run_limited
+
+    def spin() -> int:
+        n = 0
+        while True:
+            n += 1
+
+    seconds, out, stopped = run_limited(spin, 0.2, time.process_time)
+    assert stopped and out is None and 0.15 < seconds < 2.0
+    # Waiting (for a core on a loaded machine, here for a timer) is not computing: not stopped.
+    seconds, out, stopped = run_limited(lambda: time.sleep(0.4) or "done", 0.1, time.process_time)
+    assert (out, stopped) == ("done", False) and seconds < 0.1

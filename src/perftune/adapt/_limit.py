@@ -38,9 +38,11 @@ def run_limited(
 ) -> tuple[float, Any, bool]:
     """Run ``fn``; ``(seconds, output, stopped)``, where a stopped run has no output.
 
-    ``limit_s`` is wall-clock time; ``seconds`` is read from ``timer`` (``time.process_time`` for the
-    CPU time of this process).
+    ``seconds`` is read from ``timer``. With ``time.process_time`` (the CPU time of this process) the
+    limit is CPU time too (``ITIMER_PROF``): on a loaded machine a wall-clock limit would stop a run that
+    is only waiting for a core, and call it hopeless.
     """
+    cpu = timer is time.process_time
     usable = (
         math.isfinite(limit_s)
         and limit_s > 0
@@ -51,16 +53,17 @@ def run_limited(
         t0 = timer()
         out = fn()
         return timer() - t0, out, False
-    previous = signal.signal(signal.SIGALRM, _raise)
+    which, kind = (signal.SIGPROF, signal.ITIMER_PROF) if cpu else (signal.SIGALRM, signal.ITIMER_REAL)
+    previous = signal.signal(which, _raise)
     t0 = timer()
     try:
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        signal.setitimer(kind, limit_s)
         try:
             out = fn()
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(kind, 0)
         return timer() - t0, out, False
     except _Stopped:
         return timer() - t0, None, True
     finally:
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(which, previous)
