@@ -1,15 +1,22 @@
-"""Cost-aware learning of a dispatcher: which features to compute, and the tree that reads them.
+"""Cost-aware learning of a dispatcher that generalises: which features to compute, and what reads them.
 
 Given, for every training input, the value and the measured cost of every column, the time of every
-landmark and whether it was correct (accurate enough), the learner chooses columns greedily: start
-from no column (every input runs the single best landmark), and add the column that most lowers the
-cross-validated *total* time, that is the time of the landmark the tree picks plus the cost of the
-columns its walk reads for that input. It stops when no column pays for itself. A wrong choice (a
-landmark that fails or misses the input's accuracy) counts before any time: fewer wrong choices win.
+landmark and whether it was correct (accurate enough), the learner builds candidates of three shapes:
 
-The tree is fitted with each input weighted by how much a bad choice costs on it (the mean time of
-the landmarks minus the best one), so that large inputs, where the choice matters most, decide the
-splits.
+* a cost-aware decision tree (or small forest): labels are the most robust of the landmarks within a
+  tolerance of each input's fastest, the fit is weighted by how much a bad choice costs on each input,
+  and each leaf then runs the landmark with the least total time over the inputs that reach it;
+* least regret of the nearest training inputs (:class:`NeighbourModel`): the landmark with the
+  smallest summed ratio to the fastest on the ``k`` nearest;
+* either of them behind an out-of-distribution guard that sends an input far from every training
+  input to the landmark with the best worst case (:func:`robust_landmark`).
+
+For each, columns are chosen greedily: start from no column (one landmark for every input) and add the
+column that most lowers the cross-validated *total* time, the landmark's time plus the columns read for
+that input, while it pays for itself. The cross-validation adds random folds to leave-one-group-out
+(groups: the training families), so a candidate must do well both on inputs like the training ones and
+on a family it never saw. A wrong choice (a landmark that fails or misses the input's accuracy) counts
+before any time: fewer wrong choices win.
 
 Example:
     >>> import numpy as np
