@@ -181,3 +181,13 @@ def test_a_cpu_limit_stops_computing_not_waiting():
     # Waiting (for a core on a loaded machine, here for a timer) is not computing: not stopped.
     seconds, out, stopped = run_limited(lambda: time.sleep(0.4) or "done", 0.1, time.process_time)
     assert (out, stopped) == ("done", False) and seconds < 0.1
+
+
+def test_a_hanging_run_is_stopped_by_the_wall_backstop_under_a_cpu_limit():
+    import time
+
+    from perftune.adapt._limit import run_limited
+
+    t0 = time.perf_counter()
+    seconds, out, stopped = run_limited(lambda: time.sleep(30), 0.05, time.process_time)
+    assert stopped and out is None and time.perf_counter() - t0 < 5

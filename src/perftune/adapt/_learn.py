@@ -197,8 +197,8 @@ def _guarded(
     rows: np.ndarray,
     factor: float,
 ) -> GuardedModel:
-    """``inner`` behind a guard on ``guard``: the radius is ``factor`` times the largest distance from
-    a training input to its nearest other training input (how far apart the inputs seen already are)."""
+    """``inner`` behind a guard on ``guard``: the radius is ``factor`` times how far apart the training
+    inputs are (:func:`_spread`)."""
     center, scale, z, spread = _spread(X[np.ix_(rows, np.asarray(guard, dtype=int))])
     radius = factor * spread
     return GuardedModel(
@@ -211,8 +211,14 @@ def _guarded(
 _NO_ANSWER = 1e6
 
 
+#: The guard's radius is set by each training input's distance to its this-many-th nearest other one: the
+#: nearest would be 0 where training inputs come in copies (two inputs per family and size).
+_SPREAD_RANK = 3
+
+
 def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Standardise ``data``; also the largest distance from a row to its nearest other row."""
+    """Standardise ``data``; also how far apart the rows are: the largest distance from a row to its
+    ``_SPREAD_RANK``-th nearest other row (the farthest, with fewer rows)."""
     center = data.mean(axis=0)
     scale = data.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
@@ -221,7 +227,8 @@ def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float
         return center, scale, z, 0.0
     d = np.sqrt(((z[:, None, :] - z[None, :, :]) ** 2).sum(axis=2))
     np.fill_diagonal(d, np.inf)
-    return center, scale, z, float(d.min(axis=1).max())
+    rank = min(_SPREAD_RANK, len(z) - 1)
+    return center, scale, z, float(np.sort(d, axis=1)[:, rank - 1].max())
 
 
 def _neighbours(

@@ -24,6 +24,10 @@ from typing import Any
 
 __all__ = ["run_limited"]
 
+#: With a CPU-time limit, a run is stopped by the wall clock too once it has taken this many times the
+#: limit (a loaded machine runs a process at a fraction of a core; a hung run computes nothing).
+_WALL_BACKSTOP = 20.0
+
 
 class _Stopped(BaseException):
     """Raised by the timer inside the run (a BaseException, so the run's own handlers let it pass)."""
@@ -53,17 +57,24 @@ def run_limited(
         t0 = timer()
         out = fn()
         return timer() - t0, out, False
-    which, kind = (signal.SIGPROF, signal.ITIMER_PROF) if cpu else (signal.SIGALRM, signal.ITIMER_REAL)
-    previous = signal.signal(which, _raise)
+    # A CPU limit alone would never stop a run that hangs without computing (waiting on a lock, a
+    # sleep): the wall clock stays a backstop, far enough not to stop a run that only waits for a core.
+    timers = [(signal.SIGALRM, signal.ITIMER_REAL, limit_s * (_WALL_BACKSTOP if cpu else 1.0))]
+    if cpu:
+        timers.append((signal.SIGPROF, signal.ITIMER_PROF, limit_s))
+    previous = [(which, signal.signal(which, _raise)) for which, _, _ in timers]
     t0 = timer()
     try:
-        signal.setitimer(kind, limit_s)
+        for _, kind, seconds in timers:
+            signal.setitimer(kind, seconds)
         try:
             out = fn()
         finally:
-            signal.setitimer(kind, 0)
+            for _, kind, _ in timers:
+                signal.setitimer(kind, 0)
         return timer() - t0, out, False
     except _Stopped:
         return timer() - t0, None, True
     finally:
-        signal.signal(which, previous)
+        for which, handler in previous:
+            signal.signal(which, handler)

@@ -72,6 +72,8 @@ class InputTuning:
         ok: ``(n_inputs, n_landmarks)``: the landmark was correct (and accurate enough) there.
         clusters: Cluster of each training input.
         n_trials: Trials the landmark searches measured.
+        stopped: ``(n_inputs, n_landmarks)``: the run was stopped as hopeless (``stop_factor``); its
+            time is the time at the cut, and the learner counts it as that slow (``ok`` is False).
     """
 
     target: _Adaptive
@@ -87,6 +89,7 @@ class InputTuning:
     clusters: list[int]
     n_trials: int = 0
     notes: list[str] = field(default_factory=list)
+    stopped: np.ndarray | None = None
 
     def dispatcher(self, *, one_level: bool = False) -> Dispatcher:
         """A :class:`Dispatcher` for this process (the two-level one unless ``one_level``)."""
@@ -253,6 +256,7 @@ def tune_inputs(
     groups: Sequence[Any] | None = None,
     guard: bool = True,
     clock: str = "wall",
+    overall_landmark: bool | None = None,
     on_progress: Callable[[str, int, int | None, float | None], None] | None = None,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
@@ -286,6 +290,9 @@ def tune_inputs(
         guard: Let the learner put the model behind an out-of-distribution guard (kept only when
             cross-validation says it pays): an input far from every training input runs the landmark
             with the best worst case on the training inputs.
+        overall_landmark: After the cluster searches, tune one more landmark on the largest input of
+            every cluster together, from the clusters' winners (None: when the budget, split one way
+            more, still covers each search's seeds).
         clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``: this process's
             CPU time, which other programs on a shared machine disturb less; single-threaded work
             only, since it adds up every thread). Used for landmark runs and feature costs alike.
@@ -370,6 +377,9 @@ def tune_inputs(
     keys: list[str] = []
     table_s: dict[int, np.ndarray] = {}
     table_ok: dict[int, np.ndarray] = {}
+    # Stopped runs: hopelessly slow, not wrong. The learner sees their time at the cut (a lower bound),
+    # so a landmark 20x too slow on one input counts as that, and is not taken for a wrong one.
+    table_stop: dict[int, np.ndarray] = {}
     rng = np.random.default_rng(seed)
     progress_total = [0]
 
@@ -385,6 +395,7 @@ def tune_inputs(
         for k in ks:
             table_s[k] = np.zeros((repeats, n))
             table_ok[k] = np.ones(n, dtype=bool)
+            table_stop[k] = np.zeros(n, dtype=bool)
         for r in range(repeats):
             for i in rng.permutation(n):
                 x = inputs[i]
@@ -393,15 +404,19 @@ def tune_inputs(
                 order = [k for k in rng.permutation(ks).tolist() if k != lead]
                 order = [lead, *order] if lead in ks else order
                 for k in order:
-                    if not table_ok[k][i]:
+                    if not table_ok[k][i] or table_stop[k][i]:
                         continue
                     try:
                         seconds, out, stopped = limited(landmarks[k], int(i))
                     except Exception:  # a landmark that crashes on an input is no answer for it
                         table_ok[k][i] = False
                         continue
+                    if stopped:
+                        table_s[k][:, i] = seconds
+                        table_stop[k][i] = True
+                        continue
                     table_s[k][r, i] = seconds
-                    if stopped or (r == 0 and problem(x, out) is not None):
+                    if r == 0 and problem(x, out) is not None:
                         table_ok[k][i] = False
                     else:
                         correct(int(i), float(seconds))
@@ -444,27 +459,44 @@ def tune_inputs(
 
         measure_table(seed_ks, steadiest_seed)
     # ---- one landmark per cluster, by the existing search
-    per_cluster = _split_budget(budget, n_clusters)
     n_search_seeds = min(2, len(seed_ks)) if seed_landmarks else len(seeds)
+    if overall_landmark is None:
+        # When the budget allows a search more: one split n_clusters + 1 ways still covers the seeds.
+        share = _split_budget(budget, n_clusters + 1)
+        overall_landmark = n_clusters > 1 and (share.evals is None or share.evals >= n_search_seeds + 2)
+    n_searches = n_clusters + (1 if overall_landmark else 0)
+    per_cluster = _split_budget(budget, n_searches)
     if per_cluster.evals is not None and per_cluster.evals < n_search_seeds + 1:
         raise AdaptError(
-            f"tune_inputs: budget {budget!r} is too small: each of the {n_clusters} landmark searches "
+            f"tune_inputs: budget {budget!r} is too small: each of the {n_searches} landmark searches "
             f"needs more than its {n_search_seeds} seed configurations (give at least "
-            f"{n_clusters * (n_search_seeds + 1)} trials)"
+            f"{n_searches * (n_search_seeds + 1)} trials)"
         )
     cluster_landmark: list[int] = []
+    winners: list[dict[str, Any]] = []
     n_trials = 0
-    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_clusters
+    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_searches
     if on_progress is not None:
-        on_progress("landmark", 0, n_clusters, None)
-    for j in range(n_clusters):
-        members = [i for i, c in enumerate(clusters) if c == j]
-        dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
-        reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
-        largest = max(members, key=lambda i: (values[i].tolist(), -i))
-        if largest not in reps:
-            reps.append(largest)
-        if seed_landmarks and seed_ks:
+        on_progress("landmark", 0, n_searches, None)
+    largest_of = [max((i for i, c in enumerate(clusters) if c == j), key=lambda i: (values[i].tolist(), -i))
+                  for j in range(n_clusters)]
+    for j in range(n_searches):
+        if j == n_clusters:
+            # The overall landmark: one configuration for the largest input of every cluster together,
+            # started from the clusters' winners. It is the strongest one-for-all candidate, and often the
+            # robust fallback for inputs unlike any training family.
+            reps = list(dict.fromkeys(largest_of))
+            cap = None if per_cluster.evals is None else per_cluster.evals - 1
+            search_seeds = [dict(w) for w in winners][:cap]
+        else:
+            members = [i for i, c in enumerate(clusters) if c == j]
+            dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
+            reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
+            if largest_of[j] not in reps:
+                reps.append(largest_of[j])
+        if j == n_clusters:
+            pass  # seeds set above
+        elif seed_landmarks and seed_ks:
             on_reps = medians(seed_ks, reps)
             ranked = sorted(range(len(seed_ks)), key=lambda s: (int(np.isinf(on_reps[:, s]).sum()),
                                                                 float(np.where(np.isinf(on_reps[:, s]), 0,
@@ -510,18 +542,23 @@ def tune_inputs(
                 f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
                 f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
             )
-        cluster_landmark.append(add_landmark(target.landmark_from_config(Config(result.best.config))))
+        found = add_landmark(target.landmark_from_config(Config(result.best.config)))
+        if j < n_clusters:
+            cluster_landmark.append(found)
+            winners.append(dict(result.best.config))
         if on_progress is not None:
-            on_progress("landmark", j + 1, n_clusters, None)
+            on_progress("landmark", j + 1, n_searches, None)
 
     # ---- every new landmark on every input: interleaved, repeated, medians
     fresh = [k for k in range(len(landmarks)) if k not in table_s]
     measure_table(fresh, lambda i: cluster_landmark[clusters[i]])
     k_count = len(landmarks)
     samples = np.stack([table_s[k] for k in range(k_count)], axis=2)
-    ok = np.stack([table_ok[k] for k in range(k_count)], axis=1)
+    answered = np.stack([table_ok[k] for k in range(k_count)], axis=1)
+    stopped_runs = np.stack([table_stop[k] for k in range(k_count)], axis=1)
+    ok = answered & ~stopped_runs
     time_s = np.median(samples, axis=0)
-    fit = fit_dispatch(values, cost, time_s, ok, classifier=classifier, max_depth=max_depth,
+    fit = fit_dispatch(values, cost, time_s, answered, classifier=classifier, max_depth=max_depth,
                        max_columns=max_columns, seed=seed, groups=clusters if groups is None else groups,
                        guard=guard)
     one_level = CentroidModel(
@@ -541,6 +578,7 @@ def tune_inputs(
         cost_s=cost,
         time_s=time_s,
         ok=ok,
+        stopped=stopped_runs,
         clusters=clusters,
         n_trials=n_trials,
     )
