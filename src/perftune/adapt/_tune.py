@@ -494,16 +494,14 @@ def tune_inputs(
             reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
             if largest_of[j] not in reps:
                 reps.append(largest_of[j])
-        if j == n_clusters:
-            pass  # seeds set above
-        elif seed_landmarks and seed_ks:
-            on_reps = medians(seed_ks, reps)
-            ranked = sorted(range(len(seed_ks)), key=lambda s: (int(np.isinf(on_reps[:, s]).sum()),
-                                                                float(np.where(np.isinf(on_reps[:, s]), 0,
-                                                                               on_reps[:, s]).sum())))
-            search_seeds = [seed_raw[seed_ks[s]] for s in ranked[:n_search_seeds]]
-        else:
             search_seeds = seeds
+            if seed_landmarks and seed_ks:
+                # The cluster's two best seeds on its representatives: fewest no-answers, then least time.
+                on_reps = medians(seed_ks, reps)
+                missing = np.isinf(on_reps)
+                spent = np.where(missing, 0.0, on_reps).sum(axis=0)
+                ranked = sorted(range(len(seed_ks)), key=lambda k: (int(missing[:, k].sum()), spent[k]))
+                search_seeds = [seed_raw[seed_ks[k]] for k in ranked[:n_search_seeds]]
 
         def objective(config: Any, reps: list[int] = reps) -> float:
             landmark = target.landmark_from_config(config)
