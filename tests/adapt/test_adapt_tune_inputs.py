@@ -158,7 +158,7 @@ DISTINCT = [[i, 2] for i in range(8)]
         (lambda s: tune_inputs(s, DISTINCT, budget=4, n_clusters=99), "n_clusters must be an integer"),
         (lambda s: tune_inputs(s, DISTINCT, budget=3, n_clusters=2), "budget 3 is too small"),
         (lambda s: tune_inputs(s, DISTINCT, budget=8, required=lambda x: 1.0), "required= needs accuracy="),
-        (lambda s: tune_inputs(s, DISTINCT, budget=8, classifier="svm"), "classifier must be 'tree'"),
+        (lambda s: tune_inputs(s, DISTINCT, budget=8, classifier="svm"), "classifier must be 'auto', 'tree'"),
         (lambda s: tune_inputs(s, DISTINCT[:7] + [[]], budget=8), "'first' on input 7 raised IndexError"),
     ],
 )

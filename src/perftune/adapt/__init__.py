@@ -51,8 +51,8 @@ from perftune.adapt._file import (
     load_dispatch,
     use_dispatch,
 )
-from perftune.adapt._learn import DispatchFit, fit_dispatch
-from perftune.adapt._model import CentroidModel, ForestModel, TreeModel
+from perftune.adapt._learn import DispatchFit, fit_dispatch, robust_landmark
+from perftune.adapt._model import CentroidModel, ForestModel, GuardedModel, NeighbourModel, TreeModel
 from perftune.adapt._site import AdaptiveObjective, AdaptiveSite, Dispatcher
 from perftune.adapt._tune import InputTuning, tune_inputs
 
@@ -72,7 +72,9 @@ __all__ = [
     "Dispatcher",
     "Feature",
     "ForestModel",
+    "GuardedModel",
     "InputTuning",
+    "NeighbourModel",
     "TreeModel",
     "current_dispatch",
     "density",
@@ -85,6 +87,7 @@ __all__ = [
     "load_dispatch",
     "log_size",
     "monotone_runs",
+    "robust_landmark",
     "sample",
     "sortedness",
     "tune_inputs",

@@ -1,15 +1,22 @@
-"""Cost-aware learning of a dispatcher: which features to compute, and the tree that reads them.
+"""Cost-aware learning of a dispatcher that generalises: which features to compute, and what reads them.
 
 Given, for every training input, the value and the measured cost of every column, the time of every
-landmark and whether it was correct (accurate enough), the learner chooses columns greedily: start
-from no column (every input runs the single best landmark), and add the column that most lowers the
-cross-validated *total* time, that is the time of the landmark the tree picks plus the cost of the
-columns its walk reads for that input. It stops when no column pays for itself. A wrong choice (a
-landmark that fails or misses the input's accuracy) counts before any time: fewer wrong choices win.
+landmark and whether it was correct (accurate enough), the learner builds candidates of three shapes:
 
-The tree is fitted with each input weighted by how much a bad choice costs on it (the mean time of
-the landmarks minus the best one), so that large inputs, where the choice matters most, decide the
-splits.
+* a cost-aware decision tree (or small forest): labels are the most robust of the landmarks within a
+  tolerance of each input's fastest, the fit is weighted by how much a bad choice costs on each input,
+  and each leaf then runs the landmark with the least total time over the inputs that reach it;
+* least regret of the nearest training inputs (:class:`NeighbourModel`): the landmark with the
+  smallest summed ratio to the fastest on the ``k`` nearest;
+* either of them behind an out-of-distribution guard that sends an input far from every training
+  input to the landmark with the best worst case (:func:`robust_landmark`).
+
+For each, columns are chosen greedily: start from no column (one landmark for every input) and add the
+column that most lowers the cross-validated *total* time, the landmark's time plus the columns read for
+that input, while it pays for itself. The cross-validation adds random folds to leave-one-group-out
+(groups: the training families), so a candidate must do well both on inputs like the training ones and
+on a family it never saw. A wrong choice (a landmark that fails or misses the input's accuracy) counts
+before any time: fewer wrong choices win.
 
 Example:
     >>> import numpy as np
@@ -29,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from perftune.adapt._features import AdaptError
-from perftune.adapt._model import ForestModel, Model, TreeModel
+from perftune.adapt._model import ForestModel, GuardedModel, Model, NeighbourModel, TreeModel
 
-__all__ = ["DispatchFit", "fit_dispatch", "score_model"]
+__all__ = ["DispatchFit", "fit_dispatch", "robust_landmark", "score_model"]
 
 
 @dataclass
@@ -44,6 +51,8 @@ class DispatchFit:
         cv_total_s: Cross-validated total time (landmarks plus features) of the chosen column set.
         cv_wrong: Cross-validated number of wrong choices of the chosen column set.
         steps: ``(columns, cv_wrong, cv_total_s)`` for every column set the greedy search kept.
+        variant: The model shape chosen (classifier, depth, guard), in words.
+        scores: ``(candidate, cv_wrong, cv_total_s)`` of every model shape tried on those column sets.
     """
 
     model: Model
@@ -51,6 +60,8 @@ class DispatchFit:
     cv_total_s: float
     cv_wrong: int
     steps: list[tuple[list[int], int, float]] = field(default_factory=list)
+    variant: str = ""
+    scores: list[tuple[str, int, float]] = field(default_factory=list)
 
 
 def score_model(
@@ -72,14 +83,46 @@ def _cell(X: np.ndarray, i: int, c: int) -> float:
     return float(X[i, c])
 
 
-def _labels_weights(T: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ratios(T: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Each landmark's time over the fastest correct one on the same input (inf: no answer there)."""
+    masked = np.where(ok, T, np.inf)
+    best = masked.min(axis=1, keepdims=True)
+    best = np.where(np.isfinite(best) & (best > 0), best, 1.0)
+    return masked / best
+
+
+def robust_landmark(T: np.ndarray, ok: np.ndarray, rows: Any = None) -> int:
+    """The landmark with the best worst case over ``rows``: fewest wrong answers, then the smallest
+    largest ratio to the fastest landmark of each input, then the smallest total.
+
+    It is what a dispatcher falls back to for an input unlike every training input: a landmark that
+    is never far from the best on the inputs seen costs least when the guess is wrong.
+    """
+    rows = np.arange(len(T)) if rows is None else np.asarray(rows)
+    R = _ratios(T[rows], ok[rows])
+    wrong = (~ok[rows]).sum(axis=0)
+    worst = np.where(ok[rows], R, 1.0).max(axis=0)
+    total = np.where(ok[rows], T[rows], 0.0).sum(axis=0)
+    return int(min(range(T.shape[1]), key=lambda k: (int(wrong[k]), float(worst[k]), float(total[k]), k)))
+
+
+def _labels_weights(
+    T: np.ndarray, ok: np.ndarray, rows: np.ndarray, tolerance: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     masked = np.where(ok, T, np.nan)
     usable = ok.any(axis=1)
+    # How risky each landmark is on the rows being learned from: a label among near-equals goes to the
+    # least risky, so that a leaf an unseen input falls into holds a landmark that is rarely far off.
+    R = _ratios(T[rows], ok[rows])
+    wrong = (~ok[rows]).sum(axis=0)
+    worst = np.where(ok[rows], R, 1.0).max(axis=0)
     labels = np.zeros(len(T), dtype=int)
     weights = np.zeros(len(T))
     for i in np.flatnonzero(usable):
-        labels[i] = int(np.nanargmin(masked[i]))
-        weights[i] = float(np.nanmean(masked[i]) - np.nanmin(masked[i]))
+        fastest = np.nanmin(masked[i])
+        near = [k for k in range(T.shape[1]) if ok[i, k] and T[i, k] <= fastest * (1 + tolerance)]
+        labels[i] = min(near, key=lambda k: (int(wrong[k]), float(worst[k]), float(T[i, k]), k))
+        weights[i] = float(np.nanmean(masked[i]) - fastest)
     positive = weights[usable & (weights > 0)]
     # An input where every landmark takes the same time teaches nothing, but must not vanish either.
     floor = 1e-3 * (positive.mean() if positive.size else 1.0)
@@ -94,6 +137,19 @@ def _best_single(T: np.ndarray, ok: np.ndarray, rows: Any) -> int:
     return int(min(range(T.shape[1]), key=lambda k: (int(wrong[k]), float(total[k]))))
 
 
+def _leaves_by_cost(model: TreeModel, estimator: Any, data: np.ndarray, T: np.ndarray, ok: np.ndarray,
+                    train: np.ndarray) -> TreeModel:
+    """Give each leaf the landmark with the fewest wrong answers, then the least total time, over the
+    training inputs that reach it (the classifier's majority label ignores how much each choice costs)."""
+    reached = estimator.apply(data)
+    leaf = list(model.leaf)
+    for node in set(reached.tolist()):
+        rows = train[reached == node]
+        leaf[node] = _best_single(T, ok, rows)
+    return TreeModel(left=model.left, right=model.right, feature=model.feature, threshold=model.threshold,
+                     leaf=leaf)
+
+
 def _fit(
     X: np.ndarray,
     T: np.ndarray,
@@ -105,8 +161,9 @@ def _fit(
     max_depth: int,
     n_trees: int,
     seed: int,
-) -> Model:
-    labels, weights, usable = _labels_weights(T, ok)
+    tolerance: float = 0.05,
+) -> TreeModel | ForestModel:
+    labels, weights, usable = _labels_weights(T, ok, rows, tolerance)
     train = rows[usable[rows]]
     if not columns or len(train) == 0 or len(set(labels[train].tolist())) == 1:
         return TreeModel.constant(_best_single(T, ok, rows))
@@ -118,13 +175,87 @@ def _fit(
     if classifier == "tree":
         est = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_leaf, random_state=seed)
         est.fit(data, labels[train], sample_weight=weights[train])
-        return TreeModel.from_sklearn(est, columns, [int(c) for c in est.classes_])
+        tree = TreeModel.from_sklearn(est, columns, [int(c) for c in est.classes_])
+        return _leaves_by_cost(tree, est, data, T, ok, train)
     forest = RandomForestClassifier(
         n_estimators=n_trees, max_depth=max_depth, min_samples_leaf=min_leaf, random_state=seed
     )
     forest.fit(data, labels[train], sample_weight=weights[train])
     classes = [int(c) for c in forest.classes_]
-    return ForestModel([TreeModel.from_sklearn(t, columns, classes) for t in forest.estimators_])
+    return ForestModel([
+        _leaves_by_cost(TreeModel.from_sklearn(t, columns, classes), t, data, T, ok, train)
+        for t in forest.estimators_
+    ])
+
+
+def _guarded(
+    inner: TreeModel | ForestModel,
+    X: np.ndarray,
+    T: np.ndarray,
+    ok: np.ndarray,
+    guard: list[int],
+    rows: np.ndarray,
+    factor: float,
+) -> GuardedModel:
+    """``inner`` behind a guard on ``guard``: the radius is ``factor`` times how far apart the training
+    inputs are (:func:`_spread`)."""
+    center, scale, z, spread = _spread(X[np.ix_(rows, np.asarray(guard, dtype=int))])
+    radius = factor * spread
+    return GuardedModel(
+        inner=inner, guard=list(guard), center=center.tolist(), scale=scale.tolist(), points=z.tolist(),
+        radius=radius, fallback=robust_landmark(T, ok, rows),
+    )
+
+
+#: The ratio recorded for a landmark that gave no answer on an input: it outweighs any sum of times.
+_NO_ANSWER = 1e6
+
+
+#: The guard's radius is set by each training input's distance to its this-many-th nearest other one: the
+#: nearest would be 0 where training inputs come in copies (two inputs per family and size).
+_SPREAD_RANK = 3
+
+
+def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Standardise ``data``; also how far apart the rows are: the largest distance from a row to its
+    ``_SPREAD_RANK``-th nearest other row (the farthest, with fewer rows)."""
+    center = data.mean(axis=0)
+    scale = data.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    z = (data - center) / scale
+    if len(z) < 2:
+        return center, scale, z, 0.0
+    d = np.sqrt(((z[:, None, :] - z[None, :, :]) ** 2).sum(axis=2))
+    np.fill_diagonal(d, np.inf)
+    rank = min(_SPREAD_RANK, len(z) - 1)
+    return center, scale, z, float(np.sort(d, axis=1)[:, rank - 1].max())
+
+
+def _neighbours(
+    X: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], rows: np.ndarray, k: int,
+    factor: float | None,
+) -> Model:
+    if not columns:
+        return TreeModel.constant(robust_landmark(T, ok, rows))
+    center, scale, z, spread = _spread(X[np.ix_(rows, np.asarray(columns, dtype=int))])
+    ratio = np.where(ok[rows], _ratios(T[rows], ok[rows]), _NO_ANSWER)
+    return NeighbourModel(
+        features=list(columns), center=center.tolist(), scale=scale.tolist(), points=z.tolist(),
+        ratio=ratio.tolist(), k=min(k, len(rows)), radius=None if factor is None else factor * spread,
+        fallback=robust_landmark(T, ok, rows),
+    )
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """One way of building the model from a column set, as scored by cross-validation."""
+
+    name: str
+    depth: int
+    guard: str | None = None  # None, "tree" (the columns the model reads), "cheap" (+ every cheap one), "own"
+    factor: float = 1.0
+    kind: str = "tree"  # tree, forest or neighbours
+    k: int = 1
 
 
 def fit_dispatch(
@@ -133,68 +264,156 @@ def fit_dispatch(
     T: np.ndarray,
     ok: np.ndarray,
     *,
-    classifier: str = "tree",
+    classifier: str = "auto",
     max_depth: int = 4,
     max_columns: int = 4,
     n_trees: int = 5,
     n_folds: int = 4,
     seed: int = 0,
+    groups: Any = None,
+    guard: bool = True,
+    tolerance: float = 0.05,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
+
+    Every candidate (a column set, a depth, with or without a guard) is scored by two
+    cross-validations added together: random folds (inputs like the training ones) and, when
+    ``groups`` name at least two groups, leave-one-group-out (each group in turn is an unseen family:
+    a column that separates the training families but sends a new one to a bad landmark loses there).
 
     Args:
         X: ``(n_inputs, n_columns)`` feature values.
         cost: ``(n_inputs, n_columns)`` seconds to compute each value (0 for cheap features).
         T: ``(n_inputs, n_landmarks)`` median seconds of each landmark on each input.
         ok: ``(n_inputs, n_landmarks)``: the landmark ran correctly (and accurately enough) there.
-        classifier: ``"tree"`` (one decision tree) or ``"forest"`` (a small random forest).
-        max_depth: Depth limit of every tree.
+        classifier: ``"tree"`` (one decision tree), ``"forest"`` (a small random forest),
+            ``"neighbours"`` (least regret among the nearest training inputs, :class:`NeighbourModel`) or
+            ``"auto"`` (tree and neighbours both, the better by cross-validation).
+        max_depth: Depth limit of every tree (depth 2 is tried too).
         max_columns: Most columns the greedy search keeps.
         n_trees: Trees of a forest.
-        n_folds: Folds of the cross-validation that scores each column set.
+        n_folds: Random folds of the cross-validation that scores each candidate.
         seed: Seed of the folds and the trees.
+        groups: Group (family) of each input, for leave-one-group-out; None: random folds only.
+        guard: Also try the model behind an out-of-distribution guard (:class:`GuardedModel`) that
+            sends an input far from every training input to the most robust landmark.
+        tolerance: Landmarks within this fraction of an input's fastest count as equally good for it;
+            the most robust of them is its label.
     """
-    if classifier not in ("tree", "forest"):
-        raise AdaptError(f"tune_inputs: classifier must be 'tree' or 'forest', got {classifier!r}")
+    if classifier not in ("auto", "tree", "forest", "neighbours"):
+        raise AdaptError(
+            f"tune_inputs: classifier must be 'auto', 'tree', 'forest' or 'neighbours', got {classifier!r}"
+        )
     n, n_columns = X.shape
     if T.shape[0] != n or cost.shape != X.shape or ok.shape != T.shape:
         raise AdaptError("tune_inputs: feature, cost and time tables disagree on the number of inputs")
     rng = np.random.default_rng(seed)
     order = rng.permutation(n)
     n_folds = max(2, min(n_folds, n))
-    folds = [order[f::n_folds] for f in range(n_folds)]
     everything = np.arange(n)
-    kwargs = {"classifier": classifier, "max_depth": max_depth, "n_trees": n_trees, "seed": seed}
+    splits = [order[f::n_folds] for f in range(n_folds)]
+    if groups is not None:
+        labels = np.asarray([str(g) for g in groups])
+        if len(labels) != n:
+            raise AdaptError(f"tune_inputs: groups has {len(labels)} entries for {n} inputs")
+        distinct = sorted(set(labels.tolist()))
+        if len(distinct) >= 2:
+            splits += [np.flatnonzero(labels == g) for g in distinct]
+    mean_cost = cost.mean(axis=0)
+    measured = [c for c in range(n_columns) if mean_cost[c] > 0]
+    cheapest = min((mean_cost[c] for c in measured), default=0.0)
+    cheap_columns = [c for c in range(n_columns) if mean_cost[c] <= 2 * cheapest]
+    tree_kind = "forest" if classifier == "forest" else "tree"
+    fit_kw = {"classifier": tree_kind, "n_trees": n_trees, "seed": seed, "tolerance": tolerance}
 
-    def cv(columns: list[int]) -> tuple[int, float]:
+    def build(columns: list[int], variant: _Variant, rows: np.ndarray) -> Model:
+        if variant.kind == "neighbours":
+            return _neighbours(X, T, ok, columns, rows, variant.k, variant.factor if variant.guard else None)
+        model = _fit(X, T, ok, columns, rows, max_depth=variant.depth, **fit_kw)  # type: ignore[arg-type]
+        if variant.guard is None or not model.columns:
+            return model
+        watched = sorted(model.columns if variant.guard == "tree" else model.columns | set(cheap_columns))
+        return _guarded(model, X, T, ok, watched, rows, variant.factor)
+
+    def cv(columns: list[int], variant: _Variant) -> tuple[int, float]:
         wrong, total = 0, 0.0
-        for f, test in enumerate(folds):
-            train = np.concatenate([folds[g] for g in range(n_folds) if g != f])
-            model = _fit(X, T, ok, columns, train, **kwargs)  # type: ignore[arg-type]
-            w, t = score_model(model, X, cost, T, ok, test)
+        for test in splits:
+            train = np.setdiff1d(everything, test)
+            if len(train) == 0:
+                continue
+            w, t = score_model(build(columns, variant, train), X, cost, T, ok, test)
             wrong, total = wrong + w, total + t
         return wrong, total
 
-    selected: list[int] = []
-    best = cv(selected)
-    steps = [(list(selected), best[0], best[1])]
-    while len(selected) < min(max_columns, n_columns):
-        trials = [(cv([*selected, c]), c) for c in range(n_columns) if c not in selected]
-        if not trials:
-            break
-        score, column = min(trials, key=lambda t: (t[0][0], t[0][1], t[1]))
-        # A column must pay for itself by a margin: cross-validation on few inputs is itself noisy.
-        if score[0] > best[0] or (score[0] == best[0] and score[1] >= best[1] * 0.99):
-            break
-        selected.append(column)
-        best = score
-        steps.append((list(selected), best[0], best[1]))
-    model = _fit(X, T, ok, selected, everything, **kwargs)  # type: ignore[arg-type]
+    def better(score: tuple[int, float], incumbent: tuple[int, float]) -> bool:
+        # By a margin: cross-validation on few inputs is itself noisy, and the simpler candidate comes first.
+        return score[0] < incumbent[0] or (score[0] == incumbent[0] and score[1] < incumbent[1] * 0.99)
+
+    def greedy(variant: _Variant) -> list[tuple[list[int], tuple[int, float]]]:
+        """Forward selection of columns for ``variant``: each kept column must pay for itself."""
+        selected: list[int] = []
+        best = cv(selected, variant)
+        path = [(list(selected), best)]
+        while len(selected) < min(max_columns, n_columns):
+            trials = [(cv([*selected, c], variant), c) for c in range(n_columns) if c not in selected]
+            if not trials:
+                break
+            score, column = min(trials, key=lambda t: (t[0][0], t[0][1], t[1]))
+            if not better(score, best):
+                break
+            selected.append(column)
+            best = score
+            path.append((list(selected), best))
+        return path
+
+    # Base shapes, each with its own column search (a guarded model may profit from a column that an
+    # unguarded one cannot afford: the guard is what keeps it from misrouting a new family); then, on
+    # every column set a search passed through, the variants of the same base.
+    bases: list[tuple[_Variant, list[_Variant]]] = []
+    if classifier in ("auto", "tree", "forest"):
+        def tree(depth: int, watched: str | None = None, factor: float = 1.0) -> _Variant:
+            guarded = f", guard on the {watched} columns x{factor:g}" if watched else ""
+            return _Variant(f"{tree_kind}, depth {depth}{guarded}", depth, watched, factor, kind=tree_kind)
+
+        shallow = [2] if max_depth > 2 else []
+        bases.append((tree(max_depth), [tree(d) for d in shallow]))
+        if guard:
+            for watched in ("tree", "cheap"):
+                bases.append((tree(max_depth, watched), [tree(max_depth, watched, 2.0)]
+                              + [tree(d, watched, f) for d in shallow for f in (1.0, 2.0)]))
+    if classifier in ("auto", "neighbours"):
+        def nearest(k: int, factor: float | None = None) -> _Variant:
+            guarded = f", guard x{factor:g}" if factor is not None else ""
+            return _Variant(f"least regret of {k} nearest{guarded}", 0, None if factor is None else "own",
+                            1.0 if factor is None else factor, kind="neighbours", k=k)
+
+        for k in (1, 3):
+            bases.append((nearest(k), [nearest(5)] if k == 3 else []))
+            if guard:
+                bases.append((nearest(k, 1.0), [nearest(k, 2.0)]))
+    scores: list[tuple[str, int, float]] = []
+    chosen: tuple[list[int], _Variant, tuple[int, float]] | None = None
+    steps: list[tuple[list[int], int, float]] = []
+    for plain, shapes in bases:
+        path = greedy(plain)
+        if not steps:
+            steps = [(cols, sc[0], sc[1]) for cols, sc in path]
+        for columns, score in path:
+            candidates = [(plain, score)] + [(v, cv(columns, v)) for v in shapes if columns]
+            for variant, sc in candidates:
+                scores.append((f"{variant.name} on {len(columns)} columns", sc[0], sc[1]))
+                if chosen is None or better(sc, chosen[2]):
+                    chosen = (list(columns), variant, sc)
+    assert chosen is not None
+    columns, variant, score = chosen
+    model = build(columns, variant, everything)
     used = model.columns
     return DispatchFit(
         model=model,
-        selected=[c for c in selected if c in used],
-        cv_total_s=best[1],
-        cv_wrong=best[0],
+        selected=[c for c in columns if c in used],
+        cv_total_s=score[1],
+        cv_wrong=score[0],
         steps=steps,
+        variant=variant.name if columns else "one landmark for every input (no column pays for itself)",
+        scores=scores,
     )

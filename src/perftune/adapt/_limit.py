@@ -24,6 +24,10 @@ from typing import Any
 
 __all__ = ["run_limited"]
 
+#: With a CPU-time limit, a run is stopped by the wall clock too once it has taken this many times the
+#: limit (a loaded machine runs a process at a fraction of a core; a hung run computes nothing).
+_WALL_BACKSTOP = 20.0
+
 
 class _Stopped(BaseException):
     """Raised by the timer inside the run (a BaseException, so the run's own handlers let it pass)."""
@@ -33,8 +37,16 @@ def _raise(signum: int, frame: Any) -> None:
     raise _Stopped
 
 
-def run_limited(fn: Callable[[], Any], limit_s: float) -> tuple[float, Any, bool]:
-    """Run ``fn``; ``(seconds, output, stopped)``, where a stopped run has no output."""
+def run_limited(
+    fn: Callable[[], Any], limit_s: float, timer: Callable[[], float] = time.perf_counter
+) -> tuple[float, Any, bool]:
+    """Run ``fn``; ``(seconds, output, stopped)``, where a stopped run has no output.
+
+    ``seconds`` is read from ``timer``. With ``time.process_time`` (the CPU time of this process) the
+    limit is CPU time too (``ITIMER_PROF``): on a loaded machine a wall-clock limit would stop a run that
+    is only waiting for a core, and call it hopeless.
+    """
+    cpu = timer is time.process_time
     usable = (
         math.isfinite(limit_s)
         and limit_s > 0
@@ -42,19 +54,27 @@ def run_limited(fn: Callable[[], Any], limit_s: float) -> tuple[float, Any, bool
         and threading.current_thread() is threading.main_thread()
     )
     if not usable:
-        t0 = time.perf_counter()
+        t0 = timer()
         out = fn()
-        return time.perf_counter() - t0, out, False
-    previous = signal.signal(signal.SIGALRM, _raise)
-    t0 = time.perf_counter()
+        return timer() - t0, out, False
+    # A CPU limit alone would never stop a run that hangs without computing (waiting on a lock, a
+    # sleep): the wall clock stays a backstop, far enough not to stop a run that only waits for a core.
+    timers = [(signal.SIGALRM, signal.ITIMER_REAL, limit_s * (_WALL_BACKSTOP if cpu else 1.0))]
+    if cpu:
+        timers.append((signal.SIGPROF, signal.ITIMER_PROF, limit_s))
+    previous = [(which, signal.signal(which, _raise)) for which, _, _ in timers]
+    t0 = timer()
     try:
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        for _, kind, seconds in timers:
+            signal.setitimer(kind, seconds)
         try:
             out = fn()
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        return time.perf_counter() - t0, out, False
+            for _, kind, _ in timers:
+                signal.setitimer(kind, 0)
+        return timer() - t0, out, False
     except _Stopped:
-        return time.perf_counter() - t0, None, True
+        return timer() - t0, None, True
     finally:
-        signal.signal(signal.SIGALRM, previous)
+        for which, handler in previous:
+            signal.signal(which, handler)

@@ -17,13 +17,14 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from perftune.adapt._features import AdaptError
 
-__all__ = ["CentroidModel", "ForestModel", "TreeModel", "model_from_dict"]
+__all__ = ["CentroidModel", "ForestModel", "GuardedModel", "NeighbourModel", "TreeModel", "model_from_dict"]
 
 
 @dataclass
@@ -198,7 +199,158 @@ class CentroidModel:
         }
 
 
-Model = TreeModel | ForestModel | CentroidModel
+@dataclass
+class GuardedModel:
+    """A tree or forest behind an out-of-distribution guard.
+
+    An input whose guard columns put it farther than ``radius`` from every training input (in the
+    standardised space of those columns) is unlike anything the inner model learned from: it runs the
+    ``fallback`` landmark, the one with the best worst-case ratio to the fastest landmark over the
+    training inputs, instead of whatever leaf the inner model's thresholds happen to send it to.
+
+    Attributes:
+        inner: The tree or forest used inside the training distribution.
+        guard: Columns the guard reads (global indices).
+        center: Per guard column, the value subtracted before scaling.
+        scale: Per guard column, the divisor.
+        points: Standardised training inputs on the guard columns.
+        radius: Distance to the nearest training input beyond which the fallback runs.
+        fallback: The robust landmark.
+    """
+
+    inner: TreeModel | ForestModel
+    guard: list[int]
+    center: list[float]
+    scale: list[float]
+    points: list[list[float]]
+    radius: float
+    fallback: int
+
+    def __post_init__(self) -> None:
+        n = len(self.guard)
+        if n == 0 or len(self.center) != n or len(self.scale) != n:
+            raise AdaptError("dispatcher guard: columns, center and scale differ in length or are empty")
+        if not self.points or any(len(p) != n for p in self.points):
+            raise AdaptError("dispatcher guard: training points missing or of the wrong length")
+        if not self.radius >= 0 or any(s <= 0 for s in self.scale):
+            raise AdaptError("dispatcher guard: radius must be >= 0 and every scale > 0")
+
+    @property
+    def columns(self) -> set[int]:
+        return set(self.guard) | self.inner.columns
+
+    def distance(self, value: Callable[[int], float]) -> float:
+        """Distance from the input to its nearest training input, on the guard columns."""
+        z = [(value(c) - m) / s for c, m, s in zip(self.guard, self.center, self.scale, strict=True)]
+        nearest: float = min(sum((a - b) ** 2 for a, b in zip(z, p, strict=True)) for p in self.points)
+        return math.sqrt(nearest)
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        if self.distance(value) > self.radius:
+            return self.fallback
+        return self.inner.choose(value)
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        seen = list(dict.fromkeys(self.guard))
+        if self.distance(value) <= self.radius:
+            seen.extend(c for c in self.inner.visited(value) if c not in seen)
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "guarded",
+            "inner": self.inner.to_dict(),
+            "guard": self.guard,
+            "center": self.center,
+            "scale": self.scale,
+            "points": self.points,
+            "radius": self.radius,
+            "fallback": self.fallback,
+        }
+
+
+@dataclass
+class NeighbourModel:
+    """Least regret among the nearest training inputs: a risk-aware rule that degrades gracefully.
+
+    For an input, the ``k`` training inputs nearest to it (standardised ``columns``) are looked up, and
+    the landmark with the smallest summed *ratio* to the fastest landmark on those neighbours runs: when
+    the neighbours agree, that is their landmark; when they disagree (an input between families), it
+    is the landmark that is never far off on any of them, not the one a threshold happens to pick.
+    Farther than ``radius`` from every training input, the input is out of the training distribution
+    and runs ``fallback`` (the landmark with the best worst case over all training inputs).
+
+    Attributes:
+        features: Columns read (global indices).
+        center: Per column, the value subtracted before scaling.
+        scale: Per column, the divisor.
+        points: Standardised training inputs.
+        ratio: Per training input, each landmark's time over the fastest (a large number for no answer).
+        k: Neighbours consulted.
+        radius: Out-of-distribution distance, or None for no guard.
+        fallback: The robust landmark.
+    """
+
+    features: list[int]
+    center: list[float]
+    scale: list[float]
+    points: list[list[float]]
+    ratio: list[list[float]]
+    k: int
+    radius: float | None
+    fallback: int
+
+    def __post_init__(self) -> None:
+        n = len(self.features)
+        if n == 0 or len(self.center) != n or len(self.scale) != n or any(s <= 0 for s in self.scale):
+            raise AdaptError("dispatcher neighbours: columns, center, scale empty, unequal or a scale <= 0")
+        shapes_ok = all(len(p) == n for p in self.points) and len(self.ratio) == len(self.points)
+        shapes_ok = shapes_ok and bool(self.points)
+        if not shapes_ok:
+            raise AdaptError("dispatcher neighbours: training points and ratios missing or misshapen")
+        widths = {len(r) for r in self.ratio}
+        if len(widths) != 1 or 0 in widths:
+            raise AdaptError("dispatcher neighbours: every training input needs one ratio per landmark")
+        if self.k < 1 or (self.radius is not None and not self.radius >= 0):
+            raise AdaptError("dispatcher neighbours: k must be >= 1 and the radius >= 0")
+
+    @property
+    def columns(self) -> set[int]:
+        return set(self.features)
+
+    @property
+    def n_landmarks(self) -> int:
+        return len(self.ratio[0])
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        z = [(value(c) - m) / s for c, m, s in zip(self.features, self.center, self.scale, strict=True)]
+        d = sorted(
+            (sum((a - b) ** 2 for a, b in zip(z, p, strict=True)), i) for i, p in enumerate(self.points)
+        )
+        if self.radius is not None and math.sqrt(d[0][0]) > self.radius:
+            return self.fallback
+        near = [self.ratio[i] for _, i in d[: self.k]]
+        sums = [sum(r[j] for r in near) for j in range(len(near[0]))]
+        return min(range(len(sums)), key=lambda j: (sums[j], j))
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        return list(dict.fromkeys(self.features))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "neighbours",
+            "features": self.features,
+            "center": self.center,
+            "scale": self.scale,
+            "points": self.points,
+            "ratio": self.ratio,
+            "k": self.k,
+            "radius": self.radius,
+            "fallback": self.fallback,
+        }
+
+
+Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel
 
 
 def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
@@ -220,6 +372,36 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
         elif kind == "forest":
             model = ForestModel([model_from_dict(t, n_columns, n_landmarks) for t in doc["trees"]])  # type: ignore[misc]
             leaves = {k for t in model.trees for k in t.leaf if k >= 0}
+        elif kind == "guarded":
+            inner = model_from_dict(doc["inner"], n_columns, n_landmarks)
+            if not isinstance(inner, TreeModel | ForestModel):
+                raise AdaptError("dispatcher guard: the inner model must be a tree or a forest")
+            model = GuardedModel(
+                inner=inner,
+                guard=[int(v) for v in doc["guard"]],
+                center=[float(v) for v in doc["center"]],
+                scale=[float(v) for v in doc["scale"]],
+                points=[[float(v) for v in p] for p in doc["points"]],
+                radius=float(doc["radius"]),
+                fallback=int(doc["fallback"]),
+            )
+            leaves = {model.fallback}
+        elif kind == "neighbours":
+            model = NeighbourModel(
+                features=[int(v) for v in doc["features"]],
+                center=[float(v) for v in doc["center"]],
+                scale=[float(v) for v in doc["scale"]],
+                points=[[float(v) for v in p] for p in doc["points"]],
+                ratio=[[float(v) for v in r] for r in doc["ratio"]],
+                k=int(doc["k"]),
+                radius=None if doc["radius"] is None else float(doc["radius"]),
+                fallback=int(doc["fallback"]),
+            )
+            if model.n_landmarks != n_landmarks:
+                raise AdaptError(
+                    f"dispatcher neighbours: ratios for {model.n_landmarks} landmarks, expected {n_landmarks}"
+                )
+            leaves = {model.fallback}
         elif kind == "centroids":
             model = CentroidModel(
                 center=[float(v) for v in doc["center"]],

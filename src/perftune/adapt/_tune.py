@@ -72,6 +72,8 @@ class InputTuning:
         ok: ``(n_inputs, n_landmarks)``: the landmark was correct (and accurate enough) there.
         clusters: Cluster of each training input.
         n_trials: Trials the landmark searches measured.
+        stopped: ``(n_inputs, n_landmarks)``: the run was stopped as hopeless (``stop_factor``); its
+            time is the time at the cut, and the learner counts it as that slow (``ok`` is False).
     """
 
     target: _Adaptive
@@ -87,6 +89,7 @@ class InputTuning:
     clusters: list[int]
     n_trials: int = 0
     notes: list[str] = field(default_factory=list)
+    stopped: np.ndarray | None = None
 
     def dispatcher(self, *, one_level: bool = False) -> Dispatcher:
         """A :class:`Dispatcher` for this process (the two-level one unless ``one_level``)."""
@@ -156,6 +159,7 @@ class InputTuning:
         for k, lm in enumerate(self.landmarks):
             lines.append(f"  landmark {k}: {self.target.landmark_to_json(lm)}")
         lines.append(f"  columns used: {[self.columns[c] for c in sorted(self.model.columns)] or 'none'}")
+        lines.append(f"  model: {self.fit.variant or 'tree'}")
         lines.append(
             "  training totals: "
             + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in t.items())
@@ -170,7 +174,7 @@ def _finite(value: float, where: str) -> float:
 
 
 def _measure_features(
-    target: _Adaptive, inputs: Sequence[Any], repeats: int
+    target: _Adaptive, inputs: Sequence[Any], repeats: int, timer: Callable[[], float] = time.perf_counter
 ) -> tuple[np.ndarray, np.ndarray]:
     fns = target.column_functions()
     cheap = target.cheap_columns()
@@ -182,12 +186,12 @@ def _measure_features(
             where = f"site {target.name!r}: feature {names[c]!r} on input {i}"
             samples = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = timer()
                 try:
                     v = fn(x)
                 except Exception as e:
                     raise AdaptError(f"{where} raised {type(e).__name__}: {e}") from None
-                samples.append(time.perf_counter() - t0)
+                samples.append(timer() - t0)
             values[i, c] = _finite(v, where)
             cost[i, c] = 0.0 if c in cheap else float(np.median(samples))
     return values, cost
@@ -241,7 +245,7 @@ def tune_inputs(
     check: Callable[[Any, Any], bool] | None = None,
     accuracy: Callable[[Any, Any], float] | None = None,
     required: Callable[[Any], float] | None = None,
-    classifier: str = "tree",
+    classifier: str = "auto",
     max_depth: int = 4,
     max_columns: int = 4,
     n_representatives: int = 3,
@@ -249,6 +253,10 @@ def tune_inputs(
     stop_factor: float = 20.0,
     search_repeats: int | None = 3,
     seed_landmarks: bool = True,
+    groups: Sequence[Any] | None = None,
+    guard: bool = True,
+    clock: str = "wall",
+    overall_landmark: bool | None = None,
     on_progress: Callable[[str, int, int | None, float | None], None] | None = None,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
@@ -264,7 +272,9 @@ def tune_inputs(
         check: ``check(input, output) -> bool``; a wrong output fails the candidate or landmark.
         accuracy: ``accuracy(output, input) -> float`` (higher is better), for variable accuracy.
         required: ``required(input) -> float``: the accuracy that input needs (with ``accuracy``).
-        classifier: ``"tree"`` or ``"forest"`` (a small random forest).
+        classifier: ``"auto"`` (default: a cost-aware tree and the least-regret-of-nearest rule both
+            tried, the better by cross-validation), ``"tree"``, ``"forest"`` (a small random forest) or
+            ``"neighbours"``.
         max_depth: Depth limit of the trees.
         max_columns: Most feature columns the dispatcher may read.
         n_representatives: Inputs of a cluster its landmark search measures on.
@@ -275,6 +285,17 @@ def tune_inputs(
             objective's default) as landmarks, so the classifier may pick them.
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
+        groups: The family of each training input (any labels), for the leave-one-family-out
+            cross-validation that chooses the model; None: the k-means clusters stand for families.
+        guard: Let the learner put the model behind an out-of-distribution guard (kept only when
+            cross-validation says it pays): an input far from every training input runs the landmark
+            with the best worst case on the training inputs.
+        overall_landmark: After the cluster searches, tune one more landmark on the largest input of
+            every cluster together, from the clusters' winners (None: when the budget, split one way
+            more, still covers each search's seeds).
+        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``: this process's
+            CPU time, which other programs on a shared machine disturb less; single-threaded work
+            only, since it adds up every thread). Used for landmark runs and feature costs alike.
         on_progress: Called in this thread as work goes on, for a progress line, as
             ``on_progress(event, done, total, best)``: ``("landmark", searches done, searches, None)``
             before the first landmark search and after each; ``("trial", trials done in all searches,
@@ -314,14 +335,24 @@ def tune_inputs(
         )
     if not (isinstance(stop_factor, int | float) and stop_factor > 1):
         raise AdaptError(f"tune_inputs: stop_factor must be a number above 1, got {stop_factor!r}")
+    if clock not in ("wall", "cpu"):
+        raise AdaptError(f"tune_inputs: clock must be 'wall' or 'cpu', got {clock!r}")
+    if clock == "cpu" and not target.clock_choice:
+        raise AdaptError(f"tune_inputs: site {target.name!r} measures with its own metric: clock='cpu' "
+                         "does not apply")
+    if groups is not None:
+        groups = list(groups)
+        if len(groups) != len(inputs):
+            raise AdaptError(f"tune_inputs: groups has {len(groups)} labels for {len(inputs)} inputs")
     seed = 0 if seed is None else int(seed)
     problem = _checker(check, accuracy, required)
+    timer = time.process_time if clock == "cpu" else time.perf_counter
     # input index -> fastest correct run seen on it: a fast wrong (inaccurate) run sets no limit.
     fastest: dict[int, float] = {}
 
     def limited(landmark: Any, i: int) -> tuple[float, Any, bool]:
         limit = max(stop_factor * fastest[i], _MIN_LIMIT_S) if i in fastest and target.stoppable else math.inf
-        seconds, out, stopped = run_limited(lambda: target.measure(landmark, inputs[i]), limit)
+        seconds, out, stopped = run_limited(lambda: target.measure(landmark, inputs[i], timer), limit, timer)
         if stopped:
             return seconds, None, True
         measured, out = out
@@ -330,7 +361,7 @@ def tune_inputs(
     def correct(i: int, seconds: float) -> None:
         fastest[i] = min(fastest.get(i, math.inf), seconds)
 
-    values, cost = _measure_features(target, inputs, repeats)
+    values, cost = _measure_features(target, inputs, repeats, timer)
     z, center, scale = _standardise(values)
     n_distinct = len({tuple(row) for row in np.round(z, 9)})
     n_clusters = min(n_clusters, n_distinct)
@@ -339,30 +370,138 @@ def tune_inputs(
     km = KMeans(n_clusters=n_clusters, n_init=4, random_state=seed).fit(z)
     clusters = [int(c) for c in km.labels_]
 
-    # ---- one landmark per cluster, by the existing search
+    # ---- the table: landmark -> (repeats, n) seconds and (n,) correct; filled as landmarks appear
     space = target.landmark_space(inputs)
-    per_cluster = _split_budget(budget, n_clusters)
-    seeds = target.seed_configs()
-    if per_cluster.evals is not None and per_cluster.evals < len(seeds) + 1:
-        raise AdaptError(
-            f"tune_inputs: budget {budget!r} is too small: each of the {n_clusters} landmark searches "
-            f"needs more than its {len(seeds)} seed configurations (give at least "
-            f"{n_clusters * (len(seeds) + 1)} trials)"
-        )
+    n = len(inputs)
     landmarks: list[Any] = []
     keys: list[str] = []
+    table_s: dict[int, np.ndarray] = {}
+    table_ok: dict[int, np.ndarray] = {}
+    # Stopped runs: hopelessly slow, not wrong. The learner sees their time at the cut (a lower bound),
+    # so a landmark 20x too slow on one input counts as that, and is not taken for a wrong one.
+    table_stop: dict[int, np.ndarray] = {}
+    rng = np.random.default_rng(seed)
+    progress_total = [0]
+
+    def add_landmark(landmark: Any) -> int:
+        key = repr(sorted(target.landmark_to_json(landmark).items()))
+        if key not in keys:
+            keys.append(key)
+            landmarks.append(landmark)
+        return keys.index(key)
+
+    def measure_table(ks: list[int], first: Callable[[int], int | None]) -> None:
+        """Every landmark of ``ks`` on every input, ``repeats`` rounds in random order (medians later)."""
+        for k in ks:
+            table_s[k] = np.zeros((repeats, n))
+            table_ok[k] = np.ones(n, dtype=bool)
+            table_stop[k] = np.zeros(n, dtype=bool)
+        for r in range(repeats):
+            for i in rng.permutation(n):
+                x = inputs[i]
+                # One landmark likely to be good first: a time to stop the hopeless ones against.
+                lead = first(int(i))
+                order = [k for k in rng.permutation(ks).tolist() if k != lead]
+                order = [lead, *order] if lead in ks else order
+                for k in order:
+                    if not table_ok[k][i] or table_stop[k][i]:
+                        continue
+                    try:
+                        seconds, out, stopped = limited(landmarks[k], int(i))
+                    except Exception:  # a landmark that crashes on an input is no answer for it
+                        table_ok[k][i] = False
+                        continue
+                    if stopped:
+                        table_s[k][:, i] = seconds
+                        table_stop[k][i] = True
+                        continue
+                    table_s[k][r, i] = seconds
+                    if r == 0 and problem(x, out) is not None:
+                        table_ok[k][i] = False
+                    else:
+                        correct(int(i), float(seconds))
+                if on_progress is not None:
+                    progress_total[0] += 1
+                    on_progress("input", progress_total[0], repeats * n * n_tables, None)
+
+    def medians(ks: list[int], rows: list[int]) -> np.ndarray:
+        """``(len(rows), len(ks))`` median seconds, inf where the landmark gave no answer."""
+        return np.array([[float(np.median(table_s[k][:, i])) if table_ok[k][i] else math.inf for k in ks]
+                         for i in rows])
+
+    seeds = target.seed_configs()
+    seed_ks: list[int] = []
+    seed_raw: dict[int, dict[str, Any]] = {}
+    n_tables = 1
+    if seed_landmarks:
+        # The seeds (each algorithm alone, the default) are landmarks of their own, measured on every
+        # input before any search: a cluster whose representatives favour one algorithm must not leave
+        # its other members without their best one, and each search then starts from its cluster's
+        # best two seeds instead of spending its budget on all of them again.
+        for raw in seeds:
+            if space.is_valid(Config(raw)):
+                k = add_landmark(target.landmark_from_config(Config(raw)))
+                if k not in seed_ks:
+                    seed_ks.append(k)
+                    seed_raw[k] = raw
+        n_tables = 2
+        seen: list[int] = []
+
+        def steadiest_seed(i: int) -> int | None:
+            # The seed with the smallest mean ratio to the fastest seed on the inputs timed so far.
+            if not seen:
+                seen.append(i)
+                return None
+            times = medians(seed_ks, seen[-32:])
+            ratio = times / np.maximum(times.min(axis=1, keepdims=True), 1e-12)
+            seen.append(i)
+            return seed_ks[int(np.argmin(np.where(np.isfinite(ratio), ratio, 1e3).mean(axis=0)))]
+
+        measure_table(seed_ks, steadiest_seed)
+    # ---- one landmark per cluster, by the existing search
+    n_search_seeds = min(2, len(seed_ks)) if seed_landmarks else len(seeds)
+    if overall_landmark is None:
+        # When the budget allows a search more: one split n_clusters + 1 ways still covers the seeds.
+        share = _split_budget(budget, n_clusters + 1)
+        overall_landmark = n_clusters > 1 and (share.evals is None or share.evals >= n_search_seeds + 2)
+    n_searches = n_clusters + (1 if overall_landmark else 0)
+    per_cluster = _split_budget(budget, n_searches)
+    if per_cluster.evals is not None and per_cluster.evals < n_search_seeds + 1:
+        raise AdaptError(
+            f"tune_inputs: budget {budget!r} is too small: each of the {n_searches} landmark searches "
+            f"needs more than its {n_search_seeds} seed configurations (give at least "
+            f"{n_searches * (n_search_seeds + 1)} trials)"
+        )
     cluster_landmark: list[int] = []
+    winners: list[dict[str, Any]] = []
     n_trials = 0
-    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_clusters
+    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_searches
     if on_progress is not None:
-        on_progress("landmark", 0, n_clusters, None)
-    for j in range(n_clusters):
-        members = [i for i, c in enumerate(clusters) if c == j]
-        dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
-        reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
-        largest = max(members, key=lambda i: (values[i].tolist(), -i))
-        if largest not in reps:
-            reps.append(largest)
+        on_progress("landmark", 0, n_searches, None)
+    largest_of = [max((i for i, c in enumerate(clusters) if c == j), key=lambda i: (values[i].tolist(), -i))
+                  for j in range(n_clusters)]
+    for j in range(n_searches):
+        if j == n_clusters:
+            # The overall landmark: one configuration for the largest input of every cluster together,
+            # started from the clusters' winners. It is the strongest one-for-all candidate, and often the
+            # robust fallback for inputs unlike any training family.
+            reps = list(dict.fromkeys(largest_of))
+            cap = None if per_cluster.evals is None else per_cluster.evals - 1
+            search_seeds = [dict(w) for w in winners][:cap]
+        else:
+            members = [i for i, c in enumerate(clusters) if c == j]
+            dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
+            reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
+            if largest_of[j] not in reps:
+                reps.append(largest_of[j])
+            search_seeds = seeds
+            if seed_landmarks and seed_ks:
+                # The cluster's two best seeds on its representatives: fewest no-answers, then least time.
+                on_reps = medians(seed_ks, reps)
+                missing = np.isinf(on_reps)
+                spent = np.where(missing, 0.0, on_reps).sum(axis=0)
+                ranked = sorted(range(len(seed_ks)), key=lambda k: (int(missing[:, k].sum()), spent[k]))
+                search_seeds = [seed_raw[seed_ks[k]] for k in ranked[:n_search_seeds]]
 
         def objective(config: Any, reps: list[int] = reps) -> float:
             landmark = target.landmark_from_config(config)
@@ -391,7 +530,7 @@ def tune_inputs(
                 on_progress("trial", done[0], total_trials, None if best is None else best.value)
             hooks.append(tick)
         result = perftune.tune(
-            objective, space, budget=per_cluster, seed=seed + j, seeds=seeds,
+            objective, space, budget=per_cluster, seed=seed + j, seeds=search_seeds,
             technique=technique, repeats=search_repeats, callbacks=hooks,
         )
         n_trials += len(result.trials)
@@ -401,52 +540,25 @@ def tune_inputs(
                 f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
                 f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
             )
-        landmark = target.landmark_from_config(Config(result.best.config))
-        key = repr(sorted(target.landmark_to_json(landmark).items()))
-        if key not in keys:
-            keys.append(key)
-            landmarks.append(landmark)
-        cluster_landmark.append(keys.index(key))
+        found = add_landmark(target.landmark_from_config(Config(result.best.config)))
+        if j < n_clusters:
+            cluster_landmark.append(found)
+            winners.append(dict(result.best.config))
         if on_progress is not None:
-            on_progress("landmark", j + 1, n_clusters, None)
-    if seed_landmarks:
-        # The seeds (each algorithm alone, the default) are candidates too: a cluster whose
-        # representatives favour one algorithm must not leave its other members without a good one.
-        for raw in seeds:
-            landmark = target.landmark_from_config(Config(raw))
-            key = repr(sorted(target.landmark_to_json(landmark).items()))
-            if key not in keys and space.is_valid(Config(raw)):
-                keys.append(key)
-                landmarks.append(landmark)
+            on_progress("landmark", j + 1, n_searches, None)
 
-    # ---- every landmark on every input: interleaved, repeated, medians
-    n, k_count = len(inputs), len(landmarks)
-    samples = np.zeros((repeats, n, k_count))
-    ok = np.ones((n, k_count), dtype=bool)
-    rng = np.random.default_rng(seed)
-    for r in range(repeats):
-        for done_inputs, i in enumerate(rng.permutation(n)):
-            x = inputs[i]
-            # The input's own cluster's landmark first: a good time to stop the hopeless ones against.
-            own = cluster_landmark[clusters[i]]
-            order = [own] + [k for k in rng.permutation(k_count).tolist() if k != own]
-            for k in order:
-                if not ok[i, k]:
-                    continue
-                try:
-                    samples[r, i, k], out, stopped = limited(landmarks[k], int(i))
-                except Exception:  # a landmark that crashes on an input is no answer for it
-                    ok[i, k] = False
-                    continue
-                if stopped or (r == 0 and problem(x, out) is not None):
-                    ok[i, k] = False
-                else:
-                    correct(int(i), float(samples[r, i, k]))
-            if on_progress is not None:
-                on_progress("input", r * n + done_inputs + 1, repeats * n, None)
+    # ---- every new landmark on every input: interleaved, repeated, medians
+    fresh = [k for k in range(len(landmarks)) if k not in table_s]
+    measure_table(fresh, lambda i: cluster_landmark[clusters[i]])
+    k_count = len(landmarks)
+    samples = np.stack([table_s[k] for k in range(k_count)], axis=2)
+    answered = np.stack([table_ok[k] for k in range(k_count)], axis=1)
+    stopped_runs = np.stack([table_stop[k] for k in range(k_count)], axis=1)
+    ok = answered & ~stopped_runs
     time_s = np.median(samples, axis=0)
-    fit = fit_dispatch(values, cost, time_s, ok, classifier=classifier, max_depth=max_depth,
-                       max_columns=max_columns, seed=seed)
+    fit = fit_dispatch(values, cost, time_s, answered, classifier=classifier, max_depth=max_depth,
+                       max_columns=max_columns, seed=seed, groups=clusters if groups is None else groups,
+                       guard=guard)
     one_level = CentroidModel(
         center=center.tolist(),
         scale=scale.tolist(),
@@ -464,6 +576,7 @@ def tune_inputs(
         cost_s=cost,
         time_s=time_s,
         ok=ok,
+        stopped=stopped_runs,
         clusters=clusters,
         n_trials=n_trials,
     )
