@@ -384,7 +384,11 @@ def trial_row(run_id: int, trial: Trial) -> TrialRow:
         trial.worker,
         _float_or_none(trial.started_at),
         _float_or_none(trial.finished_at),
-        _dumps({str(k): float(v) for k, v in sorted(trial.intermediate.items())}) if trial.intermediate else None,
+        (
+            _dumps({str(k): float(v) for k, v in sorted(trial.intermediate.items())})
+            if trial.intermediate
+            else None
+        ),
     )
 
 
