@@ -185,12 +185,18 @@ class _Features:
         return part
 
     def _row(self, config: Config) -> list[float]:
+        # Hot in every pool (hundreds of new candidates per refit): one lookup per parameter value.
         row: list[float] = []
+        extend = row.extend
+        cache = self._cache
+        get = config.get
         for name, kind, param, w in self.specs:
-            if name in config:
-                row.extend(self._part(name, kind, param, w, config[name]))
-            else:
-                row.extend((0.0 if kind == "onehot" else -1.0,) * w)
+            value = get(name, _ABSENT)
+            if value is _ABSENT:
+                extend((0.0 if kind == "onehot" else -1.0,) * w)
+                continue
+            part = cache.get((name if kind != "div" else name + "/div", value))
+            extend(part if part is not None else self._part(name, kind, param, w, value))
         return row if row else [-1.0] * self.width
 
     def rows(self, configs: list[Config]) -> np.ndarray:
@@ -214,6 +220,9 @@ class _Features:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_rows", {})  # checkpoints written before the row cache
+
+
+_ABSENT = object()  # an inactive parameter's missing value (None may be a value)
 
 
 def _tree_predict(tree: Any, x: np.ndarray) -> np.ndarray:
