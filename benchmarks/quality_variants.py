@@ -263,12 +263,15 @@ StagedLeanModel = _register(_with_model(
 StagedLeanRefit8 = _register(_with_model(
     "x-staged-lean-refit8",
     "The default whose model refits a quarter as often early on (one more result between refits every "
-    "8 results, up to 16).",
+    "8 results, up to 16). Adopted by the cross-validation rule (results/cv.md): now perftune's default "
+    "(``perftune.search._staged.STAGED_MODEL_SETTINGS``); its stored runs are the former default's plus "
+    "this change.",
     refit_growth=8, refit_every_max=16))
 
 
 class StagedExplore(StagedBandit):
-    """The default with the bandit's exploration constant at 0.15 instead of 0.05 (late in a run the
+    """The default (since decision 2 of results/cv_notes.md, whose model it includes) with the bandit's
+    exploration constant at 0.15 instead of 0.05 (late in a run the
     arms that found the current best keep most of the proposals; on pnpoly RTX Titan, whose optimum is
     one configuration 6% better than the next, perftune finds it in 3 of 20 seeds, all before 72
     measurements, and Kernel Tuner's GA in 12)."""
