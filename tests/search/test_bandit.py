@@ -182,6 +182,24 @@ def test_the_first_asks_of_each_technique_are_free() -> None:
     assert costly.work_spent["random"] == max(0, costly.n_asks["random"] - 20)
 
 
+def test_the_free_asks_end_after_free_until_results_results() -> None:
+    settings = BanditSettings(
+        techniques=("test-costly-random", "random"), exploration=1.0, free_proposals=1000,
+        free_until_results=40, free_work=5000.0, work_per_result=10.0,
+    )
+    bandit = AUCBandit(smooth_space(), seed=4, settings=settings)
+    loop = AskTellLoop(bandit, smooth_objective, duration_s=0.0)  # deterministic mode
+    loop.run(40)
+    free = bandit.counts["test-costly-random"]
+    assert free >= 10  # chosen about half the time while its asks are free
+    assert bandit.work_spent["test-costly-random"] == 0.0
+    loop.run(260)
+    # Then 1000 units an ask against 5000 + 10 per result: at most 5 + 3 (+1 over) more in 300 results.
+    later = bandit.counts["test-costly-random"] - free
+    assert 5 <= later <= 9
+    assert bandit.work_spent["test-costly-random"] == 1000.0 * later
+
+
 def test_a_long_seeded_run_of_the_default_portfolio_holds_the_model_to_its_free_asks() -> None:
     # A cheap space (6 parameters): a model ask costs a few hundred units. A free lump of units let the
     # model make ~260 proposals of a 10k-trial run; counted in asks, the lump is 100 proposals.
@@ -281,6 +299,7 @@ def test_technique_settings_reach_the_sub_techniques() -> None:
         ({"exploration": -1.0}, "exploration"),
         ({"window": 0}, "window"),
         ({"free_proposals": -1}, "free_proposals"),
+        ({"free_until_results": -1}, "free_until_results"),
         ({"technique_settings": {"pso": None}}, "not in the portfolio"),
     ],
 )

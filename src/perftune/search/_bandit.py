@@ -22,9 +22,10 @@ on a one-second objective it runs freely. This reads clocks, so a seeded driver 
 :class:`~perftune.search._base.CountsWork`: candidates generated, points fitted and scored; one unit per
 ``ask`` for a technique that does not count). The first ``free_proposals`` asks of each technique are
 free; after them each technique may spend ``free_work`` units plus ``work_per_result`` units per result
-told so far, and is skipped while it is over that budget. The free part is counted in asks, not units,
-because what a short run needs is a number of proposals from each technique, whatever one costs on the
-space: a model proposal costs ~2,000 units on gemm's 15 parameters and ~250 on the 6 of
+told so far, and is skipped while it is over that budget; the free asks also end once
+``free_until_results`` results are known (they are for short runs). The free part is counted in asks,
+not units, because what a short run needs is a number of proposals from each technique, whatever one
+costs on the space: a model proposal costs ~2,000 units on gemm's 15 parameters and ~250 on the 6 of
 ``benchmarks/overhead.py``, and the former free lump of 60,000 units let the cheap space's model make
 300 proposals (2.4 s of a 10k-trial run on a trivial objective). Short runs (200 results on the twelve
 development spaces: at most 99 model asks over 20 seeds) leave every technique free, long runs on a
@@ -95,6 +96,9 @@ class BanditSettings:
         free_proposals: Asks of each technique that are never charged, in a seeded (deterministic)
             run: the model asks at most 99 times in 200 trials on the twelve development spaces (20
             seeds each), so runs of that length are never throttled.
+        free_until_results: The free asks end once this many results have been told (seeded runs):
+            they are for short runs; later every ask is charged, so a long run on a cheap objective
+            does not spend its free asks refitting the model hundreds of trials in.
         free_work: Counted work (``CountsWork`` units) each technique may spend after its free asks
             before the per-result budget applies, in a seeded run (~25 us of CPU per unit for the model).
         work_per_result: Counted work each technique's budget grows by per result told, in a seeded
@@ -113,6 +117,7 @@ class BanditSettings:
     cost_fraction: float = 0.05
     free_decide_s: float = 5e-5
     free_proposals: int = 100
+    free_until_results: int = 256
     free_work: float = 0.0
     work_per_result: float = 1.0
     max_retries: int = 3
@@ -147,6 +152,11 @@ class BanditSettings:
             "BanditSettings.free_proposals",
             self.free_proposals >= 0,
             f"must be >= 0, got {self.free_proposals}",
+        )
+        check_settings(
+            "BanditSettings.free_until_results",
+            self.free_until_results >= 0,
+            f"must be >= 0, got {self.free_until_results}",
         )
         check_settings("BanditSettings.free_work", self.free_work >= 0, f"must be >= 0, got {self.free_work}")
         check_settings(
@@ -402,12 +412,17 @@ class AUCBandit(Stateful):
         s = self.settings
         return s.free_work + s.work_per_result * self.n_results
 
+    def _free_ask(self, name: str) -> bool:
+        """Whether the next ask of technique ``name`` is free of charge (seeded runs, see the module)."""
+        s = self.settings
+        return self.n_asks.get(name, 0) < s.free_proposals and self.n_results < s.free_until_results
+
     def _allowed(self, i: int, allowance: float | None) -> bool:
         if self.deterministic:
             if not self.settings.cost_aware:
                 return True
             name = self.names[i]
-            if self.n_asks.get(name, 0) < self.settings.free_proposals:
+            if self._free_ask(name):
                 return True
             return self.work_spent[name] <= self.work_budget()
         if allowance is None:
@@ -447,9 +462,9 @@ class AUCBandit(Stateful):
                 self._ask_cost[i].add(dt, len(proposals))
                 self.deciding_time_s[name] += dt
                 counted = isinstance(w0, int | float) and isinstance(w1, int | float)
-                n_asked = self.n_asks.get(name, 0)
-                self.n_asks[name] = n_asked + 1
-                if n_asked >= self.settings.free_proposals:
+                free = self._free_ask(name)
+                self.n_asks[name] = self.n_asks.get(name, 0) + 1
+                if not free:
                     self.work_spent[name] += max(0.0, float(w1) - float(w0)) if counted else 1.0  # type: ignore[arg-type]
                 if not proposals:
                     break

@@ -188,6 +188,10 @@ class NoSettings:
     """Settings of a technique that has none."""
 
 
+_dict_setitem = dict.__setitem__
+_dict_delitem = dict.__delitem__
+
+
 class BoundedDict(dict):  # type: ignore[type-arg]
     """A dict that forgets its oldest entries beyond ``limit`` (insertion order).
 
@@ -199,11 +203,12 @@ class BoundedDict(dict):  # type: ignore[type-arg]
         self.limit = limit
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        # Called several times per trial (every technique's result cache): plain dict slots, no super().
         if key in self:
-            super().__delitem__(key)
-        super().__setitem__(key, value)
+            _dict_delitem(self, key)
+        _dict_setitem(self, key, value)
         if len(self) > self.limit:
-            del self[next(iter(self))]
+            _dict_delitem(self, next(iter(self)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_bounded, (self.limit, list(self.items())))
@@ -401,24 +406,28 @@ class BaseTechnique(Stateful):
         Args:
             trials: Finished trials (status OK, FAILED, TIMEOUT or CANCELLED).
         """
+        # Every technique of an ensemble is told every result: the loop is kept lean (locals, no calls
+        # that are not needed), it runs several times per trial.
+        known, pending, learn = self._known, self._pending, self._learn
         for trial in trials:
-            if trial.status is Status.PENDING:
+            status = trial.status
+            if status is Status.PENDING:
                 continue
             config = trial.config
             loss = loss_of(trial)
             self.improved = False
-            if trial.status is not Status.CANCELLED:
-                self._known[config] = loss
+            if status is not Status.CANCELLED:
+                known[config] = loss
                 self.n_told += 1
-                if better(loss, self.best_loss):
+                if loss is not None and (self.best_loss is None or loss < self.best_loss):
                     self.best_loss = loss
                     self.best_config = config
                     self.improved = True
             try:
-                self._learn(trial, loss)
+                learn(trial, loss)
             except Exception as exc:  # a bug must not stop the run; tests assert n_errors == 0
                 self._record_error(exc)
-            self._pending.pop(config, None)
+            pending.pop(config, None)
 
     # ------------------------------------------------------------------ for subclasses
     def _propose(self) -> Config | None:

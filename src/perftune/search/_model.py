@@ -72,6 +72,8 @@ class ModelSettings:
         kappa: Weight of the spread in the LCB.
         xi: Exploration margin of EI (fraction of the spread of the training losses).
         refit_every_max: Largest number of new results between refits.
+        refit_growth: The number of new results between refits grows by one every this many results
+            (up to ``refit_every_max``): early results change the model most.
         p_random: Probability of a purely random proposal (keeps the model honest).
         enumerate_limit: A finite space with at most this many valid configurations is enumerated
             once, and the acquisition is maximised exactly over all of them (0: never).
@@ -92,6 +94,7 @@ class ModelSettings:
     kappa: float = 1.0
     xi: float = 0.01
     refit_every_max: int = 8
+    refit_growth: int = 32
     p_random: float = 0.05
     enumerate_limit: int = 20_000
 
@@ -106,7 +109,10 @@ class ModelSettings:
             self.acquisition in ("ei", "lcb"),
             f"must be 'ei' or 'lcb', got {self.acquisition!r}",
         )
-        for field in ("n_trees", "window", "min_points", "n_candidates", "pool", "refit_every_max"):
+        positive = (
+            "n_trees", "window", "min_points", "n_candidates", "pool", "refit_every_max", "refit_growth"
+        )
+        for field in positive:
             v = getattr(self, field)
             check_settings(f"ModelSettings.{field}", v >= 1, f"must be >= 1, got {v}")
         check_settings(
@@ -185,12 +191,18 @@ class _Features:
         return part
 
     def _row(self, config: Config) -> list[float]:
+        # Hot in every pool (hundreds of new candidates per refit): one lookup per parameter value.
         row: list[float] = []
+        extend = row.extend
+        cache = self._cache
+        get = config.get
         for name, kind, param, w in self.specs:
-            if name in config:
-                row.extend(self._part(name, kind, param, w, config[name]))
-            else:
-                row.extend((0.0 if kind == "onehot" else -1.0,) * w)
+            value = get(name, _ABSENT)
+            if value is _ABSENT:
+                extend((0.0 if kind == "onehot" else -1.0,) * w)
+                continue
+            part = cache.get((name if kind != "div" else name + "/div", value))
+            extend(part if part is not None else self._part(name, kind, param, w, value))
         return row if row else [-1.0] * self.width
 
     def rows(self, configs: list[Config]) -> np.ndarray:
@@ -214,6 +226,9 @@ class _Features:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_rows", {})  # checkpoints written before the row cache
+
+
+_ABSENT = object()  # an inactive parameter's missing value (None may be a value)
 
 
 def _tree_predict(tree: Any, x: np.ndarray) -> np.ndarray:
@@ -305,7 +320,8 @@ class ModelBased(BaseTechnique):
             del best[self.settings.n_best :]
 
     def _refit_interval(self) -> int:
-        return int(min(self.settings.refit_every_max, 1 + self._n_results // 32))
+        s = self.settings
+        return int(min(s.refit_every_max, 1 + self._n_results // s.refit_growth))
 
     def _training_set(self) -> tuple[list[Config], np.ndarray] | None:
         data: dict[Config, float | None] = {}
