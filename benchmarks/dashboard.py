@@ -284,8 +284,8 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python "
         f"{platform.python_version()}; SQLite store in a temporary folder.",
         f"Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
-        f"Load average before/after: {load_before[0]:.1f} / {load_after[0]:.1f} "
-        "(the machine was shared with other engineers' jobs: 2 cores, eight users).",
+        f"Load average before/after: {load_before[0]:.1f} / {load_after[0]:.1f} (1-minute, "
+        f"{os.cpu_count()} cores; whatever else ran on the machine counts in it).",
         "",
         f"Store: one run of {args.trials:,} trials (6 parameters, 3 samples, 10% failures) inserted with "
         f"`Store.add_trial` in {fill_s:.1f} s, and one run of 50.",
