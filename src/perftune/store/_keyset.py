@@ -92,7 +92,7 @@ def keyset_page(
     forward = before is None
     limit = max(0, int(limit))
     t, s = schema.trials, schema.samples
-    where = _filters(run_id, status, technique, text)
+    where = trial_filters(run_id, status, technique, text)
     if order_by == "value":
         goal = store.get_run(run_id).goal
         order_by, descending = "loss", descending != (goal == "max")
@@ -162,8 +162,8 @@ def keyset_page(
     return total, [store._trial_from_row(r._mapping, by_trial.get(r.trial_id, []), space) for r in rows]
 
 
-def _filters(run_id: int, status: str | None, technique: str | None, text: str | None) -> list[Any]:
-    # The filters of Store.trial_page, so that a keyset page holds the rows an offset page would.
+def trial_filters(run_id: int, status: str | None, technique: str | None, text: str | None) -> list[Any]:
+    """The WHERE clauses of a trial page (offset or keyset), so that both pages hold the same rows."""
     t = schema.trials
     where: list[Any] = [t.c.run_id == run_id]
     if status:

@@ -32,7 +32,7 @@ from perftune.errors import StoreError
 from perftune.store import _schema as schema
 from perftune.store._dialect import Dialect, LockWait, TrialRow, store_error
 from perftune.store._environment import capture_environment
-from perftune.store._keyset import keyset_page
+from perftune.store._keyset import keyset_page, trial_filters
 from perftune.store._names import generate_run_name
 from perftune.store._url import describe, dialect_for, resolve_url
 from perftune.trial import Status, Trial
@@ -958,15 +958,7 @@ class Store:
         t, s = schema.trials, schema.samples
         if order_by not in TRIAL_ORDERS:
             raise StoreError(f"cannot sort trials by {order_by!r}: use one of {', '.join(TRIAL_ORDERS)}")
-        where = [t.c.run_id == run_id]
-        if status:
-            where.append(t.c.status == status)
-        if technique:
-            where.append(t.c.technique == technique)
-        if text:
-            pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            where.append(sa.or_(sa.func.lower(t.c.config).like(pattern, escape="\\"),
-                                sa.func.lower(sa.func.coalesce(t.c.reason, "")).like(pattern, escape="\\")))
+        where = trial_filters(run_id, status, technique, text)
         if trial_ids is not None:
             where.append(t.c.trial_id.in_([int(i) for i in trial_ids]))
         if order_by == "value":

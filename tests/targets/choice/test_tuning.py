@@ -40,6 +40,19 @@ def test_tuned_sort_cutoffs_increase_and_round_trip(examples_path, tmp_path):
     assert sort.sort_site.source == "file" and sort.sort_site.levels == Levels(cut, names)
 
 
+def _tune_small(sort, *, seed):
+    """A small, checked tuning of the sort example's site at sizes 16 and 64."""
+    return tune_sites(
+        sort.hybrid_sort,
+        [sort.sort_site],
+        make_input=sort.random_input,
+        sizes=[16, 64],
+        check=sort.is_sorted_copy,
+        settings=LadderSettings(population=8, generations=1),
+        seed=seed,
+    )
+
+
 def test_wrong_leaf_is_never_chosen(examples_path):
     import sort
 
@@ -47,15 +60,7 @@ def test_wrong_leaf_is_never_chosen(examples_path):
     def broken(xs):
         return list(xs)[::-1]
 
-    result = tune_sites(
-        sort.hybrid_sort,
-        [sort.sort_site],
-        make_input=sort.random_input,
-        sizes=[16, 64],
-        check=sort.is_sorted_copy,
-        settings=LadderSettings(population=8, generations=1),
-        seed=0,
-    )
+    result = _tune_small(sort, seed=0)
     assert "broken" not in result.choices.sites["sort"][1]
     assert any("wrong output" in reason for _, _, reason in result.ladder.failures)
 
@@ -69,15 +74,7 @@ def test_fast_wrong_leaf_falls_back_to_a_checked_seed(examples_path):
     def fastwrong(xs):
         return sorted(xs) if len(xs) in (16, 64) else []
 
-    result = tune_sites(
-        sort.hybrid_sort,
-        [sort.sort_site],
-        make_input=sort.random_input,
-        sizes=[16, 64],
-        check=sort.is_sorted_copy,
-        settings=LadderSettings(population=8, generations=1),
-        seed=1,
-    )
+    result = _tune_small(sort, seed=1)
     names = result.choices.sites["sort"][1]
     assert "fastwrong" not in names and set(names) <= set(sort.sort_site.alternatives)
     assert any("fastwrong" in str(config) for config, _, _ in result.ladder.failures)
