@@ -157,7 +157,8 @@ def main() -> None:
         f"Command: `{command.strip()}`  ",
         f"Date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
-        f"{platform.python_version()}; 1-minute load average (what else ran counts in it) {load_before[0]:.2f} before, "
+        f"{platform.python_version()}; 1-minute load average (what else ran counts in it) "
+        f"{load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after  ",
         f"Store: {store_kind} ({'throwaway server on this machine' if not args.store else 'given'})",
         "",
