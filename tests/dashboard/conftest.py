@@ -135,9 +135,7 @@ def page(browser: Browser) -> Iterator[Any]:
     p.close()
 
 
-@pytest.fixture()
-def start() -> Iterator[Any]:
-    """``start(store, *options, host=...)``: a dashboard process, stopped at the end of the test."""
+def _starter() -> Iterator[Any]:
     started: list[Dashboard] = []
 
     def make(store: str, *extra: str, host: str = "127.0.0.1", probe: str | None = None) -> Dashboard:
@@ -148,6 +146,20 @@ def start() -> Iterator[Any]:
     yield make
     for dash in started:
         stop_dashboard(dash)
+
+
+@pytest.fixture()
+def start() -> Iterator[Any]:
+    """``start(store, *options, host=...)``: a dashboard process, stopped at the end of the test."""
+    yield from _starter()
+
+
+@pytest.fixture(scope="module")
+def start_for_module() -> Iterator[Any]:
+    """As ``start``, for a module's fixtures: the dashboard is stopped at the end of the module. (Test
+    modules cannot ``from conftest import``: in a whole-suite run that name is another folder's
+    conftest.)"""
+    yield from _starter()
 
 
 @pytest.fixture()

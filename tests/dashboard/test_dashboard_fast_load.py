@@ -41,12 +41,8 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def big(big_store: str) -> Any:
-    from conftest import start_dashboard, stop_dashboard
-
-    dash = start_dashboard(big_store)
-    yield dash
-    stop_dashboard(dash)
+def big(big_store: str, start_for_module: Any) -> Any:
+    return start_for_module(big_store)
 
 
 def _get(url: str) -> Any:

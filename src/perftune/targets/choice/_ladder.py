@@ -273,6 +273,18 @@ def increa(
             for _ in range(n_samples):
                 rec.measure(c, size, rung)
         survivors = rec.ranked(promoted, size)
+        if not survivors:
+            # Every promoted candidate failed here (say, an algorithm wrong only at sizes the smaller
+            # rungs never ran): walk down the ranking of what worked one rung down until some work here.
+            for c in rec.ranked([c for (c, at) in rec.data if at == below], below):
+                if c in promoted:
+                    continue
+                promoted.append(c)
+                for _ in range(n_samples):
+                    rec.measure(c, size, rung)
+                if len(rec.ranked(promoted, size)) >= st.min_keep:
+                    break
+            survivors = rec.ranked(promoted, size)
         if not last:
             survivors = survivors[: max(st.min_keep, math.ceil(len(survivors) * max(st.keep, 0.6)))]
         rung.n_candidates = len(promoted)

@@ -177,7 +177,7 @@ def tune_sites(
             seeds.append(Config({**base, s.name: Levels(cutoffs=(), choices=(alt,))}))
     ladder = increa(objective, space, list(sizes), settings=settings, seed=seed, seeds=seeds, propose=propose)
     # A level is only checked on the sizes the measurements happened to visit; before trusting a
-    # selector, run the program once at both ends of every level's size range.
+    # selector, run the program at both ends, the middle and a random size of every level's range.
     top = sizes[-1]
     survivors = [(_trim(c, top), v) for c, v in ladder.survivors]
     chosen, chosen_value = survivors[0]
@@ -258,7 +258,10 @@ def _verify(
         lv = config[name]
         edges = [1, *lv.cutoffs, top + 1]
         for lo, hi in zip(edges, edges[1:], strict=False):
-            test_sizes.update(n for n in (lo, hi - 1) if 1 <= n <= top)
+            # Both ends, the middle and one random size inside: an algorithm right only at the sizes
+            # the ladder measured must not pass for right on the whole level.
+            inside = int(rng.integers(lo, hi)) if hi > lo else lo
+            test_sizes.update(n for n in (lo, hi - 1, (lo + hi - 1) // 2, inside) if 1 <= n <= top)
     with contextlib.ExitStack() as stack:
         for name, site in sites.items():
             stack.enter_context(site.use(config[name]))
