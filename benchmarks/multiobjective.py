@@ -232,7 +232,7 @@ def write_report(raw: dict[str, Any], out: str) -> None:
              "## Runs", ""]
     for run in raw["runs"]:
         lines.append(f"- `{run['command']}`: {', '.join(run['problems'])}; {run['date']}, machine "
-                     f"{run['machine']} ({run['cpus']} CPUs shared by eight engineers; load average "
+                     f"{run['machine']} ({run['cpus']} CPUs; load average "
                      f"{run['load_start']:.1f} at the start, {run.get('load_end', float('nan')):.1f} at the end), Python "
                      f"{run['python']}, {run.get('minutes', 0):.0f} min.")
     lines.append("")
