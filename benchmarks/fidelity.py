@@ -164,7 +164,7 @@ def main() -> None:
         f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
         f"wall {time.time() - started:.0f} s.",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"shared with other engineers' jobs: load average {load_before[0]:.1f} at the start, "
+        f"1-minute load average {load_before[0]:.1f} at the start, "
         f"{load_after[0]:.1f} at the end (compute is counted in epochs, so the load does not change "
         "the numbers, only the wall time).",
         "",
