@@ -445,7 +445,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("phase", choices=["tune", "exhaustive"])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--budget", type=int, default=None, help="perftune's evaluations (default: 10%%)")
+    parser.add_argument(
+        "--budget", type=int, default=None, help="perftune's evaluations (default: perftune.triton's own, 15%%)"
+    )
     parser.add_argument("--shape-index", type=int, nargs="*", default=None)
     parser.add_argument("--exhaustive", type=int, nargs="*", default=[1, 4])
     parser.add_argument("--triton-sample", type=int, default=30)

@@ -105,3 +105,10 @@ def test_import_is_lazy() -> None:
     code = "import sys, perftune.triton; print('triton' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_default_budget_measures_a_small_list_whole_and_a_large_one_in_part() -> None:
+    from perftune.targets.triton._autotuner import DEFAULT_SHARE, default_budget
+
+    assert [default_budget(n).evals for n in (1, 16, 17, 100, 926)] == [1, 16, 16, 16, 139]
+    assert default_budget(10_000).evals == 1500 and DEFAULT_SHARE == 0.15
