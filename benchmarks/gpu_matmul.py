@@ -446,7 +446,7 @@ def main() -> None:
     parser.add_argument("phase", choices=["tune", "exhaustive"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
-        "--budget", type=int, default=None, help="perftune's evaluations (default: perftune.triton's own, 15%%)"
+        "--budget", type=int, default=None, help="perftune's evaluations (default: 15%% of the list)"
     )
     parser.add_argument("--shape-index", type=int, nargs="*", default=None)
     parser.add_argument("--exhaustive", type=int, nargs="*", default=[1, 4])

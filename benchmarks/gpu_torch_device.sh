@@ -4,6 +4,8 @@
 # SQLAlchemy wheel (which the device image lacks) in .whl:
 #   bash .gpu-torchc/benchmarks/gpu_torch_device.sh smoke   # GPU tests, a few minutes at most
 #   bash .gpu-torchc/benchmarks/gpu_torch_device.sh full    # both benchmarks, results under $OUT
+#   bash .gpu-torchc/benchmarks/gpu_torch_device.sh compile # gpu_compile.py only (MODELS, BUDGET, SEARCH_S,
+#                                                           # WORKERS, PROCESS_TIMEOUT_S, COMPILE_TIMEOUT_S)
 set -uo pipefail
 mode=${1:-smoke}
 gpudir=${GPUDIR:-.gpu-torchc}
@@ -21,14 +23,16 @@ case "$mode" in
   smoke)
     timeout 300 python3 -m pytest tests/torchc -m gpu -q -p no:cacheprovider -x 2>&1 | tee "$out/smoke.txt"
     ;;
-  full)
-    timeout "${PLACEMENT_TIMEOUT_S:-60}" python3 benchmarks/gpu_placement.py --out "$out" --rounds 5 2>&1 \
-      | tee "$out/placement-log.txt"
+  full|compile)
+    if [ "$mode" = full ]; then
+      timeout "${PLACEMENT_TIMEOUT_S:-60}" python3 benchmarks/gpu_placement.py --out "$out" --rounds 5 2>&1 \
+        | tee "$out/placement-log.txt"
+    fi
     timeout "${COMPILE_TIMEOUT_S:-330}" python3 benchmarks/gpu_compile.py --out "$out" \
       --models "${MODELS:-mlp,transformer,resnet18}" --budget "${BUDGET:-8}" --seconds "${SEARCH_S:-50}" \
-      --timeout 90 2>&1 | tee "$out/compile-log.txt"
+      --timeout "${PROCESS_TIMEOUT_S:-90}" --workers "${WORKERS:-1}" 2>&1 | tee "$out/compile-log.txt"
     ;;
-  *) echo "unknown mode $mode (smoke or full)"; exit 2 ;;
+  *) echo "unknown mode $mode (smoke, full or compile)"; exit 2 ;;
 esac
 status=$?
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$out/card-after.txt"
