@@ -451,7 +451,7 @@
       const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
       // Past 2,000 points a trace is WebGL; failures are marks along the top: a quarter of the points will do.
       const step = (n, share = 1) => first && n > 2000 ? Math.ceil(n / (FIRST_POINTS * share)) : 1;
-      const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0);
+      const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0 || i === values.length - 1);
       const kv = step(c.value.length);
       let complete = kv === 1;
       const traces = [
