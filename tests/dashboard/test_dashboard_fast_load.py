@@ -163,7 +163,8 @@ def test_the_report_draws_the_whole_sample_too(big_store: str, tmp_path: Path, p
     assert browser.errors == []
 
 
-def test_before_plotly_the_convergence_is_an_even_sample_drawn_as_svg(big: Any, page: Any, browser: Any) -> None:
+def test_before_plotly_the_convergence_is_an_even_sample_drawn_as_svg(big: Any, page: Any,
+                                                                     browser: Any) -> None:
     held: list[Any] = []
     page.route("**/static/plotly.min.js*", lambda route: held.append(route))  # answered at the end
     page.goto(big.url + "runs/big")

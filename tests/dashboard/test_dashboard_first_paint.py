@@ -7,6 +7,9 @@ that each test sees both states of the same page.
 
 from __future__ import annotations
 
+import json
+import math
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,7 +87,12 @@ def test_the_run_page_draws_its_convergence_as_svg_before_plotly_then_plotly_rep
     assert page.text_content(f"{_QUICK} .quick-ytitle") == "value"
     xticks = [float(t) for t in page.locator(f"{_QUICK} .quick-xticks text").all_text_contents()]
     assert len(xticks) >= 3 and xticks == sorted(xticks) and min(xticks) <= 10 and max(xticks) >= 60
-    assert len(page.locator(f"{_QUICK} .quick-yticks text").all_text_contents()) >= 3
+    yticks = [float(t) for t in page.locator(f"{_QUICK} .quick-yticks text").all_text_contents()]
+    assert len(yticks) >= 3 and yticks == sorted(yticks)
+    with urllib.request.urlopen(dashboard.url + "api/runs/alpha", timeout=30) as r:
+        log_y = json.loads(r.read())["convergence"]["log_y"]
+    assert log_y  # values from 3 to about 1,000: a log axis, ticked at powers of ten
+    assert all(math.log10(v) == round(math.log10(v)) for v in yticks)
     legend = page.locator(f"{_QUICK} .quick-legend text").all_text_contents()
     assert legend == ["trial value", "best so far", f"failed ({n_failed})"]
     # The credits (lines) are drawn the same way; bars wait for Plotly.
