@@ -58,7 +58,7 @@ def _trace(page: Any, plot: str, name: str) -> Any:
 
 
 def test_the_run_page_draws_its_convergence_as_svg_before_plotly_then_plotly_replaces_it(
-        dashboard: Any, filled_store: str, page: Any, browser: Any, held: HeldBack) -> None:
+        dashboard: Any, filled_store: str, page: Any, browser: Any, held: HeldBack, screenshot: Any) -> None:
     trials = _trials(filled_store, "alpha")
     ok = [t for t in trials if t.ok]
     n_failed = sum(1 for t in trials if t.status is Status.FAILED)
@@ -69,7 +69,8 @@ def test_the_run_page_draws_its_convergence_as_svg_before_plotly_then_plotly_rep
     assert held.routes, "plotly.js was never requested"
     assert page.evaluate("() => window.Plotly === undefined")
     assert page.locator("#convergence .main-svg").count() == 0
-    page.screenshot(path="/tmp/dashshots/quick-run.png")
+    page.evaluate("document.getElementById('h-convergence').scrollIntoView()")
+    screenshot(page, "dashboard-first-paint")
 
     # Every successful trial is a point (70 trials: no sampling), every failure a mark along the top.
     assert _trace(page, _QUICK, "trial value").locator("circle").count() == len(ok)
