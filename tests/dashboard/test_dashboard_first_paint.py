@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from perftune.space import Config
 from perftune.store import open_store
-from perftune.trial import Status
+from perftune.trial import Status, Trial
 
 _PLOTLY = "**/static/plotly.min.js*"
 _QUICK = "#convergence > svg.quick-plot"
@@ -157,3 +158,31 @@ def test_the_report_draws_the_svg_plot_before_its_inlined_plotly_runs(filled_sto
     assert page.evaluate("() => window.__quickBeforePlotly")
     assert page.locator("svg.quick-plot").count() == 0
     assert requests == [] and browser.errors == []
+
+
+def test_new_trials_appear_in_the_svg_plot_while_plotly_is_held_back(tmp_path: Path, start: Any, page: Any,
+                                                                     browser: Any, held: HeldBack) -> None:
+    path = str(tmp_path / "live.db")
+    with open_store(path) as store:
+        run = store.create_run("live", None, {"budget": {"evals": 20}}, "min", None)
+        for i in range(3):
+            store.add_trial(run.id, Trial(i, Config({"x": i}), Status.OK, value=10.0 - i, loss=10.0 - i,
+                                          technique="random", started_at=1000.0 + i, finished_at=1000.5 + i))
+        dash = start(path)
+        page.goto(dash.url + "runs/live")
+        page.wait_for_selector(_QUICK)
+        assert _trace(page, _QUICK, "trial value").get_attribute("data-points") == "3"
+        store.add_trial(run.id, Trial(3, Config({"x": 3}), Status.OK, value=1.5, loss=1.5, technique="model",
+                                      started_at=1003.0, finished_at=1003.5))
+        page.wait_for_function("() => document.getElementById('t-range').textContent === '1–4 of 4'",
+                               timeout=2000)
+        page.wait_for_function(
+            "(s) => document.querySelector(s + \" g.quick-trace[data-name='trial value']\").dataset.points"
+            " === '4'", arg=_QUICK, timeout=2000)
+        assert _trace(page, _QUICK, "best so far").get_attribute("data-last") == "1.5"
+        assert page.evaluate("() => window.Plotly === undefined")
+        held.release()
+        page.wait_for_selector("#convergence .main-svg", timeout=60_000)
+        page.wait_for_function("() => document.getElementById('convergence').data[0].x.length === 4")
+    assert page.locator("svg.quick-plot").count() == 0
+    assert browser.errors == []

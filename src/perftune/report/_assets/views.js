@@ -648,14 +648,16 @@
 
     // The page's first draw puts the summary, the best configuration and the convergence plot on the
     // screen first, then the other views, then the convergence plot's whole sample.
-    // Before plotly.js is there, each plot is drawn as a static SVG at once and by Plotly when it arrives.
+    // Before plotly.js is there, each plot is drawn as a static SVG at once and by Plotly when it arrives;
+    // the page does not wait for that, so that polls go on showing new trials meanwhile.
     async function drawAll() {
       const first = !state.drawn;
       state.drawn = true;
       drawSummary();
       drawBest();
+      const withPlotly = !!window.Plotly;
       const convergence = drawConvergence(first);
-      if (window.Plotly) await convergence;
+      if (withPlotly) await convergence;
       if (first) {
         await afterPaint();
         loadPlotly().catch(() => {});  // now that the first data are on the screen
@@ -663,10 +665,16 @@
       drawPareto();
       drawCredits();
       drawFailures();
-      if (!(await convergence)) {
-        await afterPaint();
-        await drawConvergence(false);
-      }
+      // The whole sample after a first one (drawn from the views of then, state.view, which a later poll
+      // may have replaced).
+      const whole = convergence.then(async (complete) => {
+        if (!complete) {
+          await afterPaint();
+          await drawConvergence(false);
+        }
+      });
+      if (withPlotly) await whole;
+      else whole.catch(() => {});  // plotly.js missing: each plot says so in its place
     }
 
     async function refresh() {
