@@ -101,9 +101,19 @@ def test_the_run_page_draws_its_convergence_as_svg_before_plotly_then_plotly_rep
     assert page.locator("#credits > svg.quick-plot").count() == 1
     assert page.locator("#failures-plot > svg").count() == 0
 
+    # Slice plots too, once their section nears the screen: a choice parameter's axis names its values.
+    page.evaluate("document.getElementById('h-slices').scrollIntoView()")
+    page.wait_for_selector("#slices svg.quick-plot", timeout=60_000)
+    titles = page.locator("#slices svg.quick-plot .quick-title").all_text_contents()
+    assert set(titles) == {"x", "y", "mode"}
+    mode = page.locator("#slices svg.quick-plot", has=page.locator(".quick-title", has_text="mode"))
+    assert mode.locator(".quick-xticks text").all_text_contents() == ["a", "b", "c"]
+    assert page.locator("#parallel svg").count() == 0  # parallel coordinates wait for Plotly
+
     held.release()
     page.wait_for_selector("#convergence .main-svg", timeout=60_000)
     page.wait_for_selector("#credits .main-svg", timeout=60_000)
+    page.wait_for_selector("#slices .main-svg", timeout=60_000)
     assert page.locator("svg.quick-plot").count() == 0
     names = page.evaluate("() => document.getElementById('convergence').data.map((t) => t.name)")
     assert names == ["trial value", "best so far", f"failed ({n_failed})"]

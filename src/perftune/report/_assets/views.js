@@ -160,10 +160,13 @@
       '"><clipPath id="' + clip + '"><rect x="' + x0 + '" y="' + y0 + '" width="' + (x1 - x0) + '" height="' + (y1 - y0) + '"/></clipPath>';
     s += '<rect class="quick-area" x="' + x0 + '" y="' + y0 + '" width="' + (x1 - x0) + '" height="' + (y1 - y0) + '" fill="#fff" stroke="#ccc"/>';
     s += '<g class="quick-xticks">';
-    for (const v of linearTicks(xlo, xhi, Math.max(2, Math.round((x1 - x0) / 90)))) {
+    // Categories (a slice of a choice parameter) are ticked with their names, as Plotly's axis is.
+    const xa = layout.xaxis || {}, named = Array.isArray(xa.tickvals) && Array.isArray(xa.ticktext);
+    const xTicks = named ? xa.tickvals.filter((v) => v >= xlo && v <= xhi) : linearTicks(xlo, xhi, Math.max(2, Math.round((x1 - x0) / 90)));
+    for (const v of xTicks) {
       const x = f(sx(v));
       s += '<line x1="' + x + '" x2="' + x + '" y1="' + y0 + '" y2="' + y1 + '" stroke="#eee"/><text x="' + x + '" y="' + (y1 + 14) +
-        '" text-anchor="middle">' + esc(tickText(v)) + "</text>";
+        '" text-anchor="middle">' + esc(named ? xa.ticktext[xa.tickvals.indexOf(v)] : tickText(v)) + "</text>";
     }
     s += '</g><g class="quick-yticks">';
     const yTicks = logY ? logTicks(ylo, yhi, Math.max(2, Math.round((y1 - y0) / 45))) : linearTicks(ylo, yhi, Math.max(2, Math.round((y1 - y0) / 45)));
