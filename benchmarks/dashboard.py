@@ -18,10 +18,12 @@ background when it starts are still being computed, and the request waits for th
 5 repeats: the views of a run are cached until its trial count or status changes). A user who opens the
 page a few seconds after ``perftune dashboard`` started gets the warm numbers.
 With ``--browser``, the run page and the runs page are also timed in chromium (Playwright), cold (a new
-browser profile) and warm (opened from the runs page): from navigation until the trial table and the
-convergence plot are drawn, until the plot has all its points, and until every view is drawn.
+browser profile) and warm (opened from the runs page): from navigation until the trial table is drawn,
+until the first convergence plot (perftune's static SVG, before plotly.js has run) is on the screen, until
+Plotly's interactive plot has replaced it, until the plot has all its points, and until every view is
+drawn.
 
-    .venv/bin/python benchmarks/dashboard.py                 # 100,000 trials, writes benchmarks/results/dashboard.md
+    .venv/bin/python benchmarks/dashboard.py     # 100,000 trials, writes benchmarks/results/dashboard.md
     .venv/bin/python benchmarks/dashboard.py --trials 10000 --browser --out -
 """
 
@@ -83,7 +85,8 @@ def fill(db: str, n: int, seed: int = 0) -> float:
         store.finish_run(run_id)
         small = store.create_run("small", space, {}, "min", None).id
         for i, config in enumerate(space.sample(rng, n=50)):
-            store.add_trial(small, Trial(i, config, Status.OK, value=2.0 + i, loss=2.0 + i, technique="random"))
+            store.add_trial(small, Trial(i, config, Status.OK, value=2.0 + i, loss=2.0 + i,
+                                         technique="random"))
         store.finish_run(small)
     return time.perf_counter() - t0
 
@@ -124,6 +127,12 @@ new MutationObserver(() => {
   const mark = (name, selector) => { if (m[name] === undefined && q(selector)) m[name] = now; };
   mark("runs", "#runs tbody tr");
   mark("table", "#trial-table tbody tr");
+  // The first plot: perftune's static SVG (before plotly.js has run) or Plotly's, whichever comes first;
+  // "shown" is the end of the next frame after it entered the page (rendered, unless the page is busy).
+  if (m.first === undefined && q("#convergence > svg.quick-plot, #convergence .main-svg")) {
+    m.first = now;
+    requestAnimationFrame(() => setTimeout(() => { m.shown = performance.now(); }, 0));
+  }
   mark("plot", "#convergence .main-svg");
   mark("complete", "#convergence[data-complete='true']");
   mark("credits", "#credits .main-svg");
@@ -132,10 +141,12 @@ new MutationObserver(() => {
   mark("parallel", "#parallel .main-svg");
 }).observe(document, {subtree: true, childList: true, attributes: true});
 """
-_LOADED = ("() => { const m = window.__marks || {}; return m.table !== undefined && m.plot !== undefined; }")
+_LOADED = ("() => { const m = window.__marks || {}; return m.table !== undefined && m.shown !== undefined "
+           "&& m.plot !== undefined; }")
 _EVERYTHING = ("() => { const m = window.__marks || {}; return ['complete', 'credits', 'importance']"
                ".every((k) => m[k] !== undefined); }")
-_SCROLLED = ("() => { const m = window.__marks || {}; return m.params !== undefined && m.parallel !== undefined; }")
+_SCROLLED = ("() => { const m = window.__marks || {}; "
+             "return m.params !== undefined && m.parallel !== undefined; }")
 
 
 def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
@@ -149,6 +160,8 @@ def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[
 
     def marks(page: object) -> dict[str, float]:
         got = {k: v / 1000 for k, v in page.evaluate("() => window.__marks").items()}  # type: ignore[attr-defined]
+        if "table" in got and "shown" in got:
+            got["loaded"] = max(got["table"], got["shown"])
         views = [got[k] for k in ("complete", "credits", "importance") if k in got]
         if len(views) == 3:
             got["every"] = max(views)
@@ -162,7 +175,8 @@ def browser_time(base: str, path: str, repeats: int = 5) -> dict[str, list[dict[
                       "document.getElementById('h-slices').scrollIntoView(); }")
         page.wait_for_function(_SCROLLED, timeout=120_000)  # type: ignore[attr-defined]
 
-    out: dict[str, list[dict[str, float]]] = {k: [] for k in ("run cold", "run warm", "runs cold", "runs warm")}
+    out: dict[str, list[dict[str, float]]] = {
+        k: [] for k in ("run cold", "run warm", "runs cold", "runs warm")}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         for _ in range(repeats):
@@ -203,26 +217,35 @@ def browser_lines(marks: dict[str, list[dict[str, float]]], *_: object) -> list[
             return "-"
         return f"{statistics.median(values):.2f} ({values[0]:.2f}-{values[-1]:.2f})"
 
-    lines = ["", "In chromium (Playwright, Debian's chromium, headless, software WebGL), seconds from the start "
-             "of the navigation (`performance.now()` in the page), median (min-max) of "
-             f"{len(marks['run warm'])} navigations. *Loaded* means the trial table's first page is drawn "
-             "and the convergence plot is drawn by Plotly (its first draw: the best-so-far line with every "
-             "step and, of a trace of more than 2,000 points, an even sample of about 1,000, as SVG: it "
-             "answers hover, zoom and pan); *whole* is the plot redrawn with all the values it has (20,000, "
-             "WebGL); *every view* adds the credits, the failures and the parameter importance (fetched "
-             "after the page: a forest); *below* is how long the parallel coordinates (WebGL) and slice "
-             "plots, drawn when their section nears the screen, take after scrolling to them.",
-             "Cold: a new browser profile opens the page (empty HTTP cache, nothing compiled). Warm: from the "
-             "runs page, once it has fetched and compiled plotly.js in the background.",
+    n = len(marks["run warm"])
+    lines = ["",
+             "In chromium (Playwright, Debian's chromium, headless, software WebGL), seconds from the "
+             f"start of the navigation (`performance.now()` in the page), median (min-max) of {n} "
+             "navigations. *Table*: the trial table's first page is in the page. *First plot shown*: the "
+             "convergence plot is in the page and a frame has been rendered since (the end of the next "
+             "animation frame): the static SVG that perftune's views.js draws before plotly.js has run "
+             "(axes, ticks, legend, the whole best-so-far line and an even sample of at most 1,000 values "
+             "and of the failures), or Plotly's plot if it came first. *Loaded* is the later of the two. "
+             "*Plotly* is Plotly's first, interactive draw replacing the SVG (hover, zoom, pan; an even "
+             "sample of about 1,000 values as SVG); *whole* is the plot redrawn with all the values it has "
+             "(20,000, WebGL); *every view* adds the credits, the failures and the parameter importance "
+             "(fetched after the page: a forest); *below* is how long the parallel coordinates (WebGL) and "
+             "slice plots, drawn when their section nears the screen, take after scrolling to them.",
+             "Cold: a new browser profile opens the page (empty HTTP cache, nothing compiled). Warm: from "
+             "the runs page, once it has fetched and compiled plotly.js in the background (the run page "
+             "still runs plotly.js anew: it is inserted once the first data are on the screen).",
              "",
-             "| page | table | convergence drawn (loaded) | convergence whole | every view | below |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| page | table | first plot shown (SVG) | loaded | Plotly interactive | convergence whole "
+             "| every view | below |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for what in ("run cold", "run warm"):
         runs = marks[what]
-        lines.append(f"| run page, {what.split()[1]} | {cell(runs, 'table')} | {cell(runs, 'plot')} | "
-                     f"{cell(runs, 'complete')} | {cell(runs, 'every')} | {cell(runs, 'below')} |")
+        lines.append(f"| run page, {what.split()[1]} | {cell(runs, 'table')} | {cell(runs, 'shown')} | "
+                     f"{cell(runs, 'loaded')} | {cell(runs, 'plot')} | {cell(runs, 'complete')} | "
+                     f"{cell(runs, 'every')} | {cell(runs, 'below')} |")
     for what in ("runs cold", "runs warm"):
-        lines.append(f"| runs page, {what.split()[1]} (its table) | {cell(marks[what], 'runs')} | - | - | - | - |")
+        lines.append(f"| runs page, {what.split()[1]} (its table) | {cell(marks[what], 'runs')} | - | "
+                     f"{cell(marks[what], 'runs')} | - | - | - | - |")
     return lines
 
 
@@ -277,7 +300,8 @@ def main() -> None:
             proc.wait(timeout=30)
     load_after = os.getloadavg()
     lines = [
-        "# Dashboard on a run of 100,000 trials" if args.trials == 100_000 else f"# Dashboard on {args.trials} trials",
+        "# Dashboard on a run of 100,000 trials" if args.trials == 100_000
+        else f"# Dashboard on {args.trials} trials",
         "",
         f"Command: `nice .venv/bin/python benchmarks/dashboard.py --trials {args.trials}"
         f"{' --browser' if args.browser else ''}`",
@@ -290,8 +314,8 @@ def main() -> None:
         f"Store: one run of {args.trials:,} trials (6 parameters, 3 samples, 10% failures) inserted with "
         f"`Store.add_trial` in {fill_s:.1f} s, and one run of 50.",
         "Measured over HTTP (urllib, one request after the other, as the page issues them) against a real "
-        "`perftune dashboard` process. Cold: the first request, sent as soon as the server answers (it is then "
-        "still reading the newest runs' views in the background, and the request waits for that). Warm: "
+        "`perftune dashboard` process. Cold: the first request, sent as soon as the server answers (it is "
+        "then still reading the newest runs' views in the background, and the request waits for that). Warm: "
         "median of the repeats (the views of a run are cached until its trial count or status changes; "
         "the table pages are never cached: each is a query).",
         "",

@@ -161,3 +161,29 @@ def test_the_report_draws_the_whole_sample_too(big_store: str, tmp_path: Path, p
     page.wait_for_selector("#convergence[data-complete='true']", timeout=60_000)
     assert page.evaluate(_POINTS) == N_TRIALS - N_TRIALS // 10
     assert browser.errors == []
+
+
+def test_before_plotly_the_convergence_is_an_even_sample_drawn_as_svg(big: Any, page: Any,
+                                                                     browser: Any) -> None:
+    held: list[Any] = []
+    page.route("**/static/plotly.min.js*", lambda route: held.append(route))  # answered at the end
+    page.goto(big.url + "runs/big")
+    quick = "#convergence > svg.quick-plot"
+    page.wait_for_selector(quick, timeout=60_000)
+    values = page.locator(f"{quick} g.quick-trace[data-name='trial value']")
+    n_ok = N_TRIALS - N_TRIALS // 10
+    n_points = int(values.get_attribute("data-points") or 0)
+    assert 500 <= n_points <= 1001 < n_ok and values.locator("circle").count() == n_points
+    # Evenly spread over the whole run: the first and the last successful trial are among them.
+    titles = values.locator("circle title").all_text_contents()
+    assert titles[0].startswith("0: ") and titles[-1].startswith(f"{N_TRIALS - 2}: ")
+    failed = page.locator(f"{quick} g.quick-trace[data-name='failed ({N_TRIALS // 10})']")
+    assert 0 < int(failed.get_attribute("data-points") or 0) <= 1001
+    best = page.locator(f"{quick} g.quick-trace[data-name='best so far']")
+    assert float(best.get_attribute("data-last") or "nan") == 1.0
+    assert page.evaluate("() => window.Plotly === undefined")
+    for route in held:
+        route.continue_()
+    page.wait_for_selector("#convergence[data-complete='true']", timeout=60_000)
+    assert page.locator("svg.quick-plot").count() == 0
+    assert browser.errors == []

@@ -36,33 +36,200 @@
     if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
     return r.json();
   }
-  // The report inlines plotly.js before this script; the dashboard inserts it (P.plotly_src) once the page's
-  // requests have left, so that the tables are drawn while its 4.8 MB are compiled. Plots wait for it.
-  let plotlyLoading = null;
+  // The dashboard inserts plotly.js (P.plotly_src) once the page has drawn its first data, so that compiling
+  // its 4.8 MB never holds up the tables or the first, static plots; the report inlines it after this
+  // script, so it is there once the document is parsed. Plots drawn before it wait for it (plotlyReady).
+  let plotlyStarted = false, plotlySettle = null;
+  const plotlyReady = new Promise((resolve, reject) => { plotlySettle = {resolve, reject}; });
+  plotlyReady.catch(() => {});  // each plot that waits reports the failure in its place
   function loadPlotly() {
-    if (window.Plotly) return Promise.resolve(window.Plotly);
-    if (!plotlyLoading) {
-      plotlyLoading = new Promise((resolve, reject) => {
-        const tag = document.createElement("script");
-        tag.id = "plotly-js";
-        tag.async = true;
-        tag.src = P.plotly_src;
-        document.head.appendChild(tag);
-        tag.addEventListener("load", () => window.Plotly ? resolve(window.Plotly) : reject(new Error("plotly.js defined no Plotly")));
-        tag.addEventListener("error", () => reject(new Error("plotly.js could not be loaded from " + tag.src)));
-      });
+    if (plotlyStarted) return plotlyReady;
+    plotlyStarted = true;
+    const settle = () => window.Plotly ? plotlySettle.resolve(window.Plotly) : plotlySettle.reject(new Error("plotly.js defined no Plotly"));
+    if (window.Plotly || P.mode === "static") {
+      if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", settle); else settle();
+      return plotlyReady;
     }
-    return plotlyLoading;
+    const tag = document.createElement("script");
+    tag.id = "plotly-js";
+    tag.async = true;
+    tag.src = P.plotly_src;
+    tag.addEventListener("load", settle);
+    tag.addEventListener("error", () => plotlySettle.reject(new Error("plotly.js could not be loaded from " + tag.src)));
+    document.head.appendChild(tag);
+    return plotlyReady;
   }
+  // Draws at once with Plotly when it is there; else a static SVG now (quickPlot) and Plotly's plot, in its
+  // place, once plotly.js has arrived. The promise settles with Plotly's plot.
   function plot(id, traces, layout) {
     const base = {margin: {l: 60, r: 20, t: 30, b: 45}, height: 340, legend: {orientation: "h", y: -0.2},
                   font: {size: 11}};
-    const draw = (Plotly) => $(id) ? Plotly.react($(id), traces, Object.assign(base, layout || {}), PLOT_CONFIG) : null;
+    const full = Object.assign(base, layout || {});
+    const draw = (Plotly) => {
+      const el = $(id);
+      if (!el) return null;
+      clearQuick(el);
+      return Plotly.react(el, traces, full, PLOT_CONFIG);
+    };
     if (window.Plotly) return Promise.resolve(draw(window.Plotly));
-    return loadPlotly().then(draw, (e) => {
+    if ($(id)) quickPlot($(id), traces, full);
+    return plotlyReady.then(draw, (e) => {
       if ($(id)) $(id).innerHTML = '<p class="muted">' + esc(e.message) + "</p>";
       throw e;
     });
+  }
+  // ------------------------------------------------------------------ first paint: a small SVG plot
+
+  // plotly.js is 4.8 MB: on a first visit it takes a second or more to fetch, compile and run, so until it
+  // is there a scatter or line plot is drawn by these few lines as a static SVG (axes, ticks, titles,
+  // legend, lines and markers: an even sample of at most QUICK_MARKERS per trace), which Plotly's
+  // interactive plot replaces. Other plot types (bars, stacks, parallel coordinates) wait for Plotly.
+  const QUICK_MARKERS = 1000, QUICK_LINE_POINTS = 5000;
+  function evenSample(n, limit) {
+    if (n <= limit) return null;
+    const step = n / limit, picked = new Set();
+    for (let i = 0; i < limit; i++) picked.add(Math.floor(i * step));
+    picked.add(n - 1);  // the last point (the end of the run) always shows
+    return [...picked].sort((a, b) => a - b);
+  }
+  // About n round steps (1, 2 or 5 times a power of ten) between lo and hi.
+  function linearTicks(lo, hi, n) {
+    if (!(hi > lo)) return [lo];
+    const raw = (hi - lo) / Math.max(1, n), mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+    const ticks = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    return ticks;
+  }
+  function logTicks(lo, hi, n) {  // lo, hi: log10 of the range's ends; returns values, not logs
+    const ticks = [];
+    for (const marks of [[1], [1, 2, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]]) {
+      ticks.length = 0;
+      for (let k = Math.floor(lo); k <= Math.ceil(hi); k++) {
+        for (const m of marks) { const v = m * Math.pow(10, k); if (Math.log10(v) >= lo - 1e-9 && Math.log10(v) <= hi + 1e-9) ticks.push(v); }
+      }
+      if (ticks.length >= Math.min(3, n)) break;
+    }
+    return ticks.length >= 2 ? ticks : linearTicks(Math.pow(10, lo), Math.pow(10, hi), n);
+  }
+  function tickText(v, format) {
+    if (format === ".0%") return Math.round(v * 100) + "%";
+    if (v !== 0 && (Math.abs(v) >= 1e5 || Math.abs(v) < 1e-3)) return v.toExponential(1);
+    return String(+v.toPrecision(4));
+  }
+  function quickPlot(el, traces, layout) {
+    if (!traces.length || !traces.every((t) => (t.type === "scatter" || t.type === "scattergl") && !t.stackgroup)) return false;
+    const m = layout.margin, H = layout.height, W = Math.max(300, el.clientWidth || 800);
+    const legend = layout.showlegend !== false && traces.length > 1 && traces.some((t) => t.name);
+    const x0 = m.l, x1 = W - m.r, y0 = m.t, y1 = H - m.b - (legend ? 22 : 0);
+    const logY = layout.yaxis && layout.yaxis.type === "log";
+    const yOf = (v) => logY ? (v > 0 ? Math.log10(v) : null) : v;
+    // Each trace's points: markers sampled evenly, lines kept whole (a best-so-far line has few steps).
+    const shown = traces.map((t) => {
+      const n = Math.min(t.x.length, t.y.length), lines = String(t.mode).includes("lines");
+      const idx = evenSample(n, lines ? QUICK_LINE_POINTS : QUICK_MARKERS);
+      const pts = [];
+      for (const i of idx || Array.from({length: n}, (_, k) => k)) {
+        const x = t.x[i], y = yOf(t.y[i]);
+        if (typeof x === "number" && typeof y === "number" && isFinite(x) && isFinite(y)) pts.push([x, y, t.y[i]]);
+      }
+      return pts;
+    });
+    let xlo = Infinity, xhi = -Infinity, ylo = Infinity, yhi = -Infinity;
+    for (const pts of shown) for (const [x, y] of pts) { xlo = Math.min(xlo, x); xhi = Math.max(xhi, x); ylo = Math.min(ylo, y); yhi = Math.max(yhi, y); }
+    if (!isFinite(xlo)) return false;
+    const yr = layout.yaxis && layout.yaxis.range;
+    if (yr && !logY) { ylo = yr[0]; yhi = yr[1]; }
+    // A little room around the points, as Plotly's autorange leaves for its markers.
+    const pad = (lo, hi) => hi > lo ? (hi - lo) * 0.04 : Math.abs(lo) * 0.1 || 1;
+    if (traces.some((t) => String(t.mode).includes("markers"))) {
+      const px = pad(xlo, xhi), py = pad(ylo, yhi);
+      xlo -= px; xhi += px;
+      if (!(yr && !logY)) { ylo -= py; yhi += py; }
+    }
+    // A single value (one trial, a flat line) still gets an axis around it.
+    if (!(xhi > xlo)) { const d = pad(xlo, xhi); xlo -= d; xhi += d; }
+    if (!(yhi > ylo)) { const d = pad(ylo, yhi); ylo -= d; yhi += d; }
+    const sx = (x) => x0 + (x - xlo) / (xhi - xlo) * (x1 - x0), sy = (y) => y1 - (y - ylo) / (yhi - ylo) * (y1 - y0);
+    const f = (v) => v.toFixed(1);
+    const title = (axis) => axis && axis.title && axis.title.text ? axis.title.text : "";
+    const yFormat = layout.yaxis && layout.yaxis.tickformat;
+    const clip = "quick-clip-" + el.id;
+    let s = '<svg class="quick-plot" xmlns="http://www.w3.org/2000/svg" width="100%" height="' + H + '" viewBox="0 0 ' + W + " " + H +
+      '" font-size="11" font-family="sans-serif" data-points="' + shown.reduce((a, p, i) => a + (String(traces[i].mode).includes("markers") ? p.length : 0), 0) +
+      '"><clipPath id="' + clip + '"><rect x="' + x0 + '" y="' + y0 + '" width="' + (x1 - x0) + '" height="' + (y1 - y0) + '"/></clipPath>';
+    s += '<rect class="quick-area" x="' + x0 + '" y="' + y0 + '" width="' + (x1 - x0) + '" height="' + (y1 - y0) + '" fill="#fff" stroke="#ccc"/>';
+    s += '<g class="quick-xticks">';
+    // Categories (a slice of a choice parameter) are ticked with their names, as Plotly's axis is.
+    const xa = layout.xaxis || {}, named = Array.isArray(xa.tickvals) && Array.isArray(xa.ticktext);
+    const xTicks = named ? xa.tickvals.filter((v) => v >= xlo && v <= xhi) : linearTicks(xlo, xhi, Math.max(2, Math.round((x1 - x0) / 90)));
+    for (const v of xTicks) {
+      const x = f(sx(v));
+      s += '<line x1="' + x + '" x2="' + x + '" y1="' + y0 + '" y2="' + y1 + '" stroke="#eee"/><text x="' + x + '" y="' + (y1 + 14) +
+        '" text-anchor="middle">' + esc(named ? xa.ticktext[xa.tickvals.indexOf(v)] : tickText(v)) + "</text>";
+    }
+    s += '</g><g class="quick-yticks">';
+    const yTicks = logY ? logTicks(ylo, yhi, Math.max(2, Math.round((y1 - y0) / 45))) : linearTicks(ylo, yhi, Math.max(2, Math.round((y1 - y0) / 45)));
+    for (const v of yTicks) {
+      const y = f(sy(logY ? Math.log10(v) : v));
+      s += '<line x1="' + x0 + '" x2="' + x1 + '" y1="' + y + '" y2="' + y + '" stroke="#eee"/><text x="' + (x0 - 5) + '" y="' + y +
+        '" dy="0.35em" text-anchor="end">' + esc(tickText(v, yFormat)) + "</text>";
+    }
+    s += "</g>";
+    s += '<text class="quick-xtitle" x="' + f((x0 + x1) / 2) + '" y="' + (y1 + 32) + '" text-anchor="middle">' + esc(title(layout.xaxis)) + "</text>";
+    s += '<text class="quick-ytitle" transform="translate(14 ' + f((y0 + y1) / 2) + ') rotate(-90)" text-anchor="middle">' +
+      esc(title(layout.yaxis)) + "</text>";
+    if (title(layout)) s += '<text class="quick-title" x="' + x0 + '" y="' + (y0 - 10) + '">' + esc(title(layout)) + "</text>";
+    s += '<text class="quick-note" x="' + x1 + '" y="' + (y0 - 10) + '" text-anchor="end" fill="#999">interactive plot loading…</text>';
+    s += '<g clip-path="url(#' + clip + ')">';
+    traces.forEach((t, i) => {
+      const pts = shown[i], mode = String(t.mode), colour = colourOf(t, i);
+      s += '<g class="quick-trace" data-name="' + esc(t.name || "") + '" data-points="' + pts.length + '"' +
+        (pts.length ? ' data-last="' + pts[pts.length - 1][2] + '"' : "") + ">";
+      if (mode.includes("lines") && pts.length) {
+        const shape = t.line && t.line.shape;
+        let d = "M" + f(sx(pts[0][0])) + " " + f(sy(pts[0][1]));
+        for (let k = 1; k < pts.length; k++) {
+          const X = f(sx(pts[k][0])), Y = f(sy(pts[k][1]));
+          d += shape === "hv" ? "H" + X + "V" + Y : shape === "vh" ? "V" + Y + "H" + X : "L" + X + " " + Y;
+        }
+        s += '<path d="' + d + '" fill="none" stroke="' + colour + '" stroke-width="' + ((t.line && t.line.width) || 1.5) + '"/>';
+      }
+      if (mode.includes("markers")) {
+        const mk = t.marker || {}, r = (mk.size || 6) / 2, op = mk.opacity === undefined ? 1 : mk.opacity;
+        if (mk.symbol === "x") {
+          let d = "";
+          for (const [x, y] of pts) { const X = sx(x), Y = sy(y); d += "M" + f(X - r) + " " + f(Y - r) + "l" + 2 * r + " " + 2 * r + "m0 " + -2 * r + "l" + -2 * r + " " + 2 * r; }
+          s += '<path class="quick-x" d="' + d + '" stroke="' + colour + '" stroke-width="1.5" opacity="' + op + '"/>';
+        } else {
+          for (const [x, y, v] of pts) s += '<circle cx="' + f(sx(x)) + '" cy="' + f(sy(y)) + '" r="' + r + '" fill="' + colour + '" fill-opacity="' + op +
+            '"><title>' + esc(num(x) + ": " + num(v)) + "</title></circle>";
+        }
+      }
+      s += "</g>";
+    });
+    s += "</g>";
+    if (legend) {
+      let lx = x0;
+      traces.forEach((t, i) => {
+        if (!t.name) return;
+        s += '<g class="quick-legend"><rect x="' + lx + '" y="' + (H - 16) + '" width="14" height="4" fill="' + colourOf(t, i) + '"/><text x="' + (lx + 18) +
+          '" y="' + (H - 11) + '">' + esc(t.name) + "</text></g>";
+        lx += 30 + 6.2 * t.name.length;
+      });
+    }
+    clearQuick(el);
+    el.insertAdjacentHTML("afterbegin", s + "</svg>");
+    return true;
+  }
+  // Plotly's default colours, in its order, for traces that name none.
+  const PLOTLY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  function colourOf(t, i) {
+    const c = (t.line && t.line.color) || (t.marker && typeof t.marker.color === "string" && t.marker.color);
+    return esc(c || PLOTLY_COLOURS[i % PLOTLY_COLOURS.length]);
+  }
+  function clearQuick(el) {
+    for (const old of el.querySelectorAll(":scope > svg.quick-plot")) old.remove();
   }
   // fn() once the element is within a screen of the viewport (at once without IntersectionObserver).
   function whenNear(id, fn) {
@@ -287,7 +454,7 @@
       const xs = (key) => time ? c[key === "trial" ? "elapsed_s" : key + "_elapsed_s"] : c[key === "trial" ? "trial" : key + "_trial"];
       // Past 2,000 points a trace is WebGL; failures are marks along the top: a quarter of the points will do.
       const step = (n, share = 1) => first && n > 2000 ? Math.ceil(n / (FIRST_POINTS * share)) : 1;
-      const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0);
+      const every = (values, k) => k === 1 ? values : values.filter((_, i) => i % k === 0 || i === values.length - 1);
       const kv = step(c.value.length);
       let complete = kv === 1;
       const traces = [
@@ -484,20 +651,33 @@
 
     // The page's first draw puts the summary, the best configuration and the convergence plot on the
     // screen first, then the other views, then the convergence plot's whole sample.
+    // Before plotly.js is there, each plot is drawn as a static SVG at once and by Plotly when it arrives;
+    // the page does not wait for that, so that polls go on showing new trials meanwhile.
     async function drawAll() {
       const first = !state.drawn;
       state.drawn = true;
       drawSummary();
       drawBest();
-      const complete = await drawConvergence(first);
-      if (first) await afterPaint();
+      const withPlotly = !!window.Plotly;
+      const convergence = drawConvergence(first);
+      if (withPlotly) await convergence;
+      if (first) {
+        await afterPaint();
+        loadPlotly().catch(() => {});  // now that the first data are on the screen
+      }
       drawPareto();
       drawCredits();
       drawFailures();
-      if (!complete) {
-        await afterPaint();
-        await drawConvergence(false);
-      }
+      // The whole sample after a first one (drawn from the views of then, state.view, which a later poll
+      // may have replaced).
+      const whole = convergence.then(async (complete) => {
+        if (!complete) {
+          await afterPaint();
+          await drawConvergence(false);
+        }
+      });
+      if (withPlotly) await whole;
+      else whole.catch(() => {});  // plotly.js missing: each plot says so in its place
     }
 
     async function refresh() {
@@ -539,8 +719,9 @@
       loadTable();
       drawAll().then(loadParams).catch((e) => console.error(e.message));
     } else {
-      refresh().catch((e) => console.error(e.message));
-      loadPlotly().catch(() => {});  // after the requests have left; a failure shows in each plot
+      // plotly.js is fetched (preloaded) meanwhile, but compiled and run only once the first data are on the
+      // screen (drawAll starts it): the table and the static plots come first. A failure shows in each plot.
+      refresh().catch((e) => console.error(e.message)).then(() => loadPlotly().catch(() => {}));
       poll(refresh, 1000);
     }
   }
@@ -586,13 +767,14 @@
     }
     if (P.mode === "static") draw();
     else {
-      refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; });
-      loadPlotly().catch(() => {});
+      refresh().catch((e) => { $("content").innerHTML = "<p>" + esc(e.message) + "</p>"; })
+        .then(afterPaint).then(() => loadPlotly().catch(() => {}));
       poll(refresh, 2000);
     }
   }
 
   const pages = {runs: runsPage, run: runPage, compare: comparePage};
+  if (P.mode === "static") loadPlotly();  // inlined after this script: there once the document is parsed
   // This script ends the page's body: the elements it fills are there, and its requests leave now rather
   // than after an asynchronous plotly.js has been compiled (that may delay DOMContentLoaded).
   if (document.readyState === "loading" && !document.getElementById("content")) {
