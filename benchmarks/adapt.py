@@ -286,6 +286,12 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
         decide.append(min(_wall(lambda x=x: two.choose(x)) for _ in range(5)))
     chose_two = [two.choose(x) for _, x in setup.test]
     chose_one = [one.choose(x) for _, x in setup.test]
+    # What the asymptotic check changed: the model's own choice, without it.
+    from perftune.adapt import Dispatcher
+
+    unchecked = Dispatcher(two.columns, target.column_functions(), two.model, two.landmarks)
+    regrown = [(fam, setup.size(x), unchecked.choose(x), c)
+               for (fam, x), c in zip(setup.test, chose_two, strict=True) if unchecked.choose(x) != c]
     decide_small = [d for (_, x), d in zip(setup.test, decide, strict=True) if setup.size(x) <= 3000]
 
     lines = [f"# perftune.adapt: learned per-input dispatch, {setup.name}", ""]
@@ -356,6 +362,11 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
                      f"{' '.join(str(chose_one[i]) for i in idx)} | "
                      f"{' '.join(str(int(m)) for m in masked.argmin(axis=1))} |")
     lines += [
+        "",
+        "Asymptotic check (inputs beyond the training sizes): "
+        + ("off (no size)" if learned.growth is None else
+           f"changed the model's landmark on {len(regrown)} of {n} test inputs"
+           + "".join(f"; {fam} {size}: {a} -> {b}" for fam, size, a, b in regrown)),
         "",
         f"Decision time (features the tree reads + walk), median over test inputs: "
         f"{np.median(decide) * 1e6:.1f} µs; on inputs of at most 3000 elements: "

@@ -273,6 +273,7 @@ def fit_dispatch(
     groups: Any = None,
     guard: bool = True,
     tolerance: float = 0.05,
+    resampled: np.ndarray | None = None,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
 
@@ -299,6 +300,11 @@ def fit_dispatch(
             sends an input far from every training input to the most robust landmark.
         tolerance: Landmarks within this fraction of an input's fastest count as equally good for it;
             the most robust of them is its label.
+        resampled: ``(n_samples, n_inputs, n_columns)``: the columns read again on repeated samples of
+            each input (other offsets of the same sampling level; a column that cannot be resampled
+            holds its one value). Every held-out input is then scored once per sample as well, and
+            the scores added: a model whose thresholds a sample's noise can cross pays for the inputs
+            that noise misroutes, so a level too noisy for its thresholds is not chosen.
     """
     if classifier not in ("auto", "tree", "forest", "neighbours"):
         raise AdaptError(
@@ -307,6 +313,10 @@ def fit_dispatch(
     n, n_columns = X.shape
     if T.shape[0] != n or cost.shape != X.shape or ok.shape != T.shape:
         raise AdaptError("tune_inputs: feature, cost and time tables disagree on the number of inputs")
+    if resampled is not None and (resampled.ndim != 3 or resampled.shape[1:] != X.shape):
+        raise AdaptError("tune_inputs: resampled feature values must be (n_samples, n_inputs, n_columns)")
+    # The values each held-out input is scored on: its own, then those of its repeated samples.
+    versions = [X] if resampled is None else [X, *(np.asarray(r, dtype=float) for r in resampled)]
     rng = np.random.default_rng(seed)
     order = rng.permutation(n)
     n_folds = max(2, min(n_folds, n))
@@ -341,8 +351,10 @@ def fit_dispatch(
             train = np.setdiff1d(everything, test)
             if len(train) == 0:
                 continue
-            w, t = score_model(build(columns, variant, train), X, cost, T, ok, test)
-            wrong, total = wrong + w, total + t
+            model = build(columns, variant, train)
+            for values in versions:
+                w, t = score_model(model, values, cost, T, ok, test)
+                wrong, total = wrong + w, total + t / len(versions)
         return wrong, total
 
     def better(score: tuple[int, float], incumbent: tuple[int, float]) -> bool:
