@@ -215,3 +215,19 @@ def test_a_cheap_column_too_noisy_for_its_threshold_is_not_read():
     assert aware.selected == [0]
     with pytest.raises(AdaptError, match="resampled"):
         fit_dispatch(X, cost, T, ok, resampled=resampled[0], **kw)
+
+
+def test_of_two_columns_that_score_the_same_the_steadier_is_read():
+    # Both columns tell the two families apart at the same cost; column 0's repeated samples wander
+    # (without crossing the threshold), column 1's agree. Without repeated samples, the first one wins.
+    n = 24
+    family = np.arange(n) % 2
+    X = np.stack([family * 1.0, family * 1.0], axis=1)
+    cost = np.full((n, 2), 1e-5)
+    T = np.where(family[:, None] == np.arange(2)[None, :], 1e-3, 1e-2)
+    ok = np.ones_like(T, dtype=bool)
+    resampled = np.repeat(X[None], 3, axis=0)
+    resampled[:, :, 0] += np.array([-0.2, 0.1, 0.2])[:, None]
+    kw = {"classifier": "tree", "guard": False, "seed": 0, "groups": family.tolist()}
+    assert fit_dispatch(X, cost, T, ok, **kw).selected == [0]
+    assert fit_dispatch(X, cost, T, ok, resampled=resampled, **kw).selected == [1]
