@@ -43,6 +43,14 @@ def test_growth_check_replaces_a_steeper_landmark_only_beyond_the_training_sizes
     assert close.adjust(0, 1e3) == 0
 
 
+def test_a_slope_below_linear_is_a_fading_fixed_cost_not_a_growth_to_extrapolate():
+    # Landmark 1 is 1.7x slower at the largest training size, and its fitted slope of 0.5 would make it
+    # the faster one at 10^6; read as linear, it stays behind.
+    fits = [[[0.0, 1.0], [4.0, 0.5]], [None, None]]
+    assert GrowthCheck(max_size=[1000.0, 0.0], fits=fits).adjust(0, 1e6) == 0
+    assert GrowthCheck(max_size=[1000.0, 0.0], fits=fits, min_slope=0.0).adjust(0, 1e6) == 1
+
+
 def test_growth_check_keeps_the_choice_without_a_fit_and_survives_json():
     check = GrowthCheck(max_size=[10.0, 0.0], fits=[[None, [0.0, 1.0]], [None, None]])
     assert check.adjust(0, 1e9) == 0  # no fit for the chosen landmark: nothing to compare
@@ -72,6 +80,14 @@ def test_fit_growth_finds_the_slopes_within_families():
     # A landmark that gave no answer on an input of the region gets no fit, and cannot replace another.
     ok[1, 1] = False
     assert fit_growth([0] * len(sizes), sizes, T_a, ok, groups).adjust(0, 10**4) == 0
+    # A stopped run's time (a lower bound) counts for the chosen landmark, never for a replacement.
+    ok[1, 1], ok[2, 0] = True, False
+    bound = np.zeros_like(ok)
+    bound[2, 0] = True
+    assert fit_growth([0] * len(sizes), sizes, T_a, ok, groups).adjust(0, 10**4) == 0
+    assert fit_growth([0] * len(sizes), sizes, T_a, ok, groups, bound=bound).adjust(0, 10**4) == 1
+    bound[2, 0], ok[2, 0], ok[2, 1], bound[2, 1] = False, True, False, True
+    assert fit_growth([0] * len(sizes), sizes, T_a, ok, groups, bound=bound).adjust(0, 10**4) == 0
 
 
 class _Modelled(AdaptiveObjective):
@@ -231,3 +247,22 @@ def test_of_two_columns_that_score_the_same_the_steadier_is_read():
     kw = {"classifier": "tree", "guard": False, "seed": 0, "groups": family.tolist()}
     assert fit_dispatch(X, cost, T, ok, **kw).selected == [0]
     assert fit_dispatch(X, cost, T, ok, resampled=resampled, **kw).selected == [1]
+
+
+def test_cpu_limited_runs_are_timed_by_a_clock_that_sees_short_runs():
+    # Under the CPU-time limit (ITIMER_PROF) the process clock moves at scheduler ticks, and a run of
+    # a fraction of a millisecond reads as 0; tune_inputs' CPU clock must not.
+    import time
+
+    from perftune.adapt._limit import run_limited
+
+    def work() -> int:
+        return sum(range(20_000))
+
+    readings = [run_limited(work, 5.0, time.thread_time)[0] for _ in range(6)]
+    assert all(seconds > 0 for seconds in readings)
+    site = AdaptiveObjective("t-adapt-clock", lambda c, xs: sorted(xs), Space({"o": Choice(["a"])}))
+    site.feature(len, name="n", cost="cheap")
+    result = tune_inputs(site, [list(range(20_000))] * 4, budget=2, n_clusters=1, seed=0, repeats=1,
+                         clock="cpu")
+    assert (result.time_s > 0).all()

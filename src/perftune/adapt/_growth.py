@@ -11,7 +11,8 @@ small sizes' constant costs no longer count). For an input larger than every tra
 region, :meth:`GrowthCheck.adjust` never runs a landmark whose growth is superlinear relative to the
 landmark predicted fastest at that size: when the fitted laws predict that another landmark is more
 than ``margin`` faster there, and the chosen one grows faster, that other landmark runs instead.
-Inside the sizes measured, nothing changes.
+Slopes below 1 are read as 1 (a program that reads its input grows at least linearly: a smaller
+fitted slope is a fixed cost fading out). Inside the sizes measured, nothing changes.
 
 Example:
     >>> check = GrowthCheck(max_size=[1000.0, 1000.0], fits=[[[0.0, 1.5], [1.0, 1.0]], [None, [1.0, 1.0]]])
@@ -42,11 +43,15 @@ class GrowthCheck:
         fits: ``fits[k][j]``: ``[a, b]`` with ``log t = a + b log size`` for landmark ``j`` over ``k``'s
             region, or None where ``j`` has no fit there (no answer on some input, or one size only).
         margin: Another landmark replaces ``k`` only when predicted more than this fraction faster.
+        min_slope: Slopes are read as at least this: a program that reads its whole input grows at least
+            linearly, and a smaller fitted slope is a fixed cost (allocating buckets, a factorisation's
+            set-up) fading out between the two sizes, not a growth to extrapolate.
     """
 
     max_size: list[float]
     fits: list[list[list[float] | None]]
     margin: float = 0.1
+    min_slope: float = 1.0
 
     def __post_init__(self) -> None:
         n = len(self.max_size)
@@ -67,26 +72,29 @@ class GrowthCheck:
         mine = row[k]
         if mine is None:
             return k
-        log_s = math.log(size)
-        best, best_log_t = k, mine[0] + mine[1] * log_s
+        # Extrapolated from the region's largest size, with each slope read as at least min_slope.
+        log_s, log_top = math.log(size), math.log(self.max_size[k])
+
+        def predicted(fit: list[float]) -> tuple[float, float]:
+            slope = max(fit[1], self.min_slope)
+            return fit[0] + fit[1] * log_top + slope * (log_s - log_top), slope
+
+        mine_log_t, mine_slope = predicted(mine)
+        best, best_log_t, best_slope = k, mine_log_t, mine_slope
         for j, fit in enumerate(row):
             if fit is None or j == k:
                 continue
-            log_t = fit[0] + fit[1] * log_s
+            log_t, slope = predicted(fit)
             if log_t < best_log_t:
-                best, best_log_t = j, log_t
-        if best == k:
-            return k
-        other = row[best]
-        assert other is not None
-        predicted_ratio = math.exp(mine[0] + mine[1] * log_s - best_log_t)
+                best, best_log_t, best_slope = j, log_t, slope
         # Only growth may overturn the choice: beyond the sizes measured, a steeper landmark falls behind.
-        if mine[1] > other[1] and predicted_ratio > 1 + self.margin:
+        if best != k and mine_slope > best_slope and math.exp(mine_log_t - best_log_t) > 1 + self.margin:
             return best
         return k
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_size": self.max_size, "fits": self.fits, "margin": self.margin}
+        return {"max_size": self.max_size, "fits": self.fits, "margin": self.margin,
+                "min_slope": self.min_slope}
 
     @classmethod
     def from_dict(cls, doc: Any, n_landmarks: int) -> GrowthCheck:
@@ -96,6 +104,7 @@ class GrowthCheck:
                 max_size=[float(v) for v in doc["max_size"]],
                 fits=[[None if f is None else [float(v) for v in f] for f in row] for row in doc["fits"]],
                 margin=float(doc.get("margin", 0.1)),
+                min_slope=float(doc.get("min_slope", 1.0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise AdaptError(f"dispatcher growth: malformed ({type(e).__name__}: {e})") from None
@@ -130,6 +139,8 @@ def fit_growth(
     groups: Sequence[Any],
     *,
     margin: float = 0.1,
+    min_slope: float = 1.0,
+    bound: np.ndarray | None = None,
 ) -> GrowthCheck:
     """Fit the growth laws of every landmark over each landmark's region (see the module docstring).
 
@@ -140,6 +151,10 @@ def fit_growth(
         ok: ``(n_inputs, n_landmarks)``: the landmark answered there (correct, not stopped).
         groups: Family of each training input; the slope is fitted within families.
         margin: See :class:`GrowthCheck`.
+        min_slope: See :class:`GrowthCheck`.
+        bound: ``(n_inputs, n_landmarks)``: the time is a lower bound (a run stopped as hopeless). Such a
+            time counts for the landmark the region chose (it can only understate that landmark's growth,
+            and so keep it), never for a landmark that would replace it.
     """
     chosen_a = np.asarray(chosen, dtype=int)
     size_a = np.asarray(sizes, dtype=float)
@@ -164,7 +179,8 @@ def fit_growth(
         idx = np.asarray(rows)
         log_s = np.log(np.maximum(size_a[idx], 1e-300))
         for j in range(n_landmarks):
-            if not ok[idx, j].all() or not (T[idx, j] > 0).all():
+            usable = ok[idx, j] | (bound[idx, j] if bound is not None and j == k else False)
+            if not usable.all() or not (T[idx, j] > 0).all():
                 continue
             fits[k][j] = _slope_fit(log_s, np.log(T[idx, j]), group_a[idx])
-    return GrowthCheck(max_size=max_size, fits=fits, margin=margin)
+    return GrowthCheck(max_size=max_size, fits=fits, margin=margin, min_slope=min_slope)

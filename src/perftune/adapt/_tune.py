@@ -361,9 +361,10 @@ def tune_inputs(
             ``AdaptiveObjective`` when given ``size=``).
         resample_features: Read every resampleable sampled column again at other offsets and score
             each candidate dispatcher on those repeated samples too (a noisy level is then not read).
-        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``: this process's
-            CPU time, which other programs on a shared machine disturb less; single-threaded work
-            only, since it adds up every thread). Used for landmark runs and feature costs alike.
+        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.thread_time``: the CPU time of
+            the calling thread, which other programs on a shared machine disturb less; single-threaded
+            work only, since work in other threads is not counted). Used for landmark runs and feature
+            costs alike.
         on_progress: Called in this thread as work goes on, for a progress line, as
             ``on_progress(event, done, total, best)``: ``("landmark", searches done, searches, None)``
             before the first landmark search and after each; ``("trial", trials done in all searches,
@@ -414,7 +415,9 @@ def tune_inputs(
             raise AdaptError(f"tune_inputs: groups has {len(groups)} labels for {len(inputs)} inputs")
     seed = 0 if seed is None else int(seed)
     problem = _checker(check, accuracy, required)
-    timer = time.process_time if clock == "cpu" else time.perf_counter
+    # The thread's CPU clock, not the process's: under the CPU-time limit of run_limited the process
+    # clock is only updated at scheduler ticks (see perftune.adapt._limit).
+    timer = time.thread_time if clock == "cpu" else time.perf_counter
     # input index -> fastest correct run seen on it: a fast wrong (inaccurate) run sets no limit.
     fastest: dict[int, float] = {}
 
@@ -656,7 +659,8 @@ def tune_inputs(
     growth = None
     if asymptotic and has_size:
         chosen = [fit.model.choose(functools.partial(_cell, values, i)) for i in range(n)]
-        growth = fit_growth(chosen, [float(v) for v in sizes if v is not None], time_s, ok, family)
+        growth = fit_growth(chosen, [float(v) for v in sizes if v is not None], time_s, ok, family,
+                            bound=answered & stopped_runs)
     one_level = CentroidModel(
         center=center.tolist(),
         scale=scale.tolist(),
