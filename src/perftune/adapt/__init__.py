@@ -51,6 +51,7 @@ from perftune.adapt._file import (
     load_dispatch,
     use_dispatch,
 )
+from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, fit_dispatch, robust_landmark
 from perftune.adapt._model import CentroidModel, ForestModel, GuardedModel, NeighbourModel, TreeModel
 from perftune.adapt._site import AdaptiveObjective, AdaptiveSite, Dispatcher
@@ -72,6 +73,7 @@ __all__ = [
     "Dispatcher",
     "Feature",
     "ForestModel",
+    "GrowthCheck",
     "GuardedModel",
     "InputTuning",
     "NeighbourModel",
@@ -84,6 +86,7 @@ __all__ = [
     "duplicates",
     "far_order",
     "fit_dispatch",
+    "fit_growth",
     "load_dispatch",
     "log_size",
     "monotone_runs",

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
@@ -62,6 +63,11 @@ class Feature:
         fn: ``fn(input)``, or ``fn(input, level)`` for a sampled feature; returns a number.
         cost: ``"cheap"`` (counted as free) or ``"measured"`` (timed on every training input).
         levels: Sampling levels (positive integers), empty for an unsampled feature.
+
+    A sampled feature whose function also takes ``offset=`` (every built-in one does) can be read again
+    at other places of the same input: :func:`perftune.adapt.tune_inputs` does so to measure each
+    level's noise, and the learner scores a dispatcher on those repeated samples too, so a level too
+    noisy to be trusted is not read.
 
     Example:
         >>> f = Feature("n", len, cost="cheap")
@@ -104,26 +110,54 @@ class Feature:
             return [lambda x: float(fn(x))]
         return [functools.partial(_at_level, fn, v) for v in self.levels]
 
+    @property
+    def resamples(self) -> bool:
+        """Whether this is a sampled feature whose function takes ``offset=`` (repeated samples)."""
+        if not self.levels:
+            return False
+        try:
+            params = inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return False
+        return "offset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+    def resample_functions(self) -> list[Callable[[Any, int], float]] | None:
+        """One ``f(input, offset) -> float`` per column, or None when the feature cannot resample."""
+        if not self.resamples:
+            return None
+        fn = self.fn
+        return [functools.partial(_at_level_offset, fn, v) for v in self.levels]
+
 
 def _at_level(fn: Callable[..., Any], level: int, x: Any) -> float:
     return float(fn(x, level))
 
 
-def sample(xs: Sequence[Any], n: int) -> Sequence[Any]:
+def _at_level_offset(fn: Callable[..., Any], level: int, x: Any, offset: int) -> float:
+    return float(fn(x, level, offset=offset))
+
+
+def sample(xs: Sequence[Any], n: int, offset: int = 0) -> Sequence[Any]:
     """At most ``n`` elements of ``xs``, evenly strided (the whole sequence when it is short).
+
+    ``offset`` shifts where the stride starts (taken modulo the stride): the same level read at other
+    offsets is a repeated sample, whose spread is the sample's noise (the learner measures it).
 
     Example:
         >>> sample(list(range(10)), 3)
         [0, 3, 6]
+        >>> sample(list(range(10)), 3, offset=1)
+        [1, 4, 7]
     """
     size = len(xs)
     if size <= n:
         return xs
     step = size // n
-    return xs[: step * n : step]
+    start = offset % step
+    return xs[start : start + step * n : step]
 
 
-def _runs(xs: Sequence[Any], n: int) -> tuple[int, int, int]:
+def _runs(xs: Sequence[Any], n: int, offset: int = 0) -> tuple[int, int, int]:
     # Adjacent pairs are read in short contiguous windows spread over the input, so that "nearly
     # sorted" (rare local swaps) is seen as such; a strided sample would compare far-apart elements.
     size = len(xs)
@@ -134,7 +168,7 @@ def _runs(xs: Sequence[Any], n: int) -> tuple[int, int, int]:
     n_windows = max(1, n // window)
     step = max(window, size // n_windows)
     up = down = total = 0
-    for start in range(0, size - 1, step):
+    for start in range(offset % step, size - 1, step):
         block = xs[start : start + window + 1]
         for a, b in zip(block, block[1:], strict=False):
             total += 1
@@ -147,18 +181,19 @@ def _runs(xs: Sequence[Any], n: int) -> tuple[int, int, int]:
     return up, down, total
 
 
-def sortedness(xs: Sequence[Any], n: int) -> float:
+def sortedness(xs: Sequence[Any], n: int, offset: int = 0) -> float:
     """Fraction of ascending adjacent pairs (ties count as half) in about ``n`` sampled pairs.
 
-    1.0 for sorted input, 0.0 for reversed, about 0.5 for random order.
+    1.0 for sorted input, 0.0 for reversed, about 0.5 for random order. ``offset`` shifts the sampled
+    windows (a repeated sample, see :func:`sample`).
     """
-    up, down, total = _runs(xs, n)
+    up, down, total = _runs(xs, n, offset)
     if total == 0:
         return 1.0
     return (up + 0.5 * (total - up - down)) / total
 
 
-def monotone_runs(xs: Sequence[Any], n: int) -> float:
+def monotone_runs(xs: Sequence[Any], n: int, offset: int = 0) -> float:
     """Fraction of short windows (8 neighbours, about ``n`` pairs in all) that are monotone, either way.
 
     1.0 for sorted, reversed, organ-pipe and sawtooth inputs (long runs), near 0 for random order.
@@ -170,7 +205,7 @@ def monotone_runs(xs: Sequence[Any], n: int) -> float:
     n_windows = max(1, n // window)
     step = max(window, size // n_windows)
     monotone = total = 0
-    for start in range(0, max(1, size - window), step):
+    for start in range(offset % step, max(1, size - window), step):
         block = xs[start : start + window]
         pairs = list(zip(block, block[1:], strict=False))
         total += 1
@@ -181,7 +216,7 @@ def monotone_runs(xs: Sequence[Any], n: int) -> float:
     return monotone / total
 
 
-def far_order(xs: Sequence[Any], n: int) -> float:
+def far_order(xs: Sequence[Any], n: int, offset: int = 0) -> float:
     """Fraction of about ``n`` pairs a quarter of the input apart that are in ascending order.
 
     Long-range order, which neighbour-based :func:`sortedness` cannot see: a sawtooth (sorted runs
@@ -194,28 +229,28 @@ def far_order(xs: Sequence[Any], n: int) -> float:
         return 1.0
     step = max(1, (size - gap) // n)
     up = total = 0
-    for i in range(0, size - gap, step):
+    for i in range(offset % step, size - gap, step):
         a, b = xs[i], xs[i + gap]
         total += 1
         up += 1 if a < b else 0 if a > b else 0.5  # type: ignore[assignment]
     return up / total
 
 
-def descending(xs: Sequence[Any], n: int) -> float:
+def descending(xs: Sequence[Any], n: int, offset: int = 0) -> float:
     """Fraction of strictly descending adjacent pairs in about ``n`` sampled pairs."""
-    _, down, total = _runs(xs, n)
+    _, down, total = _runs(xs, n, offset)
     return down / total if total else 0.0
 
 
-def duplicates(xs: Sequence[Any], n: int) -> float:
+def duplicates(xs: Sequence[Any], n: int, offset: int = 0) -> float:
     """Fraction of repeated values in a sample of ``n`` elements (0: all differ; near 1: few values)."""
-    s = sample(xs, n)
+    s = sample(xs, n, offset)
     if len(s) == 0:
         return 0.0
     return 1.0 - len(set(s)) / len(s)
 
 
-def density(matrix: Any, n: int) -> float:
+def density(matrix: Any, n: int, offset: int = 0) -> float:
     """Fraction of non-zero entries, from about ``n`` sampled rows of a dense or scipy-sparse matrix."""
     if hasattr(matrix, "nnz") and hasattr(matrix, "shape"):
         rows, cols = matrix.shape
@@ -225,12 +260,12 @@ def density(matrix: Any, n: int) -> float:
             return float(matrix.nnz) / float(rows * cols)
         indptr = matrix.tocsr().indptr if not hasattr(matrix, "indptr") else matrix.indptr
         step = rows // n
-        picked = range(0, step * n, step)
+        picked = range(offset % step, step * n, step)
         return float(sum(int(indptr[r + 1] - indptr[r]) for r in picked)) / float(len(picked) * cols)
     rows = len(matrix)
     if rows == 0:
         return 0.0
-    picked_rows = sample(matrix, n)
+    picked_rows = sample(matrix, n, offset)
     total = nonzero = 0
     for row in picked_rows:
         for value in sample(row, max(1, n)):

@@ -273,6 +273,7 @@ def fit_dispatch(
     groups: Any = None,
     guard: bool = True,
     tolerance: float = 0.05,
+    resampled: np.ndarray | None = None,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
 
@@ -299,6 +300,12 @@ def fit_dispatch(
             sends an input far from every training input to the most robust landmark.
         tolerance: Landmarks within this fraction of an input's fastest count as equally good for it;
             the most robust of them is its label.
+        resampled: ``(n_samples, n_inputs, n_columns)``: the columns read again on repeated samples of
+            each input (other offsets of the same sampling level; a column that cannot be resampled
+            holds its one value). Every held-out input is then scored once per sample as well, and
+            the scores added: a model whose thresholds a sample's noise can cross pays for the inputs
+            that noise misroutes, so a level too noisy for its thresholds is not chosen; and among
+            columns the scores cannot tell apart (totals within 1%), the steadiest is taken.
     """
     if classifier not in ("auto", "tree", "forest", "neighbours"):
         raise AdaptError(
@@ -307,6 +314,14 @@ def fit_dispatch(
     n, n_columns = X.shape
     if T.shape[0] != n or cost.shape != X.shape or ok.shape != T.shape:
         raise AdaptError("tune_inputs: feature, cost and time tables disagree on the number of inputs")
+    if resampled is not None and (resampled.ndim != 3 or resampled.shape[1:] != X.shape):
+        raise AdaptError("tune_inputs: resampled feature values must be (n_samples, n_inputs, n_columns)")
+    # The values each held-out input is scored on: its own, then those of its repeated samples.
+    versions = [X] if resampled is None else [X, *(np.asarray(r, dtype=float) for r in resampled)]
+    # Each column's noise: the spread of its repeated samples, in units of its spread over the inputs.
+    stacked = np.stack(versions)
+    spread = X.std(axis=0)
+    noise = stacked.std(axis=0).mean(axis=0) / np.where(spread > 0, spread, 1.0)
     rng = np.random.default_rng(seed)
     order = rng.permutation(n)
     n_folds = max(2, min(n_folds, n))
@@ -341,8 +356,10 @@ def fit_dispatch(
             train = np.setdiff1d(everything, test)
             if len(train) == 0:
                 continue
-            w, t = score_model(build(columns, variant, train), X, cost, T, ok, test)
-            wrong, total = wrong + w, total + t
+            model = build(columns, variant, train)
+            for values in versions:
+                w, t = score_model(model, values, cost, T, ok, test)
+                wrong, total = wrong + w, total + t / len(versions)
         return wrong, total
 
     def better(score: tuple[int, float], incumbent: tuple[int, float]) -> bool:
@@ -359,6 +376,11 @@ def fit_dispatch(
             if not trials:
                 break
             score, column = min(trials, key=lambda t: (t[0][0], t[0][1], t[1]))
+            # Columns that cross-validation cannot tell apart (same wrong choices, totals within 1%)
+            # are told apart by their noise: the steadiest over repeated samples is the one whose
+            # thresholds hold on inputs unlike the training ones, where a noisy level is read anew.
+            ties = [t for t in trials if t[0][0] == score[0] and t[0][1] <= score[1] * 1.01]
+            score, column = min(ties, key=lambda t: (float(noise[t[1]]), t[0][1], t[1]))
             if not better(score, best):
                 break
             selected.append(column)

@@ -36,6 +36,7 @@ from typing import Any
 
 from perftune.adapt._features import CHEAP, MEASURED, AdaptError, Feature
 from perftune.adapt._file import _GENERATION, DispatchFileWarning, current_dispatch
+from perftune.adapt._growth import GrowthCheck
 from perftune.adapt._model import Model, TreeModel, model_from_dict
 
 __all__ = ["AdaptiveObjective", "AdaptiveSite", "Dispatcher"]
@@ -49,9 +50,12 @@ class Dispatcher:
         model: The tree, forest or centroid model; its leaves are landmark indices.
         landmarks: The landmarks, in the form the site runs them (Levels, Config).
         trained: Statistics of the training run (plain data, informative only).
+        growth: The asymptotic check (:class:`GrowthCheck`) applied to inputs larger than the training
+            inputs, or None.
+        size: The size of an input, for ``growth`` (None: no check).
     """
 
-    __slots__ = ("_fns", "columns", "landmarks", "model", "trained")
+    __slots__ = ("_fns", "columns", "growth", "landmarks", "model", "size", "trained")
 
     def __init__(
         self,
@@ -60,12 +64,17 @@ class Dispatcher:
         model: Model,
         landmarks: Sequence[Any],
         trained: Mapping[str, Any] | None = None,
+        *,
+        growth: GrowthCheck | None = None,
+        size: Callable[[Any], float | None] | None = None,
     ) -> None:
         self.columns = tuple(columns)
         self._fns = list(functions)
         self.model = model
         self.landmarks = list(landmarks)
         self.trained = dict(trained or {})
+        self.growth = growth
+        self.size = size
 
     def choose(self, x: Any) -> int:
         """The landmark index for input ``x``; only the features the model reads are computed."""
@@ -78,7 +87,12 @@ class Dispatcher:
                 v = cache[column] = fns[column](x)
             return v
 
-        return self.model.choose(value)
+        k = self.model.choose(value)
+        if self.growth is not None and self.size is not None:
+            size = self.size(x)
+            if size is not None:
+                k = self.growth.adjust(k, float(size))
+        return k
 
     def visited(self, x: Any) -> list[str]:
         """Names of the columns computed to dispatch ``x``."""
@@ -151,6 +165,18 @@ class _Adaptive:
     def column_functions(self) -> list[Callable[[Any], float]]:
         """One function per column, in the order of :attr:`columns`."""
         return [fn for f in self._features.values() for fn in f.column_functions()]
+
+    def column_resamplers(self) -> list[Callable[[Any, int], float] | None]:
+        """Per column, ``f(input, offset)`` reading the same sampling level elsewhere, or None."""
+        out: list[Callable[[Any, int], float] | None] = []
+        for f in self._features.values():
+            fns = f.resample_functions() if f.cost != CHEAP else None
+            out.extend(fns if fns is not None else [None] * len(f.columns))
+        return out
+
+    def input_size(self, x: Any) -> float | None:
+        """The size of input ``x`` for the asymptotic check (None: this target has no size)."""
+        return None
 
     def cheap_columns(self) -> set[int]:
         """Indices of the columns whose feature is declared cheap (counted as free)."""
@@ -238,7 +264,11 @@ class _Adaptive:
         model = model_from_dict(entry["model"], len(columns), len(landmarks))
         trained = entry.get("trained", {})
         trained = trained if isinstance(trained, dict) else {}
-        return Dispatcher(columns, self.column_functions(), model, landmarks, trained)
+        # A file written before the asymptotic check has no "growth": it dispatches as it did.
+        growth = entry.get("growth")
+        check = None if growth is None else GrowthCheck.from_dict(growth, len(landmarks))
+        return Dispatcher(columns, self.column_functions(), model, landmarks, trained, growth=check,
+                          size=self.input_size if check is not None else None)
 
     def constant_dispatcher(self, landmark: Any) -> Dispatcher:
         """A dispatcher that runs ``landmark`` on every input (computes no feature)."""
@@ -329,6 +359,9 @@ class AdaptiveSite(_Adaptive):
     def _domain(self) -> Any:
         return list(self.site.alternatives)
 
+    def input_size(self, x: Any) -> float | None:
+        return float(self._size(x))
+
     def landmark_space(self, inputs: Sequence[Any]) -> Any:
         from perftune.space import Space
 
@@ -384,6 +417,8 @@ class AdaptiveObjective(_Adaptive):
         run: ``run(config, input, *args, **kwargs)``; its result is returned to the caller.
         space: The :class:`perftune.space.Space` of configurations.
         default: The configuration run when there is no dispatcher (default: ``space.default()``).
+        size: ``size(input) -> number``, the input's size for the landmark search's representatives and
+            the asymptotic check (None: neither; the inputs are then told apart by their features only).
 
     Example:
         >>> from perftune.space import Int, Space
@@ -402,8 +437,12 @@ class AdaptiveObjective(_Adaptive):
         space: Any,
         *,
         default: Mapping[str, Any] | None = None,
+        size: Callable[[Any], float] | None = None,
     ) -> None:
         super().__init__(name)
+        if size is not None and not callable(size):
+            raise AdaptError(f"site {name!r}: size must be callable, got {size!r}")
+        self._size_fn = size
         if not callable(run):
             raise AdaptError(f"site {name!r}: run must be callable, got {run!r}")
         if not (hasattr(space, "is_valid") and hasattr(space, "params")):
@@ -414,6 +453,9 @@ class AdaptiveObjective(_Adaptive):
 
     def _domain(self) -> Any:
         return self.space.fingerprint()
+
+    def input_size(self, x: Any) -> float | None:
+        return None if self._size_fn is None else float(self._size_fn(x))
 
     def landmark_space(self, inputs: Sequence[Any]) -> Any:
         return self.space

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -40,6 +41,7 @@ import numpy as np
 
 from perftune.adapt._features import AdaptError
 from perftune.adapt._file import load_dispatch, use_dispatch
+from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, fit_dispatch, score_model
 from perftune.adapt._limit import run_limited
 from perftune.adapt._model import CentroidModel, Model
@@ -74,6 +76,8 @@ class InputTuning:
         n_trials: Trials the landmark searches measured.
         stopped: ``(n_inputs, n_landmarks)``: the run was stopped as hopeless (``stop_factor``); its
             time is the time at the cut, and the learner counts it as that slow (``ok`` is False).
+        growth: The asymptotic check for inputs beyond the training sizes (None: off, or no size).
+        resampled: ``(n_samples, n_inputs, n_columns)``: the columns read on repeated samples.
     """
 
     target: _Adaptive
@@ -90,12 +94,16 @@ class InputTuning:
     n_trials: int = 0
     notes: list[str] = field(default_factory=list)
     stopped: np.ndarray | None = None
+    growth: GrowthCheck | None = None
+    resampled: np.ndarray | None = None
 
     def dispatcher(self, *, one_level: bool = False) -> Dispatcher:
         """A :class:`Dispatcher` for this process (the two-level one unless ``one_level``)."""
         model = self.one_level if one_level else self.model
         fns = self.target.column_functions()
-        return Dispatcher(self.columns, fns, model, self.landmarks, self._trained())
+        growth = None if one_level else self.growth
+        return Dispatcher(self.columns, fns, model, self.landmarks, self._trained(), growth=growth,
+                          size=self.target.input_size if growth is not None else None)
 
     def apply(self) -> None:
         """Install the learned dispatcher in the target, in this process."""
@@ -122,6 +130,7 @@ class InputTuning:
             "model": self.model.to_dict(),
             "one_level": self.one_level.to_dict(),
             "trained": self._trained(),
+            **({"growth": self.growth.to_dict()} if self.growth is not None else {}),
         }
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
@@ -173,14 +182,24 @@ def _finite(value: float, where: str) -> float:
     return value
 
 
+#: Offsets of the repeated samples of a sampled feature (each feature takes them modulo its stride):
+#: large and unrelated primes, so that they land at different places whatever the stride.
+_RESAMPLE_OFFSETS = (7919, 104_729, 1_299_709)
+
+
 def _measure_features(
-    target: _Adaptive, inputs: Sequence[Any], repeats: int, timer: Callable[[], float] = time.perf_counter
-) -> tuple[np.ndarray, np.ndarray]:
+    target: _Adaptive, inputs: Sequence[Any], repeats: int, timer: Callable[[], float] = time.perf_counter,
+    n_resamples: int = len(_RESAMPLE_OFFSETS),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, cost, resampled)``: ``resampled[r]`` holds every column read at offset ``r`` (the
+    value itself for a column that cannot be resampled)."""
     fns = target.column_functions()
+    resamplers = target.column_resamplers()
     cheap = target.cheap_columns()
     names = target.columns
     values = np.zeros((len(inputs), len(fns)))
     cost = np.zeros_like(values)
+    offsets = _RESAMPLE_OFFSETS[:n_resamples]
     for i, x in enumerate(inputs):
         for c, fn in enumerate(fns):
             where = f"site {target.name!r}: feature {names[c]!r} on input {i}"
@@ -194,7 +213,20 @@ def _measure_features(
                 samples.append(timer() - t0)
             values[i, c] = _finite(v, where)
             cost[i, c] = 0.0 if c in cheap else float(np.median(samples))
-    return values, cost
+    resampled = np.repeat(values[None, :, :], len(offsets), axis=0)
+    for c, again in enumerate(resamplers):
+        if again is None:
+            continue
+        for i, x in enumerate(inputs):
+            for r, offset in enumerate(offsets):
+                where = f"site {target.name!r}: feature {names[c]!r} on input {i} at offset {offset}"
+                try:
+                    resampled[r, i, c] = _finite(again(x, offset), where)
+                except AdaptError:
+                    raise
+                except Exception as e:
+                    raise AdaptError(f"{where} raised {type(e).__name__}: {e}") from None
+    return values, cost, resampled
 
 
 def _standardise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -234,6 +266,34 @@ def _split_budget(budget: Any, n: int) -> Any:
     )
 
 
+def _weighted_budgets(budget: Any, weights: Sequence[float], *, floor: int) -> list[Any]:
+    """Split ``budget`` over searches in proportion to ``weights``; each search keeps at least ``floor``
+    trials (or the even share, when that is less), and a duration keeps half of it even."""
+    from perftune.drive import Budget
+
+    n = len(weights)
+    even = _split_budget(budget, n)
+    w = np.asarray(weights, dtype=float)
+    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
+    frac = w / w.sum() if w.sum() > 0 else np.full(n, 1.0 / n)
+    evals: list[int | None] = [None] * n
+    if even.evals is not None:
+        total = even.evals * n
+        base = min(floor, even.evals)
+        rest = total - base * n
+        raw = frac * rest
+        extra = np.floor(raw).astype(int)
+        # Largest remainders first, so that the shares add up to the budget.
+        for k in np.argsort(-(raw - extra))[: rest - int(extra.sum())]:
+            extra[k] += 1
+        evals = [base + int(e) for e in extra]
+    seconds: list[float | None] = [None] * n
+    if even.seconds is not None:
+        total_s = even.seconds * n
+        seconds = [0.5 * total_s / n + 0.5 * total_s * float(f) for f in frac]
+    return [Budget(evals=e, seconds=t) for e, t in zip(evals, seconds, strict=True)]
+
+
 def tune_inputs(
     site_or_objective: _Adaptive,
     inputs: Sequence[Any],
@@ -257,6 +317,8 @@ def tune_inputs(
     guard: bool = True,
     clock: str = "wall",
     overall_landmark: bool | None = None,
+    asymptotic: bool = True,
+    resample_features: bool = True,
     on_progress: Callable[[str, int, int | None, float | None], None] | None = None,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
@@ -293,9 +355,16 @@ def tune_inputs(
         overall_landmark: After the cluster searches, tune one more landmark on the largest input of
             every cluster together, from the clusters' winners (None: when the budget, split one way
             more, still covers each search's seeds).
-        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``: this process's
-            CPU time, which other programs on a shared machine disturb less; single-threaded work
-            only, since it adds up every thread). Used for landmark runs and feature costs alike.
+        asymptotic: Fit each landmark's growth with the input size (:mod:`perftune.adapt._growth`) and,
+            for an input larger than the training inputs, never run a landmark predicted to grow past
+            another one by more than 10% (needs the target's size: ``AdaptiveSite`` has it, an
+            ``AdaptiveObjective`` when given ``size=``).
+        resample_features: Read every resampleable sampled column again at other offsets and score
+            each candidate dispatcher on those repeated samples too (a noisy level is then not read).
+        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.thread_time``: the CPU time of
+            the calling thread, which other programs on a shared machine disturb less; single-threaded
+            work only, since work in other threads is not counted). Used for landmark runs and feature
+            costs alike.
         on_progress: Called in this thread as work goes on, for a progress line, as
             ``on_progress(event, done, total, best)``: ``("landmark", searches done, searches, None)``
             before the first landmark search and after each; ``("trial", trials done in all searches,
@@ -346,7 +415,9 @@ def tune_inputs(
             raise AdaptError(f"tune_inputs: groups has {len(groups)} labels for {len(inputs)} inputs")
     seed = 0 if seed is None else int(seed)
     problem = _checker(check, accuracy, required)
-    timer = time.process_time if clock == "cpu" else time.perf_counter
+    # The thread's CPU clock, not the process's: under the CPU-time limit of run_limited the process
+    # clock is only updated at scheduler ticks (see perftune.adapt._limit).
+    timer = time.thread_time if clock == "cpu" else time.perf_counter
     # input index -> fastest correct run seen on it: a fast wrong (inaccurate) run sets no limit.
     fastest: dict[int, float] = {}
 
@@ -361,7 +432,9 @@ def tune_inputs(
     def correct(i: int, seconds: float) -> None:
         fastest[i] = min(fastest.get(i, math.inf), seconds)
 
-    values, cost = _measure_features(target, inputs, repeats, timer)
+    values, cost, resampled = _measure_features(target, inputs, repeats, timer)
+    sizes = [target.input_size(x) for x in inputs]
+    has_size = all(v is not None and v > 0 for v in sizes)
     z, center, scale = _standardise(values)
     n_distinct = len({tuple(row) for row in np.round(z, 9)})
     n_clusters = min(n_clusters, n_distinct)
@@ -465,8 +538,8 @@ def tune_inputs(
         share = _split_budget(budget, n_clusters + 1)
         overall_landmark = n_clusters > 1 and (share.evals is None or share.evals >= n_search_seeds + 2)
     n_searches = n_clusters + (1 if overall_landmark else 0)
-    per_cluster = _split_budget(budget, n_searches)
-    if per_cluster.evals is not None and per_cluster.evals < n_search_seeds + 1:
+    even = _split_budget(budget, n_searches)
+    if even.evals is not None and even.evals < n_search_seeds + 1:
         raise AdaptError(
             f"tune_inputs: budget {budget!r} is too small: each of the {n_searches} landmark searches "
             f"needs more than its {n_search_seeds} seed configurations (give at least "
@@ -475,25 +548,49 @@ def tune_inputs(
     cluster_landmark: list[int] = []
     winners: list[dict[str, Any]] = []
     n_trials = 0
-    total_trials = None if per_cluster.evals is None else per_cluster.evals * n_searches
+    family = [str(g) for g in groups] if groups is not None else [str(c) for c in clusters]
+
+    def bigness(i: int) -> tuple[Any, ...]:
+        # The size when the target knows it, else the feature values (the first column is usually one).
+        return (sizes[i], -i) if has_size else (values[i].tolist(), -i)
+
+    largest_of = [max((i for i, c in enumerate(clusters) if c == j), key=bigness) for j in range(n_clusters)]
+    # Where the time goes: a cluster's weight is the time its inputs take with their best seed (the
+    # seeds were measured on every input), so the searches whose inputs dominate the total get the trials.
+    weights = np.ones(n_clusters)
+    if seed_landmarks and seed_ks:
+        per_input = medians(seed_ks, list(range(n))).min(axis=1)  # inf: no seed answered
+        per_input = np.where(np.isfinite(per_input), per_input, 0.0)
+        weights = np.array([per_input[[i for i, c in enumerate(clusters) if c == j]].sum()
+                            for j in range(n_clusters)])
+    shares = _weighted_budgets(budget, [*weights.tolist(), *([float(weights.mean())] if overall_landmark
+                                                              else [])], floor=n_search_seeds + 2)
+    total_trials = None if shares[0].evals is None else sum(b.evals or 0 for b in shares)
     if on_progress is not None:
         on_progress("landmark", 0, n_searches, None)
-    largest_of = [max((i for i, c in enumerate(clusters) if c == j), key=lambda i: (values[i].tolist(), -i))
-                  for j in range(n_clusters)]
     for j in range(n_searches):
+        share = shares[j]
         if j == n_clusters:
             # The overall landmark: one configuration for the largest input of every cluster together,
             # started from the clusters' winners. It is the strongest one-for-all candidate, and often the
             # robust fallback for inputs unlike any training family.
             reps = list(dict.fromkeys(largest_of))
-            cap = None if per_cluster.evals is None else per_cluster.evals - 1
+            cap = None if share.evals is None else share.evals - 1
             search_seeds = [dict(w) for w in winners][:cap]
         else:
             members = [i for i, c in enumerate(clusters) if c == j]
+            # The cluster's largest inputs, the largest of each family in it first: their times are most
+            # of the total, and the landmark is tuned where it matters; then the inputs nearest the centre.
+            tops: dict[str, int] = {}
+            for i in sorted(members, key=bigness, reverse=True):
+                tops.setdefault(family[i], i)
+            reps = sorted(tops.values(), key=bigness, reverse=True)[:n_representatives]
             dist = ((z[members] - km.cluster_centers_[j]) ** 2).sum(axis=1)
-            reps = [members[i] for i in np.argsort(dist)[: max(1, n_representatives - 1)]]
-            if largest_of[j] not in reps:
-                reps.append(largest_of[j])
+            for m in np.argsort(dist):
+                if len(reps) >= n_representatives:
+                    break
+                if members[m] not in reps:
+                    reps.append(members[m])
             search_seeds = seeds
             if seed_landmarks and seed_ks:
                 # The cluster's two best seeds on its representatives: fewest no-answers, then least time.
@@ -530,7 +627,7 @@ def tune_inputs(
                 on_progress("trial", done[0], total_trials, None if best is None else best.value)
             hooks.append(tick)
         result = perftune.tune(
-            objective, space, budget=per_cluster, seed=seed + j, seeds=search_seeds,
+            objective, space, budget=share, seed=seed + j, seeds=search_seeds,
             technique=technique, repeats=search_repeats, callbacks=hooks,
         )
         n_trials += len(result.trials)
@@ -558,7 +655,12 @@ def tune_inputs(
     time_s = np.median(samples, axis=0)
     fit = fit_dispatch(values, cost, time_s, answered, classifier=classifier, max_depth=max_depth,
                        max_columns=max_columns, seed=seed, groups=clusters if groups is None else groups,
-                       guard=guard)
+                       guard=guard, resampled=resampled if resample_features else None)
+    growth = None
+    if asymptotic and has_size:
+        chosen = [fit.model.choose(functools.partial(_cell, values, i)) for i in range(n)]
+        growth = fit_growth(chosen, [float(v) for v in sizes if v is not None], time_s, ok, family,
+                            bound=answered & stopped_runs)
     one_level = CentroidModel(
         center=center.tolist(),
         scale=scale.tolist(),
@@ -579,4 +681,10 @@ def tune_inputs(
         stopped=stopped_runs,
         clusters=clusters,
         n_trials=n_trials,
+        growth=growth,
+        resampled=resampled,
     )
+
+
+def _cell(values: np.ndarray, i: int, c: int) -> float:
+    return float(values[i, c])

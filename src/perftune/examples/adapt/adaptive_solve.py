@@ -104,8 +104,12 @@ def _run(method: str, config: Any, problem: Problem) -> np.ndarray:
     return _jacobi(problem.A, problem.b, int(config["iters"]))
 
 
-SPACE = Space({"method": Choice(["sparse", "dense", "cg", "jacobi"]), "iters": LogInt(2, 2048, default=64)})
-adaptive_solve = AdaptiveObjective("adapt-solve", run, SPACE, default={"method": "sparse", "iters": 64})
+# The direct solvers ignore the iteration count: it is active only for the iterative ones, so that two
+# configurations running the same sparse LU are one configuration (one landmark, not noisy copies).
+SPACE = Space({"method": Choice(["sparse", "dense", "cg", "jacobi"]),
+               "iters": LogInt(2, 2048, default=64, when="method in ['cg', 'jacobi']")})
+adaptive_solve = AdaptiveObjective("adapt-solve", run, SPACE, default={"method": "sparse"},
+                                   size=lambda p: p.n)
 
 
 def digits(x: np.ndarray, problem: Problem) -> float:
@@ -123,12 +127,13 @@ def required_digits(problem: Problem) -> float:
     return problem.digits
 
 
-def _dominance(problem: Problem, n: int) -> float:
-    """min over about ``n`` strided rows of |a_ii| / sum_j!=i |a_ij| (>= 1: Jacobi converges)."""
+def _dominance(problem: Problem, n: int, offset: int = 0) -> float:
+    """min over about ``n`` strided rows of |a_ii| / sum_j!=i |a_ij| (>= 1: Jacobi converges);
+    ``offset`` shifts the sampled rows (a repeated sample)."""
     A = problem.A
     step = max(1, problem.n // n)
     worst = math.inf
-    for i in range(0, problem.n, step):
+    for i in range(offset % step, problem.n, step):
         row = A.getrow(i)
         diag = abs(float(A[i, i]))
         off = float(np.abs(row.data).sum()) - diag
@@ -138,7 +143,7 @@ def _dominance(problem: Problem, n: int) -> float:
 
 adaptive_solve.feature(lambda p: math.log2(p.n), name="n", cost="cheap")
 adaptive_solve.feature(required_digits, name="digits", cost="cheap")
-adaptive_solve.feature(lambda p, level: density(p.A, level), name="density", levels=(8, 64))
+adaptive_solve.feature(lambda p, level, offset=0: density(p.A, level, offset), name="density", levels=(8, 64))
 adaptive_solve.feature(_dominance, name="dominance", levels=(8, 64))
 
 
