@@ -668,3 +668,45 @@ class StagedSweepLite48(StagedBandit):
 
 
 _register(StagedSweepLite48)
+
+
+class EliteSweepLiteLate(EliteSweepLite):
+    """:class:`EliteSweepLite` only once 100 results are known ("late": the first 100 measurements of a
+    run are those of the default), and 32 in a row brought no new best."""
+
+    name: ClassVar[str] = "x-elite-sweep-lite-late"
+    min_results: ClassVar[int] = 100
+
+    def _learn(self, trial: Any, loss: float | None) -> None:
+        ProductEliteNeighbours._learn(self, trial, loss)
+        if self.improved:
+            self._n_told_at_best = self.n_told
+        stuck = self.n_told >= self.min_results and self.n_told - self._n_told_at_best >= self.stuck_results
+        if stuck != self._sweeping:
+            self._sweeping = stuck
+            self._neighbours.clear()
+
+
+_register(EliteSweepLiteLate)
+
+
+class StagedSweepLiteLate(StagedBandit):
+    """StagedSweepLite whose arm widens its moves only after 100 results (:class:`EliteSweepLiteLate`).
+    Adopted by the cross-validation rule (results/cv.md, decision 3): now perftune's default
+    (``perftune.search._boundary.ELITE_SETTINGS``); its stored runs are the former default's until 100
+    results, then this change."""
+
+    name: ClassVar[str] = "x-staged-sweep-lite-late"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        from perftune.search import STAGED_PORTFOLIO
+        from perftune.search._staged import _has_continuous
+
+        arm = "x-elite-sweep-lite-late"
+        portfolio = tuple(arm if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
+        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
+            settings = settings or StagedSettings(techniques=portfolio)
+        super().__init__(space, seed=seed, settings=settings)
+
+
+_register(StagedSweepLiteLate)
