@@ -134,7 +134,10 @@ def run_job(spec: dict[str, Any], tool: str, seeds: str, budget: int) -> tuple[s
     todo = [s for s in wanted if s not in done]
     seeds = ",".join(str(s) for s in todo)
     t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(PEERS_DIR), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+    # The caller's PYTHONPATH stays behind the peers' folder: a worktree's own src/ must win over the
+    # editable install that the project's environment points at.
+    path = os.pathsep.join(p for p in (str(PEERS_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
     proc = subprocess.run(
         [*cmd, "--spec", json.dumps(spec), "--tool", tool, "--seeds", seeds, "--budget", str(budget),
@@ -370,7 +373,8 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
               "- `perftune` is the default technique (a boundary-biased design, then the AUC bandit) driven through `perftune.Tuner` with lag 0;"
               " `perftune-exp:...` rows are experimental variants from `benchmarks/quality_variants.py`"
               " (not perftune's default; they are there to show what helps); `perftune-previous` is the"
-              " default before the latest decision of `benchmarks/results/cv.md` (its stored runs).",
+              " default before decision 1 of `benchmarks/results/cv_notes.md` (its stored runs; the"
+              " defaults before decisions 2 and 3 are the rows of StagedScaledDesign and StagedLeanRefit8).",
               ""]
     lines += ["## Targets (development spaces)", "",
               f"Geomean over all {len(dev_names())} development spaces:", ""]

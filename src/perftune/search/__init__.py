@@ -32,7 +32,7 @@ from perftune.search._base import (
     PreloadsImports,
     Technique,
 )
-from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours
+from perftune.search._boundary import Boundary, BoundarySettings, EliteNeighbours, EliteNeighboursSettings
 from perftune.search._cmaes import CMAES, CMAESSettings
 from perftune.search._coordinate import CoordinateDescent, CoordinateDescentSettings
 from perftune.search._de import DESettings, DifferentialEvolution
@@ -79,6 +79,7 @@ __all__ = [
     "CoordinateDescentSettings",
     "DESettings",
     "EliteNeighbours",
+    "EliteNeighboursSettings",
     "DifferentialEvolution",
     "GASettings",
     "GeneticAlgorithm",

@@ -8,7 +8,9 @@ from configurations at the corners where kernel and compiler spaces often have t
 adopted by the leave-one-kernel-out rule, ``benchmarks/results/cv.md``); then
 the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their
 other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``,
-``greedy-uniform``, ``coordinate-descent`` and ``elite-neighbours``. Spaces with continuous
+``greedy-uniform``, ``coordinate-descent`` and ``elite-neighbours`` (whose neighbourhoods widen late in a
+run that stopped improving, :data:`~perftune.search._boundary.ELITE_SETTINGS`; leave-one-kernel-out
+decision 3). Spaces with continuous
 parameters skip the design: spaces of real numbers only use :data:`CONTINUOUS_PORTFOLIO` (methods for
 smooth functions: pattern search, a quadratic trust region, CMA-ES and Nelder-Mead, with a genetic
 algorithm for breadth); mixed spaces with some real numbers use the general portfolio
@@ -24,7 +26,7 @@ from typing import Any, ClassVar
 from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
 from perftune.search._base import Stateful, check_settings
-from perftune.search._boundary import CORNER_SETTINGS, Boundary, design_settings
+from perftune.search._boundary import CORNER_SETTINGS, ELITE_SETTINGS, Boundary, design_settings
 from perftune.search._model import ModelSettings
 from perftune.search._seeding import Stream, stream_seed
 
@@ -137,6 +139,8 @@ class StagedBandit(Stateful):
         overrides: dict[str, Any] = {"boundary": CORNER_SETTINGS} if "boundary" in techniques else {}
         if "model" in techniques:
             overrides["model"] = STAGED_MODEL_SETTINGS
+        if "elite-neighbours" in techniques:
+            overrides["elite-neighbours"] = ELITE_SETTINGS
         self.bandit = AUCBandit(
             space,
             seed=None if seed is None else stream_seed(seed, Stream.STAGED_BANDIT),
