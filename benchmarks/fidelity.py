@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,7 +231,9 @@ def _plot(curves: dict[str, dict[int, list[list[Any]]]], seeds: list[int], compu
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for tool in TOOLS:
         ys = np.array([[best_at(curves[tool][s], g) or np.nan for g in grid] for s in seeds], dtype=float)
-        with np.errstate(all="ignore"):
+        # Early grid points where no seed has a full evaluation yet are NaN: not worth a warning.
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             med = np.nanmedian(ys, axis=0)
             lo, hi = np.nanpercentile(ys, 25, axis=0), np.nanpercentile(ys, 75, axis=0)
         ax.plot(grid, med, label=tool)
