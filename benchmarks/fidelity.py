@@ -64,7 +64,8 @@ def space(problem: str = "nn") -> Any:
                   for name, (kind, args) in params.items()})
 
 
-def run_perftune(tool: str, compute: int, seed: int, problem: str = "nn") -> list[list[Any]]:
+def run_perftune(tool: str, compute: int, seed: int, problem: str = "nn",
+                 pruner: dict[str, Any] | None = None) -> list[list[Any]]:
     """[[steps so far, value or None, status], ...] for each trial of one seeded run, in finish order."""
     import perftune
     from perftune.drive import ASHA
@@ -89,7 +90,7 @@ def run_perftune(tool: str, compute: int, seed: int, problem: str = "nn") -> lis
             return value
 
         perftune.tune(objective, space(problem), budget=10**6, seed=seed, callbacks=[record],
-                      pruner=ASHA(eta=3, max_steps=steps))
+                      pruner=ASHA(eta=3, max_steps=steps, **(pruner or {})))
     else:
         def full(config: Any) -> float:
             *_, value = train(dict(config))
@@ -135,7 +136,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--compute", type=int, default=None, help="steps per run (default 40 full trainings)")
     parser.add_argument("--optuna", default="/work/wt-peers/.peers/optuna/bin/python")
+    parser.add_argument("--brackets", type=int, default=1, help="perftune-asha's ASHA brackets")
+    parser.add_argument("--allocation", choices=("even", "hyperband"), default="even",
+                        help="perftune-asha's ASHA allocation of trials to brackets")
     args = parser.parse_args()
+    pruner = {"brackets": args.brackets, "allocation": args.allocation}
+    # Results of the default pruner are fidelity-PROBLEM.*; others say their settings in the name.
+    name = args.problem if args.brackets == 1 else f"{args.problem}-{args.allocation}{args.brackets}"
     _, steps, _ = fp.PROBLEMS[args.problem]
     if args.compute is None:
         args.compute = 40 * steps
@@ -149,7 +156,7 @@ def main() -> None:
         if tool.startswith("optuna"):
             curves[tool] = run_optuna(args.optuna, args.compute, seeds, args.problem)
         else:
-            curves[tool] = {s: run_perftune(tool, args.compute, s, args.problem) for s in seeds}
+            curves[tool] = {s: run_perftune(tool, args.compute, s, args.problem, pruner) for s in seeds}
         seconds[tool] = time.time() - t0
         print(f"{tool}: {seconds[tool]:.0f} s", file=sys.stderr)
     load_after = os.getloadavg()
@@ -177,7 +184,10 @@ def main() -> None:
         "# Multi-fidelity: best value per unit of compute",
         "",
         "Command: `nice .venv/bin/python benchmarks/fidelity.py "
-        f"--problem {args.problem} --seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}`",
+        f"--problem {args.problem} --seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}"
+        + (f" --brackets {args.brackets} --allocation {args.allocation}" if args.brackets != 1 else "") + "`",
+        f"perftune-asha: `ASHA(eta=3, max_steps={steps}, brackets={args.brackets}, "
+        f"allocation={args.allocation!r})`.",
         f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
         f"wall {time.time() - started:.0f} s.",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
@@ -208,14 +218,15 @@ def main() -> None:
         "Wall time per tool (all seeds, this shared machine): "
         + ", ".join(f"{t} {seconds[t]:.0f} s" for t in TOOLS) + ".",
         "",
-        f"![best value against compute](fidelity-{args.problem}.png)",
+        f"![best value against compute](fidelity-{name}.png)",
         "",
     ]
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"fidelity-{args.problem}-raw.json"), "w") as f:
-        json.dump({"problem": args.problem, "compute": args.compute, "seeds": seeds, "curves": curves}, f)
-    _plot(curves, seeds, args.compute, os.path.join(RESULTS, f"fidelity-{args.problem}.png"))
-    with open(os.path.join(RESULTS, f"fidelity-{args.problem}.md"), "w") as f:
+    with open(os.path.join(RESULTS, f"fidelity-{name}-raw.json"), "w") as f:
+        json.dump({"problem": args.problem, "pruner": pruner, "compute": args.compute, "seeds": seeds,
+                   "curves": curves}, f)
+    _plot(curves, seeds, args.compute, os.path.join(RESULTS, f"fidelity-{name}.png"))
+    with open(os.path.join(RESULTS, f"fidelity-{name}.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
 
