@@ -1,24 +1,29 @@
 """Multi-fidelity: best value reached per unit of compute, perftune with and without ASHA, and Optuna.
 
-The objective (benchmarks/fidelity_problem.py) trains a small network for up to 27 epochs; the value is
-the validation cross-entropy, the compute of a trial the epochs it trained. Three tools, each given the
-same compute (``--compute`` epochs, default 40 full trainings) per seed:
+The objective (``--problem``, one of benchmarks/fidelity_problem.py's ``PROBLEMS``: ``nn``, a small
+network trained for up to 27 epochs, value the validation cross-entropy; ``gbm``, gradient-boosted trees,
+27 steps of 3 rounds, value the validation RMSE) reports its value after every step; the compute of a
+trial is the steps it ran. Three tools, each given the same compute (``--compute`` steps, default 40
+full trainings) per seed:
 
 - ``perftune-asha``: ``perftune.tune(objective(config, trial), pruner=ASHA(eta=3, max_steps=27))``: the
-  objective reports after every epoch and stops when ``trial.should_prune()`` says so;
-- ``perftune-full``: the same search without fidelity: every trial trains 27 epochs;
+  objective reports after every step and stops when ``trial.should_prune()`` says so;
+- ``perftune-full``: the same search without fidelity: every trial trains 27 steps;
 - ``optuna-hyperband``: Optuna's TPESampler + HyperbandPruner(1, 27, 3), run in Optuna's own virtual
   environment (benchmarks/peers/run_optuna_fidelity.py).
 
-A curve is the best *full-fidelity* value (a trial that trained all 27 epochs) after each trial, against
+A curve is the best *full-fidelity* value (a trial that trained all 27 steps) after each trial, against
 the compute spent so far. The table gives, for quality targets taken from ``perftune-full``'s median
 curve, the median compute each tool needed to reach them (over seeds; "-" when fewer than half did),
 and the ratio ``perftune-full / tool``. The goal: ``perftune-asha`` reaches the same quality with at
 least 2x less compute.
 
+Writes benchmarks/results/fidelity-PROBLEM.md (the table), fidelity-PROBLEM.png and
+fidelity-PROBLEM-raw.json.
+
 Usage::
 
-    nice .venv/bin/python benchmarks/fidelity.py --seeds 10 \\
+    nice .venv/bin/python benchmarks/fidelity.py --problem nn --seeds 21 \\
         --optuna /work/wt-peers/.peers/optuna/bin/python
 """
 
@@ -32,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,29 +46,36 @@ sys.path.insert(0, HERE)
 import fidelity_problem as fp  # noqa: E402
 
 TOOLS = ("perftune-asha", "perftune-full", "optuna-hyperband")
+DESCRIPTIONS = {
+    "nn": "a 20-feature, 2000-point classification task, a one-hidden-layer network, 5 hyperparameters, "
+          "validation cross-entropy, a step is an epoch",
+    "gbm": "Friedman #1 regression, 1000 points, gradient-boosted histogram trees, 5 hyperparameters, "
+           "validation RMSE, a step is 3 boosting rounds",
+}
 RESULTS = os.path.join(HERE, "results")
 
 
-def space() -> Any:
+def space(problem: str = "nn") -> Any:
     from perftune.space import Choice, Float, Int, LogFloat, Space
 
-    return Space({
-        "lr": LogFloat(*fp.LIMITS["lr"]), "momentum": Float(*fp.LIMITS["momentum"]),
-        "l2": LogFloat(*fp.LIMITS["l2"]), "hidden": Int(*fp.LIMITS["hidden"]),
-        "batch": Choice(list(fp.BATCHES)),
-    })
+    kinds = {"log": LogFloat, "float": Float, "int": Int}
+    params, _, _ = fp.PROBLEMS[problem]
+    return Space({name: Choice(list(args)) if kind == "choice" else kinds[kind](*args)
+                  for name, (kind, args) in params.items()})
 
 
-def run_perftune(tool: str, compute: int, seed: int) -> list[list[Any]]:
-    """[[epochs so far, value or None, status], ...] for each trial of one seeded run, in finish order."""
+def run_perftune(tool: str, compute: int, seed: int, problem: str = "nn",
+                 pruner: dict[str, Any] | None = None) -> list[list[Any]]:
+    """[[steps so far, value or None, status], ...] for each trial of one seeded run, in finish order."""
     import perftune
     from perftune.drive import ASHA
 
+    _, steps, train = fp.PROBLEMS[problem]
     out: list[list[Any]] = []
     spent = [0]
 
     def record(tuner: Any, trial: Any) -> None:
-        spent[0] += len(trial.intermediate) if tool == "perftune-asha" else fp.MAX_EPOCHS
+        spent[0] += len(trial.intermediate) if tool == "perftune-asha" else steps
         out.append([spent[0], trial.value, trial.status.value])
         if spent[0] >= compute:
             tuner.stop("compute")
@@ -70,38 +83,39 @@ def run_perftune(tool: str, compute: int, seed: int) -> list[list[Any]]:
     if tool == "perftune-asha":
         def objective(config: Any, trial: Any) -> float:
             value = 0.0
-            for epoch, value in enumerate(fp.train(dict(config)), 1):
+            for epoch, value in enumerate(train(dict(config)), 1):
                 trial.report(epoch, value)
                 if trial.should_prune():
                     raise perftune.Pruned()
             return value
 
-        perftune.tune(objective, space(), budget=10**6, seed=seed, callbacks=[record],
-                      pruner=ASHA(eta=3, max_steps=fp.MAX_EPOCHS))
+        perftune.tune(objective, space(problem), budget=10**6, seed=seed, callbacks=[record],
+                      pruner=ASHA(eta=3, max_steps=steps, **(pruner or {})))
     else:
         def full(config: Any) -> float:
-            *_, value = fp.train(dict(config))
+            *_, value = train(dict(config))
             return value
 
-        perftune.tune(full, space(), budget=10**6, seed=seed, callbacks=[record])
+        perftune.tune(full, space(problem), budget=10**6, seed=seed, callbacks=[record])
     return out
 
 
-def run_optuna(python: str, compute: int, seeds: list[int]) -> dict[int, list[list[Any]]]:
+def run_optuna(python: str, compute: int, seeds: list[int],
+               problem: str = "nn") -> dict[int, list[list[Any]]]:
     script = os.path.join(HERE, "peers", "run_optuna_fidelity.py")
-    done = subprocess.run([python, script, str(compute), *map(str, seeds)], check=True, capture_output=True,
-                          text=True)
+    done = subprocess.run([python, script, "--problem", problem, str(compute), *map(str, seeds)], check=True,
+                          capture_output=True, text=True)
     return {int(k): v for k, v in json.loads(done.stdout).items()}
 
 
 def best_at(curve: list[list[Any]], compute: float) -> float | None:
-    """The best full-fidelity value among the trials finished within ``compute`` epochs."""
+    """The best full-fidelity value among the trials finished within ``compute`` steps."""
     values = [v for c, v, s in curve if c <= compute and s == "ok" and v is not None]
     return min(values) if values else None
 
 
 def compute_to(curve: list[list[Any]], target: float) -> float:
-    """Epochs spent when the best full-fidelity value first reached ``target`` (inf: never)."""
+    """Steps spent when the best full-fidelity value first reached ``target`` (inf: never)."""
     best = float("inf")
     for c, v, s in curve:
         if s == "ok" and v is not None:
@@ -118,10 +132,20 @@ def _median_or_none(xs: list[float]) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", choices=sorted(fp.PROBLEMS), default="nn")
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--compute", type=int, default=40 * fp.MAX_EPOCHS, help="epochs per run")
+    parser.add_argument("--compute", type=int, default=None, help="steps per run (default 40 full trainings)")
     parser.add_argument("--optuna", default="/work/wt-peers/.peers/optuna/bin/python")
+    parser.add_argument("--brackets", type=int, default=1, help="perftune-asha's ASHA brackets")
+    parser.add_argument("--allocation", choices=("even", "hyperband"), default="even",
+                        help="perftune-asha's ASHA allocation of trials to brackets")
     args = parser.parse_args()
+    pruner = {"brackets": args.brackets, "allocation": args.allocation}
+    # Results of the default pruner are fidelity-PROBLEM.*; others say their settings in the name.
+    name = args.problem if args.brackets == 1 else f"{args.problem}-{args.allocation}{args.brackets}"
+    _, steps, _ = fp.PROBLEMS[args.problem]
+    if args.compute is None:
+        args.compute = 40 * steps
     seeds = list(range(args.seeds))
     started = time.time()
     load_before = os.getloadavg()
@@ -130,9 +154,9 @@ def main() -> None:
     for tool in TOOLS:
         t0 = time.time()
         if tool.startswith("optuna"):
-            curves[tool] = run_optuna(args.optuna, args.compute, seeds)
+            curves[tool] = run_optuna(args.optuna, args.compute, seeds, args.problem)
         else:
-            curves[tool] = {s: run_perftune(tool, args.compute, s) for s in seeds}
+            curves[tool] = {s: run_perftune(tool, args.compute, s, args.problem, pruner) for s in seeds}
         seconds[tool] = time.time() - t0
         print(f"{tool}: {seconds[tool]:.0f} s", file=sys.stderr)
     load_after = os.getloadavg()
@@ -160,21 +184,23 @@ def main() -> None:
         "# Multi-fidelity: best value per unit of compute",
         "",
         "Command: `nice .venv/bin/python benchmarks/fidelity.py "
-        f"--seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}`",
+        f"--problem {args.problem} --seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}"
+        + (f" --brackets {args.brackets} --allocation {args.allocation}" if args.brackets != 1 else "") + "`",
+        f"perftune-asha: `ASHA(eta=3, max_steps={steps}, brackets={args.brackets}, "
+        f"allocation={args.allocation!r})`.",
         f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
         f"wall {time.time() - started:.0f} s.",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"1-minute load average {load_before[0]:.1f} at the start, "
-        f"{load_after[0]:.1f} at the end (compute is counted in epochs, so the load does not change "
+        f"{load_after[0]:.1f} at the end (compute is counted in steps, so the load does not change "
         "the numbers, only the wall time).",
         "",
-        f"Objective: benchmarks/fidelity_problem.py (a 20-feature, 2000-point classification task, a "
-        f"one-hidden-layer network, 5 hyperparameters, validation cross-entropy after up to "
-        f"{fp.MAX_EPOCHS} epochs). Each tool gets {args.compute} epochs "
-        f"(= {args.compute // fp.MAX_EPOCHS} full trainings) per seed; {args.seeds} seeds "
+        f"Objective: benchmarks/fidelity_problem.py, problem `{args.problem}` ({DESCRIPTIONS[args.problem]}, "
+        f"up to {steps} steps). Each tool gets {args.compute} steps "
+        f"(= {args.compute // steps} full trainings) per seed; {args.seeds} seeds "
         f"(0..{args.seeds - 1}).",
         "",
-        "Compute (epochs, median over seeds) to reach the quality `perftune-full` reaches at 1/4, 1/2 and "
+        "Compute (steps, median over seeds) to reach the quality `perftune-full` reaches at 1/4, 1/2 and "
         "all of the compute, and the ratio to `perftune-full` (higher is better; `-`: fewer than half "
         "the seeds got there):",
         "",
@@ -192,14 +218,15 @@ def main() -> None:
         "Wall time per tool (all seeds, this shared machine): "
         + ", ".join(f"{t} {seconds[t]:.0f} s" for t in TOOLS) + ".",
         "",
-        "![best value against compute](fidelity.png)",
+        f"![best value against compute](fidelity-{name}.png)",
         "",
     ]
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "fidelity-raw.json"), "w") as f:
-        json.dump({"compute": args.compute, "seeds": seeds, "curves": curves}, f)
-    _plot(curves, seeds, args.compute, os.path.join(RESULTS, "fidelity.png"))
-    with open(os.path.join(RESULTS, "fidelity.md"), "w") as f:
+    with open(os.path.join(RESULTS, f"fidelity-{name}-raw.json"), "w") as f:
+        json.dump({"problem": args.problem, "pruner": pruner, "compute": args.compute, "seeds": seeds,
+                   "curves": curves}, f)
+    _plot(curves, seeds, args.compute, os.path.join(RESULTS, f"fidelity-{name}.png"))
+    with open(os.path.join(RESULTS, f"fidelity-{name}.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
 
@@ -215,12 +242,14 @@ def _plot(curves: dict[str, dict[int, list[list[Any]]]], seeds: list[int], compu
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for tool in TOOLS:
         ys = np.array([[best_at(curves[tool][s], g) or np.nan for g in grid] for s in seeds], dtype=float)
-        with np.errstate(all="ignore"):
+        # Early grid points where no seed has a full evaluation yet are NaN: not worth a warning.
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             med = np.nanmedian(ys, axis=0)
             lo, hi = np.nanpercentile(ys, 25, axis=0), np.nanpercentile(ys, 75, axis=0)
         ax.plot(grid, med, label=tool)
         ax.fill_between(grid, lo, hi, alpha=0.2)
-    ax.set_xlabel("compute (epochs trained, all trials)")
+    ax.set_xlabel("compute (steps trained, all trials)")
     ax.set_ylabel("best full-fidelity validation loss")
     ax.set_title(f"median and interquartile range over {len(seeds)} seeds")
     ax.legend()

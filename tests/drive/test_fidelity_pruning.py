@@ -128,7 +128,36 @@ def test_brackets_start_their_rungs_later() -> None:
     assert odd and all(max(t.intermediate) in (3, 9, 27) for t in odd)  # bracket 1: no rung at step 1
 
 
+def test_hyperband_allocation_gives_the_early_brackets_more_trials_in_every_stretch() -> None:
+    pruner = ASHA(eta=3, max_steps=27, brackets=4, allocation="hyperband")
+    # Hyperband's numbers of configurations for 4 brackets of eta 3: 27, 12, 6 and 4 (of 49).
+    shares = (27 / 49, 12 / 49, 6 / 49, 4 / 49)
+    for start in (0, 1000):  # any stretch of tickets, not only from the start
+        counts = [0] * 4
+        for i in range(start, start + 490):
+            counts[pruner.bracket_of(i)] += 1
+        assert all(abs(c / 490 - share) < 0.01 for c, share in zip(counts, shares, strict=True)), counts
+    assert pruner.bracket_of(0) == 0  # the first trial (the default configuration) is judged from step 1
+    assert pruner.rung_steps(3) == ()  # the last bracket starts at max_steps: its trials are never pruned
+    assert ASHA(brackets=3).bracket_of(7) == 1  # "even" stays i % brackets
+    assert pruner.to_dict()["allocation"] == "hyperband"
+
+
+def test_a_trial_of_the_bracket_without_rungs_is_never_pruned(tmp_path: Path) -> None:
+    pruner = ASHA(eta=3, max_steps=27, brackets=4, allocation="hyperband")
+    fidelity = Fidelity(pruner, "min", str(tmp_path))
+    last = next(i for i in range(100) if pruner.bracket_of(i) == 3)
+    good = next(i for i in range(100) if pruner.bracket_of(i) == 0)
+    first = RunningTrial(good, {}, fidelity)
+    first.report(1, 0.1)
+    late = RunningTrial(last, {}, fidelity)
+    for step in range(1, 27):
+        late.report(step, 9.0)
+        assert not late.should_prune()
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
+    ({"allocation": "uneven"}, "ASHA: allocation must be 'even' or 'hyperband', got 'uneven'"),
     ({"eta": 1}, "ASHA: eta must be an integer of at least 2, got 1"),
     ({"min_steps": 0}, "ASHA: min_steps must be an integer of at least 1, got 0"),
     ({"brackets": 0}, "ASHA: brackets must be an integer of at least 1, got 0"),

@@ -48,6 +48,7 @@ from perftune.errors import PerftuneError
 __all__ = ["ASHA", "Fidelity", "RunningTrial", "takes_trial"]
 
 _MAX_RUNGS = 64  # geometric rungs without max_steps: eta**64 steps is beyond any real run
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,23 @@ class ASHA:
         max_steps: The step of a full evaluation, when known: no rung at or beyond it (default None:
             rungs go on geometrically; a trial that returns is a full evaluation whatever its step).
         brackets: Hyperband-style brackets (default 1: plain ASHA). Bracket ``s`` starts at
-            ``min_steps * eta**s``; trial ``i`` is in bracket ``i % brackets``.
+            ``min_steps * eta**s``; trial ``i`` is in bracket ``i % brackets`` (see ``allocation``).
         rungs: Explicit rung steps, increasing, instead of the geometric ones (task files: one rung per
             fidelity level but the last). With ``brackets > 1``, bracket ``s`` skips the first ``s``.
+        allocation: How trials are shared among brackets: ``"even"`` (default: ``i % brackets``) or
+            ``"hyperband"``: bracket ``b`` of ``B`` gets a share proportional to ``B * eta**k / (k + 1)``
+            with ``k = B - 1 - b`` (Hyperband's numbers of configurations, as in Optuna's
+            ``HyperbandPruner``), so the brackets that prune early get more trials; trials are spread by
+            their ticket (a golden-ratio sequence), so a seeded run stays reproducible.
 
     Example:
         >>> ASHA().rung_steps(0)[:4]
         (1, 3, 9, 27)
         >>> ASHA(eta=2, min_steps=4, max_steps=40, brackets=2).rung_steps(1)
         (8, 16, 32)
+        >>> hb = ASHA(max_steps=27, brackets=4, allocation="hyperband")
+        >>> [sum(hb.bracket_of(i) == b for i in range(490)) for b in range(4)]
+        [269, 121, 60, 40]
     """
 
     eta: int = 3
@@ -77,6 +86,7 @@ class ASHA:
     max_steps: int | None = None
     brackets: int = 1
     rungs: tuple[int, ...] | None = None
+    allocation: str = "even"
 
     def __post_init__(self) -> None:
         def positive_int(name: str, value: Any, least: int) -> None:
@@ -94,6 +104,8 @@ class ASHA:
                     or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
                 raise PerftuneError(f"ASHA: rungs must be increasing integer steps, got {self.rungs!r}")
             object.__setattr__(self, "rungs", tuple(steps))
+        if self.allocation not in ("even", "hyperband"):
+            raise PerftuneError(f"ASHA: allocation must be 'even' or 'hyperband', got {self.allocation!r}")
 
     def rung_steps(self, bracket: int) -> tuple[int, ...]:
         """The steps at which a trial of ``bracket`` is judged, in order."""
@@ -108,12 +120,24 @@ class ASHA:
 
     def bracket_of(self, trial_id: int) -> int:
         """The bracket of ticket ``trial_id``."""
-        return trial_id % self.brackets
+        if self.allocation == "even" or self.brackets == 1:
+            return trial_id % self.brackets
+        n = self.brackets
+        weights = [n * self.eta ** (n - 1 - b) / (n - b) for b in range(n)]
+        # The fractional parts of i * golden ratio fill [0, 1) evenly for any run length, so every
+        # stretch of tickets is shared in about the right proportions.
+        position = (trial_id * _GOLDEN) % 1.0 * sum(weights)
+        for bracket, weight in enumerate(weights):
+            position -= weight
+            if position < 0:
+                return bracket
+        return n - 1
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain data (stored with the run)."""
         return {"eta": self.eta, "min_steps": self.min_steps, "max_steps": self.max_steps,
-                "brackets": self.brackets, "rungs": None if self.rungs is None else list(self.rungs)}
+                "brackets": self.brackets, "rungs": None if self.rungs is None else list(self.rungs),
+                "allocation": self.allocation}
 
 
 class _RungFiles:
