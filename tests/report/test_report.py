@@ -214,3 +214,35 @@ def test_plots_false_leaves_them_out_without_blaming_plotly(db: str, tmp_path: P
     page = _parse(out)
     assert page.images == [] and "plotly" not in " ".join(page.text)
     assert "Failures by reason" in " ".join(page.text)
+
+
+def _pruned_or_failed(config: Config) -> float:
+    from perftune.trial import Pruned
+
+    if config["x"] % 3 == 0:
+        raise Pruned("stopped at step 1 of 27")
+    if config["x"] % 7 == 0:
+        raise RuntimeError("kernel launch failed")
+    return float(config["x"])
+
+
+def test_pruned_trials_are_counted_apart_from_the_failures(tmp_path: Path) -> None:
+    from perftune.report import run_view
+
+    path = f"sqlite:///{tmp_path / 'prune.db'}"
+    perftune.tune(_pruned_or_failed, Space({"x": Int(0, 41)}), budget=42, seed=1, store=path, name="pr")
+    store = open_store(path)
+    trials = store.trials(store.get_run("pr").id)
+    n_pruned = sum(t.status is Status.PRUNED for t in trials)
+    n_failed = sum(t.status is Status.FAILED for t in trials)
+    assert n_pruned >= 10 and n_failed >= 3
+    view = run_view(store, "pr")
+    assert view["pruned"] == n_pruned
+    assert {f["status"] for f in view["failures"]} == {"failed"}
+    assert sum(f["count"] for f in view["failures"]) == n_failed
+    assert all(s != "pruned" for s, _, _ in failure_counts(trials))
+    page = write_html(store, "pr", tmp_path / "pr.html").read_text()
+    start = page.index("<h2>Failures by reason</h2>")
+    failures_part = page[start:page.index("</table>", start)]
+    assert f"{n_pruned} trials pruned early" in failures_part
+    assert "stopped at step 1" not in failures_part

@@ -43,7 +43,8 @@ def _loss(trial: Trial, goal: str) -> float | None:
 
 
 def failure_counts(trials: Sequence[Trial]) -> list[tuple[str, str, int]]:
-    """``(status, reason, count)`` for every kind of unsuccessful trial, most frequent first.
+    """``(status, reason, count)`` for every kind of failed trial, most frequent first (pruned trials,
+    stopped early by a fidelity schedule, are not failures).
 
     Example:
         >>> from perftune.space import Config
@@ -52,7 +53,7 @@ def failure_counts(trials: Sequence[Trial]) -> list[tuple[str, str, int]]:
     """
     counts: Counter[tuple[str, str]] = Counter()
     for t in trials:
-        if t.status in (Status.OK, Status.PENDING):
+        if t.status in (Status.OK, Status.PENDING, Status.PRUNED):
             continue
         text = (t.reason or "").strip()
         reason = text.splitlines()[0] if text else t.status.value
@@ -182,6 +183,8 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
     else:
         parts.append("<p>No trials yet.</p>")
     parts.append("<h2>Failures by reason</h2>")
+    if view.get("pruned"):
+        parts.append(f"<p>{view['pruned']} trials pruned early by the fidelity schedule (not failures).</p>")
     if view["failures"]:
         if not plots:
             parts.append(_no_plot("failures", missing))

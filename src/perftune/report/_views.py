@@ -243,7 +243,9 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     techniques = Counter[str]()
     ok_by_tech = Counter[str]()
     failures = Counter[tuple[str, str]]()
-    ok, pending = Status.OK.value, Status.PENDING.value  # looked up once: this loop sees every trial
+    n_pruned = 0
+    # Looked up once: this loop sees every trial.
+    ok, pending, pruned = Status.OK.value, Status.PENDING.value, Status.PRUNED.value
     for r in rows:
         techniques[r.technique or "?"] += 1
         when = None if r.finished_at is None else round(r.finished_at - t0, 3)
@@ -267,7 +269,10 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
             f = failed.setdefault(r.status, [[], []])
             f[0].append(r.trial_id)
             f[1].append(when)
-            failures[(r.status, failure_label(r.status, r.reason))] += 1
+            if r.status == pruned:  # stopped early by the fidelity schedule: not a failure
+                n_pruned += 1
+            else:
+                failures[(r.status, failure_label(r.status, r.reason))] += 1
     keep = _thin(len(ids), _MAX_SCATTER_POINTS)
     last_id = rows[-1].trial_id if rows else 0
     # Credits change only when the best improves: one point per improvement, and the end of the run.
@@ -303,6 +308,7 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                         "credit": credit.get(n, 0.0) / total_credit if total_credit > 0 else 0.0}
                        for n, _ in techniques.most_common()],
         "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
+        "pruned": n_pruned,
         "best": _best_view(store, info, answer),
         # The front has its own view (it reads every trial's metrics): the page loads it when this is set.
         "objectives": None if (found := _objectives_of(info)) is None

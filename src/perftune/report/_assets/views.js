@@ -541,9 +541,11 @@
 
     function drawFailures() {
       const f = state.view.failures;
-      if (!f.length) { $("failures").innerHTML = "<p>No failed, timed-out or cancelled trial.</p>"; return; }
+      const pruned = state.view.pruned ? "<p>" + state.view.pruned +
+        " trials pruned early by the fidelity schedule (not failures).</p>" : "";
+      if (!f.length) { $("failures").innerHTML = pruned + "<p>No failed, timed-out or cancelled trial.</p>"; return; }
       const top = f.slice(0, 15).reverse();
-      $("failures").innerHTML = '<div id="failures-plot" class="plot"></div><table id="failure-table"><tr><th>status</th>' +
+      $("failures").innerHTML = pruned + '<div id="failures-plot" class="plot"></div><table id="failure-table"><tr><th>status</th>' +
         "<th>reason</th><th>trials</th></tr>" + f.map((r) => "<tr><td>" + esc(r.status) + "</td><td>" + esc(r.label) +
         "</td><td>" + r.count + "</td></tr>").join("") + "</table>";
       plot("failures-plot", [{type: "bar", orientation: "h", x: top.map((r) => r.count),
