@@ -367,20 +367,28 @@ class EliteSweep(ProductEliteNeighbours):
 _register(EliteSweep)
 
 
-class StagedEliteSweep(StagedBandit):
-    """The default whose ``elite-neighbours`` arm is :class:`EliteSweep` (every value of parameters of
-    few values, around the three best configurations as well as the distinct elites)."""
+class _StagedWithArm(StagedBandit):
+    """The default search whose ``elite-neighbours`` arm is the technique named ``arm`` (spaces with
+    continuous parameters keep the default's own portfolios)."""
 
-    name: ClassVar[str] = "x-staged-elite-sweep"
+    arm: ClassVar[str] = "elite-neighbours"
 
     def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         from perftune.search import STAGED_PORTFOLIO
         from perftune.search._staged import _has_continuous
 
-        portfolio = tuple("x-elite-sweep" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
+        portfolio = tuple(self.arm if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
+        if not _has_continuous(space):
             settings = settings or StagedSettings(techniques=portfolio)
         super().__init__(space, seed=seed, settings=settings)
+
+
+class StagedEliteSweep(_StagedWithArm):
+    """The default whose ``elite-neighbours`` arm is :class:`EliteSweep` (every value of parameters of
+    few values, around the three best configurations as well as the distinct elites)."""
+
+    name: ClassVar[str] = "x-staged-elite-sweep"
+    arm: ClassVar[str] = "x-elite-sweep"
 
 
 _register(StagedEliteSweep)
@@ -455,20 +463,12 @@ class EliteSweepWhenStuck(EliteSweep):
 _register(EliteSweepWhenStuck)
 
 
-class StagedSweepWhenStuck(StagedBandit):
+class StagedSweepWhenStuck(_StagedWithArm):
     """The default whose ``elite-neighbours`` arm widens to :class:`EliteSweep`'s moves once 32 results
     in a row brought no new best (:class:`EliteSweepWhenStuck`)."""
 
     name: ClassVar[str] = "x-staged-sweep-stuck"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        portfolio = tuple("x-elite-sweep-stuck" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-stuck"
 
 
 _register(StagedSweepWhenStuck)
@@ -517,20 +517,12 @@ class EliteSweepAfter(EliteSweep):
 _register(EliteSweepAfter)
 
 
-class StagedSweepAfter(StagedBandit):
+class StagedSweepAfter(_StagedWithArm):
     """The default whose ``elite-neighbours`` arm sweeps the best few configurations where it would
     otherwise sample at random (:class:`EliteSweepAfter`)."""
 
     name: ClassVar[str] = "x-staged-sweep-after"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        portfolio = tuple("x-elite-sweep-after" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-after"
 
 
 _register(StagedSweepAfter)
@@ -588,21 +580,13 @@ class EliteSweepLite(EliteSweepWhenStuck):
 _register(EliteSweepLite)
 
 
-class StagedSweepLite(StagedBandit):
+class StagedSweepLite(_StagedWithArm):
     """The default whose ``elite-neighbours`` arm, once 32 results in a row brought no new best, also
     moves parameters of few values to their non-adjacent values, around the three best configurations
     as well as the distinct elites (:class:`EliteSweepLite`)."""
 
     name: ClassVar[str] = "x-staged-sweep-lite"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        portfolio = tuple("x-elite-sweep-lite" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-lite"
 
 
 _register(StagedSweepLite)
@@ -620,20 +604,12 @@ class EliteSweepLite64(EliteSweepLite):
 _register(EliteSweepLite64)
 
 
-class StagedSweepLite64(StagedBandit):
+class StagedSweepLite64(_StagedWithArm):
     """StagedSweepLite whose arm widens its moves after 64 results without a new best instead of 32
     (:class:`EliteSweepLite64`)."""
 
     name: ClassVar[str] = "x-staged-sweep-lite64"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        portfolio = tuple("x-elite-sweep-lite64" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-lite64"
 
 
 _register(StagedSweepLite64)
@@ -651,20 +627,12 @@ class EliteSweepLite48(EliteSweepLite):
 _register(EliteSweepLite48)
 
 
-class StagedSweepLite48(StagedBandit):
+class StagedSweepLite48(_StagedWithArm):
     """StagedSweepLite whose arm widens its moves after 48 results without a new best
     (:class:`EliteSweepLite48`)."""
 
     name: ClassVar[str] = "x-staged-sweep-lite48"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        portfolio = tuple("x-elite-sweep-lite48" if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-lite48"
 
 
 _register(StagedSweepLite48)
@@ -690,23 +658,14 @@ class EliteSweepLiteLate(EliteSweepLite):
 _register(EliteSweepLiteLate)
 
 
-class StagedSweepLiteLate(StagedBandit):
+class StagedSweepLiteLate(_StagedWithArm):
     """StagedSweepLite whose arm widens its moves only after 100 results (:class:`EliteSweepLiteLate`).
     Adopted by the cross-validation rule (results/cv.md, decision 3): now perftune's default
     (``perftune.search._boundary.ELITE_SETTINGS``); its stored runs are the former default's until 100
     results, then this change."""
 
     name: ClassVar[str] = "x-staged-sweep-lite-late"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        from perftune.search import STAGED_PORTFOLIO
-        from perftune.search._staged import _has_continuous
-
-        arm = "x-elite-sweep-lite-late"
-        portfolio = tuple(arm if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
-        if not _has_continuous(space):  # elsewhere the default uses other portfolios: keep them
-            settings = settings or StagedSettings(techniques=portfolio)
-        super().__init__(space, seed=seed, settings=settings)
+    arm: ClassVar[str] = "x-elite-sweep-lite-late"
 
 
 _register(StagedSweepLiteLate)
