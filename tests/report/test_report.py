@@ -227,7 +227,7 @@ def _pruned_or_failed(config: Config) -> float:
 
 
 def test_pruned_trials_are_counted_apart_from_the_failures(tmp_path: Path) -> None:
-    from perftune.report import run_view
+    from perftune.report import run_view, runs_view
 
     path = f"sqlite:///{tmp_path / 'prune.db'}"
     perftune.tune(_pruned_or_failed, Space({"x": Int(0, 41)}), budget=42, seed=1, store=path, name="pr")
@@ -238,6 +238,9 @@ def test_pruned_trials_are_counted_apart_from_the_failures(tmp_path: Path) -> No
     assert n_pruned >= 10 and n_failed >= 3
     view = run_view(store, "pr")
     assert view["pruned"] == n_pruned
+    assert view["run"]["n_failed"] == n_failed
+    [row] = [r for r in runs_view(store) if r["name"] == "pr"]
+    assert row["n_failed"] == n_failed
     assert {f["status"] for f in view["failures"]} == {"failed"}
     assert sum(f["count"] for f in view["failures"]) == n_failed
     assert all(s != "pruned" for s, _, _ in failure_counts(trials))

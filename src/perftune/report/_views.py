@@ -120,8 +120,18 @@ def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> di
         "machine": env.get("hostname") or env.get("machine"), "cpu": env.get("cpu"),
         "started_at": info.created_at, "finished_at": info.finished_at,
         "space_fingerprint": info.space_fingerprint,
-        "n_failed": (n_trials - (n_ok if n_ok >= 0 else store.count(info.id, Status.OK))) if n_trials else 0,
+        "n_failed": _n_failed(store, info.id, n_trials, n_ok),
     }
+
+
+def _n_failed(store: Any, run_id: int, n_trials: int, n_ok: int) -> int:
+    """Trials that failed: neither ok, nor still pending, nor pruned early by a fidelity schedule."""
+    if not n_trials:
+        return 0
+    n_ok = n_ok if n_ok >= 0 else store.count(run_id, Status.OK)
+    if n_ok == n_trials:
+        return 0
+    return n_trials - n_ok - store.count(run_id, Status.PRUNED) - store.count(run_id, Status.PENDING)
 
 
 def runs_view(store: Any) -> list[dict[str, Any]]:
