@@ -541,7 +541,8 @@ class EliteSweepLite(EliteSweepWhenStuck):
             if elite not in self._neighbours:
                 usual = list(self.space.neighbors(elite))
                 self.rng.shuffle(usual)
-                extra = self._extra(elite, set(usual)) if self._sweeping else []
+                # The product's widened moves (its cap, 8 values by default, is SWEEP_MAX_VALUES).
+                extra = self._wider(elite, set(usual)) if self._sweeping else []
                 self.rng.shuffle(extra)
                 self._neighbours[elite] = usual + extra  # popped from the end: the extra moves first
                 if len(self._neighbours) > 256:
@@ -552,29 +553,6 @@ class EliteSweepLite(EliteSweepWhenStuck):
                 if self.is_new(config):
                     return config
         return self.space.sample(self.rng, 1)[0]
-
-    def _extra(self, elite: Any, usual: set[Any]) -> list[Any]:
-        from perftune.space import Config
-
-        out: list[Any] = []
-        for name, param in self.space.params.items():
-            if name not in elite:
-                continue
-            try:
-                values = list(param.values())
-            except (AttributeError, TypeError, ValueError):
-                continue
-            if len(values) > SWEEP_MAX_VALUES:
-                continue
-            for v in values:
-                if v == elite[name]:
-                    continue
-                data = dict(elite)
-                data[name] = v
-                config = Config(data)
-                if config not in usual and self.space.is_valid(config):
-                    out.append(config)
-        return out
 
 
 _register(EliteSweepLite)
