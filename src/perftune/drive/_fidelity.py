@@ -10,8 +10,13 @@ The rule is ASHA, asynchronous successive halving (Li et al., 2020): the rungs a
 ``1/eta`` of the values that *any* trial recorded at rung ``k`` so far (the best one when fewer than
 ``eta`` did), and is pruned otherwise. Nothing ever waits for a rung to fill, so a worker is never idle
 while there is work: a promoted trial simply continues, and a pruned one frees its worker for a new
-configuration. With ``brackets > 1`` (Hyperband-style), trial ``i`` belongs to bracket ``i % brackets``,
-whose first rung is ``eta**bracket`` times later; each bracket is its own competition.
+configuration. With ``brackets > 1`` (Hyperband-style), trial ``i`` belongs to a bracket (``i % brackets``,
+or Hyperband's shares), whose first rung is ``eta**bracket`` times later; each bracket is its own
+competition. The defaults: with ``max_steps`` given, one bracket per rung with Hyperband's shares (for
+``eta=3, max_steps=27``: brackets starting at steps 1, 3 and 9), else one; and a fresh run evaluates
+``random_starts`` (``eta**2``) random configurations first, so that the rungs' first competitions are
+among diverse configurations, not the default configuration and its neighbours
+(benchmarks/results/fidelity.md measures both).
 
 Where the rungs live: a directory of append-only files, one per (bracket, rung), each line a trial's
 value there. Worker processes (forked, or Dask workers on this machine) append with ``O_APPEND`` and read
@@ -61,19 +66,33 @@ class ASHA:
         min_steps: Step of the first rung (default 1: judge from the first report on).
         max_steps: The step of a full evaluation, when known: no rung at or beyond it (default None:
             rungs go on geometrically; a trial that returns is a full evaluation whatever its step).
-        brackets: Hyperband-style brackets (default 1: plain ASHA). Bracket ``s`` starts at
-            ``min_steps * eta**s``; trial ``i`` is in bracket ``i % brackets`` (see ``allocation``).
+        brackets: Hyperband-style brackets. Bracket ``s`` starts at ``min_steps * eta**s``; trial ``i``
+            is in bracket ``i % brackets`` (see ``allocation``). Default None: one bracket per rung
+            when ``max_steps`` bounds the ladder (with ``eta=3, max_steps=27``: rungs at 1, 3 and 9,
+            brackets starting at 1, 3 and 9, so every bracket prunes at least once: Hyperband's
+            brackets but the one that never prunes), else 1 (plain ASHA).
         rungs: Explicit rung steps, increasing, instead of the geometric ones (task files: one rung per
             fidelity level but the last). With ``brackets > 1``, bracket ``s`` skips the first ``s``.
-        allocation: How trials are shared among brackets: ``"even"`` (default: ``i % brackets``) or
+        allocation: How trials are shared among brackets: ``"even"`` (``i % brackets``) or
             ``"hyperband"``: bracket ``b`` of ``B`` gets a share proportional to ``B * eta**k / (k + 1)``
             with ``k = B - 1 - b`` (Hyperband's numbers of configurations, as in Optuna's
             ``HyperbandPruner``), so the brackets that prune early get more trials; trials are spread by
-            their ticket (a golden-ratio sequence), so a seeded run stays reproducible.
+            their ticket (a golden-ratio sequence), so a seeded run stays reproducible. Default None:
+            ``"hyperband"`` for the default brackets, ``"even"`` when ``brackets`` is given.
+        random_starts: How many random configurations (uniform samples of the space) a fresh run
+            evaluates first, before the default configuration and the search's proposals (default None:
+            ``eta**2``, 9). Under pruning a random configuration is cheap (most stop at the first rung),
+            and the first trials set the rungs' competition: without them the default configuration and
+            the search's first neighbours of it are alone at every rung and run to the end.
 
     Example:
         >>> ASHA().rung_steps(0)[:4]
         (1, 3, 9, 27)
+        >>> default = ASHA(max_steps=27)
+        >>> default.brackets, default.allocation, default.random_starts, default.rung_steps(2)
+        (3, 'hyperband', 9, (9,))
+        >>> ASHA().brackets, ASHA(brackets=2).allocation
+        (1, 'even')
         >>> ASHA(eta=2, min_steps=4, max_steps=40, brackets=2).rung_steps(1)
         (8, 16, 32)
         >>> hb = ASHA(max_steps=27, brackets=4, allocation="hyperband")
@@ -84,9 +103,10 @@ class ASHA:
     eta: int = 3
     min_steps: int = 1
     max_steps: int | None = None
-    brackets: int = 1
+    brackets: int | None = None
     rungs: tuple[int, ...] | None = None
-    allocation: str = "even"
+    allocation: str | None = None
+    random_starts: int | None = None
 
     def __post_init__(self) -> None:
         def positive_int(name: str, value: Any, least: int) -> None:
@@ -95,7 +115,10 @@ class ASHA:
 
         positive_int("eta", self.eta, 2)
         positive_int("min_steps", self.min_steps, 1)
-        positive_int("brackets", self.brackets, 1)
+        if self.brackets is not None:
+            positive_int("brackets", self.brackets, 1)
+        if self.random_starts is not None:
+            positive_int("random_starts", self.random_starts, 0)
         if self.max_steps is not None:
             positive_int("max_steps", self.max_steps, self.min_steps + 1)
         if self.rungs is not None:
@@ -104,8 +127,19 @@ class ASHA:
                     or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
                 raise PerftuneError(f"ASHA: rungs must be increasing integer steps, got {self.rungs!r}")
             object.__setattr__(self, "rungs", tuple(steps))
-        if self.allocation not in ("even", "hyperband"):
+        if self.allocation not in (None, "even", "hyperband"):
             raise PerftuneError(f"ASHA: allocation must be 'even' or 'hyperband', got {self.allocation!r}")
+        # The defaults, resolved once, so that the settings say what runs (and are stored so).
+        allocation = self.allocation
+        if self.brackets is None:
+            bounded = self.max_steps is not None and self.rungs is None
+            n = len(self.rung_steps(0)) if bounded else 1  # rung_steps(0) does not read brackets
+            object.__setattr__(self, "brackets", max(1, n))
+            if allocation is None and n > 1:
+                allocation = "hyperband"
+        object.__setattr__(self, "allocation", allocation or "even")
+        if self.random_starts is None:
+            object.__setattr__(self, "random_starts", self.eta**2)
 
     def rung_steps(self, bracket: int) -> tuple[int, ...]:
         """The steps at which a trial of ``bracket`` is judged, in order."""
@@ -120,9 +154,9 @@ class ASHA:
 
     def bracket_of(self, trial_id: int) -> int:
         """The bracket of ticket ``trial_id``."""
-        if self.allocation == "even" or self.brackets == 1:
-            return trial_id % self.brackets
-        n = self.brackets
+        n = self.brackets or 1  # resolved in __post_init__: never None here
+        if self.allocation == "even" or n == 1:
+            return trial_id % n
         weights = [n * self.eta ** (n - 1 - b) / (n - b) for b in range(n)]
         # The fractional parts of i * golden ratio fill [0, 1) evenly for any run length, so every
         # stretch of tickets is shared in about the right proportions.
@@ -137,7 +171,7 @@ class ASHA:
         """The settings as plain data (stored with the run)."""
         return {"eta": self.eta, "min_steps": self.min_steps, "max_steps": self.max_steps,
                 "brackets": self.brackets, "rungs": None if self.rungs is None else list(self.rungs),
-                "allocation": self.allocation}
+                "allocation": self.allocation, "random_starts": self.random_starts}
 
 
 class _RungFiles:

@@ -1220,7 +1220,8 @@ class Tuner:
         values, ``trial.report(step, value)``, and stops when ``trial.should_prune()`` says so (or by
         raising :class:`perftune.Pruned`): ``pruner`` decides, an :class:`~perftune.drive.ASHA` (None
         or True: the objective's own ``pruner`` attribute if it has one, such as a task file with a
-        fidelity parameter, else ``ASHA()``, eta 3 from step 1; False: record, never prune). A pruned
+        fidelity parameter, else ``ASHA()``, eta 3 from step 1, 9 random configurations first; False:
+        record, never prune). A pruned
         trial is PRUNED with the reason and does not count against the budget's evaluations (see
         docs/fidelity.md).
         """
@@ -1296,7 +1297,26 @@ class Tuner:
         for trial in self.trials:  # a resumed run, or a second run() of this tuner
             if trial.intermediate:
                 replay(fidelity, trial.id, trial.intermediate)
+        if settings is not None and settings.random_starts and self._next_id == 0:
+            self._queue_random_starts(settings.random_starts)
         return fidelity
+
+    def _queue_random_starts(self, n: int) -> None:
+        """Put ``n`` distinct random configurations at the front of the queue (a fresh pruning run: see
+        ``ASHA.random_starts``); drawn from the driver's generator, so a seeded run stays reproducible."""
+        queued = {c for c, _ in self._queue}
+        starts: list[Any] = []
+        for _ in range(20 * n):  # a small or constrained space may not hold n new ones
+            if len(starts) == n:
+                break
+            try:
+                (config,) = self.space.sample(self._rng, 1)
+            except SpaceError:
+                break
+            if config not in queued and not self._known(config):
+                queued.add(config)
+                starts.append(config)
+        self._queue.extendleft((c, "random") for c in reversed(starts))
 
     def _stop_fidelity(self) -> None:
         fidelity, self._fidelity = self._fidelity, None
@@ -1490,7 +1510,8 @@ def tune(
             order; ``tuner.stop()`` ends the run early (Optuna's ``study.stop()``), and
             ``tuner.pareto``/``tuner.best`` are the results so far.
         pruner: For an objective ``objective(config, trial)`` that calls ``trial.report(step, value)``:
-            an :class:`~perftune.drive.ASHA` (default ``ASHA()``: eta 3, rungs at steps 1, 3, 9, ...),
+            an :class:`~perftune.drive.ASHA` (default ``ASHA()``: eta 3, rungs at steps 1, 3, 9, ...,
+            9 random configurations first; ``ASHA(max_steps=N)`` adds Hyperband-style brackets),
             or False to record the reports without pruning. Pruned trials are PRUNED, with a reason,
             and do not count against ``budget`` (docs/fidelity.md).
 

@@ -265,9 +265,12 @@ class CommandObjective:
     @property
     def pruner(self) -> ASHA | None:
         """The promotion rule of a fidelity parameter: one rung per level but the last (the driver uses it
-        when ``run()`` is given no ``pruner``)."""
+        when ``run()`` is given no ``pruner``). One bracket and no random starts: a task file's default
+        configuration is measured first, as without fidelity (the defaults of ``ASHA`` were measured on
+        learning curves, not on ladders of input sizes)."""
         fid = self.fidelity
-        return None if fid is None else ASHA(eta=fid.eta, rungs=tuple(range(1, len(fid.levels))))
+        return None if fid is None else ASHA(eta=fid.eta, rungs=tuple(range(1, len(fid.levels))),
+                                             random_starts=0)
 
     def _context(self, config: Mapping[str, Any], scratch: str, input_path: str | None) -> dict[str, str]:
         ctx = {name: "" for name in self.space.names}
