@@ -7,7 +7,9 @@ trial is the steps it ran. Three tools, each given the same compute (``--compute
 full trainings) per seed:
 
 - ``perftune-asha``: ``perftune.tune(objective(config, trial), pruner=ASHA(eta=3, max_steps=27))``: the
-  objective reports after every step and stops when ``trial.should_prune()`` says so;
+  objective reports after every step and stops when ``trial.should_prune()`` says so (the product's
+  defaults: 3 Hyperband-style brackets, 9 random configurations first; ``--brackets``, ``--allocation``
+  and ``--random-starts`` give others);
 - ``perftune-full``: the same search without fidelity: every trial trains 27 steps;
 - ``optuna-hyperband``: Optuna's TPESampler + HyperbandPruner(1, 27, 3), run in Optuna's own virtual
   environment (benchmarks/peers/run_optuna_fidelity.py).
@@ -136,13 +138,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--compute", type=int, default=None, help="steps per run (default 40 full trainings)")
     parser.add_argument("--optuna", default="/work/wt-peers/.peers/optuna/bin/python")
-    parser.add_argument("--brackets", type=int, default=1, help="perftune-asha's ASHA brackets")
-    parser.add_argument("--allocation", choices=("even", "hyperband"), default="even",
-                        help="perftune-asha's ASHA allocation of trials to brackets")
+    parser.add_argument("--brackets", type=int, default=None,
+                        help="perftune-asha's ASHA brackets (default: ASHA's, one per rung)")
+    parser.add_argument("--allocation", choices=("even", "hyperband"), default=None,
+                        help="perftune-asha's ASHA allocation of trials to brackets (default: ASHA's)")
+    parser.add_argument("--random-starts", type=int, default=None,
+                        help="perftune-asha's ASHA random starts (default: ASHA's, eta**2)")
     args = parser.parse_args()
-    pruner = {"brackets": args.brackets, "allocation": args.allocation}
+    given = {"brackets": args.brackets, "allocation": args.allocation, "random_starts": args.random_starts}
+    pruner = {k: v for k, v in given.items() if v is not None}
     # Results of the default pruner are fidelity-PROBLEM.*; others say their settings in the name.
-    name = args.problem if args.brackets == 1 else f"{args.problem}-{args.allocation}{args.brackets}"
+    name = "-".join([args.problem, *(f"{k.replace('_', '')}{v}" for k, v in pruner.items())])
     _, steps, _ = fp.PROBLEMS[args.problem]
     if args.compute is None:
         args.compute = 40 * steps
@@ -185,9 +191,8 @@ def main() -> None:
         "",
         "Command: `nice .venv/bin/python benchmarks/fidelity.py "
         f"--problem {args.problem} --seeds {args.seeds} --compute {args.compute} --optuna {args.optuna}"
-        + (f" --brackets {args.brackets} --allocation {args.allocation}" if args.brackets != 1 else "") + "`",
-        f"perftune-asha: `ASHA(eta=3, max_steps={steps}, brackets={args.brackets}, "
-        f"allocation={args.allocation!r})`.",
+        + "".join(f" --{k.replace('_', '-')} {v}" for k, v in pruner.items()) + "`",
+        f"perftune-asha: `{_asha_text(steps, pruner)}`.",
         f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; "
         f"wall {time.time() - started:.0f} s.",
         f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
@@ -229,6 +234,15 @@ def main() -> None:
     with open(os.path.join(RESULTS, f"fidelity-{name}.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
+
+
+def _asha_text(steps: int, pruner: dict[str, Any]) -> str:
+    """The pruner as it ran, its defaults resolved: ``ASHA(eta=3, max_steps=27, brackets=3, ...)``."""
+    from perftune.drive import ASHA
+
+    p = ASHA(eta=3, max_steps=steps, **pruner)
+    return (f"ASHA(eta=3, max_steps={steps}, brackets={p.brackets}, allocation={p.allocation!r}, "
+            f"random_starts={p.random_starts})")
 
 
 def _plot(curves: dict[str, dict[int, list[list[Any]]]], seeds: list[int], compute: int, path: str) -> None:
