@@ -217,6 +217,10 @@ def _notes_of(variants: list[str]) -> dict[str, str]:
 
     notes: dict[str, str] = {}
     for tool in variants:
+        if tool == DEFAULT_TOOL:
+            notes[tool] = ("perftune's default as it ships, judged against the former default named by "
+                           "--baseline (see the notes for the decision that made it the default).")
+            continue
         parts = tool.split(":")
         if len(parts) != 3:
             continue

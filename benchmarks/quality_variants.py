@@ -647,3 +647,80 @@ class StagedSweepLiteLate(_StagedWithArm):
 
 
 _register(StagedSweepLiteLate)
+
+
+# ----------------------------------------------------------------------------- issue [10]: the surrogate's trees
+# perftune's model now grows its forest in numpy (src/perftune/search/_forest.py) instead of fitting
+# scikit-learn's DecisionTreeRegressor one tree at a time: the seeded 10k-trial overhead run spent a
+# quarter of its time importing scikit-learn (with scipy and pandas). The variant below is the default as
+# it was, with scikit-learn's trees (and scipy's normal distribution function), judged against the new
+# default by cv.py; its stored runs are the former default's (the same proposals: checked seed by seed).
+class ModelSklearnTrees(ModelBased):
+    """The surrogate as it was before perftune grew its own trees: scikit-learn's trees, one by one."""
+
+    def _fit_trees(self, x: Any, y: Any, states: list[int], idxs: Any) -> Any:
+        import sklearn
+        from sklearn.tree import DecisionTreeRegressor
+
+        s = self.settings
+        trees = []
+        with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+            for i, state in enumerate(states):
+                tree = DecisionTreeRegressor(
+                    splitter="random" if idxs is None else "best",
+                    max_features=s.max_features,
+                    min_samples_leaf=s.min_samples_leaf,
+                    random_state=state,
+                )
+                if idxs is not None:
+                    tree.fit(x[idxs[i]], y[idxs[i]], check_input=False)
+                else:
+                    tree.fit(x, y, check_input=False)
+                trees.append(tree)
+        return _SklearnForest(trees)
+
+
+class _SklearnForest(list):
+    def predict(self, x: Any) -> Any:
+        import numpy as np
+
+        return np.stack([np.asarray(t.tree_.predict(x)).reshape(x.shape[0], -1)[:, 0] for t in self])
+
+
+class StagedSklearnTrees(StagedBandit):
+    """The default with scikit-learn's trees in its surrogate (perftune's default before it grew its
+    forest in numpy, ``perftune.search._forest``)."""
+
+    name: ClassVar[str] = "x-staged-sklearn-trees"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        for technique in self.bandit.techniques:
+            if type(technique) is ModelBased:
+                technique.__class__ = ModelSklearnTrees
+
+
+_register(StagedSklearnTrees)
+
+
+class ModelSklearnTreesReseeded(ModelSklearnTrees):
+    """ModelSklearnTrees whose trees draw other random states: the same algorithm and implementation,
+    other random draws (an A/A check of what the cross-validation rule can tell apart)."""
+
+    def _fit_trees(self, x: Any, y: Any, states: list[int], idxs: Any) -> Any:
+        return super()._fit_trees(x, y, [(s * 2654435761 + 97) % (2**31 - 1) for s in states], idxs)
+
+
+class StagedSklearnTreesReseeded(StagedBandit):
+    """StagedSklearnTrees with :class:`ModelSklearnTreesReseeded` (an A/A check of the rule)."""
+
+    name: ClassVar[str] = "x-staged-sklearn-trees-reseeded"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        for technique in self.bandit.techniques:
+            if type(technique) is ModelBased:
+                technique.__class__ = ModelSklearnTreesReseeded
+
+
+_register(StagedSklearnTreesReseeded)

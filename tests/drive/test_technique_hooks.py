@@ -94,19 +94,21 @@ def test_imports_are_preloaded_only_when_nothing_forks_this_process():
     assert ("preload", None) not in forked._technique.calls
 
 
-def test_the_default_search_preloads_the_models_import_in_the_background():
+def test_the_models_surrogate_imports_neither_scikit_learn_nor_scipy():
+    # The surrogate's trees are perftune's own (numpy): a short run never waits for a second of imports.
+    import subprocess
     import sys
-    import threading
 
-    from perftune.search import _model
+    code = (
+        "import sys\n"
+        "from perftune import Tuner\n"
+        "from perftune.space import Choice, Float, Int, Space\n"
+        "space = Space({'x': Int(0, 60), 'y': Float(0, 1), 'c': Choice(['a', 'b', 'c'])})\n"
+        "t = Tuner(space, technique='model', seed=2, include_default=False)\n"
+        "r = t.run(lambda c: (c['x'] - 17) ** 2 + c['y'] + (c['c'] == 'b'), budget=40)\n"
+        "assert t._technique.n_fits > 0, 'the model never fitted'\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the model's fits imported {out.stdout.strip()}"
 
-    tech = search.create("default", SPACE, seed=1)
-    assert isinstance(tech, PreloadsImports)
-    tech.preload_imports()
-    thread = _model._preloading
-    if thread is None:  # already imported by an earlier test in this process: nothing to do
-        assert "sklearn.tree" in sys.modules
-    else:
-        assert isinstance(thread, threading.Thread) and thread.daemon
-        thread.join(timeout=120)
-        assert "sklearn.tree" in sys.modules

@@ -40,7 +40,9 @@ def test_fresh_seeds_fit_what_techniques_accept():
 
 # Digests of the first 40 proposals of seeded runs, recorded before the seed derivation moved into
 # search/_seeding.py (commit "space: the constraint solver ..."): the refactoring must not change them.
-PINNED = {"default": "269b29fb2c097e2c", "bandit": "09e1d9f520a7b3df", "random": "875ea21ee8d31e76"}
+# "default" was pinned again when the surrogate's trees moved from scikit-learn to perftune's own forest
+# (search/_forest.py, decision 4 of benchmarks/results/cv.md): other random draws, other proposals.
+PINNED = {"default": "a2d16835c606ad55", "bandit": "09e1d9f520a7b3df", "random": "875ea21ee8d31e76"}
 
 
 @pytest.mark.parametrize("technique", sorted(PINNED))

@@ -112,3 +112,28 @@ def test_the_default_budget_measures_a_small_list_whole_and_a_large_one_in_part(
 
     assert [default_budget(n).evals for n in (1, 16, 17, 100, 926)] == [1, 16, 16, 16, 139]
     assert default_budget(10_000).evals == 1500 and DEFAULT_SHARE == 0.15
+
+
+def _session_with(times: dict[str, float]):
+    from perftune.targets.triton._autotuner import _Session
+
+    session = _Session.__new__(_Session)  # only the recorded samples matter to the leader choice
+    session.samples = {cid: [t, t * 1.001, t * 0.999] for cid, t in times.items()}
+    return session
+
+
+def test_final_comparison_takes_every_close_configuration_up_to_the_cap() -> None:
+    from perftune.targets.triton._autotuner import LEADER_MARGIN, MAX_LEADERS, N_LEADERS
+
+    # Far apart: the three fastest, whatever their distance.
+    assert _session_with({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})._leaders() == ["a", "b", "c"]
+    # Close ones beyond the third are compared too; one just outside the margin is not.
+    close = {"a": 1.0, "b": 1.01, "c": 1.02, "d": 1.03, "e": 1.0 + LEADER_MARGIN * 0.9,
+             "f": 1.0 + LEADER_MARGIN * 1.2}
+    assert _session_with(close)._leaders() == ["a", "b", "c", "d", "e"]
+    # Never more than the cap, fastest first.
+    many = {f"c{i:02d}": 1.0 + i * 1e-3 for i in range(20)}
+    leaders = _session_with(many)._leaders()
+    assert leaders == [f"c{i:02d}" for i in range(MAX_LEADERS)]
+    assert N_LEADERS <= MAX_LEADERS
+    assert _session_with({})._leaders() == []

@@ -1,9 +1,10 @@
 """Model-based search: a tree-ensemble surrogate with an acquisition function optimised by local search.
 
-The surrogate (scikit-learn ExtraTrees by default, or a RandomForest) is fitted on a *bounded* training
-set: the ``window`` most recent results plus the ``n_best`` best ones. Failed and timed-out trials stay in
-the training set with a pessimistic imputed loss (worse than the worst success), so the model learns the
-regions that fail (hidden constraints) and steers away from them.
+The surrogate (a random forest by default, or extremely randomised trees, grown by
+:mod:`perftune.search._forest` in numpy, so that no run waits for scikit-learn's import) is fitted on a
+*bounded* training set: the ``window`` most recent results plus the ``n_best`` best ones. Failed and
+timed-out trials stay in the training set with a pessimistic imputed loss (worse than the worst success),
+so the model learns the regions that fail (hidden constraints) and steers away from them.
 
 Features: numbers and ordinals by their unit-cube encoding, unordered ``Choice`` one-hot, permutations by
 the normalised position of every item (plus "a before b" bits for short permutations), inactive parameters
@@ -25,18 +26,15 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib
 import math
-import sys
-import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from perftune.search._base import BaseTechnique, check_settings
+from perftune.search._forest import Forest, grow_forest
 from perftune.trial import Status
 
 if TYPE_CHECKING:
@@ -231,22 +229,12 @@ class _Features:
 _ABSENT = object()  # an inactive parameter's missing value (None may be a value)
 
 
-def _tree_predict(tree: Any, x: np.ndarray) -> np.ndarray:
-    # The fitted Tree's own predict skips sklearn's per-call validation (about 10x faster on small
-    # batches); fall back to the estimator's predict if that internal API ever changes.
-    try:
-        out = tree.tree_.predict(x)
-        return np.asarray(out).reshape(x.shape[0], -1)[:, 0]
-    except Exception:
-        return np.asarray(tree.predict(x, check_input=False))
-
-
 class ModelBased(BaseTechnique):
     """Surrogate-model search (ExtraTrees/RandomForest, EI or LCB, local search on the acquisition)."""
 
     name: ClassVar[str] = "model"
     Settings: ClassVar[type] = ModelSettings
-    decide_cost_hint_s: ClassVar[float | None] = 0.02  # a fit and an acquisition pass (and the first import)
+    decide_cost_hint_s: ClassVar[float | None] = 0.02  # a fit and an acquisition pass
     settings: ModelSettings
 
     def __init__(self, space: Space, *, seed: int | None = None, settings: Any = None) -> None:
@@ -258,7 +246,7 @@ class ModelBased(BaseTechnique):
         self._n_results = 0
         self._n_ok = 0
         self._n_new = 0
-        self._model: Any = None
+        self._model: Forest | None = None
         self._pool: list[Config] = []
         self._pool_scores: list[float] = []
         self.n_fits = 0
@@ -366,35 +354,20 @@ class ModelBased(BaseTechnique):
         self.n_fits += 1
         return True
 
-    def preload_imports(self) -> None:
-        """Import scikit-learn's trees in a background thread (see :class:`PreloadsImports`): the first fit
-        then finds them imported, instead of stopping the run for the import."""
-        _preload_sklearn()
-
     def _fit_trees(
         self, x: np.ndarray, y: np.ndarray, states: list[int], idxs: list[np.ndarray] | None
-    ) -> list[Any]:
-        import sklearn
-        from sklearn.tree import DecisionTreeRegressor
-
+    ) -> Forest:
         s = self.settings
-        trees = []
-        # Trees are fitted one by one (not through the ensemble class) and without sklearn's parameter
-        # validation, which costs more than fitting a tree on a few hundred points.
-        with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
-            for i, state in enumerate(states):
-                tree = DecisionTreeRegressor(
-                    splitter="random" if idxs is None else "best",
-                    max_features=s.max_features,
-                    min_samples_leaf=s.min_samples_leaf,
-                    random_state=state,
-                )
-                if idxs is not None:
-                    tree.fit(x[idxs[i]], y[idxs[i]], check_input=False)
-                else:
-                    tree.fit(x, y, check_input=False)
-                trees.append(tree)
-        return trees
+        return grow_forest(
+            x,
+            y,
+            seed=states,
+            n_trees=len(states),
+            samples=idxs,
+            splitter="random" if idxs is None else "best",
+            max_features=s.max_features,
+            min_samples_leaf=s.min_samples_leaf,
+        )
 
     # ------------------------------------------------------------------ acquisition
     def _acquisition(self, configs: list[Config]) -> np.ndarray:
@@ -402,19 +375,18 @@ class ModelBased(BaseTechnique):
         return self._acquisition_rows(self._features.rows(configs).astype(np.float32))
 
     def _acquisition_rows(self, x: np.ndarray) -> np.ndarray:
+        assert self._model is not None
         self.work_done += x.shape[0] * len(self._model) * _WORK_PREDICT_PER_ROW_TREE
-        preds = np.stack([_tree_predict(t, x) for t in self._model])
+        preds = self._model.predict(x)
         mu = preds.mean(axis=0)
         sigma = preds.std(axis=0)
         s = self.settings
         if s.acquisition == "lcb":
             return np.asarray(-(mu - s.kappa * sigma), dtype=float)
-        from scipy.special import ndtr
-
         imp = self._y_best - mu - s.xi * self._y_spread
         safe = np.maximum(sigma, 1e-12)
         z = imp / safe
-        ei = imp * ndtr(z) + safe * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        ei = imp * _normal_cdf(z) + safe * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
         ei = np.where(sigma > 1e-12, ei, np.maximum(imp, 0.0))
         # Tie-break flat EI (far from the incumbent) by the predicted mean.
         return np.asarray(ei - 1e-9 * mu, dtype=float)
@@ -508,28 +480,18 @@ class ModelBased(BaseTechnique):
         return self.space.sample(self.rng, 1)[0]
 
 
-_preloading: threading.Thread | None = None
+def _erfc(x: np.ndarray) -> np.ndarray:
+    """The complementary error function, elementwise, to a relative error below 1.2e-7 everywhere (the
+    Chebyshev-fitted form of Press et al., *Numerical Recipes*, 2nd ed., section 6.2): accurate in the
+    far tail too, where expected improvement lives late in a search."""
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
+        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    r = t * np.exp(-a * a + poly)
+    return np.asarray(np.where(x >= 0, r, 2.0 - r), dtype=np.float64)
 
 
-def _preload_sklearn() -> None:
-    """Start one daemon thread that imports what :meth:`ModelBased._fit_trees` needs (once per process).
-
-    A fit that comes first simply waits for the import lock, so correctness does not depend on timing.
-    """
-    global _preloading
-    if _preloading is not None or "sklearn.tree" in sys.modules:
-        return
-
-    def load() -> None:
-        # While it imports, a thread that waits for the interpreter gets it within 0.5 ms instead of 5: the
-        # driver's thread, measuring meanwhile, is not held up after each of its system calls.
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(min(previous, 0.0005))
-        try:
-            with contextlib.suppress(Exception):  # a failing import fails again, with its message, at the fit
-                importlib.import_module("sklearn.tree")
-        finally:
-            sys.setswitchinterval(previous)
-
-    _preloading = threading.Thread(target=load, name="perftune-preload-sklearn", daemon=True)
-    _preloading.start()
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """The standard normal distribution function, elementwise (as scipy.special.ndtr)."""
+    return 0.5 * _erfc(-np.asarray(z, dtype=float) / math.sqrt(2.0))

@@ -51,9 +51,15 @@ from perftune.trial import Status
 
 __all__ = ["Autotuner", "TuningReport", "autotune"]
 
-#: Leaders compared interleaved at the end of a search, and rounds of that comparison.
+#: Leaders compared interleaved at the end of a search: the :data:`N_LEADERS` fastest, and any other
+#: configuration whose median is within :data:`LEADER_MARGIN` of the fastest, up to :data:`MAX_LEADERS`;
+#: and the rounds of that comparison. Short kernels (about 10 µs) moved by up to 14% between the search's
+#: timing and an interleaved one on the H200 (benchmarks/results/gpu-matmul.md), so a search whose three
+#: leaders missed the true best by a few percent could not recover it.
 N_LEADERS = 3
-N_FINAL_ROUNDS = 10
+MAX_LEADERS = 8
+LEADER_MARGIN = 0.05
+N_FINAL_ROUNDS = 12
 #: Share of a large list (or space) measured without ``budget=``. Replayed on the H200 matmul timings
 #: (benchmarks/results/gpu-matmul-replay.md), 15% reached 0.98x of the exhaustive best in 59 of 60 runs
 #: against 54 of 60 at 10%, where only 4-5 of 926 configurations lie within 2% of the best.
@@ -421,6 +427,7 @@ class _Session:
         self.records: dict[str, dict[str, Any]] = {}
         self.failures: list[tuple[dict[str, Any], str, str]] = []
         self.samples: dict[str, list[float]] = {}
+        self._dropped: set[str] = set()  # timers released in the benchmark process
         self.n_measured = 0
         self.compile_s = 0.0
         self.best_ms: float | None = None
@@ -684,15 +691,27 @@ class _Session:
     def _ranked(self) -> list[str]:
         return sorted(self.samples, key=lambda c: statistics.median(self.samples[c]))
 
+    def _leaders(self) -> list[str]:
+        """The configurations the final comparison times (see :data:`LEADER_MARGIN`)."""
+        ranked = self._ranked()
+        if not ranked:
+            return []
+        limit = statistics.median(self.samples[ranked[0]]) * (1.0 + LEADER_MARGIN)
+        close = [c for c in ranked[:MAX_LEADERS] if statistics.median(self.samples[c]) <= limit]
+        return ranked[: max(N_LEADERS, len(close))]
+
     def _keep_leaders(self) -> None:
         # Timers of the leaders stay ready in the benchmark process for the final comparison.
-        for cid in self._ranked()[N_LEADERS:]:
-            with contextlib.suppress(BenchFailure):
-                self.bench.drop(cid)
+        keep = set(self._leaders())
+        for cid in self._ranked():
+            if cid not in keep and cid not in self._dropped:
+                self._dropped.add(cid)
+                with contextlib.suppress(BenchFailure):
+                    self.bench.drop(cid)
 
     def _final(self) -> dict[str, Any]:
         """Compare the leaders interleaved (same power state, same moment) and return the winner."""
-        leaders = self._ranked()[:N_LEADERS]
+        leaders = self._leaders()
         if not leaders:
             raise PerftuneError(
                 f"autotune({self.owner.kernel_name}): every configuration failed for key "
