@@ -205,9 +205,9 @@ def grow_forest(
                 node_best = np.maximum.reduceat(row_best, starts)
                 hits = np.flatnonzero((row_best == node_best[pos_node]) & np.isfinite(row_best))
                 if hits.size:
-                    first = np.ones(hits.size, dtype=bool)
-                    first[1:] = pos_node[hits[1:]] != pos_node[hits[:-1]]
-                    at = hits[first]
+                    lead = np.ones(hits.size, dtype=bool)  # the first best row of each node
+                    lead[1:] = pos_node[hits[1:]] != pos_node[hits[:-1]]
+                    at = hits[lead]
                     nodes = pos_node[at]
                     j = col[at]
                     lo, hi = v[at, j], v[at + 1, j]
