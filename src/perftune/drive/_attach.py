@@ -146,10 +146,12 @@ class _Proposer:
         issued = self._store.trial_leases(self._info.id)
         in_table = {item.trial_id for item in issued}
         if not t.deterministic:
-            # A seeded run re-derives them instead (the same tickets, the same configurations).
+            # A seeded run re-derives them instead (the same tickets, the same configurations). A ticket
+            # recorded ("done") between the resume's read of the stored trials and this read of the
+            # table is in neither: adopted too, the first step reads its result, so the budget counts it
+            # (else the run got one trial more than its budget). _adopt skips the tickets it knows.
             for item in issued:
-                if item.status != "done":
-                    t._adopt(item.trial_id, item.config, item.technique or "")
+                t._adopt(item.trial_id, item.config, item.technique or "")
         # Tickets in flight at the checkpoint that are in the table are issued (again) by the table.
         t._reissue = [ticket for ticket in t._reissue if ticket not in in_table]
 
