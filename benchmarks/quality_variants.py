@@ -692,12 +692,13 @@ class StagedSklearnTrees(StagedBandit):
     forest in numpy, ``perftune.search._forest``)."""
 
     name: ClassVar[str] = "x-staged-sklearn-trees"
+    model_class: ClassVar[type] = ModelSklearnTrees  # what the portfolio's model arm becomes
 
     def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         for technique in self.bandit.techniques:
             if type(technique) is ModelBased:
-                technique.__class__ = ModelSklearnTrees
+                technique.__class__ = self.model_class
 
 
 _register(StagedSklearnTrees)
@@ -711,16 +712,11 @@ class ModelSklearnTreesReseeded(ModelSklearnTrees):
         return super()._fit_trees(x, y, [(s * 2654435761 + 97) % (2**31 - 1) for s in states], idxs)
 
 
-class StagedSklearnTreesReseeded(StagedBandit):
+class StagedSklearnTreesReseeded(StagedSklearnTrees):
     """StagedSklearnTrees with :class:`ModelSklearnTreesReseeded` (an A/A check of the rule)."""
 
     name: ClassVar[str] = "x-staged-sklearn-trees-reseeded"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        super().__init__(space, seed=seed, settings=settings)
-        for technique in self.bandit.techniques:
-            if type(technique) is ModelBased:
-                technique.__class__ = ModelSklearnTreesReseeded
+    model_class: ClassVar[type] = ModelSklearnTreesReseeded
 
 
 _register(StagedSklearnTreesReseeded)
