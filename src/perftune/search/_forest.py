@@ -152,8 +152,7 @@ def grow_forest(
     roots = np.arange(n_trees, dtype=np.intp)
     n_made = n_trees
 
-    # The active nodes of this level, their rows' segments in `order` (node-major, by value per column).
-    gid = roots.copy()
+    # The active nodes of this level: their rows' counts, and `order`, node-major and by value per column.
     counts = np.asarray(sizes, dtype=np.intp)
     tree_of_row = np.repeat(np.arange(n_trees), counts)
     cols = np.arange(d)
@@ -161,8 +160,8 @@ def grow_forest(
     for j in range(d):
         order[:, j] = np.lexsort((xr[:, j], tree_of_row))
     depth = 0
-    while gid.size:
-        k = gid.size
+    while counts.size:
+        k = counts.size
         starts = np.zeros(k, dtype=np.intp)
         np.cumsum(counts[:-1], out=starts[1:])
         pos_node = np.repeat(np.arange(k), counts)
@@ -259,7 +258,6 @@ def grow_forest(
         key = key.astype(np.uint16) if 2 * n_split <= 65535 else key
         order = np.take_along_axis(order, np.argsort(key, axis=0, kind="stable"), axis=0)
         counts = np.bincount(child[rows], minlength=2 * n_split).astype(np.intp)
-        gid = np.arange(n_made - 2 * n_split, n_made, dtype=np.intp)
     # The node arrays were appended level by level, in the order the nodes were numbered.
     return Forest(
         np.concatenate(feature),
