@@ -15,6 +15,7 @@ from perftune.adapt import (
     divisibility,
     duplicates,
     far_order,
+    local_inversions,
     monotone_runs,
     sample,
     sortedness,
@@ -62,6 +63,27 @@ def test_long_range_features_see_runs_that_neighbours_cannot():
     assert monotone_runs(organ, 512) > 0.95 and monotone_runs(sawtooth, 512) > 0.95
     assert monotone_runs(shuffled, 512) < 0.05
     assert 0.4 < sortedness(organ, 1024) < 0.6
+
+
+def test_local_inversions_grow_with_how_far_elements_moved():
+    rng = np.random.default_rng(2)
+    ordered = list(range(20000))
+    assert local_inversions(ordered, 512) == 0.0
+    assert local_inversions(ordered[::-1], 512) == pytest.approx(np.log2(1 + 7.5))
+
+    def moved(rate: float, reach: int) -> list[int]:
+        xs = list(ordered)
+        for i in rng.integers(0, len(xs) - reach, int(rate * len(xs))):
+            j = int(i + rng.integers(1, reach + 1))
+            xs[i], xs[j] = xs[j], xs[i]
+        return xs
+
+    near, farther = local_inversions(moved(0.01, 4), 512), local_inversions(moved(0.05, 12), 512)
+    shuffled = local_inversions(rng.permutation(20000).tolist(), 512)
+    assert 0.0 < near < farther < shuffled < np.log2(1 + 7.5)
+    # Sampled windows, not the whole input: other offsets read other windows of the same input.
+    assert local_inversions(moved(0.05, 12), 64, offset=3) > 0.0
+    assert local_inversions([1], 64) == 0.0 and local_inversions([], 64) == 0.0
 
 
 def test_duplicates_and_sample():

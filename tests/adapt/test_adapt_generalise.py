@@ -191,3 +191,38 @@ def test_a_hanging_run_is_stopped_by_the_wall_backstop_under_a_cpu_limit():
     t0 = time.perf_counter()
     seconds, out, stopped = run_limited(lambda: time.sleep(30), 0.05, time.process_time)
     assert stopped and out is None and time.perf_counter() - t0 < 5
+
+
+def test_linear_model_crosses_over_where_the_slowdowns_cross_and_clips_beyond_the_training_range():
+    # Landmark 0 costs 1 + 4x, landmark 1 costs 3 - 2x: they cross at x = 1/3. Trained on inputs at
+    # x = 0 and x = 1 only (two families, nothing in between), a tree puts its threshold wherever the gap
+    # lets it; the linear model's predicted slowdowns cross near where the times do.
+    X = np.array([[0.0]] * 6 + [[1.0]] * 6)
+    T = np.stack([1 + 4 * X[:, 0], 3 - 2 * X[:, 0]], axis=1) * 1e-3
+    ok = np.ones_like(T, dtype=bool)
+    fit = fit_dispatch(X, np.zeros_like(X), T, ok, classifier="linear", seed=0)
+    assert fit.variant == "linear slowdowns"
+    assert [_choose(fit.model, x) for x in (0.0, 0.2, 0.6, 1.0)] == [0, 0, 1, 1]
+    # Far beyond the training inputs the column is clipped to its range: the choice there is the edge's.
+    assert _choose(fit.model, 50.0) == _choose(fit.model, 1.0) == 1
+    assert _choose(fit.model, -50.0) == 0
+    again = model_from_dict(fit.model.to_dict(), n_columns=1, n_landmarks=2)
+    assert again == fit.model
+
+
+def test_linear_model_files_are_checked():
+    from perftune.adapt import LinearModel
+
+    model = LinearModel(features=[0], center=[0.0], scale=[1.0], low=[-1.0], high=[1.0],
+                        coef=[[0.0, 1.0], [0.0, -1.0]])
+    doc = model.to_dict()
+    with pytest.raises(AdaptError, match="2 landmarks, expected 3"):
+        model_from_dict(doc, n_columns=1, n_landmarks=3)
+    with pytest.raises(AdaptError, match="intercept and one slope"):
+        model_from_dict(dict(doc, coef=[[0.0], [1.0]]), n_columns=1, n_landmarks=2)
+    with pytest.raises(AdaptError, match="finite"):
+        model_from_dict(dict(doc, coef=[[0.0, float("nan")], [0.0, 1.0]]), n_columns=1, n_landmarks=2)
+    with pytest.raises(AdaptError, match="out of range"):
+        model_from_dict(dict(doc, features=[4]), n_columns=1, n_landmarks=2)
+    with pytest.raises(AdaptError, match="malformed linear"):
+        model_from_dict({k: v for k, v in doc.items() if k != "low"}, n_columns=1, n_landmarks=2)

@@ -36,6 +36,7 @@ from perftune.adapt._features import (
     divisibility,
     duplicates,
     far_order,
+    local_inversions,
     log_size,
     monotone_runs,
     sample,
@@ -53,7 +54,14 @@ from perftune.adapt._file import (
 )
 from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, fit_dispatch, robust_landmark
-from perftune.adapt._model import CentroidModel, ForestModel, GuardedModel, NeighbourModel, TreeModel
+from perftune.adapt._model import (
+    CentroidModel,
+    ForestModel,
+    GuardedModel,
+    LinearModel,
+    NeighbourModel,
+    TreeModel,
+)
 from perftune.adapt._site import AdaptiveObjective, AdaptiveSite, Dispatcher
 from perftune.adapt._tune import InputTuning, tune_inputs
 
@@ -75,6 +83,7 @@ __all__ = [
     "ForestModel",
     "GrowthCheck",
     "GuardedModel",
+    "LinearModel",
     "InputTuning",
     "NeighbourModel",
     "TreeModel",
@@ -88,6 +97,7 @@ __all__ = [
     "fit_dispatch",
     "fit_growth",
     "load_dispatch",
+    "local_inversions",
     "log_size",
     "monotone_runs",
     "robust_landmark",

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import inspect
 import math
@@ -40,6 +41,7 @@ __all__ = [
     "divisibility",
     "duplicates",
     "far_order",
+    "local_inversions",
     "log_size",
     "monotone_runs",
     "sample",
@@ -234,6 +236,40 @@ def far_order(xs: Sequence[Any], n: int, offset: int = 0) -> float:
         total += 1
         up += 1 if a < b else 0 if a > b else 0.5  # type: ignore[assignment]
     return up / total
+
+
+def local_inversions(xs: Sequence[Any], n: int, offset: int = 0) -> float:
+    """log2(1 + inversions per element) within short windows (16 neighbours, about ``n`` elements in all).
+
+    What insertion sort pays per element on inputs whose disorder is local: 0 for sorted input, small
+    for one whose elements were moved a few places, about 2.2 for random order (3.75 inversions per
+    element in a window of 16) and 3.1 for reversed (7.5, the most there can be). The log
+    keeps rare and frequent disorder apart on one scale, so a model that is linear in it interpolates
+    between inputs that are nearly sorted and inputs that are not.
+
+    Example:
+        >>> local_inversions(list(range(64)), 64)
+        0.0
+        >>> round(local_inversions(list(range(16))[::-1], 16), 2)
+        3.09
+    """
+    size = len(xs)
+    if size < 2:
+        return 0.0
+    window = min(16, size)
+    n_windows = max(1, min(n, size) // window)
+    step = max(window, size // n_windows)
+    inversions = elements = 0
+    for start in range(offset % step, size - window + 1, step):
+        seen: list[Any] = []
+        for i, x in enumerate(xs[start : start + window]):
+            # The elements before x that are greater than it: what insertion sort moves past x.
+            inversions += i - bisect.bisect_right(seen, x)
+            bisect.insort(seen, x)
+        elements += window
+        if elements >= n:
+            break
+    return math.log2(1.0 + inversions / elements) if elements else 0.0
 
 
 def descending(xs: Sequence[Any], n: int, offset: int = 0) -> float:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from perftune.adapt._features import AdaptError
-from perftune.adapt._model import ForestModel, GuardedModel, Model, NeighbourModel, TreeModel
+from perftune.adapt._model import ForestModel, GuardedModel, LinearModel, Model, NeighbourModel, TreeModel
 
 __all__ = ["DispatchFit", "fit_dispatch", "robust_landmark", "score_model"]
 
@@ -246,6 +246,38 @@ def _neighbours(
     )
 
 
+#: The ratio a landmark's linear fit sees where it is slower than this, or gave no answer: beyond it, how
+#: much slower makes no difference to the choice, and an unbounded log would let one input tilt the fit.
+_LINEAR_CAP = 20.0
+#: Ridge penalty of the linear fit, in standardised units per (mean-weighted) training input.
+_LINEAR_RIDGE = 1.0
+
+
+def _linear(X: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], rows: np.ndarray) -> Model:
+    """Per landmark, a weighted ridge fit of its log ratio to the fastest on the standardised columns."""
+    if not columns:
+        return TreeModel.constant(robust_landmark(T, ok, rows))
+    usable = rows[ok[rows].any(axis=1)]
+    if len(usable) == 0:
+        return TreeModel.constant(robust_landmark(T, ok, rows))
+    cols = np.asarray(columns, dtype=int)
+    center, scale, z, _ = _spread(X[np.ix_(usable, cols)])
+    R = np.where(ok[usable], _ratios(T[usable], ok[usable]), _LINEAR_CAP)
+    y = np.log(np.clip(R, 1.0, _LINEAR_CAP))
+    # Weight by the time at stake: a mis-choice on an input costs about its fastest time times the ratio.
+    best = np.where(ok[usable], T[usable], np.inf).min(axis=1)
+    w = np.maximum(best, 1e-3 * best.mean())
+    w = w / w.mean()
+    A = np.hstack([np.ones((len(usable), 1)), z])
+    penalty = _LINEAR_RIDGE * np.eye(A.shape[1])
+    penalty[0, 0] = 0.0
+    coef = np.linalg.solve(A.T @ (A * w[:, None]) + penalty, A.T @ (y * w[:, None]))
+    return LinearModel(
+        features=list(columns), center=center.tolist(), scale=scale.tolist(),
+        low=z.min(axis=0).tolist(), high=z.max(axis=0).tolist(), coef=coef.T.tolist(),
+    )
+
+
 @dataclass(frozen=True)
 class _Variant:
     """One way of building the model from a column set, as scored by cross-validation."""
@@ -254,7 +286,7 @@ class _Variant:
     depth: int
     guard: str | None = None  # None, "tree" (the columns the model reads), "cheap" (+ every cheap one), "own"
     factor: float = 1.0
-    kind: str = "tree"  # tree, forest or neighbours
+    kind: str = "tree"  # tree, forest, neighbours or linear
     k: int = 1
 
 
@@ -288,8 +320,9 @@ def fit_dispatch(
         T: ``(n_inputs, n_landmarks)`` median seconds of each landmark on each input.
         ok: ``(n_inputs, n_landmarks)``: the landmark ran correctly (and accurately enough) there.
         classifier: ``"tree"`` (one decision tree), ``"forest"`` (a small random forest),
-            ``"neighbours"`` (least regret among the nearest training inputs, :class:`NeighbourModel`) or
-            ``"auto"`` (tree and neighbours both, the better by cross-validation).
+            ``"neighbours"`` (least regret among the nearest training inputs, :class:`NeighbourModel`),
+            ``"linear"`` (each landmark's slowdown predicted linearly, :class:`LinearModel`) or
+            ``"auto"`` (all of them, the best by cross-validation).
         max_depth: Depth limit of every tree (depth 2 is tried too).
         max_columns: Most columns the greedy search keeps.
         n_trees: Trees of a forest.
@@ -307,9 +340,10 @@ def fit_dispatch(
             that noise misroutes, so a level too noisy for its thresholds is not chosen; and among
             columns the scores cannot tell apart (totals within 1%), the steadiest is taken.
     """
-    if classifier not in ("auto", "tree", "forest", "neighbours"):
+    if classifier not in ("auto", "tree", "forest", "neighbours", "linear"):
         raise AdaptError(
-            f"tune_inputs: classifier must be 'auto', 'tree', 'forest' or 'neighbours', got {classifier!r}"
+            "tune_inputs: classifier must be 'auto', 'tree', 'forest', 'neighbours' or 'linear', "
+            f"got {classifier!r}"
         )
     n, n_columns = X.shape
     if T.shape[0] != n or cost.shape != X.shape or ok.shape != T.shape:
@@ -342,6 +376,8 @@ def fit_dispatch(
     fit_kw = {"classifier": tree_kind, "n_trees": n_trees, "seed": seed, "tolerance": tolerance}
 
     def build(columns: list[int], variant: _Variant, rows: np.ndarray) -> Model:
+        if variant.kind == "linear":
+            return _linear(X, T, ok, columns, rows)
         if variant.kind == "neighbours":
             return _neighbours(X, T, ok, columns, rows, variant.k, variant.factor if variant.guard else None)
         model = _fit(X, T, ok, columns, rows, max_depth=variant.depth, **fit_kw)  # type: ignore[arg-type]
@@ -413,6 +449,8 @@ def fit_dispatch(
             bases.append((nearest(k), [nearest(5)] if k == 3 else []))
             if guard:
                 bases.append((nearest(k, 1.0), [nearest(k, 2.0)]))
+    if classifier in ("auto", "linear"):
+        bases.append((_Variant("linear slowdowns", 0, kind="linear"), []))
     scores: list[tuple[str, int, float]] = []
     chosen: tuple[list[int], _Variant, tuple[int, float]] | None = None
     steps: list[tuple[list[int], int, float]] = []

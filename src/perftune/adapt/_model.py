@@ -24,7 +24,15 @@ from typing import Any
 
 from perftune.adapt._features import AdaptError
 
-__all__ = ["CentroidModel", "ForestModel", "GuardedModel", "NeighbourModel", "TreeModel", "model_from_dict"]
+__all__ = [
+    "CentroidModel",
+    "ForestModel",
+    "GuardedModel",
+    "LinearModel",
+    "NeighbourModel",
+    "TreeModel",
+    "model_from_dict",
+]
 
 
 @dataclass
@@ -350,7 +358,81 @@ class NeighbourModel:
         }
 
 
-Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel
+@dataclass
+class LinearModel:
+    """Per landmark, a linear prediction of its slowdown; the landmark predicted least slow runs.
+
+    Each landmark's log ratio to the fastest landmark of an input is fitted as a linear function of the
+    standardised columns (ridge regression, weighted by how much time each training input puts at
+    stake). Between training families the predictions move smoothly with the features, so an input
+    halfway between two families gets the landmark whose predicted slowdown crosses over there, not
+    whichever side of a threshold a tree happened to put it; beyond the training inputs each column is
+    clipped to the range it had there, so the model does not extrapolate a slope without end.
+
+    Attributes:
+        features: Columns read (global indices).
+        center: Per column, the value subtracted before scaling.
+        scale: Per column, the divisor.
+        low: Per column, the smallest standardised training value (inputs are clipped to it).
+        high: Per column, the largest standardised training value.
+        coef: Per landmark, ``[intercept, slope per column...]`` of its predicted log ratio.
+
+    Example:
+        >>> m = LinearModel(features=[0], center=[0.0], scale=[1.0], low=[-1.0], high=[1.0],
+        ...                 coef=[[0.0, 1.0], [0.0, -1.0]])
+        >>> m.choose(lambda c: -0.5), m.choose(lambda c: 5.0)
+        (0, 1)
+    """
+
+    features: list[int]
+    center: list[float]
+    scale: list[float]
+    low: list[float]
+    high: list[float]
+    coef: list[list[float]]
+
+    def __post_init__(self) -> None:
+        n = len(self.features)
+        lengths = (len(self.center), len(self.scale), len(self.low), len(self.high))
+        if n == 0 or any(m != n for m in lengths) or any(not s > 0 for s in self.scale):
+            raise AdaptError("dispatcher linear model: columns, center, scale, low, high unequal or empty")
+        if not self.coef or any(len(c) != n + 1 for c in self.coef):
+            raise AdaptError(
+                "dispatcher linear model: every landmark needs an intercept and one slope per column"
+            )
+        if any(not math.isfinite(v) for c in self.coef for v in c):
+            raise AdaptError("dispatcher linear model: coefficients must be finite numbers")
+
+    @property
+    def columns(self) -> set[int]:
+        return set(self.features)
+
+    @property
+    def n_landmarks(self) -> int:
+        return len(self.coef)
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        bounds = zip(self.features, self.center, self.scale, self.low, self.high, strict=True)
+        z = [min(hi, max(lo, (value(c) - m) / s)) for c, m, s, lo, hi in bounds]
+        pred = [c[0] + sum(w * v for w, v in zip(c[1:], z, strict=True)) for c in self.coef]
+        return min(range(len(pred)), key=lambda j: (pred[j], j))
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        return list(dict.fromkeys(self.features))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "linear",
+            "features": self.features,
+            "center": self.center,
+            "scale": self.scale,
+            "low": self.low,
+            "high": self.high,
+            "coef": self.coef,
+        }
+
+
+Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel
 
 
 def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
@@ -402,6 +484,20 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                     f"dispatcher neighbours: ratios for {model.n_landmarks} landmarks, expected {n_landmarks}"
                 )
             leaves = {model.fallback}
+        elif kind == "linear":
+            model = LinearModel(
+                features=[int(v) for v in doc["features"]],
+                center=[float(v) for v in doc["center"]],
+                scale=[float(v) for v in doc["scale"]],
+                low=[float(v) for v in doc["low"]],
+                high=[float(v) for v in doc["high"]],
+                coef=[[float(v) for v in c] for c in doc["coef"]],
+            )
+            if model.n_landmarks != n_landmarks:
+                raise AdaptError(
+                    f"dispatcher linear model: {model.n_landmarks} landmarks, expected {n_landmarks}"
+                )
+            leaves = set()  # every landmark may be chosen; the count was checked above
         elif kind == "centroids":
             model = CentroidModel(
                 center=[float(v) for v in doc["center"]],
@@ -413,7 +509,10 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
             if len(model.center) != n_columns:
                 raise AdaptError(f"dispatcher centroids: {len(model.center)} columns, expected {n_columns}")
         else:
-            raise AdaptError(f"dispatcher model: kind {kind!r} is not 'tree', 'forest' or 'centroids'")
+            raise AdaptError(
+                f"dispatcher model: kind {kind!r} is not 'tree', 'forest', 'guarded', 'neighbours', "
+                "'linear' or 'centroids'"
+            )
     except (KeyError, TypeError, ValueError) as e:
         raise AdaptError(f"dispatcher model: malformed {kind} ({type(e).__name__}: {e})") from None
     bad_columns = [c for c in model.columns if not 0 <= c < n_columns]

@@ -334,9 +334,9 @@ def tune_inputs(
         check: ``check(input, output) -> bool``; a wrong output fails the candidate or landmark.
         accuracy: ``accuracy(output, input) -> float`` (higher is better), for variable accuracy.
         required: ``required(input) -> float``: the accuracy that input needs (with ``accuracy``).
-        classifier: ``"auto"`` (default: a cost-aware tree and the least-regret-of-nearest rule both
-            tried, the better by cross-validation), ``"tree"``, ``"forest"`` (a small random forest) or
-            ``"neighbours"``.
+        classifier: ``"auto"`` (default: a cost-aware tree, the least-regret-of-nearest rule and the
+            linear slowdown model all tried, the best by cross-validation), ``"tree"``, ``"forest"``
+            (a small random forest), ``"neighbours"`` or ``"linear"``.
         max_depth: Depth limit of the trees.
         max_columns: Most feature columns the dispatcher may read.
         n_representatives: Inputs of a cluster its landmark search measures on.
