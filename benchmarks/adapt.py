@@ -96,8 +96,8 @@ def sort_setup(quick: bool, seed: int) -> Setup:
             f"at {max(test_sizes)} (not 1e7): every sort is pure Python and the machine is 2 shared cores; "
             f"the largest test size is {max(test_sizes) / max(train_sizes):.0f}x the largest training size. "
             f"{'A --quick run: smaller sizes and budgets than the default run. ' if quick else ''}"
-            "Two more unseen families (sawtooth, sorted with a random tail) are left out: see "
-            "adapt-sort-longrange-failure.md."
+            "The sawtooth and the sorted input with a random tail, once left out of every set "
+            "(adapt-sort-longrange-failure.md), are training families."
         ),
     )
 
