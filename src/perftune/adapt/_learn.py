@@ -216,13 +216,18 @@ _NO_ANSWER = 1e6
 _SPREAD_RANK = 3
 
 
-def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Standardise ``data``; also how far apart the rows are: the largest distance from a row to its
-    ``_SPREAD_RANK``-th nearest other row (the farthest, with fewer rows)."""
+def _standardise(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(z, center, scale)``: each column minus its mean, over its spread (1 for a constant column)."""
     center = data.mean(axis=0)
     scale = data.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    z = (data - center) / scale
+    return (data - center) / scale, center, scale
+
+
+def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Standardise ``data``; also how far apart the rows are: the largest distance from a row to its
+    ``_SPREAD_RANK``-th nearest other row (the farthest, with fewer rows)."""
+    z, center, scale = _standardise(data)
     if len(z) < 2:
         return center, scale, z, 0.0
     d = np.sqrt(((z[:, None, :] - z[None, :, :]) ** 2).sum(axis=2))
@@ -261,7 +266,7 @@ def _linear(X: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], ro
     if len(usable) == 0:
         return TreeModel.constant(robust_landmark(T, ok, rows))
     cols = np.asarray(columns, dtype=int)
-    center, scale, z, _ = _spread(X[np.ix_(usable, cols)])
+    z, center, scale = _standardise(X[np.ix_(usable, cols)])
     R = np.where(ok[usable], _ratios(T[usable], ok[usable]), _LINEAR_CAP)
     y = np.log(np.clip(R, 1.0, _LINEAR_CAP))
     # Weight by the time at stake: a mis-choice on an input costs about its fastest time times the ratio.

@@ -42,7 +42,7 @@ import numpy as np
 from perftune.adapt._features import AdaptError
 from perftune.adapt._file import load_dispatch, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
-from perftune.adapt._learn import DispatchFit, fit_dispatch, score_model
+from perftune.adapt._learn import DispatchFit, _standardise, fit_dispatch, score_model
 from perftune.adapt._limit import run_limited
 from perftune.adapt._model import CentroidModel, Model
 from perftune.adapt._site import Dispatcher, _Adaptive
@@ -227,13 +227,6 @@ def _measure_features(
                 except Exception as e:
                     raise AdaptError(f"{where} raised {type(e).__name__}: {e}") from None
     return values, cost, resampled
-
-
-def _standardise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    center = values.mean(axis=0)
-    scale = values.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    return (values - center) / scale, center, scale
 
 
 def _checker(
