@@ -68,6 +68,8 @@ class Setup:
     notes: str = ""
     #: Extra configurations the single-configuration search tries first (a fair, strong baseline).
     single_seeds: list[dict[str, Any]] = field(default_factory=list)
+    #: ``tune_inputs(required_levels=...)``: requirements every training input is also learned at.
+    required_levels: tuple[float, ...] | None = None
 
 
 def sort_setup(quick: bool, seed: int) -> Setup:
@@ -122,6 +124,7 @@ def solve_setup(quick: bool, seed: int) -> Setup:
         size=lambda p: p.n,
         notes=example.BENCHMARK_NOTES,
         single_seeds=[{"method": "cg", "iters": 2048}, {"method": "dense"}, {"method": "sparse"}],
+        required_levels=example.REQUIRED_LEVELS,
     )
 
 
@@ -201,6 +204,7 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
         setup.target, setup.train, budget=setup.budget, n_clusters=setup.n_clusters, seed=seed,
         repeats=3, check=setup.check, accuracy=setup.accuracy, required=setup.required,
         groups=setup.train_groups, clock="cpu" if TIMER is time.thread_time else "wall",
+        required_levels=setup.required_levels,
     )
     train_s = time.perf_counter() - t0
     load_trained = os.getloadavg()
@@ -397,6 +401,9 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=None, help="clusters (landmark searches)")
     parser.add_argument("--tag", default="", help="suffix of the results file name")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--no-relabel", action="store_true",
+                        help="learn each training input at its own requirement only (solve: no "
+                             "tune_inputs(required_levels=...))")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="time runs by this process's CPU time (default) or the wall clock")
     args = parser.parse_args()
@@ -407,6 +414,8 @@ def main() -> None:
     setup = make_setup(args.quick, args.seed)
     setup.budget = args.budget or setup.budget
     setup.n_clusters = args.clusters or setup.n_clusters
+    if args.no_relabel:
+        setup.required_levels = None
     text = run(setup, args.repeats, args.seed)
     tag = f"-{args.tag}" if args.tag else ""
     out = Path(args.out) / f"adapt-{args.algorithm}{'-quick' if args.quick else ''}{tag}.md"

@@ -77,6 +77,40 @@ def test_guarded_tree_falls_back_out_of_distribution():
     assert tree.choose(far.__getitem__) == 1
 
 
+def test_a_larger_input_is_not_out_of_distribution_for_its_size_alone():
+    tree = TreeModel(left=[1, -1, -1], right=[2, -1, -1], feature=[1, -1, -1], threshold=[0.5, 0.0, 0.0],
+                     leaf=[-1, 0, 1])
+    # Column 0 is the size (standardised, training inputs up to 1.0); column 1 what the tree reads.
+    points = [[0.0, 0.0], [1.0, 1.0]]
+    plain = GuardedModel(inner=tree, guard=[0, 1], center=[0.0, 0.0], scale=[1.0, 1.0], points=points,
+                         radius=0.5, fallback=2)
+    clipped = GuardedModel(inner=tree, guard=[0, 1], center=[0.0, 0.0], scale=[1.0, 1.0], points=points,
+                           radius=0.5, fallback=2, size_high=[1.0, None])
+    bigger = {0: 30.0, 1: 1.0}.__getitem__  # like the largest training input, 30 times larger
+    assert plain.choose(bigger) == 2 and clipped.choose(bigger) == 1
+    unlike = {0: 30.0, 1: 4.0}.__getitem__  # larger, and unlike every training input besides
+    assert clipped.choose(unlike) == 2
+    nb = NeighbourModel(features=[0, 1], center=[0.0, 0.0], scale=[1.0, 1.0], points=points,
+                        ratio=[[1.0, 5.0, 2.0], [5.0, 1.0, 2.0]], k=1, radius=0.5, fallback=2,
+                        size_high=[1.0, None])
+    assert nb.choose(bigger) == 1
+    for model in (clipped, nb):
+        assert model_from_dict(model.to_dict(), n_columns=2, n_landmarks=3) == model
+    with pytest.raises(AdaptError, match="size_high needs one entry per guard column"):
+        model_from_dict(dict(clipped.to_dict(), size_high=[1.0]), n_columns=2, n_landmarks=3)
+
+
+def test_size_columns_are_the_columns_increasing_with_the_size():
+    from perftune.adapt._tune import _size_columns
+
+    sizes = [100, 100, 1000, 1000, 10_000]
+    values = np.array([[6.6, 0.5, 1.0], [6.6, 0.7, 1.0], [10.0, 0.5, 0.5], [10.0, 0.1, 0.5],
+                       [13.3, 0.9, 0.2]])
+    # log size increases with the size; a sortedness does not; a decreasing column is no size either.
+    assert _size_columns(values, sizes) == [0]
+    assert _size_columns(values[:2], sizes[:2]) == []  # one size only: nothing to tell
+
+
 def test_new_models_survive_json_and_malformed_ones_are_refused():
     nb = NeighbourModel(features=[1], center=[0.5], scale=[2.0], points=[[0.0], [1.0]],
                         ratio=[[1.0, 2.0], [2.0, 1.0]], k=1, radius=None, fallback=1)

@@ -196,6 +196,7 @@ def _guarded(
     guard: list[int],
     rows: np.ndarray,
     factor: float,
+    size_columns: frozenset[int] = frozenset(),
 ) -> GuardedModel:
     """``inner`` behind a guard on ``guard``: the radius is ``factor`` times how far apart the training
     inputs are (:func:`_spread`)."""
@@ -203,8 +204,15 @@ def _guarded(
     radius = factor * spread
     return GuardedModel(
         inner=inner, guard=list(guard), center=center.tolist(), scale=scale.tolist(), points=z.tolist(),
-        radius=radius, fallback=robust_landmark(T, ok, rows),
+        radius=radius, fallback=robust_landmark(T, ok, rows), size_high=_size_high(guard, z, size_columns),
     )
+
+
+def _size_high(columns: list[int], z: np.ndarray, size_columns: frozenset[int]) -> list[float | None] | None:
+    """Per column, the largest standardised training value of a size column (None for the others)."""
+    if not size_columns.intersection(columns):
+        return None
+    return [float(z[:, j].max()) if c in size_columns else None for j, c in enumerate(columns)]
 
 
 #: The ratio recorded for a landmark that gave no answer on an input: it outweighs any sum of times.
@@ -238,7 +246,7 @@ def _spread(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float
 
 def _neighbours(
     X: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], rows: np.ndarray, k: int,
-    factor: float | None,
+    factor: float | None, size_columns: frozenset[int] = frozenset(),
 ) -> Model:
     if not columns:
         return TreeModel.constant(robust_landmark(T, ok, rows))
@@ -247,7 +255,7 @@ def _neighbours(
     return NeighbourModel(
         features=list(columns), center=center.tolist(), scale=scale.tolist(), points=z.tolist(),
         ratio=ratio.tolist(), k=min(k, len(rows)), radius=None if factor is None else factor * spread,
-        fallback=robust_landmark(T, ok, rows),
+        fallback=robust_landmark(T, ok, rows), size_high=_size_high(list(columns), z, size_columns),
     )
 
 
@@ -311,6 +319,7 @@ def fit_dispatch(
     guard: bool = True,
     tolerance: float = 0.05,
     resampled: np.ndarray | None = None,
+    size_columns: Any = None,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
 
@@ -344,6 +353,11 @@ def fit_dispatch(
             the scores added: a model whose thresholds a sample's noise can cross pays for the inputs
             that noise misroutes, so a level too noisy for its thresholds is not chosen; and among
             columns the scores cannot tell apart (totals within 1%), the steadiest is taken.
+        size_columns: Columns that measure the input's size (an increasing function of it). The
+            out-of-distribution distances read an input larger than every training input as the
+            largest one: how a landmark's time grows past the training sizes is the asymptotic
+            check's to judge (:mod:`perftune.adapt._growth`), and a guard that sent every larger
+            input to the fallback would overrule it.
     """
     if classifier not in ("auto", "tree", "forest", "neighbours", "linear"):
         raise AdaptError(
@@ -377,6 +391,7 @@ def fit_dispatch(
     measured = [c for c in range(n_columns) if mean_cost[c] > 0]
     cheapest = min((mean_cost[c] for c in measured), default=0.0)
     cheap_columns = [c for c in range(n_columns) if mean_cost[c] <= 2 * cheapest]
+    sizes_at = frozenset(int(c) for c in (size_columns or ()))
     tree_kind = "forest" if classifier == "forest" else "tree"
     fit_kw = {"classifier": tree_kind, "n_trees": n_trees, "seed": seed, "tolerance": tolerance}
 
@@ -384,12 +399,13 @@ def fit_dispatch(
         if variant.kind == "linear":
             return _linear(X, T, ok, columns, rows)
         if variant.kind == "neighbours":
-            return _neighbours(X, T, ok, columns, rows, variant.k, variant.factor if variant.guard else None)
+            return _neighbours(X, T, ok, columns, rows, variant.k, variant.factor if variant.guard else None,
+                               sizes_at)
         model = _fit(X, T, ok, columns, rows, max_depth=variant.depth, **fit_kw)  # type: ignore[arg-type]
         if variant.guard is None or not model.columns:
             return model
         watched = sorted(model.columns if variant.guard == "tree" else model.columns | set(cheap_columns))
-        return _guarded(model, X, T, ok, watched, rows, variant.factor)
+        return _guarded(model, X, T, ok, watched, rows, variant.factor, sizes_at)
 
     def cv(columns: list[int], variant: _Variant) -> tuple[int, float]:
         wrong, total = 0, 0.0

@@ -35,6 +35,17 @@ __all__ = [
 ]
 
 
+def _standardised(value: Callable[[int], float], columns: Sequence[int], center: Sequence[float],
+                  scale: Sequence[float], size_high: Sequence[float | None] | None) -> list[float]:
+    """The input's standardised columns; a size column (``size_high``) at most its largest training value."""
+    highs = size_high or [None] * len(columns)
+    out = []
+    for c, m, s, h in zip(columns, center, scale, highs, strict=True):
+        z = (value(c) - m) / s
+        out.append(z if h is None or z <= h else h)
+    return out
+
+
 @dataclass
 class TreeModel:
     """A binary decision tree: node ``i`` tests ``value(feature[i]) <= threshold[i]``.
@@ -224,6 +235,9 @@ class GuardedModel:
         points: Standardised training inputs on the guard columns.
         radius: Distance to the nearest training input beyond which the fallback runs.
         fallback: The robust landmark.
+        size_high: Per guard column, None, or (for a column that measures the input's size) the largest
+            standardised training value: a larger input reads as that large, since inputs beyond the
+            training sizes are the asymptotic check's to judge, not the guard's.
     """
 
     inner: TreeModel | ForestModel
@@ -233,6 +247,7 @@ class GuardedModel:
     points: list[list[float]]
     radius: float
     fallback: int
+    size_high: list[float | None] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.guard)
@@ -242,6 +257,8 @@ class GuardedModel:
             raise AdaptError("dispatcher guard: training points missing or of the wrong length")
         if not self.radius >= 0 or any(s <= 0 for s in self.scale):
             raise AdaptError("dispatcher guard: radius must be >= 0 and every scale > 0")
+        if self.size_high is not None and len(self.size_high) != n:
+            raise AdaptError("dispatcher guard: size_high needs one entry per guard column")
 
     @property
     def columns(self) -> set[int]:
@@ -249,7 +266,7 @@ class GuardedModel:
 
     def distance(self, value: Callable[[int], float]) -> float:
         """Distance from the input to its nearest training input, on the guard columns."""
-        z = [(value(c) - m) / s for c, m, s in zip(self.guard, self.center, self.scale, strict=True)]
+        z = _standardised(value, self.guard, self.center, self.scale, self.size_high)
         nearest: float = min(sum((a - b) ** 2 for a, b in zip(z, p, strict=True)) for p in self.points)
         return math.sqrt(nearest)
 
@@ -274,6 +291,7 @@ class GuardedModel:
             "points": self.points,
             "radius": self.radius,
             "fallback": self.fallback,
+            **({"size_high": self.size_high} if self.size_high is not None else {}),
         }
 
 
@@ -297,6 +315,8 @@ class NeighbourModel:
         k: Neighbours consulted.
         radius: Out-of-distribution distance, or None for no guard.
         fallback: The robust landmark.
+        size_high: As :class:`GuardedModel`'s: per column, None or the largest standardised training
+            value of a size column (a larger input reads as that large).
     """
 
     features: list[int]
@@ -307,6 +327,7 @@ class NeighbourModel:
     k: int
     radius: float | None
     fallback: int
+    size_high: list[float | None] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.features)
@@ -321,6 +342,8 @@ class NeighbourModel:
             raise AdaptError("dispatcher neighbours: every training input needs one ratio per landmark")
         if self.k < 1 or (self.radius is not None and not self.radius >= 0):
             raise AdaptError("dispatcher neighbours: k must be >= 1 and the radius >= 0")
+        if self.size_high is not None and len(self.size_high) != n:
+            raise AdaptError("dispatcher neighbours: size_high needs one entry per column")
 
     @property
     def columns(self) -> set[int]:
@@ -331,7 +354,7 @@ class NeighbourModel:
         return len(self.ratio[0])
 
     def choose(self, value: Callable[[int], float]) -> int:
-        z = [(value(c) - m) / s for c, m, s in zip(self.features, self.center, self.scale, strict=True)]
+        z = _standardised(value, self.features, self.center, self.scale, self.size_high)
         d = sorted(
             (sum((a - b) ** 2 for a, b in zip(z, p, strict=True)), i) for i, p in enumerate(self.points)
         )
@@ -355,6 +378,7 @@ class NeighbourModel:
             "k": self.k,
             "radius": self.radius,
             "fallback": self.fallback,
+            **({"size_high": self.size_high} if self.size_high is not None else {}),
         }
 
 
@@ -435,6 +459,11 @@ class LinearModel:
 Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel
 
 
+def _size_high(doc: dict[str, Any]) -> list[float | None] | None:
+    high = doc.get("size_high")
+    return None if high is None else [None if v is None else float(v) for v in high]
+
+
 def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
     """Parse a model; raises :class:`AdaptError` when it is malformed or names unknown columns/landmarks."""
     if not isinstance(doc, dict):
@@ -466,6 +495,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                 points=[[float(v) for v in p] for p in doc["points"]],
                 radius=float(doc["radius"]),
                 fallback=int(doc["fallback"]),
+                size_high=_size_high(doc),
             )
             leaves = {model.fallback}
         elif kind == "neighbours":
@@ -478,6 +508,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                 k=int(doc["k"]),
                 radius=None if doc["radius"] is None else float(doc["radius"]),
                 fallback=int(doc["fallback"]),
+                size_high=_size_high(doc),
             )
             if model.n_landmarks != n_landmarks:
                 raise AdaptError(

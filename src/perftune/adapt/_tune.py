@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from perftune.adapt._features import AdaptError
+from perftune.adapt._features import CHEAP, AdaptError
 from perftune.adapt._file import load_dispatch, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, _standardise, fit_dispatch, score_model
@@ -78,6 +78,8 @@ class InputTuning:
             time is the time at the cut, and the learner counts it as that slow (``ok`` is False).
         growth: The asymptotic check for inputs beyond the training sizes (None: off, or no size).
         resampled: ``(n_samples, n_inputs, n_columns)``: the columns read on repeated samples.
+        accuracy_reached: ``(n_inputs, n_landmarks)``: the accuracy each landmark's output reached
+            (with ``accuracy=``; -inf for a wrong output, no answer or a stopped run), else None.
     """
 
     target: _Adaptive
@@ -96,6 +98,7 @@ class InputTuning:
     stopped: np.ndarray | None = None
     growth: GrowthCheck | None = None
     resampled: np.ndarray | None = None
+    accuracy_reached: np.ndarray | None = None
 
     def dispatcher(self, *, one_level: bool = False) -> Dispatcher:
         """A :class:`Dispatcher` for this process (the two-level one unless ``one_level``)."""
@@ -313,6 +316,7 @@ def tune_inputs(
     asymptotic: bool = True,
     resample_features: bool = True,
     on_progress: Callable[[str, int, int | None, float | None], None] | None = None,
+    required_levels: Sequence[float] | None = None,
 ) -> InputTuning:
     """Learn a per-input dispatcher for ``site_or_objective`` from training ``inputs``.
 
@@ -358,6 +362,15 @@ def tune_inputs(
             the calling thread, which other programs on a shared machine disturb less; single-threaded
             work only, since work in other threads is not counted). Used for landmark runs and feature
             costs alike.
+        required_levels: Accuracy requirements at which every training input is learned from as well
+            as at its own (variable accuracy, with ``accuracy`` and ``required``). A landmark's time on
+            an input does not depend on what the caller needs, and the accuracy it reached was measured,
+            so each input counts once more per level: same features and times, the requirement column
+            set to the level, and a landmark correct there when its measured accuracy reaches the level.
+            The dispatcher then learns how each landmark's accuracy bounds the requirements it serves,
+            instead of only the few requirements the training inputs happened to carry. The requirement
+            column is the cheap feature whose function is ``required`` itself (register it with
+            ``site.feature(required, name=..., cost="cheap")``).
         on_progress: Called in this thread as work goes on, for a progress line, as
             ``on_progress(event, done, total, best)``: ``("landmark", searches done, searches, None)``
             before the first landmark search and after each; ``("trial", trials done in all searches,
@@ -407,6 +420,7 @@ def tune_inputs(
         if len(groups) != len(inputs):
             raise AdaptError(f"tune_inputs: groups has {len(groups)} labels for {len(inputs)} inputs")
     seed = 0 if seed is None else int(seed)
+    required_column = _required_column(target, required, required_levels, accuracy)
     problem = _checker(check, accuracy, required)
     # The thread's CPU clock, not the process's: under the CPU-time limit of run_limited the process
     # clock is only updated at scheduler ticks (see perftune.adapt._limit).
@@ -446,6 +460,8 @@ def tune_inputs(
     # Stopped runs: hopelessly slow, not wrong. The learner sees their time at the cut (a lower bound),
     # so a landmark 20x too slow on one input counts as that, and is not taken for a wrong one.
     table_stop: dict[int, np.ndarray] = {}
+    # The accuracy each landmark reached on each input (with accuracy=; -inf: wrong or no answer).
+    table_acc: dict[int, np.ndarray] = {}
     rng = np.random.default_rng(seed)
     progress_total = [0]
 
@@ -461,6 +477,7 @@ def tune_inputs(
         for k in ks:
             table_s[k] = np.zeros((repeats, n))
             table_ok[k] = np.ones(n, dtype=bool)
+            table_acc[k] = np.full(n, -math.inf)
             table_stop[k] = np.zeros(n, dtype=bool)
         for r in range(repeats):
             for i in rng.permutation(n):
@@ -482,6 +499,8 @@ def tune_inputs(
                         table_stop[k][i] = True
                         continue
                     table_s[k][r, i] = seconds
+                    if r == 0 and accuracy is not None and (check is None or check(x, out)):
+                        table_acc[k][i] = _accuracy_of(accuracy, out, x)
                     if r == 0 and problem(x, out) is not None:
                         table_ok[k][i] = False
                     else:
@@ -646,9 +665,17 @@ def tune_inputs(
     stopped_runs = np.stack([table_stop[k] for k in range(k_count)], axis=1)
     ok = answered & ~stopped_runs
     time_s = np.median(samples, axis=0)
-    fit = fit_dispatch(values, cost, time_s, answered, classifier=classifier, max_depth=max_depth,
-                       max_columns=max_columns, seed=seed, groups=clusters if groups is None else groups,
-                       guard=guard, resampled=resampled if resample_features else None)
+    fit_groups = list(clusters if groups is None else groups)
+    fit_values, fit_cost, fit_time, fit_answered, fit_resampled = values, cost, time_s, answered, resampled
+    achieved = np.stack([table_acc[k] for k in range(k_count)], axis=1) if accuracy is not None else None
+    if required_levels is not None and achieved is not None:
+        fit_values, fit_cost, fit_time, fit_answered, fit_resampled, fit_groups = _relabel(
+            required_column, [float(v) for v in required_levels], values, cost, time_s, answered,
+            stopped_runs, achieved, resampled, fit_groups)
+    fit = fit_dispatch(fit_values, fit_cost, fit_time, fit_answered, classifier=classifier,
+                       max_depth=max_depth, max_columns=max_columns, seed=seed, groups=fit_groups,
+                       guard=guard, resampled=fit_resampled if resample_features else None,
+                       size_columns=_size_columns(values, sizes) if asymptotic and has_size else None)
     growth = None
     if asymptotic and has_size:
         chosen = [fit.model.choose(functools.partial(_cell, values, i)) for i in range(n)]
@@ -676,8 +703,86 @@ def tune_inputs(
         n_trials=n_trials,
         growth=growth,
         resampled=resampled,
+        accuracy_reached=achieved,
     )
 
 
 def _cell(values: np.ndarray, i: int, c: int) -> float:
     return float(values[i, c])
+
+
+def _size_columns(values: np.ndarray, sizes: Sequence[Any]) -> list[int]:
+    """Columns that are an increasing function of the input size over the training inputs (equal for
+    equal sizes, larger for larger ones): what the guards read as size (see ``fit_dispatch``)."""
+    size_a = np.asarray([float(v) for v in sizes])
+    distinct = np.unique(size_a)
+    if distinct.size < 2:
+        return []
+    out = []
+    for c in range(values.shape[1]):
+        per_size = [np.unique(values[size_a == v, c]) for v in distinct]
+        if all(p.size == 1 for p in per_size) and bool(np.all(np.diff([p[0] for p in per_size]) > 0)):
+            out.append(c)
+    return out
+
+
+def _accuracy_of(accuracy: Callable[[Any, Any], float], out: Any, x: Any) -> float:
+    try:
+        got = float(accuracy(out, x))
+    except Exception:  # an output the metric cannot read reached no accuracy
+        return -math.inf
+    return got if not math.isnan(got) else -math.inf
+
+
+def _required_column(
+    target: _Adaptive, required: Callable[[Any], float] | None, levels: Sequence[float] | None,
+    accuracy: Callable[[Any, Any], float] | None,
+) -> int:
+    """The column of ``target`` that holds each input's requirement (-1 without ``levels``)."""
+    if levels is None:
+        return -1
+    if accuracy is None or required is None:
+        raise AdaptError("tune_inputs: required_levels= needs accuracy= and required=")
+    try:
+        points = [float(v) for v in levels]
+    except (TypeError, ValueError):
+        raise AdaptError(f"tune_inputs: required_levels must be numbers, got {levels!r}") from None
+    if not points or not all(math.isfinite(v) for v in points):
+        raise AdaptError(f"tune_inputs: required_levels must be one or more finite numbers, got {levels!r}")
+    column = 0
+    for f in target.features:
+        if f.fn is required and not f.levels:
+            if f.cost != CHEAP:
+                raise AdaptError(f"tune_inputs: the requirement feature {f.name!r} must be cheap "
+                                 "(cost='cheap'): a relabelled input's requirement costs nothing to read")
+            return column
+        column += len(f.columns)
+    raise AdaptError(
+        f"tune_inputs: required_levels= needs a feature of site {target.name!r} computed by required "
+        f"itself (add site.feature({getattr(required, '__name__', 'required')}, name=..., cost='cheap'))"
+    )
+
+
+def _relabel(
+    column: int, levels: list[float], values: np.ndarray, cost: np.ndarray, time_s: np.ndarray,
+    answered: np.ndarray, stopped: np.ndarray, achieved: np.ndarray, resampled: np.ndarray,
+    groups: list[Any],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    """The training table with every input once more per requirement level (see ``required_levels``).
+
+    A copy keeps its input's group, so leave-one-family-out still holds a family out whole. At a level, a
+    landmark answers where the accuracy it reached meets the level, whatever the input's own requirement
+    said (``answered`` holds only for that one); a stopped run (hopelessly slow, its accuracy unknown)
+    stays what it was: an answer at the cut's time."""
+    blocks_x, blocks_ok, blocks_r = [values], [answered], [resampled]
+    for level in levels:
+        x = values.copy()
+        x[:, column] = level
+        r = resampled.copy()
+        r[:, :, column] = level
+        blocks_x.append(x)
+        blocks_r.append(r)
+        blocks_ok.append((achieved >= level) | (stopped & answered))
+    copies = len(levels) + 1
+    return (np.vstack(blocks_x), np.vstack([cost] * copies), np.vstack([time_s] * copies),
+            np.vstack(blocks_ok), np.concatenate(blocks_r, axis=1), list(groups) * copies)

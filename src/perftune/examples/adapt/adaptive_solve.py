@@ -210,6 +210,10 @@ TEST_FAMILIES: dict[str, tuple[Family, list[int]]] = {
 }
 TRAIN_DIGITS = (3.0, 6.0, 10.0)
 TEST_DIGITS = (4.0, 8.0)
+#: Requirements the dispatcher learns every training system at (``tune_inputs(required_levels=...)``),
+#: besides the one it carries: each landmark's measured digits say which of them it meets. The range
+#: is what the library serves (2 to 12 digits), not the test's requirements.
+REQUIRED_LEVELS = tuple(float(d) for d in range(2, 13))
 
 BENCHMARK_NOTES = (
     "Training families (size list each): "
@@ -248,7 +252,7 @@ def main(argv: list[str]) -> None:
 
     train = make_problems(TRAIN_FAMILIES, 2, seed=0)
     result = tune_inputs(adaptive_solve, train, budget=96, n_clusters=6, seed=0, accuracy=digits,
-                         required=required_digits)
+                         required=required_digits, required_levels=REQUIRED_LEVELS)
     print(result.summary())
     if argv[:1] == ["save"]:
         print("wrote", result.save())
