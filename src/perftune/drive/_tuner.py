@@ -421,14 +421,13 @@ class Tuner:
             }
             if self._checks_metrics:
                 run_settings["objectives"] = objectives.to_dict()
+            # The first checkpoint goes in with the run, in one transaction: a driver killed at any
+            # moment after this line leaves a run that can be resumed (before, a kill between creating
+            # the run and writing its checkpoint left one that could not).
+            first = _checkpoint.encode(self._checkpoint_payload(), self.space)
             self._run = self._store.create_run(name, space, run_settings, self.goal, self.metric,
-                                               environment=environment)
+                                               environment=environment, checkpoint=first)
             self._take_lease()
-            try:
-                self.checkpoint()  # so that a run killed before its first result can be resumed
-            except BaseException:
-                self._release_lease()
-                raise
 
     # ------------------------------------------------------------------ helpers
 

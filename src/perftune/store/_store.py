@@ -588,6 +588,7 @@ class Store:
         metric: str | None = None,
         *,
         environment: Mapping[str, Any] | None = None,
+        checkpoint: bytes | None = None,
     ) -> RunInfo:
         """Create a run; its environment (machine, compilers, git commit of the cwd) is recorded.
 
@@ -599,6 +600,9 @@ class Store:
             metric: The metric optimised, when the objective reports several.
             environment: Entries added to (or replacing) the captured environment, e.g. the git
                 commit of the tuned program when it lives elsewhere.
+            checkpoint: The run's first checkpoint (0 trials), written in the same transaction, so
+                that no reader ever sees the run without one: a driver killed right after creating its
+                run can still be resumed.
 
         Raises:
             StoreError: the name is taken or not allowed, or the goal is unknown.
@@ -625,7 +629,7 @@ class Store:
             values["name"] = name if name is not None else generate_run_name()
             try:
                 run_id = self._run(
-                    lambda conn: self._insert_run(conn, values), "cannot create a run", write=True
+                    lambda conn: self._insert_run(conn, values, checkpoint), "cannot create a run", write=True
                 )
             except _NameTaken:
                 if name is not None:
@@ -635,7 +639,7 @@ class Store:
             return self.get_run(run_id)
         raise StoreError(f"store {self.location}: could not generate an unused run name")
 
-    def _insert_run(self, conn: Connection, values: dict[str, Any]) -> int:
+    def _insert_run(self, conn: Connection, values: dict[str, Any], checkpoint: bytes | None = None) -> int:
         taken = conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.name == values["name"])).first()
         if taken is not None:
             raise _NameTaken
@@ -643,7 +647,11 @@ class Store:
             result = conn.execute(sa.insert(schema.runs).values(values).returning(schema.runs.c.id))
         except sa.exc.IntegrityError:
             raise _NameTaken from None  # a concurrent writer took it (PostgreSQL)
-        return int(result.scalar_one())
+        run_id = int(result.scalar_one())
+        if checkpoint is not None:
+            conn.execute(sa.insert(schema.checkpoints).values(
+                run_id=run_id, n_trials=0, created_at=values["created_at"], blob=bytes(checkpoint)))
+        return run_id
 
     def _row_to_run(self, row: sa.Row[Any]) -> RunInfo:
         m = row._mapping
