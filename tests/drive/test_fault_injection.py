@@ -15,7 +15,7 @@ import perftune
 from perftune.store import open_store
 
 DRIVER = Path(__file__).with_name("fault_driver.py")
-BUDGET = 120
+BUDGET = 300
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +23,29 @@ pytestmark = pytest.mark.slow
 def _start(url: str, workers: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(DRIVER), url, str(workers), str(BUDGET)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _n_trials(url: str) -> int:
+    store = open_store(url)
+    try:
+        return len(store.trials(store.get_run("fault").id))
+    except Exception:  # no run yet (the first driver was killed before creating it)
+        return 0
+
+
+def _kill_moment(proc: subprocess.Popen, url: str, rng: random.Random, early: bool) -> None:
+    """Wait until the moment to kill ``proc``: an early kill lands at a random moment of the start or the
+    resume; a late one once the driver measured again, a few hundredths of a second into its work. (A
+    kill at a fixed delay after the start let a fast machine finish the run within a few long attempts,
+    before twenty kills had landed.)"""
+    if early:
+        time.sleep(rng.uniform(0.05, 0.6))
+        return
+    before = _n_trials(url)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and _n_trials(url) <= before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.0, 0.03))
 
 
 def test_sigkill_twenty_times_then_resume_loses_nothing_and_matches_uninterrupted(tmp_path):
@@ -36,7 +59,7 @@ def test_sigkill_twenty_times_then_resume_loses_nothing_and_matches_uninterrupte
     for attempt in range(40):
         proc = _start(url, worker_cycle[attempt % 3])
         if kills < 20:
-            time.sleep(rng.uniform(0.3, 1.2))
+            _kill_moment(proc, url, rng, early=attempt % 2 == 0)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 proc.communicate()
