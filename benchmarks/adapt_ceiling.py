@@ -23,7 +23,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import platform
 import sys
@@ -147,10 +146,7 @@ def features_site() -> Any:
 
 def dispatch_total(model: Any, X: np.ndarray, cost: np.ndarray, T: np.ndarray) -> tuple[float, float]:
     """``(speedup over the best single landmark, total / oracle)`` of ``model``, features included."""
-    total = 0.0
-    for i in range(len(T)):
-        value = functools.partial(_learn._cell, X, i)
-        total += float(T[i, model.choose(value)]) + float(sum(cost[i, c] for c in model.visited(value)))
+    _, total = _learn.score_model(model, X, cost, T, np.ones_like(T, dtype=bool), range(len(T)))
     return float(T.sum(axis=0).min()) / total, total / float(T.min(axis=1).sum())
 
 

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,7 +320,7 @@ def fit_dispatch(
     guard: bool = True,
     tolerance: float = 0.05,
     resampled: np.ndarray | None = None,
-    size_columns: Any = None,
+    size_columns: Sequence[int] | None = None,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
 

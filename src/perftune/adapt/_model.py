@@ -459,7 +459,7 @@ class LinearModel:
 Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel
 
 
-def _size_high(doc: dict[str, Any]) -> list[float | None] | None:
+def _size_high_of(doc: dict[str, Any]) -> list[float | None] | None:
     high = doc.get("size_high")
     return None if high is None else [None if v is None else float(v) for v in high]
 
@@ -495,7 +495,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                 points=[[float(v) for v in p] for p in doc["points"]],
                 radius=float(doc["radius"]),
                 fallback=int(doc["fallback"]),
-                size_high=_size_high(doc),
+                size_high=_size_high_of(doc),
             )
             leaves = {model.fallback}
         elif kind == "neighbours":
@@ -508,7 +508,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                 k=int(doc["k"]),
                 radius=None if doc["radius"] is None else float(doc["radius"]),
                 fallback=int(doc["fallback"]),
-                size_high=_size_high(doc),
+                size_high=_size_high_of(doc),
             )
             if model.n_landmarks != n_landmarks:
                 raise AdaptError(

@@ -236,16 +236,21 @@ def _checker(
     check: Callable[[Any, Any], bool] | None,
     accuracy: Callable[[Any, Any], float] | None,
     required: Callable[[Any], float] | None,
-) -> Callable[[Any, Any], str | None]:
-    def problem(x: Any, out: Any) -> str | None:
+) -> Callable[[Any, Any], tuple[str | None, float]]:
+    """``problem(input, output) -> (why, reached)``: why the output is no answer (None: it is one) and
+    the accuracy it reached (-inf for a wrong output, without ``accuracy``, or where the metric is NaN)."""
+
+    def problem(x: Any, out: Any) -> tuple[str | None, float]:
         if check is not None and not check(x, out):
-            return "wrong output"
-        if accuracy is not None:
-            got = float(accuracy(out, x))
-            need = float(required(x)) if required is not None else -math.inf
-            if not got >= need:
-                return f"accuracy {got:.3g} below the required {need:.3g}"
-        return None
+            return "wrong output", -math.inf
+        if accuracy is None:
+            return None, -math.inf
+        got = float(accuracy(out, x))
+        need = float(required(x)) if required is not None else -math.inf
+        reached = got if not math.isnan(got) else -math.inf
+        if not got >= need:
+            return f"accuracy {got:.3g} below the required {need:.3g}", reached
+        return None, reached
 
     return problem
 
@@ -499,9 +504,10 @@ def tune_inputs(
                         table_stop[k][i] = True
                         continue
                     table_s[k][r, i] = seconds
-                    if r == 0 and accuracy is not None and (check is None or check(x, out)):
-                        table_acc[k][i] = _accuracy_of(accuracy, out, x)
-                    if r == 0 and problem(x, out) is not None:
+                    why = None
+                    if r == 0:
+                        why, table_acc[k][i] = problem(x, out)
+                    if why is not None:
                         table_ok[k][i] = False
                     else:
                         correct(int(i), float(seconds))
@@ -619,7 +625,7 @@ def tune_inputs(
                 seconds, out, stopped = limited(landmark, i)
                 if stopped:
                     raise _WrongOutput(f"stopped: over {stop_factor:g}x the fastest run on input {i}")
-                why = problem(inputs[i], out)
+                why, _ = problem(inputs[i], out)
                 if why is not None:
                     raise _WrongOutput(why)
                 times.append(seconds)
@@ -724,14 +730,6 @@ def _size_columns(values: np.ndarray, sizes: Sequence[Any]) -> list[int]:
         if all(p.size == 1 for p in per_size) and bool(np.all(np.diff([p[0] for p in per_size]) > 0)):
             out.append(c)
     return out
-
-
-def _accuracy_of(accuracy: Callable[[Any, Any], float], out: Any, x: Any) -> float:
-    try:
-        got = float(accuracy(out, x))
-    except Exception:  # an output the metric cannot read reached no accuracy
-        return -math.inf
-    return got if not math.isnan(got) else -math.inf
 
 
 def _required_column(

@@ -649,8 +649,7 @@ class Store:
             raise _NameTaken from None  # a concurrent writer took it (PostgreSQL)
         run_id = int(result.scalar_one())
         if checkpoint is not None:
-            conn.execute(sa.insert(schema.checkpoints).values(
-                run_id=run_id, n_trials=0, created_at=values["created_at"], blob=bytes(checkpoint)))
+            conn.execute(self._checkpoint_upsert(run_id, 0, checkpoint))
         return run_id
 
     def _row_to_run(self, row: sa.Row[Any]) -> RunInfo:
@@ -1044,16 +1043,20 @@ class Store:
         Raises:
             StoreError: no such run, or the database cannot be written.
         """
-        values = {"run_id": run_id, "n_trials": int(n_trials), "created_at": time.time(), "blob": bytes(blob)}
-        stmt = self._dialect.upsert(
-            schema.checkpoints, values, key=("run_id",), update=("n_trials", "created_at", "blob")
-        )
+        stmt = self._checkpoint_upsert(run_id, n_trials, blob)
 
         def write(conn: Connection) -> None:
             self._require_run(conn, run_id)
             conn.execute(stmt)
 
         self._run(write, "cannot save the checkpoint", write=True)
+
+    def _checkpoint_upsert(self, run_id: int, n_trials: int, blob: bytes) -> Any:
+        """The statement that writes (or replaces) the run's one checkpoint."""
+        values = {"run_id": run_id, "n_trials": int(n_trials), "created_at": time.time(), "blob": bytes(blob)}
+        return self._dialect.upsert(
+            schema.checkpoints, values, key=("run_id",), update=("n_trials", "created_at", "blob")
+        )
 
     def load_checkpoint(self, run_id: int) -> tuple[int, bytes] | None:
         """The run's latest checkpoint as ``(n_trials, blob)``, or None when it has none.
