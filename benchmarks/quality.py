@@ -374,7 +374,8 @@ def write_report(summary: dict[str, Any], verdict_by_tool: dict[str, dict[str, A
               " `perftune-exp:...` rows are experimental variants from `benchmarks/quality_variants.py`"
               " (not perftune's default; they are there to show what helps); `perftune-previous` is the"
               " default before decision 1 of `benchmarks/results/cv_notes.md` (its stored runs; the"
-              " defaults before decisions 2 and 3 are the rows of StagedScaledDesign and StagedLeanRefit8).",
+              " defaults before decisions 2, 3, 4 and 5 are the rows of StagedScaledDesign, StagedLeanRefit8,"
+              " StagedSklearnTrees and StagedGreedyUniform).",
               ""]
     lines += ["## Targets (development spaces)", "",
               f"Geomean over all {len(dev_names())} development spaces:", ""]

@@ -3,6 +3,11 @@
 Run them with ``benchmarks/quality_explore.py perftune-exp:quality_variants:<Class>`` or through
 ``benchmarks/quality.py --tools perftune-exp:quality_variants:<Class>``. Each class registers under
 its ``name`` when first used.
+
+The variants built on the default search (``StagedBandit``) inherit its portfolio: those written before
+decision 5 of ``results/cv_notes.md`` ran, and their stored runs were made, with ``greedy-uniform`` where the
+default now has ``parzen``; rerun today they would have ``parzen`` (``StagedGreedyUniform`` is the former
+default itself).
 """
 
 from __future__ import annotations
@@ -368,16 +373,17 @@ _register(EliteSweep)
 
 
 class _StagedWithArm(StagedBandit):
-    """The default search whose ``elite-neighbours`` arm is the technique named ``arm`` (spaces with
-    continuous parameters keep the default's own portfolios)."""
+    """The default search whose ``replaces`` arm (``elite-neighbours`` unless set) is the technique named
+    ``arm`` (spaces with continuous parameters keep the default's own portfolios)."""
 
     arm: ClassVar[str] = "elite-neighbours"
+    replaces: ClassVar[str] = "elite-neighbours"
 
     def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         from perftune.search import STAGED_PORTFOLIO
         from perftune.search._staged import _has_continuous
 
-        portfolio = tuple(self.arm if t == "elite-neighbours" else t for t in STAGED_PORTFOLIO)
+        portfolio = tuple(self.arm if t == self.replaces else t for t in STAGED_PORTFOLIO)
         if not _has_continuous(space):
             settings = settings or StagedSettings(techniques=portfolio)
         super().__init__(space, seed=seed, settings=settings)
@@ -720,3 +726,91 @@ class StagedSklearnTreesReseeded(StagedSklearnTrees):
 
 
 _register(StagedSklearnTreesReseeded)
+
+
+from perftune.search import Parzen as ProductParzen  # noqa: E402
+
+
+class Parzen(ProductParzen):
+    """Independent Parzen densities of the good and the other results, per parameter (TPE's idea), as
+    it was tried here before it became ``perftune.search.Parzen``: the experiment's own copy, whose runs
+    are stored under ``StagedParzenArm``, ``StagedParzenPhase`` and ``StagedParzenPhase10``, made the same
+    proposals as the product's on the replayed spaces (gemm RTX Titan: 20 of 20 runs identical; the
+    twelve spaces' geomeans agree to 0.0001), and was replaced by it."""
+
+    name: ClassVar[str] = "x-parzen"
+
+
+_register(Parzen)
+
+
+class StagedParzenPhase(StagedBandit):
+    """The default with a phase of ``n_parzen`` :class:`Parzen` proposals between the design and the
+    bandit (every result is told to all three)."""
+
+    name: ClassVar[str] = "x-staged-parzen-phase"
+    n_parzen: ClassVar[int] = 16
+    n_design_override: ClassVar[int | None] = None
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        if self.n_design_override is not None and self.n_design:
+            self.n_design = self.n_design_override
+        self.parzen = Parzen(space, seed=None if seed is None else seed + 7919)
+        self.n_parzen_asked = 0 if self.n_design else self.n_parzen  # continuous spaces: no phase
+        self._parzen_issued: set[Any] = set()
+
+    def ask(self, n: int) -> list[Any]:
+        if self.n_designed < self.n_design or self.n_parzen_asked >= self.n_parzen:
+            return super().ask(n)
+        out = self.parzen.ask(min(n, self.n_parzen - self.n_parzen_asked))
+        self.n_parzen_asked += len(out)
+        self._parzen_issued.update(out)
+        return out
+
+    def tell(self, trials: Any) -> None:
+        self.parzen.tell(trials)
+        super().tell(trials)
+
+    def proposer_of(self, config: Any) -> str | None:
+        if config in self._parzen_issued:
+            return "x-parzen"
+        return super().proposer_of(config)
+
+
+_register(StagedParzenPhase)
+
+
+class StagedParzenPhase10(StagedParzenPhase):
+    """:class:`StagedParzenPhase` after a design of 10 (not 16), for 22 proposals."""
+
+    name: ClassVar[str] = "x-staged-parzen-phase10"
+    n_parzen: ClassVar[int] = 22
+    n_design_override: ClassVar[int | None] = 10
+
+
+_register(StagedParzenPhase10)
+
+
+class StagedParzenArm(_StagedWithArm):
+    """The default with :class:`Parzen` in place of ``greedy-uniform`` in the bandit's portfolio (the
+    experiment of decision 5: where the default now has ``parzen``)."""
+
+    name: ClassVar[str] = "x-staged-parzen-arm"
+    arm: ClassVar[str] = "x-parzen"
+    replaces: ClassVar[str] = "parzen"
+
+
+_register(StagedParzenArm)
+
+
+class StagedGreedyUniform(_StagedWithArm):
+    """The default before decision 5 of ``results/cv_notes.md``: ``greedy-uniform`` where the default now
+    has ``parzen`` (its stored runs on seeds 0-19 are the former default's)."""
+
+    name: ClassVar[str] = "x-staged-greedy-uniform"
+    arm: ClassVar[str] = "greedy-uniform"
+    replaces: ClassVar[str] = "parzen"
+
+
+_register(StagedGreedyUniform)

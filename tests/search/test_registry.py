@@ -16,6 +16,7 @@ from perftune.space import Int, Space
 BUILTINS = {
     "random",
     "greedy-uniform",
+    "parzen",
     "greedy-normal",
     "de",
     "nelder-mead",

@@ -12,7 +12,7 @@ driver owns the loop. Techniques are created by name::
     True
 
 Built-in names: ``random, greedy-uniform, greedy-normal, de, cma-es, trust-region, nelder-mead,
-pattern-search, pso, ga, annealing, coordinate-descent, model, boundary, elite-neighbours``, the
+pattern-search, pso, ga, annealing, coordinate-descent, model, parzen, boundary, elite-neighbours``, the
 ensemble ``bandit`` and ``staged`` (alias ``default``); for several objectives (docs/multiobjective.md)
 ``nsga2``, ``parego`` and their ensemble ``mo-bandit``. Plug-ins register through
 the ``perftune.techniques`` entry-point group or :func:`register`.
@@ -50,6 +50,7 @@ from perftune.search._pareto import (
     non_dominated_sort,
     pareto_front,
 )
+from perftune.search._parzen import Parzen, ParzenSettings
 from perftune.search._pattern import PatternSearch, PatternSearchSettings
 from perftune.search._pso import ParticleSwarm, PSOSettings
 from perftune.search._random import RandomSearch
@@ -91,6 +92,8 @@ __all__ = [
     "MOBandit",
     "ModelBased",
     "ModelSettings",
+    "Parzen",
+    "ParzenSettings",
     "MultiObjectiveAware",
     "NSGA2",
     "NSGA2Settings",

@@ -38,6 +38,7 @@ _BUILTIN: dict[str, str] = {
     "annealing": "perftune.search._annealing:SimulatedAnnealing",
     "coordinate-descent": "perftune.search._coordinate:CoordinateDescent",
     "model": "perftune.search._model:ModelBased",
+    "parzen": "perftune.search._parzen:Parzen",
     "bandit": "perftune.search._bandit:AUCBandit",
     "boundary": "perftune.search._boundary:Boundary",
     "elite-neighbours": "perftune.search._boundary:EliteNeighbours",
