@@ -814,3 +814,27 @@ class StagedGreedyUniform(_StagedWithArm):
 
 
 _register(StagedGreedyUniform)
+
+
+class StagedParzenDesign8(StagedBandit):
+    """The default (``parzen`` in the portfolio, decision 5) with a design of 8 proposals, not 16."""
+
+    name: ClassVar[str] = "x-staged-parzen-design8"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings or StagedSettings(n_design=8))
+
+
+_register(StagedParzenDesign8)
+
+
+class StagedParzenDesign12(StagedBandit):
+    """The default (``parzen`` in the portfolio, decision 5) with a design of 12 proposals, not 16."""
+
+    name: ClassVar[str] = "x-staged-parzen-design12"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings or StagedSettings(n_design=12))
+
+
+_register(StagedParzenDesign12)
