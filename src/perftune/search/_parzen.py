@@ -79,17 +79,10 @@ class _Axis:
     index: dict[Any, int] | None  # value -> bin, for ``values``
 
 
-def _one_number(param: Any) -> bool:
-    try:
-        return len(param.encode(param.sample(np.random.default_rng(0)))) == 1
-    except Exception:
-        return False
-
-
 def counts_any(space: Space) -> bool:
-    """Whether the Parzen search has a parameter of ``space`` to estimate (not only permutations or
-    sequences, which it can only sample at random)."""
-    return any(_one_number(p) for p in space.params.values())
+    """Whether the Parzen search has a parameter of ``space`` to estimate (one with a one-number
+    encoding: not only permutations or sequences, which it can only sample at random)."""
+    return any(p.n_dims == 1 for p in space.params.values())
 
 
 class Parzen(BaseTechnique):
@@ -118,7 +111,7 @@ class Parzen(BaseTechnique):
 
         max_bins = self.settings.max_bins
         for name, param in self.space.params.items():
-            if not _one_number(param):
+            if param.n_dims != 1:
                 continue
             unordered = isinstance(param, Choice) and not isinstance(param, Ordinal)
             n = param.cardinality()
