@@ -26,10 +26,12 @@ def _start(url: str, workers: int) -> subprocess.Popen:
 
 
 def _n_trials(url: str) -> int:
-    store = open_store(url)
+    # must_exist: the poll never creates the store file, so it cannot race a starting driver's creation
+    # of it (the file, its schema and the run are the driver's alone to make).
     try:
+        store = open_store(url, must_exist=True)
         return len(store.trials(store.get_run("fault").id))
-    except Exception:  # no run yet (the first driver was killed before creating it)
+    except Exception:  # no store or no run yet (the first driver was killed before creating them)
         return 0
 
 
