@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.adapt._features import AdaptError
 
 __all__ = [
@@ -150,15 +150,7 @@ class DispatchFile:
         """Write atomically (temporary file + rename); returns the path written."""
         p = dispatch_path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=1) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=".perftune-dispatch-", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(p, json.dumps(self.to_dict(), indent=1) + "\n")
         self.source = p
         return p
 

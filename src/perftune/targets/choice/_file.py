@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError
 
 __all__ = [
@@ -191,15 +191,7 @@ class ChoicesFile:
         """Write atomically (temporary file + rename) and return the path written."""
         p = choices_path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=".perftune-choices-", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(p, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
         self.source = p
         return p
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.drive import ASHA, EvalContext, RunningTrial
 from perftune.errors import TaskError
 from perftune.measure import (
@@ -355,10 +356,7 @@ class CommandObjective:
             return None
 
     def _write(self, name: str, data: Any) -> None:
-        tmp = os.path.join(self.state_dir, f".{name}.{os.getpid()}")
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, os.path.join(self.state_dir, name))
+        write_text_atomic(os.path.join(self.state_dir, name), json.dumps(data))
 
     def _better(self, a: float, b: float) -> bool:
         return a < b if self.goal == "min" else a > b

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError
 
 __all__ = ["CompilerInfo", "FlagInfo", "ParamInfo", "cache_dir", "discover", "resolve_compiler"]
@@ -405,9 +406,7 @@ def remember_rejected(info: CompilerInfo, option: str, reason: str) -> None:
     try:
         data = json.loads(path.read_text())
         data.setdefault("rejected", {})[option] = reason
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps(data, indent=1))
     except (OSError, ValueError):
         pass  # the cache is an optimisation; a later probe finds the same thing again
 
@@ -503,9 +502,7 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
     if use_cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(info.to_json(), indent=1))
-            tmp.replace(path)
+            write_text_atomic(path, json.dumps(info.to_json(), indent=1))
         except OSError:
             pass
     return info

@@ -15,12 +15,12 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError
 
 __all__ = ["CACHE_ENV_VAR", "FORMAT", "CacheEntry", "KernelCache", "TuningKey", "default_cache_dir"]
@@ -209,10 +209,7 @@ class KernelCache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             entry = self._read(path, key) or CacheEntry(key)
             yield entry
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry.to_dict(), f, indent=1, sort_keys=True, default=str)
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps(entry.to_dict(), indent=1, sort_keys=True, default=str))
 
     def neighbours(self, key: TuningKey, n: int = 3) -> Sequence[CacheEntry]:
         """Entries of other keys of the same kernel, dtypes, device and Triton, nearest first."""
