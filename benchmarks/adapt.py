@@ -304,7 +304,7 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
     lines += [
         f"Command: `nice python benchmarks/adapt.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {platform.node()}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}; shared with other engineers' jobs  ",
+        f"Python {platform.python_version()} (the load average below says how busy it was)  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
         f"Load average (1/5/15 min) before: {'/'.join(f'{v:.1f}' for v in load_before)}, "
         f"after: {'/'.join(f'{v:.1f}' for v in load_after)}  ",

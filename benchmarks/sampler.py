@@ -206,9 +206,10 @@ def report(out_path: Path, md_path: Path) -> None:
         "",
         f"- Command: `{meta.get('command', 'python benchmarks/sampler.py')}` (then `--report-only`).",
         f"- Date: {meta.get('date', '?')}; Optuna {meta.get('optuna', '?')}.",
-        f"- Machine: {meta.get('machine', '?')}, shared with five other engineers' jobs (load average "
-        f"{meta.get('load_avg_5min_at_end', '?')} over the 5 minutes before the run ended): times per "
-        "trial are inflated; scores are not affected (replayed measurements).",
+        f"- Machine: {meta.get('machine', '?')} (load average "
+        f"{meta.get('load_avg_5min_at_end', '?')} over the 5 minutes before the run ended; on a shared or "
+        "loaded machine the times per trial are inflated, the scores are not: the measurements are "
+        "replayed).",
         "- Seeds per (space, row): " + ", ".join(f"{t}: {'/'.join(map(str, n))}" for t, n in n_seeds.items())
         + ". Cells: median over the seeds of best-found / optimum, with the 95% seed-bootstrap interval "
         "of the median in brackets.",
