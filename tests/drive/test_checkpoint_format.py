@@ -65,6 +65,9 @@ def test_every_kind_of_value_round_trips_exactly() -> None:
     assert back["deque"] == value["deque"] and back["deque"].maxlen == 5
     assert type(back["bounded"]) is BoundedDict and back["bounded"].limit == 3
     assert back["bounded"][config] == 1.5
+    for k in range(3):  # the decoded one keeps its order: the oldest entry (config) is forgotten first
+        back["bounded"][k] = k
+    assert list(back["bounded"]) == [0, 1, 2]
     assert back["array"].dtype == np.int32 and (back["array"] == value["array"]).all()
     assert np.array_equal(back["farray"], value["farray"], equal_nan=True)
     assert type(back["scalar"]) is np.float32 and back["scalar"] == 1.25
@@ -105,6 +108,11 @@ def test_plain_values_round_trip_with_their_types(value: Any) -> None:
 def test_state_that_is_not_data_is_refused_when_written_naming_it() -> None:
     with pytest.raises(CheckpointError, match=r"state\.technique\.hook holds a builtins\.function"):
         encode({"technique": {"hook": lambda: None}}, _space())
+    bounded = BoundedDict(8)
+    bounded[1] = 1.0
+    bounded[(2, "b")] = [lambda: None]
+    with pytest.raises(CheckpointError, match=r"state\.cache\[\(2, 'b'\)\]\[0\] holds a builtins\.function"):
+        encode({"cache": bounded}, _space())
     with pytest.raises(CheckpointError, match="dtype object is not data"):
         encode({"a": np.array([object()])}, _space())
 

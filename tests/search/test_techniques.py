@@ -31,7 +31,24 @@ def test_bounded_dict_forgets_the_oldest_and_pickles() -> None:
     d[5] = 50
     assert list(d) == [4, 2, 5]
     copy = pickle.loads(pickle.dumps(d))
-    assert copy == d and copy.limit == 3
+    assert copy == d and copy.limit == 3 and list(copy) == [4, 2, 5]
+    copy[6] = 60  # the rebuilt one keeps its order: it forgets the oldest, not an arbitrary entry
+    assert list(copy) == [2, 5, 6] and copy[2] == 99
+    assert copy.pop(5) == 50 and list(copy) == [2, 6]
+
+
+def test_bounded_dict_stays_exact_over_many_evictions() -> None:
+    limit = 64
+    d = BoundedDict(limit)
+    order: list[int] = []  # the reference: insertion order, a set moves to the end
+    for i in range(5000):
+        for key in (i, i // 3):
+            if key in order:
+                order.remove(key)
+            order.append(key)
+            del order[:-limit]
+            d[key] = i
+    assert list(d) == order and len(d) == limit
 
 
 def test_multiplicative_neighbours_are_x2_and_half_when_legal() -> None:

@@ -279,6 +279,8 @@ def test_configs_json_round_trip_and_space_dict_round_trip(ps: list[Param], seed
     for c in space.sample(rng, 5):
         assert space.is_valid(c)
         text = c.to_json()
+        # The canonical text (the store hashes it): sorted keys, whatever path to_json takes.
+        assert text == json.dumps(c.to_json_dict(), sort_keys=True)
         back = Config.from_json(text, space)
         assert back == c and hash(back) == hash(c) and space.is_valid(back)
         assert Config.from_json(json.loads(text), again) == c

@@ -10,6 +10,7 @@ import pytest
 
 from perftune.errors import StoreError
 from perftune.store import SCHEMA_VERSION, capture_environment, migrations, open_store
+from perftune.store._sqlite import SQLITE_WAL_AUTOCHECKPOINT_PAGES
 
 
 def _files(folder: Path) -> list[str]:
@@ -94,6 +95,10 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
     open_store(path).close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with open_store(path) as store:  # the store's own connection checkpoints less often than SQLite's
+        raw = store._dialect.dbapi_connection
+        assert raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == SQLITE_WAL_AUTOCHECKPOINT_PAGES
+        assert raw.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
 
 
 def test_migrations_are_contiguous() -> None:

@@ -162,6 +162,12 @@ class _Encoder:
         )
 
     def _pairs(self, obj: Mapping[Any, Any], where: str, depth: int) -> list[list[Any]]:
+        # A result cache holds thousands of entries: naming each one (the repr of its key) cost more
+        # than encoding it, so the entry is named only when one is not checkpoint data.
+        try:
+            return [[self.value(k, where, depth), self.value(v, where, depth)] for k, v in obj.items()]
+        except CheckpointError:
+            pass
         return [[self.value(k, f"{where} key", depth), self.value(v, f"{where}[{k!r}]", depth)]
                 for k, v in obj.items()]
 
@@ -228,7 +234,7 @@ class _Decoder:
                 raise ValueError("bad BoundedDict limit")
             bounded = self._bounded_cls(body)
             for k, v in self._pairs(obj.get("items"), d):
-                dict.__setitem__(bounded, k, v)
+                collections.OrderedDict.__setitem__(bounded, k, v)
             return bounded
         if tag == "$dict":
             return dict(self._pairs(body, d))

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -188,14 +189,19 @@ class NoSettings:
     """Settings of a technique that has none."""
 
 
-_dict_setitem = dict.__setitem__
-_dict_delitem = dict.__delitem__
+_od_setitem = collections.OrderedDict.__setitem__
+_od_move_to_end = collections.OrderedDict.move_to_end
+_od_popitem = collections.OrderedDict.popitem
 
 
-class BoundedDict(dict):  # type: ignore[type-arg]
-    """A dict that forgets its oldest entries beyond ``limit`` (insertion order).
+class BoundedDict(collections.OrderedDict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entries beyond ``limit`` (insertion order; setting a key again
+    makes it the newest).
 
     Keeps the memory (and the pickled size) of "what have I seen" bounded, while lookups stay O(1).
+    An ``OrderedDict``, not a ``dict``: dropping a plain dict's oldest entry (``next(iter(d))``) walks
+    over the slots of the entries dropped before it, so a full one cost more the longer a run went
+    (about 2 us per insertion at 4,096 entries against 0.5 here).
     """
 
     def __init__(self, limit: int) -> None:
@@ -203,12 +209,14 @@ class BoundedDict(dict):  # type: ignore[type-arg]
         self.limit = limit
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        # Called several times per trial (every technique's result cache): plain dict slots, no super().
+        # Called several times per trial (every technique's result cache): plain slots, no super().
         if key in self:
-            _dict_delitem(self, key)
-        _dict_setitem(self, key, value)
-        if len(self) > self.limit:
-            _dict_delitem(self, next(iter(self)))
+            _od_setitem(self, key, value)
+            _od_move_to_end(self, key)
+        else:
+            _od_setitem(self, key, value)
+            if len(self) > self.limit:
+                _od_popitem(self, False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_bounded, (self.limit, list(self.items())))
@@ -217,7 +225,7 @@ class BoundedDict(dict):  # type: ignore[type-arg]
 def _rebuild_bounded(limit: int, items: list[tuple[Any, Any]]) -> BoundedDict:
     d = BoundedDict(limit)
     for k, v in items:
-        dict.__setitem__(d, k, v)
+        _od_setitem(d, k, v)
     return d
 
 

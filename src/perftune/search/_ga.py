@@ -89,11 +89,16 @@ class GeneticAlgorithm(BaseTechnique):
             return
         pop = self._pop
         config = trial.config
+        full = len(pop) >= self.settings.population
+        if full:
+            # Told for every trial of the run: a result no better than the worst member (most of them,
+            # once the population is good) leaves it unchanged, whether or not it is a member.
+            worst = max(range(len(pop)), key=lambda j: pop[j][0])
+            if not loss < pop[worst][0]:
+                return
         if any(c == config for _, c in pop):
             return
-        if len(pop) < self.settings.population:
+        if not full:
             pop.append((loss, config))
             return
-        worst = max(range(len(pop)), key=lambda j: pop[j][0])
-        if loss < pop[worst][0]:
-            pop[worst] = (loss, config)
+        pop[worst] = (loss, config)

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 __all__ = ["Config", "normalize_value"]
 
 
+# json.dumps(..., sort_keys=True) builds an encoder on every call; the driver writes one per trial.
+_encode_sorted = json.JSONEncoder(sort_keys=True).encode
+_JSON_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
 def _to_json(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_to_json(v) for v in value]
@@ -155,7 +160,11 @@ class Config(Mapping[str, Any]):
             >>> Config(b=(1, 2), a=0.5).to_json()
             '{"a": 0.5, "b": [1, 2]}'
         """
-        return json.dumps(self.to_json_dict(), sort_keys=True)
+        data = self._data
+        for v in data.values():
+            if type(v) not in _JSON_SCALARS:
+                return _encode_sorted(self.to_json_dict())
+        return _encode_sorted(data)  # only scalars: the same text as through to_json_dict
 
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any], space: Space | None = None) -> Config:

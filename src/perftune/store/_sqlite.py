@@ -32,6 +32,8 @@ __all__ = ["SQLITE_BUSY_TIMEOUT_MS", "SQLITE_MAGIC", "SqliteDialect", "is_memory
 
 # A writer waits this long inside SQLite for the lock before the retry loop in Python takes over.
 SQLITE_BUSY_TIMEOUT_MS = 5_000
+#: Pages of write-ahead log after which a commit checkpoints it into the database file.
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 4_000
 #: The first 16 bytes of every SQLite database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -53,6 +55,10 @@ def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         cursor.execute("PRAGMA journal_mode = WAL")
         # In WAL mode NORMAL is crash-safe for the database; a power cut may lose the last commits.
         cursor.execute("PRAGMA synchronous = NORMAL")
+        # A checkpoint (copy the log into the database, two fsyncs) every 4,000 pages of log (16 MB),
+        # not SQLite's 1,000: a trial's commit writes about six pages, mostly the same ones, so this
+        # is a quarter of the checkpoints, ~20 us less per trial (benchmarks/overhead.py).
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
