@@ -181,7 +181,7 @@ class _Encoder:
 
 class _Decoder:
     def __init__(self, space: Any, configs: Any) -> None:
-        from perftune.search._base import BoundedDict, NestedState
+        from perftune.search._base import NestedState, _rebuild_bounded
         from perftune.space import Config
         from perftune.trial import Status, Trial
 
@@ -192,7 +192,7 @@ class _Decoder:
         self._configs = [Config.from_json(c, space=space) for c in configs]
         self._trial_cls = Trial
         self._status_cls = Status
-        self._bounded_cls = BoundedDict
+        self._rebuild_bounded = _rebuild_bounded
         self._nested_cls = NestedState
         self._helpers = _state_classes()
         self._trial_fields = {f.name for f in dataclasses.fields(Trial)}
@@ -232,10 +232,7 @@ class _Decoder:
         if tag == "$bounded":
             if type(body) is not int or body < 1:
                 raise ValueError("bad BoundedDict limit")
-            bounded = self._bounded_cls(body)
-            for k, v in self._pairs(obj.get("items"), d):
-                collections.OrderedDict.__setitem__(bounded, k, v)
-            return bounded
+            return self._rebuild_bounded(body, self._pairs(obj.get("items"), d))
         if tag == "$dict":
             return dict(self._pairs(body, d))
         if tag == "$config":

@@ -57,7 +57,8 @@ def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         cursor.execute("PRAGMA synchronous = NORMAL")
         # A checkpoint (copy the log into the database, two fsyncs) every 4,000 pages of log (16 MB),
         # not SQLite's 1,000: a trial's commit writes about six pages, mostly the same ones, so this
-        # is a quarter of the checkpoints, ~20 us less per trial (benchmarks/overhead.py).
+        # is a quarter of the checkpoints: 90-105 us per trial's insert and commit against 109-127
+        # (paired runs of the raw statements, benchmarks/results/overhead.md).
         cursor.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
