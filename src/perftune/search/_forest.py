@@ -186,21 +186,25 @@ def grow_forest(
             first = np.where(nonconst, rank, d).min(axis=1)
             cand = nonconst & (rank < np.maximum(n_cand, first + 1)[:, None])
             if splitter == "best":
-                yv = yr[order]
-                csum = np.cumsum(yv, axis=0)
-                prefix = np.vstack([np.zeros((1, d)), csum])[starts]
+                csum = np.cumsum(yr[order], axis=0)
+                prefix = csum[starts - 1]  # the sums before each node's first row
+                prefix[starts == 0] = 0.0
                 lsum = csum - prefix[pos_node]
                 ln = (np.arange(pos_node.size) - starts[pos_node] + 1)[:, None].astype(np.float64)
                 rn = counts[pos_node][:, None] - ln
                 rsum = total[pos_node][:, None] - lsum
-                v_next = np.vstack([v[1:], v[-1:]])
-                ok = (ln >= msl) & (rn >= msl) & (v_next > v + _FEATURE_EPS) & cand[pos_node]
+                gap = np.zeros(v.shape, dtype=bool)  # a threshold fits between this row's value and the next
+                np.greater(v[1:], v[:-1] + _FEATURE_EPS, out=gap[:-1])
+                ok = (ln >= msl) & (rn >= msl) & gap & cand[pos_node]
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    score = np.where(ok, lsum * lsum / ln + rsum * rsum / np.maximum(rn, 1), -np.inf)
+                    lsum *= lsum
+                    lsum /= ln
+                    rsum *= rsum
+                    rsum /= np.maximum(rn, 1)
+                    lsum += rsum
+                score = np.where(ok, lsum, -np.inf)
                 # Per row: the best column, ties to the feature drawn first; per node: the best row.
                 row_best = score.max(axis=1)
-                tie = score >= row_best[:, None]
-                col = np.argmin(np.where(tie, keys[pos_node], 3.0), axis=1)
                 node_best = np.maximum.reduceat(row_best, starts)
                 hits = np.flatnonzero((row_best == node_best[pos_node]) & np.isfinite(row_best))
                 if hits.size:
@@ -208,7 +212,8 @@ def grow_forest(
                     lead[1:] = pos_node[hits[1:]] != pos_node[hits[:-1]]
                     at = hits[lead]
                     nodes = pos_node[at]
-                    j = col[at]
+                    tie = score[at] >= row_best[at, None]
+                    j = np.argmin(np.where(tie, keys[nodes], 3.0), axis=1)
                     lo, hi = v[at, j], v[at + 1, j]
                     thr = (lo + hi) / 2.0
                     thr = np.where(thr >= hi, lo, thr)
