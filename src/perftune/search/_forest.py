@@ -40,6 +40,15 @@ __all__ = ["Forest", "grow_forest"]
 _FEATURE_EPS = 1e-7  # values closer than this are one value (as scikit-learn's FEATURE_THRESHOLD)
 
 
+def _per_row(op: np.ufunc, a: np.ndarray) -> np.ndarray:
+    """``op.reduce(a, axis=1)`` (``np.maximum`` or ``np.minimum``: exact), column by column: numpy
+    reduces a short last axis several times slower (2,800 x 14: 210 us against 45)."""
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        op(out, a[:, j], out=out)
+    return out
+
+
 class Forest:
     """Fitted trees as flat node arrays (every tree's nodes in one set of arrays).
 
@@ -183,7 +192,7 @@ def grow_forest(
             keys = rng.random((k, d))
             rank = np.empty((k, d), dtype=np.intp)
             np.put_along_axis(rank, np.argsort(keys, axis=1), cols[None, :], axis=1)
-            first = np.where(nonconst, rank, d).min(axis=1)
+            first = _per_row(np.minimum, np.where(nonconst, rank, d))
             cand = nonconst & (rank < np.maximum(n_cand, first + 1)[:, None])
             if splitter == "best":
                 csum = np.cumsum(yr[order], axis=0)
@@ -204,7 +213,7 @@ def grow_forest(
                     lsum += rsum
                 score = np.where(ok, lsum, -np.inf)
                 # Per row: the best column, ties to the feature drawn first; per node: the best row.
-                row_best = score.max(axis=1)
+                row_best = _per_row(np.maximum, score)
                 node_best = np.maximum.reduceat(row_best, starts)
                 hits = np.flatnonzero((row_best == node_best[pos_node]) & np.isfinite(row_best))
                 if hits.size:
@@ -231,7 +240,7 @@ def grow_forest(
                 ok = (ln >= msl) & (rn >= msl) & cand
                 with np.errstate(divide="ignore", invalid="ignore"):
                     score = np.where(ok, lsum * lsum / ln + rsum * rsum / rn, -np.inf)
-                best = score.max(axis=1)
+                best = _per_row(np.maximum, score)
                 tie = score >= best[:, None]
                 j = np.argmin(np.where(tie, keys, 3.0), axis=1)
                 found = np.isfinite(best)
