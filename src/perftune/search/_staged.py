@@ -170,8 +170,9 @@ class StagedBandit(Stateful):
         return self.bandit.ask(n)
 
     def tell(self, trials: Sequence[Any]) -> None:
-        """Both stages learn from every result."""
-        self.design.tell(trials)
+        """The bandit learns from every result; the design only while it still proposes."""
+        if self.n_designed < self.n_design:
+            self.design.tell(trials)  # once its proposals are out it is never asked again
         self.bandit.tell(trials)
         for trial in trials:
             self._designed.discard(trial.config)
