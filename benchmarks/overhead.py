@@ -12,7 +12,12 @@ script reads them once before the first row, so that the row order does not deci
 
 Usage:
     python benchmarks/overhead.py [--trials 20000] [--peer-seconds 300] [--out benchmarks/results/overhead.md]
-        [--skip-peers] [--optuna-only]
+        [--skip-peers] [--optuna-only] [--repeats 1]
+
+``--repeats K`` runs perftune's two rows and Optuna's random sampler in memory K times more, one after
+the other (seeded, unseeded, random, seeded, ...), and adds a table of every repeat's whole-run mean with
+the ratio of the rows measured next to each other: on a machine whose speed drifts (a shared VM), one
+run's absolute numbers say as much about the moment as about the tools.
 """
 
 from __future__ import annotations
@@ -95,6 +100,46 @@ def run_perftune(n_trials: int, db: str, seed: int | None) -> dict:
             "deciding_ms_per_trial": tuner.deciding_s / max(1, len(elapsed)) * 1e3}
 
 
+RANDOM_ROW = "Optuna random, memory"
+GOAL_MS = 0.5  # issue [10]: a seeded default run of 10k trials, SQLite, trivial objective
+
+
+def whole_ms(data: dict) -> float:
+    """Wall time per trial over the whole run (ms)."""
+    return data["elapsed_s"][-1] / data["n"] * 1e3 if data["n"] else math.nan
+
+
+def repeat_table(repeats: list[dict[str, float]], perftune_labels: list[str]) -> list[str]:
+    """Every repeat's whole-run means, their medians, and perftune / Optuna random per repeat."""
+    keys = list(repeats[0])
+    ratio = RANDOM_ROW in keys
+    head = ["repeat", *keys] + [f"{k.split(', ')[-1]} / Optuna random" for k in perftune_labels if ratio]
+    out = ["", f"Whole-run ms per trial in each of {len(repeats)} repeats (repeat 1 is the table above; the rows "
+           "of one repeat ran one after the other):", "", "| " + " | ".join(head) + " |",
+           "|" + "---|" * len(head)]
+    for r, rep in enumerate(repeats, 1):
+        cells = [f"{rep[k]:.3f}" for k in keys]
+        if ratio:
+            cells += [f"{rep[k] / rep[RANDOM_ROW]:.2f}" for k in perftune_labels]
+        out.append(f"| {r} | " + " | ".join(cells) + " |")
+    med = {k: median([rep[k] for rep in repeats]) for k in keys}
+    cells = [f"{med[k]:.3f}" for k in keys]
+    if ratio:
+        cells += [f"{median([rep[k] / rep[RANDOM_ROW] for rep in repeats]):.2f}" for k in perftune_labels]
+    out.append("| median | " + " | ".join(cells) + " |")
+    seeded = perftune_labels[0]
+    n_met = sum(rep[seeded] <= GOAL_MS for rep in repeats)
+    out += ["", f"{seeded}: at most {GOAL_MS} ms per trial over the whole run in {n_met} of {len(repeats)} "
+            f"repeats (median {med[seeded]:.3f})."]
+    return out
+
+
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +148,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results" / "overhead.md"))
     parser.add_argument("--skip-peers", action="store_true")
     parser.add_argument("--optuna-only", action="store_true", help="of the peers, run Optuna only")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run perftune's rows and Optuna random (memory) this many times, interleaved")
     parser.add_argument("--perftune-runner", nargs=3, metavar=("N", "DB", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.perftune_runner:
@@ -138,6 +185,22 @@ def main() -> None:
                     cmd = [str(optuna_py), runner, sampler, storage, str(args.trials), str(args.peer_seconds),
                            f"{tmp}/optuna-{sampler}.db"]
                     rows.append((label, call(cmd)))
+        repeats: list[dict[str, float]] = []
+        if args.repeats > 1:
+            first = {label: data for label, data in rows}
+            keys = [label for label, _ in perftune_rows] + ([RANDOM_ROW] if RANDOM_ROW in first else [])
+            repeats.append({k: whole_ms(first[k]) for k in keys})
+            for r in range(2, args.repeats + 1):
+                again: dict[str, float] = {}
+                for seed, (label, _) in zip(("0", "none"), perftune_rows, strict=True):
+                    print(f"repeat {r}: {label} ...", flush=True)
+                    again[label] = whole_ms(call([sys.executable, __file__, "--perftune-runner", str(args.trials),
+                                                  f"{tmp}/perftune-{seed}-{r}.db", seed]))
+                if RANDOM_ROW in first:
+                    print(f"repeat {r}: {RANDOM_ROW} ...", flush=True)
+                    again[RANDOM_ROW] = whole_ms(call([str(optuna_py), runner, "random", "memory", str(args.trials),
+                                                       str(args.peer_seconds), f"{tmp}/optuna-random-{r}.db"]))
+                repeats.append(again)
         if not args.skip_peers and not args.optuna_only:
             print("OpenTuner 0.8.8 ...", flush=True)
             opentuner_py = ensure_venv("opentuner", ["opentuner==0.8.8", "sqlalchemy<2"])
@@ -173,6 +236,8 @@ def main() -> None:
             ms = info["ms_per_proposal"]
             lines.append(f"| {name} | {info['proposals']} | {'-' if ms is None else f'{ms:.3f}'} |")
         lines.append(f"| (all, per trial) | {pt['n']} | {pt['deciding_ms_per_trial']:.3f} |")
+    if repeats:
+        lines += repeat_table(repeats, [label for label, _ in perftune_rows])
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
