@@ -11,10 +11,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from perftune._plugins import check_registration, find_entry_points, lookup
 from perftune.errors import PerftuneError
 
 if TYPE_CHECKING:
@@ -58,13 +57,7 @@ _entry_points: dict[str, Any] | None = None
 def _plugins() -> dict[str, Any]:
     global _entry_points
     if _entry_points is None:
-        found: dict[str, Any] = {}
-        try:
-            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-                found.setdefault(ep.name, ep)
-        except Exception:  # a broken installation must not break the built-in techniques
-            found = {}
-        _entry_points = found
+        _entry_points = find_entry_points(ENTRY_POINT_GROUP)
     return _entry_points
 
 
@@ -91,11 +84,7 @@ def register(cls: type) -> type:
             raise PerftuneError(f"register({cls.__name__}): technique {name!r} has no {method}() method")
     if name in ALIASES:
         raise PerftuneError(f"register({cls.__name__}): {name!r} is an alias of {ALIASES[name]!r}")
-    known = _registered.get(name)
-    if known is not None and known is not cls:
-        raise PerftuneError(f"register({cls.__name__}): a technique named {name!r} is already registered")
-    if name in _BUILTIN and known is None:
-        raise PerftuneError(f"register({cls.__name__}): {name!r} is a built-in technique")
+    check_registration(cls, name, "technique", _registered, _BUILTIN)
     _registered[name] = cls
     return cls
 
@@ -112,20 +101,8 @@ def get(name: str) -> type:
         PerftuneError: for an unknown name; the message lists the known names.
     """
     key = ALIASES.get(name, name)
-    if key in _registered:
-        return _registered[key]
-    path = _BUILTIN.get(key)
-    if path is not None:
-        module, _, attr = path.partition(":")
-        cls: type = getattr(importlib.import_module(module), attr)
-        return cls
-    ep = _plugins().get(key)
-    if ep is not None:
-        try:
-            cls = ep.load()
-        except Exception as exc:
-            raise PerftuneError(f"technique {name!r}: plug-in {ep.value!r} failed to load: {exc}") from exc
-        _registered[key] = cls
+    cls = lookup(key, "technique", _registered, _BUILTIN, _plugins)
+    if cls is not None:
         return cls
     known = ", ".join([*names(), *ALIASES])
     raise PerftuneError(f"unknown technique {name!r}; known techniques: {known}")

@@ -12,12 +12,11 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any
 
+from perftune._plugins import check_registration, find_entry_points, lookup
 from perftune.errors import PerftuneError
 
 __all__ = ["DEFAULT_KIND", "ENTRY_POINT_GROUP", "from_task_file", "get", "names", "register", "task_kind"]
@@ -42,13 +41,7 @@ _entry_points: dict[str, Any] | None = None
 def _plugins() -> dict[str, Any]:
     global _entry_points
     if _entry_points is None:
-        found: dict[str, Any] = {}
-        try:
-            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-                found.setdefault(ep.name, ep)
-        except Exception:  # a broken installation must not break the built-in targets
-            found = {}
-        _entry_points = found
+        _entry_points = find_entry_points(ENTRY_POINT_GROUP)
     return _entry_points
 
 
@@ -74,11 +67,7 @@ def register(cls: type) -> type:
         if not callable(getattr(cls, method, None)):
             raise PerftuneError(f"register({cls.__name__}): target {kind!r} has no {method}() method "
                                 "(subclass perftune.targets.TargetBase for the optional ones)")
-    known = _registered.get(kind)
-    if known is not None and known is not cls:
-        raise PerftuneError(f"register({cls.__name__}): a target named {kind!r} is already registered")
-    if kind in _BUILTIN and known is None:
-        raise PerftuneError(f"register({cls.__name__}): {kind!r} is a built-in target")
+    check_registration(cls, kind, "target", _registered, _BUILTIN)
     _registered[kind] = cls
     return cls
 
@@ -94,20 +83,8 @@ def get(kind: str) -> type:
     Raises:
         PerftuneError: for an unknown kind; the message lists the known ones.
     """
-    if kind in _registered:
-        return _registered[kind]
-    path = _BUILTIN.get(kind)
-    if path is not None:
-        module, _, attr = path.partition(":")
-        cls: type = getattr(importlib.import_module(module), attr)
-        return cls
-    ep = _plugins().get(kind)
-    if ep is not None:
-        try:
-            cls = ep.load()
-        except Exception as exc:
-            raise PerftuneError(f"target {kind!r}: plug-in {ep.value!r} failed to load: {exc}") from exc
-        _registered[kind] = cls
+    cls = lookup(kind, "target", _registered, _BUILTIN, _plugins)
+    if cls is not None:
         return cls
     raise PerftuneError(f"unknown target {kind!r}; known targets: {', '.join(names())}")
 
