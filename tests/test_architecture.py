@@ -206,9 +206,10 @@ RULES = [
          lambda m: m == "perftune.trial", _only(("perftune.trial", "perftune.space", "perftune.errors"))),
     # Techniques only propose and learn: no driver, store, target, measurement or CLI, and not the facade
     # (which re-exports the driver).
-    Rule("search imports only space, trial and errors (no drive, store, targets, cli, measure, facade)",
+    Rule("search uses only space, trial, errors, _plugins (not drive, store, targets, cli, measure, facade)",
          lambda m: _under(m, "perftune.search"),
-         _only(("perftune.search", "perftune.space", "perftune.trial", "perftune.errors"))),
+         _only(("perftune.search", "perftune.space", "perftune.trial", "perftune.errors",
+                "perftune._plugins"))),
     Rule("measure and store sit below the driver (no drive, targets, report, testing, cli or facade)",
          lambda m: _in_any(m, ("perftune.measure", "perftune.store")),
          _none_of(("perftune", "perftune.drive", "perftune.targets", "perftune.report", "perftune.testing",
@@ -242,6 +243,9 @@ RULES = [
          lambda i: _under(i.imported, "perftune.integration")),
     Rule("_atomic (the atomic file write) imports nothing of perftune",
          lambda m: m == "perftune._atomic", lambda i: True),
+    # What the two registries share sits beside the errors: any layer with a registry may use it.
+    Rule("_plugins (the registries' shared lookup) imports only the errors",
+         lambda m: m == "perftune._plugins", _only(("perftune._plugins", "perftune.errors"))),
 ]
 
 #: (importer, imported) -> why it is allowed for now. Empty: every rule holds; an entry needs a reason.
@@ -421,6 +425,8 @@ def test_the_collector_sees_lazy_typing_relative_and_string_imports(tmp_path: Pa
     ("perftune.drive._tuner", "perftune.integration.optuna", 9),
     ("perftune.integration.optuna._sampler", "perftune.cli", 5),
     ("perftune._atomic", "perftune.errors", 10),
+    ("perftune._plugins", "perftune.space", 11),
+    ("perftune.search._registry", "perftune.store", 2),
 ])
 def test_each_rule_catches_its_violation(importer: str, imported: str, rule_index: int) -> None:
     assert _violations(RULES[rule_index], _fake_imports([(importer, imported)]))
