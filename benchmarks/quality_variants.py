@@ -304,7 +304,7 @@ _register(StagedExplore)
 # 0 -> 2 and block_size_x 896 -> 448, for 8 of 20 runs; one move, of between_method, from the third-best
 # configuration of the space, which the runs measure) and gemm at 25 (the model proposes 1-2 of the first 25).
 from perftune.search import ModelBased  # noqa: E402,F811
-from perftune.search._boundary import distinct_elites  # noqa: E402
+from perftune.search._boundary import distinct_elites, next_new_move  # noqa: E402
 
 SWEEP_MAX_VALUES = 8  # parameters with at most this many values are swept over all of them
 
@@ -358,20 +358,14 @@ class EliteSweep(ProductEliteNeighbours):
                     out.append(config)
         return out
 
+    def _shuffled_moves(self, elite: Any) -> list[Any]:
+        found = self._moves(elite)
+        self.rng.shuffle(found)
+        return found
+
     def _propose(self) -> Any:
-        for elite in self._elites():
-            if elite not in self._neighbours:
-                found = self._moves(elite)
-                self.rng.shuffle(found)
-                self._neighbours[elite] = found
-                if len(self._neighbours) > 256:
-                    self._neighbours.pop(next(iter(self._neighbours)))
-            pending = self._neighbours[elite]
-            while pending:
-                config = pending.pop()
-                if self.is_new(config):
-                    return config
-        return self.space.sample(self.rng, 1)[0]
+        config = next_new_move(self, self._neighbours, self._elites(), self._shuffled_moves)
+        return self.space.sample(self.rng, 1)[0] if config is None else config
 
 
 _register(EliteSweep)
@@ -497,32 +491,17 @@ class EliteSweepAfter(EliteSweep):
         super().__init__(space, seed=seed, settings=settings)
         self._sweeps: dict[Any, list[Any]] = {}
 
+    def _shuffled_neighbours(self, elite: Any) -> list[Any]:
+        found = list(self.space.neighbors(elite))
+        self.rng.shuffle(found)
+        return found
+
     def _propose(self) -> Any:
-        for elite in distinct_elites(self._top, self.n_elites, self.min_distance):
-            if elite not in self._neighbours:
-                found = list(self.space.neighbors(elite))
-                self.rng.shuffle(found)
-                self._neighbours[elite] = found
-                if len(self._neighbours) > 256:
-                    self._neighbours.pop(next(iter(self._neighbours)))
-            pending = self._neighbours[elite]
-            while pending:
-                config = pending.pop()
-                if self.is_new(config):
-                    return config
-        for elite in self._elites():
-            if elite not in self._sweeps:
-                found = self._moves(elite)
-                self.rng.shuffle(found)
-                self._sweeps[elite] = found
-                if len(self._sweeps) > 256:
-                    self._sweeps.pop(next(iter(self._sweeps)))
-            pending = self._sweeps[elite]
-            while pending:
-                config = pending.pop()
-                if self.is_new(config):
-                    return config
-        return self.space.sample(self.rng, 1)[0]
+        elites = distinct_elites(self._top, self.n_elites, self.min_distance)
+        config = next_new_move(self, self._neighbours, elites, self._shuffled_neighbours)
+        if config is None:
+            config = next_new_move(self, self._sweeps, self._elites(), self._shuffled_moves)
+        return self.space.sample(self.rng, 1)[0] if config is None else config
 
 
 _register(EliteSweepAfter)
@@ -547,23 +526,17 @@ class EliteSweepLite(EliteSweepWhenStuck):
 
     name: ClassVar[str] = "x-elite-sweep-lite"
 
+    def _lite_moves(self, elite: Any) -> list[Any]:
+        usual = list(self.space.neighbors(elite))
+        self.rng.shuffle(usual)
+        # The product's widened moves (its cap, 8 values by default, is SWEEP_MAX_VALUES).
+        extra = self._wider(elite, set(usual)) if self._sweeping else []
+        self.rng.shuffle(extra)
+        return usual + extra  # popped from the end: the extra moves first
+
     def _propose(self) -> Any:
-        for elite in self._elites():
-            if elite not in self._neighbours:
-                usual = list(self.space.neighbors(elite))
-                self.rng.shuffle(usual)
-                # The product's widened moves (its cap, 8 values by default, is SWEEP_MAX_VALUES).
-                extra = self._wider(elite, set(usual)) if self._sweeping else []
-                self.rng.shuffle(extra)
-                self._neighbours[elite] = usual + extra  # popped from the end: the extra moves first
-                if len(self._neighbours) > 256:
-                    self._neighbours.pop(next(iter(self._neighbours)))
-            pending = self._neighbours[elite]
-            while pending:
-                config = pending.pop()
-                if self.is_new(config):
-                    return config
-        return self.space.sample(self.rng, 1)[0]
+        config = next_new_move(self, self._neighbours, self._elites(), self._lite_moves)
+        return self.space.sample(self.rng, 1)[0] if config is None else config
 
 
 _register(EliteSweepLite)

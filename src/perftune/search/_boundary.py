@@ -24,6 +24,7 @@ __all__ = [
     "EliteNeighboursSettings",
     "distinct_elites",
     "keep_best",
+    "next_new_move",
     "ordered_values",
 ]
 
@@ -311,24 +312,38 @@ class EliteNeighbours(BaseTechnique):
                     out.append(config)
         return out
 
+    def _elite_moves(self, elite: Any) -> list[Any]:
+        """The moves around ``elite``, shuffled (once widened, the wider moves come first)."""
+        found = list(self.space.neighbors(elite))
+        self.rng.shuffle(found)
+        if self._widened:
+            wider = self._wider(elite, set(found))
+            self.rng.shuffle(wider)
+            found += wider  # popped from the end: the wider moves first
+        return found
+
     def _propose(self) -> Any:
-        for elite in self._elites():
-            if elite not in self._neighbours:
-                found = list(self.space.neighbors(elite))
-                self.rng.shuffle(found)
-                if self._widened:
-                    wider = self._wider(elite, set(found))
-                    self.rng.shuffle(wider)
-                    found += wider  # popped from the end: the wider moves first
-                self._neighbours[elite] = found
-                if len(self._neighbours) > 256:
-                    self._neighbours.pop(next(iter(self._neighbours)))
-            pending = self._neighbours[elite]
-            while pending:
-                config = pending.pop()
-                if self.is_new(config):
-                    return config
-        return self.space.sample(self.rng, 1)[0]
+        config = next_new_move(self, self._neighbours, self._elites(), self._elite_moves)
+        return self.space.sample(self.rng, 1)[0] if config is None else config
+
+
+def next_new_move(
+    technique: BaseTechnique, cache: dict[Any, list[Any]], elites: Any, moves: Any
+) -> Any | None:
+    """The next configuration new to ``technique`` among the moves around each of ``elites`` in turn:
+    ``moves(elite)`` is made once per elite (``cache`` remembers at most 256 elites) and popped from its
+    end. None when the moves of every elite are used up."""
+    for elite in elites:
+        if elite not in cache:
+            cache[elite] = moves(elite)
+            if len(cache) > 256:
+                cache.pop(next(iter(cache)))
+        pending = cache[elite]
+        while pending:
+            config = pending.pop()
+            if technique.is_new(config):
+                return config
+    return None
 
 
 #: The settings of the ``elite-neighbours`` arm of the default search: after 100 results, once 32 in a row
