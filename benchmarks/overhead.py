@@ -28,6 +28,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,7 @@ def run_perftune(n_trials: int, db: str, seed: int | None) -> dict:
             "deciding_ms_per_trial": tuner.deciding_s / max(1, len(elapsed)) * 1e3}
 
 
+SEEDS = ("0", "none")  # perftune's rows: seeded, unseeded
 RANDOM_ROW = "Optuna random, memory"
 GOAL_MS = 0.5  # issue [10]: a seeded default run of 10k trials, SQLite, trivial objective
 
@@ -114,30 +116,25 @@ def repeat_table(repeats: list[dict[str, float]], perftune_labels: list[str]) ->
     keys = list(repeats[0])
     ratio = RANDOM_ROW in keys
     head = ["repeat", *keys] + [f"{k.split(', ')[-1]} / Optuna random" for k in perftune_labels if ratio]
-    out = ["", f"Whole-run ms per trial in each of {len(repeats)} repeats (repeat 1 is the table above; the rows "
-           "of one repeat ran one after the other):", "", "| " + " | ".join(head) + " |",
+    out = ["", f"Whole-run ms per trial in each of {len(repeats)} repeats (repeat 1 is the table above; "
+           "the rows of one repeat ran one after the other):", "", "| " + " | ".join(head) + " |",
            "|" + "---|" * len(head)]
     for r, rep in enumerate(repeats, 1):
         cells = [f"{rep[k]:.3f}" for k in keys]
         if ratio:
             cells += [f"{rep[k] / rep[RANDOM_ROW]:.2f}" for k in perftune_labels]
         out.append(f"| {r} | " + " | ".join(cells) + " |")
-    med = {k: median([rep[k] for rep in repeats]) for k in keys}
+    med = {k: statistics.median([rep[k] for rep in repeats]) for k in keys}
     cells = [f"{med[k]:.3f}" for k in keys]
     if ratio:
-        cells += [f"{median([rep[k] / rep[RANDOM_ROW] for rep in repeats]):.2f}" for k in perftune_labels]
+        ratios = {k: statistics.median([r[k] / r[RANDOM_ROW] for r in repeats]) for k in perftune_labels}
+        cells += [f"{ratios[k]:.2f}" for k in perftune_labels]
     out.append("| median | " + " | ".join(cells) + " |")
     seeded = perftune_labels[0]
     n_met = sum(rep[seeded] <= GOAL_MS for rep in repeats)
     out += ["", f"{seeded}: at most {GOAL_MS} ms per trial over the whole run in {n_met} of {len(repeats)} "
             f"repeats (median {med[seeded]:.3f})."]
     return out
-
-
-def median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def main() -> None:
@@ -167,24 +164,29 @@ def main() -> None:
         # the cold file cache (seconds of I/O wait on a busy machine) and the next one does not. Each row
         # still pays the import itself, in its own process.
         subprocess.run([sys.executable, "-c", "import sklearn.tree, scipy.special"], check=False)
+        def perftune_row(seed: str, tag: str = "") -> dict:
+            return call([sys.executable, __file__, "--perftune-runner", str(args.trials),
+                         f"{tmp}/perftune-{seed}{tag}.db", seed])
+
         perftune_rows: list[tuple[str, dict]] = []
-        for seed in ("0", "none"):
+        for seed in SEEDS:
             label = f"perftune default, SQLite, {'seeded' if seed != 'none' else 'unseeded'}"
             print(f"{label} ...", flush=True)
-            pt = call([sys.executable, __file__, "--perftune-runner", str(args.trials),
-                       f"{tmp}/perftune-{seed}.db", seed])
-            perftune_rows.append((label, pt))
+            perftune_rows.append((label, perftune_row(seed)))
         rows.extend(perftune_rows)
         if not args.skip_peers:
             optuna_py = ensure_venv("optuna", ["optuna>=4,<6"])
             runner = str(HERE / "overhead_peers" / "optuna_runner.py")
+
+            def optuna_row(sampler: str, storage: str, tag: str = "") -> dict:
+                return call([str(optuna_py), runner, sampler, storage, str(args.trials),
+                             str(args.peer_seconds), f"{tmp}/optuna-{sampler}{tag}.db"])
+
             for sampler in ("tpe", "random"):
                 for storage in ("memory", "sqlite"):
                     label = f"Optuna {sampler.upper() if sampler == 'tpe' else 'random'}, {storage}"
                     print(f"{label} ...", flush=True)
-                    cmd = [str(optuna_py), runner, sampler, storage, str(args.trials), str(args.peer_seconds),
-                           f"{tmp}/optuna-{sampler}.db"]
-                    rows.append((label, call(cmd)))
+                    rows.append((label, optuna_row(sampler, storage)))
         repeats: list[dict[str, float]] = []
         if args.repeats > 1:
             first = {label: data for label, data in rows}
@@ -192,14 +194,12 @@ def main() -> None:
             repeats.append({k: whole_ms(first[k]) for k in keys})
             for r in range(2, args.repeats + 1):
                 again: dict[str, float] = {}
-                for seed, (label, _) in zip(("0", "none"), perftune_rows, strict=True):
+                for seed, (label, _) in zip(SEEDS, perftune_rows, strict=True):
                     print(f"repeat {r}: {label} ...", flush=True)
-                    again[label] = whole_ms(call([sys.executable, __file__, "--perftune-runner", str(args.trials),
-                                                  f"{tmp}/perftune-{seed}-{r}.db", seed]))
+                    again[label] = whole_ms(perftune_row(seed, f"-{r}"))
                 if RANDOM_ROW in first:
                     print(f"repeat {r}: {RANDOM_ROW} ...", flush=True)
-                    again[RANDOM_ROW] = whole_ms(call([str(optuna_py), runner, "random", "memory", str(args.trials),
-                                                       str(args.peer_seconds), f"{tmp}/optuna-random-{r}.db"]))
+                    again[RANDOM_ROW] = whole_ms(optuna_row("random", "memory", f"-{r}"))
                 repeats.append(again)
         if not args.skip_peers and not args.optuna_only:
             print("OpenTuner 0.8.8 ...", flush=True)
