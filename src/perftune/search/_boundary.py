@@ -10,6 +10,7 @@ spaces as a whole (``benchmarks/quality.py``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from perftune.search._base import BaseTechnique, check_settings
@@ -328,7 +329,10 @@ class EliteNeighbours(BaseTechnique):
 
 
 def next_new_move(
-    technique: BaseTechnique, cache: dict[Any, list[Any]], elites: Any, moves: Any
+    technique: BaseTechnique,
+    cache: dict[Any, list[Any]],
+    elites: Iterable[Any],
+    moves: Callable[[Any], list[Any]],
 ) -> Any | None:
     """The next configuration new to ``technique`` among the moves around each of ``elites`` in turn:
     ``moves(elite)`` is made once per elite (``cache`` remembers at most 256 elites) and popped from its
