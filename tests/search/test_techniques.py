@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from perftune.search import (
+    AUCBandit,
+    BanditSettings,
     CoordinateDescent,
     ModelBased,
     ModelSettings,
@@ -170,6 +172,49 @@ def test_procedural_techniques_keep_proposing_when_results_never_come(name: str)
     assert len(set(seen)) == 100
     assert all(space.is_valid(c) for c in seen)
     assert tech.n_errors == 0
+
+
+@pytest.mark.parametrize("name", ["nelder-mead", "pattern-search", "coordinate-descent"])
+def test_in_an_ensemble_a_waiting_procedure_proposes_nothing_and_never_hangs(name: str) -> None:
+    space = Space({"x": Float(-1, 1), "y": Int(0, 50)})
+    tech = create(name, space, seed=5)
+    tech.fill_while_waiting = False
+    first = []
+    while got := tech.ask(1):  # the first batch, then nothing while its results are out
+        first.extend(got)
+    assert first and all(c in tech._batch for c in first)
+    waits = 1  # the empty ask that ended the first batch
+    while not (got := tech.ask(1)):
+        waits += 1
+        assert waits <= tech.stall_asks + 1, "a batch whose results never come must be given up"
+    assert tech.n_waits == waits >= tech.stall_asks
+    assert got[0] not in first and space.is_valid(got[0])
+    assert tech.n_errors == 0
+
+
+def test_the_default_search_on_finite_spaces_lets_a_waiting_procedure_give_its_turn() -> None:
+    finite = Space({"a": Int(0, 30), "b": Pow2(1, 256), "c": Choice(["p", "q", "r"])})
+    on_reals = Space({"x": Float(-1, 1), "y": Float(-1, 1)})
+    staged = create("default", finite, seed=3)
+    cd = staged.bandit.techniques[staged.bandit.names.index("coordinate-descent")]
+    assert cd.fill_while_waiting is False
+    continuous = create("default", on_reals, seed=3)
+    ps = continuous.bandit.techniques[continuous.bandit.names.index("pattern-search")]
+    assert ps.fill_while_waiting is True
+
+    def proposals_of_cd(fill: bool) -> tuple[int, int]:
+        """Coordinate descent's proposals in 60 asks whose results never come, and its waits."""
+        settings = BanditSettings(techniques=("coordinate-descent", "random"), fill_while_waiting=fill)
+        bandit = AUCBandit(finite, seed=4, settings=settings)
+        for _ in range(60):
+            assert len(bandit.ask(1)) == 1  # the driver always gets a proposal
+        member = bandit.techniques[0]
+        return bandit.counts["coordinate-descent"], member.n_waits
+
+    cd_fills, waits_fill = proposals_of_cd(True)
+    cd_yields, waits_yield = proposals_of_cd(False)
+    assert waits_fill == 0 and waits_yield > 0
+    assert cd_yields < cd_fills  # no fillers: the turns went to the other member
 
 
 def _tour_length(config):  # type: ignore[no-untyped-def]

@@ -56,6 +56,7 @@ import numpy as np
 
 from perftune.search._base import BoundedDict, PreloadsImports, Stateful, check_settings, loss_of
 from perftune.search._seeding import BANDIT_GATE_KEY, derive_rng, derive_seed
+from perftune.search._sequential import SequentialTechnique
 from perftune.trial import Status
 
 if TYPE_CHECKING:
@@ -108,6 +109,11 @@ class BanditSettings:
             told the results of its own proposals, and the best result). A technique learns when it is
             asked, so one that is rarely chosen costs O(1) per trial, not a full ``tell`` per trial.
         technique_settings: Settings per technique name (a mapping, stored as sorted pairs).
+        fill_while_waiting: Whether a procedural member (pattern search, coordinate descent, ...)
+            whose batch is still in flight proposes fillers (perturbations of the best); ``False``:
+            it proposes nothing and the bandit asks the next member. It matters only when results
+            arrive late (a seeded run's lag, several workers); the default search's portfolio for
+            finite spaces sets it ``False`` (benchmarks/results/lag.md).
     """
 
     techniques: tuple[str, ...] = DEFAULT_PORTFOLIO
@@ -123,6 +129,7 @@ class BanditSettings:
     max_retries: int = 3
     tell_window: int = 64
     technique_settings: Any = ()
+    fill_while_waiting: bool = True
 
     def __post_init__(self) -> None:
         techniques = tuple(self.techniques)
@@ -291,7 +298,10 @@ class AUCBandit(Stateful):
         self.techniques: list[Any] = []
         for i, name in enumerate(self.names):
             sub_seed = derive_seed(root, i + 1)
-            self.techniques.append(create(name, space, seed=sub_seed, settings=overrides.get(name)))
+            technique = create(name, space, seed=sub_seed, settings=overrides.get(name))
+            if isinstance(technique, SequentialTechnique):
+                technique.fill_while_waiting = bool(settings.fill_while_waiting)
+            self.techniques.append(technique)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._window = _AUCWindow(len(self.names), settings.window)
         self._ask_cost = [_CostMeter() for _ in self.names]

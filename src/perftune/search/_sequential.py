@@ -7,9 +7,11 @@ into ask/tell:
 * results already known (told earlier, by any technique) are used at once, without a proposal, so on
   discrete spaces the procedure advances through repeated points for free;
 * while the batch is in flight, extra asks get *filler* proposals (perturbations of the best
-  configuration) instead of waiting, so the driver always has work;
-* a proposal whose result never arrives (dropped by the driver) is treated as failed after
-  ``stall_asks`` further asks, so the procedure never hangs.
+  configuration) instead of waiting, so the driver always has work; in an ensemble
+  (``fill_while_waiting = False``, which :class:`~perftune.search.AUCBandit` sets on its members) the
+  technique proposes nothing instead, and the ensemble gives the turn to another member;
+* a proposal whose result never arrives (dropped by the driver, or refused by an ensemble) is treated
+  as failed after ``stall_asks`` further asks, so the procedure never hangs.
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ class SequentialTechnique(BaseTechnique):
         self._batch: list[Config] = []
         self._results: dict[Config, float] = {}
         self._queue: list[Config] = []
-        self._waiting_since = 0
+        self._waiting_since = 0  # asks (n_asked + n_waits) when the last batch point was proposed
         self._started = False
         self.n_restarts = 0
+        #: False in an ensemble: while the batch is in flight, propose nothing rather than fillers.
+        self.fill_while_waiting = True
+        self.n_waits = 0  # asks answered with nothing while waiting (fill_while_waiting False)
 
     # ------------------------------------------------------------------ for subclasses
     def _advance(self, losses: list[float] | None) -> list[Config]:
@@ -61,7 +66,7 @@ class SequentialTechnique(BaseTechnique):
                     continue
                 if config in self._pending:
                     continue  # in flight already; its result will arrive through tell
-                self._waiting_since = self.n_asked
+                self._waiting_since = self.n_asked + self.n_waits
                 return config
             if all(c in self._results for c in self._batch):
                 losses = [self._results[c] for c in self._batch] if self._started else None
@@ -71,10 +76,13 @@ class SequentialTechnique(BaseTechnique):
                 self._results = {}
                 self._queue = list(dict.fromkeys(batch))
                 continue
-            if self.n_asked - self._waiting_since > self.stall_asks:
+            if self.n_asked + self.n_waits - self._waiting_since > self.stall_asks:
                 for c in self._batch:
                     self._results.setdefault(c, math.inf)
                 continue
+            if not self.fill_while_waiting:
+                self.n_waits += 1
+                return None
             return self._filler()
         return self._filler()
 
