@@ -7,8 +7,9 @@ into ask/tell:
 * results already known (told earlier, by any technique) are used at once, without a proposal, so on
   discrete spaces the procedure advances through repeated points for free;
 * while the batch is in flight, extra asks get *filler* proposals (perturbations of the best
-  configuration) instead of waiting, so the driver always has work; in an ensemble
-  (``fill_while_waiting = False``, which :class:`~perftune.search.AUCBandit` sets on its members) the
+  configuration) instead of waiting, so the driver always has work; with ``fill_while_waiting =
+  False`` (set on the members of an :class:`~perftune.search.AUCBandit` whose
+  ``BanditSettings.fill_while_waiting`` is False, as in the default search on finite spaces) the
   technique proposes nothing instead, and the ensemble gives the turn to another member;
 * a proposal whose result never arrives (dropped by the driver, or refused by an ensemble) is treated
   as failed after ``stall_asks`` further asks, so the procedure never hangs.
@@ -45,7 +46,7 @@ class SequentialTechnique(BaseTechnique):
         self._waiting_since = 0  # asks (n_asked + n_waits) when the last batch point was proposed
         self._started = False
         self.n_restarts = 0
-        #: False in an ensemble: while the batch is in flight, propose nothing rather than fillers.
+        #: False: while the batch is in flight, propose nothing rather than fillers (in an ensemble).
         self.fill_while_waiting = True
         self.n_waits = 0  # asks answered with nothing while waiting (fill_while_waiting False)
 
