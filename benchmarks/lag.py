@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import statistics
 import sys
 import time
@@ -34,49 +33,24 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
+sys.path.insert(0, str(HERE))
 
-from _problems import (  # noqa: E402
-    DEV_SPACES,
-    KT_DEV_SPACES,
-    BudgetSpent,
-    KTTableProblem,
-    Ledger,
-    TableProblem,
-    parse_seeds,
-)
+from _problems import BUDGETS, DEV_SPACES, KT_DEV_SPACES, KTTableProblem, Ledger, TableProblem, parse_seeds  # noqa: E402
+from cv import FAMILIES  # noqa: E402
+from quality import geomean  # noqa: E402
+from run_perftune import run_one  # noqa: E402
 
-BUDGETS = (25, 50, 100, 200)
-
-
-def family(space: str) -> str:
-    """The kernel family of a development space (the two convolution kernels are two families)."""
-    bench, device = space.split(".", 1)
-    return "convolution (KT)" if bench == "convolution" and device.startswith("RTX") else bench
+FAMILY_OF = {space: label for label, spaces in FAMILIES for space in spaces}
 
 
 def run_space(job: tuple[str, str, str, int, list[int]]) -> tuple[str, int, dict[str, Any]]:
     """Every seed of one (space, lag): scores at each budget and a hash of the measured values."""
-    from run_perftune import build_space
-
-    import perftune
-
     kind, bench, device, lag, seeds = job
     problem = KTTableProblem(bench, device) if kind == "kt" else TableProblem(bench, device)
-    space = build_space(problem)
     out: dict[str, Any] = {}
     for seed in seeds:
         ledger = Ledger(problem, max(BUDGETS))
-        tuner = perftune.Tuner(space, seed=seed, lag=lag)
-        try:
-            while not ledger.done:
-                trial = tuner.ask()
-                status, value = ledger.evaluate(dict(trial.config))
-                if status == "ok":
-                    tuner.tell(trial, value)
-                else:
-                    tuner.tell(trial, error=status)
-        except BudgetSpent:
-            pass
+        run_one(problem, "perftune", seed, ledger, lag=lag)
         scores = []
         for b in BUDGETS:
             ok = [v for v in ledger.values[:b] if v is not None]
@@ -84,10 +58,6 @@ def run_space(job: tuple[str, str, str, int, list[int]]) -> tuple[str, int, dict
         digest = hashlib.sha256(repr(ledger.values).encode()).hexdigest()[:16]
         out[str(seed)] = {"scores": scores, "hash": digest}
     return problem.name, lag, out
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def medians(runs: dict[str, Any]) -> list[float]:
@@ -115,7 +85,7 @@ def family_table(old: list[list[Any]], new: list[list[Any]], lag: int) -> list[s
         fam: dict[str, list[list[float]]] = defaultdict(list)
         for name, lg, runs in results:
             if lg == lag:
-                fam[family(name)].append(medians(runs))
+                fam[FAMILY_OF[name]].append(medians(runs))
         return fam
 
     a, b = by_family(old), by_family(new)
@@ -155,9 +125,10 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results))
     if args.against:
         old = json.loads(Path(args.against).read_text())
+        before = {(name, lag, seed): run["hash"] for name, lag, runs in old for seed, run in runs.items()}
         for lag in lags:
-            same = sum(o["hash"] == n["hash"] for (on, ol, orun) in old for (nn, nl, nrun) in results
-                       if on == nn and ol == nl == lag for s, o in orun.items() if (n := nrun.get(s)))
+            same = sum(before.get((name, lg, seed)) == run["hash"]
+                       for name, lg, runs in results if lg == lag for seed, run in runs.items())
             print(f"\nlag {lag}: before -> after (identical runs: {same})\n")
             print("\n".join(family_table(old, results, lag)))
 

@@ -68,13 +68,15 @@ def technique_name(tool: str) -> str:
     raise ValueError(tool)
 
 
-def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger) -> dict[str, Any]:
+def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger, lag: int = 0) -> dict[str, Any]:
+    """One run of ``tool`` on ``problem`` through ``ledger``; ``lag``: as ``perftune.Tuner``'s (0, the
+    quality benchmark's: sequential)."""
     import perftune
 
     if problem.name not in _SPACES:
         _SPACES[problem.name] = build_space(problem)
     space = _SPACES[problem.name]
-    tuner = perftune.Tuner(space, seed=seed, technique=technique_name(tool), lag=0)
+    tuner = perftune.Tuner(space, seed=seed, technique=technique_name(tool), lag=lag)
     ask_s: list[float] = []
     ask_cpu_s: list[float] = []  # CPU time: less distorted than wall time on a shared machine
     try:
