@@ -26,14 +26,14 @@ import argparse
 import datetime
 import json
 import math
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from deterministic import machine  # the host's line, CPU model included (hosts change under a VM)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -212,8 +212,7 @@ def main() -> None:
         "# Tuner overhead per trial (ask + tell + persist), trivial objective",
         "",
         f"Command: `python {' '.join(['benchmarks/overhead.py', *sys.argv[1:]])}`  ",
-        f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}  ",
+        f"Machine: {machine()}  ",
         f"Date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Overhead at N = mean wall time per trial over trials N-{WINDOW}..N; '-' = not reached "
         f"(peers stop after {args.peer_seconds:g} s).",
