@@ -16,6 +16,8 @@ Usage::
     .venv/bin/python benchmarks/lag.py --lags 0,8 --seeds 0-19 --json /tmp/lag-new.json
     PYTHONPATH=<old>/src .venv/bin/python benchmarks/lag.py --lags 8 --json /tmp/lag-old.json
     .venv/bin/python benchmarks/lag.py --lags 8 --json /tmp/lag-new.json --against /tmp/lag-old.json
+    .venv/bin/python benchmarks/lag.py --lags 0 --tool perftune-exp:quality_variants:StagedExploitFirst \
+        --against /tmp/lag-new.json   # a variant of the default against the default
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ from run_perftune import run_one  # noqa: E402
 FAMILY_OF = {space: label for label, spaces in FAMILIES for space in spaces}
 
 
-def run_space(job: tuple[str, str, str, int, list[int]]) -> tuple[str, int, dict[str, Any]]:
+def run_space(job: tuple[str, str, str, int, list[int], str]) -> tuple[str, int, dict[str, Any]]:
     """Every seed of one (space, lag): scores at each budget and a hash of the measured values."""
-    kind, bench, device, lag, seeds = job
+    kind, bench, device, lag, seeds, tool = job
     problem = KTTableProblem(bench, device) if kind == "kt" else TableProblem(bench, device)
     out: dict[str, Any] = {}
     for seed in seeds:
         ledger = Ledger(problem, max(BUDGETS))
-        run_one(problem, "perftune", seed, ledger, lag=lag)
+        run_one(problem, tool, seed, ledger, lag=lag)
         scores = []
         for b in BUDGETS:
             ok = [v for v in ledger.values[:b] if v is not None]
@@ -109,13 +111,15 @@ def main() -> None:
     ap.add_argument("--lags", default="0,8")
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tool", default="perftune",
+                    help="perftune (the default search) or a variant, perftune-exp:quality_variants:<class>")
     ap.add_argument("--json", default="", help="write every run here (read it back with --against)")
     ap.add_argument("--against", default="", help="a --json file of another version: family table")
     args = ap.parse_args()
     lags = [int(x) for x in args.lags.split(",")]
     seeds = parse_seeds(args.seeds)
-    jobs = [("t4", b, d, lag, seeds) for b, d in DEV_SPACES for lag in lags]
-    jobs += [("kt", b, d, lag, seeds) for b, d in KT_DEV_SPACES for lag in lags]
+    jobs = [("t4", b, d, lag, seeds, args.tool) for b, d in DEV_SPACES for lag in lags]
+    jobs += [("kt", b, d, lag, seeds, args.tool) for b, d in KT_DEV_SPACES for lag in lags]
     t0 = time.perf_counter()
     with Pool(args.workers) as pool:
         results = [list(r) for r in pool.map(run_space, jobs, chunksize=1)]
