@@ -833,3 +833,134 @@ StagedExploitFirst = _first_round(
     "The default whose bandit, after the design, tries the local and model-based techniques before the "
     "exploring ones (ga, boundary corners): with 7 bandit proposals in the first 25 measurements, the "
     "random first round gave 2-3 of them to the two techniques least likely to improve on a design.")
+
+
+# --------------------------------------------------------------------- 2026-12-04: a design that learns sides
+class SidedBoundary(Boundary):
+    """The boundary design whose extremes lean, per ordered parameter, to the side its results so far
+    favour: the correlation between a parameter's position in its value range and the rank of the
+    results (failures last) sets the chance of the upper extreme (0.5 without evidence, 0.15-0.85 with
+    it). ``boost``: parameters with a clear trend are also moved more often (by up to ``boost``)."""
+
+    name: ClassVar[str] = "x-sided-boundary"
+    boost: ClassVar[float] = 0.0
+    lean: ClassVar[float] = 0.35  # the most the chance of either extreme moves away from 0.5
+    min_results: ClassVar[int] = 6
+    min_trend: ClassVar[float] = 0.0  # weaker trends count as none
+    every: ClassVar[int] = 1  # only every ``every``-th proposal leans (the others as the plain design)
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._hist: list[tuple[Any, float | None]] = []
+
+    def _learn(self, trial: Any, loss: float | None) -> None:
+        super()._learn(trial, loss)
+        self._hist.append((trial.config, loss))
+
+    def _trends(self) -> dict[str, float]:
+        import numpy as np
+
+        hist = self._hist
+        if len(hist) < self.min_results:
+            return {}
+        worst = max((v for _, v in hist if v is not None), default=0.0)
+        losses = np.array([worst + 1.0 if v is None else v for _, v in hist])
+        ranks = losses.argsort(kind="stable").argsort().astype(float)
+        out = {}
+        for name, values in self._ordered.items():
+            index = {v: i for i, v in enumerate(values)}
+            pos = np.array([index.get(c.get(name), np.nan) / (len(values) - 1) for c, _ in hist])
+            ok = ~np.isnan(pos)
+            if ok.sum() < self.min_results or pos[ok].std() == 0:
+                continue
+            out[name] = float(np.corrcoef(pos[ok], ranks[ok])[0, 1])  # > 0: larger values rank worse
+        return out
+
+    def _propose(self) -> Any:
+        from perftune.space import Config
+
+        if self._top and self.rng.random() < self.settings.p_flip:
+            flipped = self._flip()
+            if flipped is not None:
+                return flipped
+        st = self.settings
+        from_random = self.best_config is None or self.rng.random() < st.p_from_random
+        start: Any = self.space.sample(self.rng, 1)[0] if from_random else self.best_config
+        base = dict(start)
+        p = st.p_move_random if from_random else st.p_move_best
+        self._n_proposed = getattr(self, "_n_proposed", 0) + 1
+        trends = self._trends() if self._n_proposed % self.every == 0 else {}
+        trends = {k: v for k, v in trends.items() if abs(v) >= self.min_trend}
+        moved = False
+        for name in self._ordered:
+            if name not in base:
+                continue
+            values = self._ordered[name]
+            t = trends.get(name, 0.0)
+            if self.rng.random() < min(1.0, p + self.boost * abs(t)):
+                p_high = 0.5 - self.lean * max(-1.0, min(1.0, 2.0 * t))
+                base[name] = values[-1] if self.rng.random() < p_high else values[0]
+                moved = True
+        if not moved:
+            return start if from_random else None
+        return Config(base)
+
+
+class SidedBoundaryBoost(SidedBoundary):
+    name: ClassVar[str] = "x-sided-boundary-boost"
+    boost: ClassVar[float] = 0.5
+
+
+def _sided_design(name: str, design_cls: type, doc: str) -> type:
+    from perftune.search._boundary import design_settings
+
+    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        StagedBandit.__init__(self, space, seed=seed, settings=settings)
+        self.design = design_cls(space, seed=seed, settings=design_settings(space))
+
+    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
+    return _register(cls)
+
+
+class SidedBoundaryMild(SidedBoundary):
+    name: ClassVar[str] = "x-sided-boundary-mild"
+    boost: ClassVar[float] = 0.5
+    lean: ClassVar[float] = 0.2
+
+
+class SidedBoundaryLate(SidedBoundary):
+    name: ClassVar[str] = "x-sided-boundary-late"
+    boost: ClassVar[float] = 0.5
+    min_results: ClassVar[int] = 10
+
+
+class SidedBoundaryStrong(SidedBoundary):
+    name: ClassVar[str] = "x-sided-boundary-strong"
+    boost: ClassVar[float] = 0.5
+    min_trend: ClassVar[float] = 0.3
+
+
+class SidedBoundaryHalf(SidedBoundary):
+    name: ClassVar[str] = "x-sided-boundary-half"
+    boost: ClassVar[float] = 0.5
+    every: ClassVar[int] = 2
+
+
+StagedSidedDesign = _sided_design(
+    "StagedSidedDesign", SidedBoundary,
+    "The default whose design leans each ordered parameter's extremes to the side its results favour.")
+StagedSidedDesignBoost = _sided_design(
+    "StagedSidedDesignBoost", SidedBoundaryBoost,
+    "StagedSidedDesign that also moves parameters with a clear trend more often.")
+StagedSidedDesignMild = _sided_design(
+    "StagedSidedDesignMild", SidedBoundaryMild,
+    "StagedSidedDesignBoost leaning less (chance of either extreme 0.3-0.7).")
+StagedSidedDesignLate = _sided_design(
+    "StagedSidedDesignLate", SidedBoundaryLate,
+    "StagedSidedDesignBoost from the 10th result on (the design's last 6 or so).")
+StagedSidedDesignStrong = _sided_design(
+    "StagedSidedDesignStrong", SidedBoundaryStrong,
+    "StagedSidedDesignBoost on parameters whose trend is at least 0.3 only.")
+StagedSidedDesignHalf = _sided_design(
+    "StagedSidedDesignHalf", SidedBoundaryHalf,
+    "StagedSidedDesignBoost on every other design proposal (the others as the default's).")
