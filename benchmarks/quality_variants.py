@@ -877,33 +877,16 @@ class SidedBoundary(Boundary):
         return out
 
     def _propose(self) -> Any:
-        from perftune.space import Config
-
-        if self._top and self.rng.random() < self.settings.p_flip:
-            flipped = self._flip()
-            if flipped is not None:
-                return flipped
-        st = self.settings
-        from_random = self.best_config is None or self.rng.random() < st.p_from_random
-        start: Any = self.space.sample(self.rng, 1)[0] if from_random else self.best_config
-        base = dict(start)
-        p = st.p_move_random if from_random else st.p_move_best
         self._n_proposed = getattr(self, "_n_proposed", 0) + 1
         trends = self._trends() if self._n_proposed % self.every == 0 else {}
-        trends = {k: v for k, v in trends.items() if abs(v) >= self.min_trend}
-        moved = False
-        for name in self._ordered:
-            if name not in base:
-                continue
-            values = self._ordered[name]
-            t = trends.get(name, 0.0)
-            if self.rng.random() < min(1.0, p + self.boost * abs(t)):
-                p_high = 0.5 - self.lean * max(-1.0, min(1.0, 2.0 * t))
-                base[name] = values[-1] if self.rng.random() < p_high else values[0]
-                moved = True
-        if not moved:
-            return start if from_random else None
-        return Config(base)
+        self._now = {k: v for k, v in trends.items() if abs(v) >= self.min_trend}
+        return super()._propose()
+
+    def _move_chance(self, name: str, p: float) -> float:
+        return min(1.0, p + self.boost * abs(self._now.get(name, 0.0)))
+
+    def _low_chance(self, name: str) -> float:
+        return 0.5 + self.lean * max(-1.0, min(1.0, 2.0 * self._now.get(name, 0.0)))
 
 
 class SidedBoundaryBoost(SidedBoundary):

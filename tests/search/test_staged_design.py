@@ -38,3 +38,26 @@ def test_the_default_search_uses_it() -> None:
     tech = StagedBandit(_space(14), seed=1)
     assert tech.design.settings.p_move_random == DESIGN_MOVES / 14
     assert tech.design.settings.p_flip == 0.0
+
+
+
+class _AlwaysHigh(Boundary):
+    """A boundary search whose moves always go to the largest value."""
+
+    def _low_chance(self, name: str) -> float:
+        return 0.0
+
+
+def _extremes(configs: list) -> tuple[int, int]:
+    values = [v for c in configs for v in c.values()]
+    return values.count(1), values.count(100)
+
+
+def test_subclasses_choose_to_which_extreme_parameters_move() -> None:
+    space = _space(6)
+    # The hook's default is a fair coin: both extremes, about equally often.
+    low, high = _extremes(Boundary(space, seed=3, settings=design_settings(space)).ask(60))
+    assert low >= 30 and high >= 30 and 0.5 < low / high < 2.0
+    # Always the largest: the smallest value only where a random start drew it (1 in 100 values).
+    low, high = _extremes(_AlwaysHigh(space, seed=3, settings=design_settings(space)).ask(60))
+    assert high >= 60 and low <= 10

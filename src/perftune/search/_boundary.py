@@ -182,12 +182,20 @@ class Boundary(BaseTechnique):
             if name not in base:
                 continue
             values = self._ordered[name]
-            if self.rng.random() < p:
-                base[name] = values[0] if self.rng.random() < 0.5 else values[-1]
+            if self.rng.random() < self._move_chance(name, p):
+                base[name] = values[-1] if self.rng.random() >= self._low_chance(name) else values[0]
                 moved = True
         if not moved:
             return start if from_random else None
         return Config(base)
+
+    def _move_chance(self, name: str, p: float) -> float:
+        """The chance that ordered parameter ``name`` moves to an extreme (``p``: from the settings)."""
+        return p
+
+    def _low_chance(self, name: str) -> float:
+        """The chance that a move of ``name`` goes to its smallest value rather than its largest."""
+        return 0.5
 
 
 def keep_best(top: list[tuple[float, Any]], loss: float, config: Any, limit: int) -> None:
