@@ -40,7 +40,6 @@ def test_the_default_search_uses_it() -> None:
     assert tech.design.settings.p_flip == 0.0
 
 
-
 class _AlwaysHigh(Boundary):
     """A boundary search whose moves always go to the largest value."""
 
