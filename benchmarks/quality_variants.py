@@ -190,7 +190,7 @@ Staged24SmallDiv = _register(_staged("x-staged24-small-div", 24, SMALL_DIV))
 # ----------------------------------------------------------------------------- issue [10]: the first 25-50
 # Variants of today's default (perftune.search.StagedBandit), judged by benchmarks/cv.py (results/cv.md).
 from perftune.search import StagedBandit, StagedSettings  # noqa: E402
-from perftune.search._boundary import BoundarySettings  # noqa: E402
+from perftune.search._boundary import BoundarySettings, design_settings  # noqa: E402
 
 
 def _with_design(cls_name: str, name: str, n_design: int, doc: str) -> type:
@@ -804,7 +804,6 @@ StagedParzenDesign12 = _register(_with_design(
     "The default (``parzen`` in the portfolio, decision 5) with a design of 12 proposals, not 16."))
 
 
-
 def _first_round(name: str, order: tuple[str, ...], doc: str) -> type:
     """The default whose bandit tries its techniques for the first time in ``order`` (the others after,
     at random), instead of all of them at random."""
@@ -852,6 +851,8 @@ class SidedBoundary(Boundary):
     def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         super().__init__(space, seed=seed, settings=settings)
         self._hist: list[tuple[Any, float | None]] = []
+        self._n_proposed = 0
+        self._now: dict[str, float] = {}  # the trends the proposal being made leans on
 
     def _learn(self, trial: Any, loss: float | None) -> None:
         super()._learn(trial, loss)
@@ -877,7 +878,7 @@ class SidedBoundary(Boundary):
         return out
 
     def _propose(self) -> Any:
-        self._n_proposed = getattr(self, "_n_proposed", 0) + 1
+        self._n_proposed += 1
         trends = self._trends() if self._n_proposed % self.every == 0 else {}
         self._now = {k: v for k, v in trends.items() if abs(v) >= self.min_trend}
         return super()._propose()
@@ -889,13 +890,10 @@ class SidedBoundary(Boundary):
         return 0.5 + self.lean * max(-1.0, min(1.0, 2.0 * self._now.get(name, 0.0)))
 
 
-class SidedBoundaryBoost(SidedBoundary):
-    name: ClassVar[str] = "x-sided-boundary-boost"
-    boost: ClassVar[float] = 0.5
-
-
-def _sided_design(name: str, design_cls: type, doc: str) -> type:
-    from perftune.search._boundary import design_settings
+def _sided_design(name: str, doc: str, **design: Any) -> type:
+    """The default search whose initial design is a :class:`SidedBoundary` with the class attributes
+    ``design`` (``boost``, ``lean``, ``min_results``, ``min_trend``, ``every``)."""
+    design_cls = type(f"SidedBoundary{name.removeprefix('StagedSidedDesign')}", (SidedBoundary,), design)
 
     def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         StagedBandit.__init__(self, space, seed=seed, settings=settings)
@@ -905,45 +903,22 @@ def _sided_design(name: str, design_cls: type, doc: str) -> type:
     return _register(cls)
 
 
-class SidedBoundaryMild(SidedBoundary):
-    name: ClassVar[str] = "x-sided-boundary-mild"
-    boost: ClassVar[float] = 0.5
-    lean: ClassVar[float] = 0.2
-
-
-class SidedBoundaryLate(SidedBoundary):
-    name: ClassVar[str] = "x-sided-boundary-late"
-    boost: ClassVar[float] = 0.5
-    min_results: ClassVar[int] = 10
-
-
-class SidedBoundaryStrong(SidedBoundary):
-    name: ClassVar[str] = "x-sided-boundary-strong"
-    boost: ClassVar[float] = 0.5
-    min_trend: ClassVar[float] = 0.3
-
-
-class SidedBoundaryHalf(SidedBoundary):
-    name: ClassVar[str] = "x-sided-boundary-half"
-    boost: ClassVar[float] = 0.5
-    every: ClassVar[int] = 2
-
-
 StagedSidedDesign = _sided_design(
-    "StagedSidedDesign", SidedBoundary,
+    "StagedSidedDesign",
     "The default whose design leans each ordered parameter's extremes to the side its results favour.")
 StagedSidedDesignBoost = _sided_design(
-    "StagedSidedDesignBoost", SidedBoundaryBoost,
-    "StagedSidedDesign that also moves parameters with a clear trend more often.")
+    "StagedSidedDesignBoost", "StagedSidedDesign that also moves parameters with a clear trend more often.",
+    boost=0.5)
 StagedSidedDesignMild = _sided_design(
-    "StagedSidedDesignMild", SidedBoundaryMild,
-    "StagedSidedDesignBoost leaning less (chance of either extreme 0.3-0.7).")
+    "StagedSidedDesignMild", "StagedSidedDesignBoost leaning less (chance of either extreme 0.3-0.7).",
+    boost=0.5, lean=0.2)
 StagedSidedDesignLate = _sided_design(
-    "StagedSidedDesignLate", SidedBoundaryLate,
-    "StagedSidedDesignBoost from the 10th result on (the design's last 6 or so).")
+    "StagedSidedDesignLate", "StagedSidedDesignBoost from the 10th result on (the design's last 6 or so).",
+    boost=0.5, min_results=10)
 StagedSidedDesignStrong = _sided_design(
-    "StagedSidedDesignStrong", SidedBoundaryStrong,
-    "StagedSidedDesignBoost on parameters whose trend is at least 0.3 only.")
+    "StagedSidedDesignStrong", "StagedSidedDesignBoost on parameters whose trend is at least 0.3 only.",
+    boost=0.5, min_trend=0.3)
 StagedSidedDesignHalf = _sided_design(
-    "StagedSidedDesignHalf", SidedBoundaryHalf,
-    "StagedSidedDesignBoost on every other design proposal (the others as the default's).")
+    "StagedSidedDesignHalf",
+    "StagedSidedDesignBoost on every other design proposal (the others as the default's).",
+    boost=0.5, every=2)
