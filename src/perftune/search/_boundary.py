@@ -183,7 +183,7 @@ class Boundary(BaseTechnique):
                 continue
             values = self._ordered[name]
             if self.rng.random() < self._move_chance(name, p):
-                base[name] = values[-1] if self.rng.random() >= self._low_chance(name) else values[0]
+                base[name] = values[0] if self.rng.random() < self._low_chance(name) else values[-1]
                 moved = True
         if not moved:
             return start if from_random else None
