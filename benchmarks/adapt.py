@@ -70,6 +70,8 @@ class Setup:
     single_seeds: list[dict[str, Any]] = field(default_factory=list)
     #: ``tune_inputs(required_levels=...)``: requirements every training input is also learned at.
     required_levels: tuple[float, ...] | None = None
+    #: ``tune_inputs(compose_seeds=...)``: two-level seeds for a choice site (``--no-compose-seeds``: off).
+    compose_seeds: bool = True
 
 
 def sort_setup(quick: bool, seed: int) -> Setup:
@@ -204,7 +206,7 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
         setup.target, setup.train, budget=setup.budget, n_clusters=setup.n_clusters, seed=seed,
         repeats=3, check=setup.check, accuracy=setup.accuracy, required=setup.required,
         groups=setup.train_groups, clock="cpu" if TIMER is time.thread_time else "wall",
-        required_levels=setup.required_levels,
+        required_levels=setup.required_levels, compose_seeds=setup.compose_seeds,
     )
     train_s = time.perf_counter() - t0
     load_trained = os.getloadavg()
@@ -404,6 +406,8 @@ def main() -> None:
     parser.add_argument("--no-relabel", action="store_true",
                         help="learn each training input at its own requirement only (solve: no "
                              "tune_inputs(required_levels=...))")
+    parser.add_argument("--no-compose-seeds", action="store_true",
+                        help="no two-level seeds in the landmark searches (tune_inputs(compose_seeds=False))")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="time runs by this process's CPU time (default) or the wall clock")
     args = parser.parse_args()
@@ -416,6 +420,7 @@ def main() -> None:
     setup.n_clusters = args.clusters or setup.n_clusters
     if args.no_relabel:
         setup.required_levels = None
+    setup.compose_seeds = not args.no_compose_seeds
     text = run(setup, args.repeats, args.seed)
     tag = f"-{args.tag}" if args.tag else ""
     out = Path(args.out) / f"adapt-{args.algorithm}{'-quick' if args.quick else ''}{tag}.md"

@@ -204,3 +204,58 @@ def test_a_small_forest_is_saved_and_walked_like_a_tree(tmp_path):
     for xs in _inputs(7):
         want = "forward" if xs[0] <= xs[-1] else "backward"
         assert dict(again.config_for(xs))["algo"] == want
+
+
+def _two_level_site(name: str, max_levels: int = 2) -> AdaptiveSite:
+    """A recursive site: ``halves`` splits through the site, ``insertion`` sorts in place."""
+    inner = AlgorithmSite(name, {"insertion": _insertion}, size_range=(2, 1 << 16))
+
+    @inner.alternative("halves")
+    def halves(xs):
+        if len(xs) <= 1:
+            return list(xs)
+        mid = len(xs) // 2
+        return sorted(inner(xs[:mid]) + inner(xs[mid:]))
+
+    site = AdaptiveSite(inner, max_levels=max_levels)
+    site.feature(lambda xs: len(xs), name="n", cost="cheap")
+    return site
+
+
+def _sizes_inputs() -> list[list[int]]:
+    rng = np.random.default_rng(8)
+    return [rng.integers(0, 1000, n).tolist() for n in (12, 12, 12, 200, 200, 200, 400, 400)]
+
+
+def test_two_level_seeds_join_the_landmarks():
+    from perftune.space import Levels
+
+    inputs = _sizes_inputs()
+    site = _two_level_site("t-adapt-compose")
+    result = tune_inputs(site, inputs, budget=8, n_clusters=2, seed=0, repeats=1, check=_is_sorted)
+    pure = {lm.choices[0]: k for k, lm in enumerate(result.landmarks) if not lm.cutoffs}
+    assert set(pure) == {"insertion", "halves"}
+    # The smallest quarter of the inputs (two of size 12) names the algorithm below the cutoffs 13 and
+    # 4 (isqrt(12) + 1): the one that was fastest there; the other algorithm runs above it.
+    small = [0, 1]
+    below = min(pure, key=lambda a: result.time_s[small, pure[a]].sum())
+    above = "halves" if below == "insertion" else "insertion"
+    for cutoff in (4, 13):
+        composed = Levels((cutoff,), (below, above))
+        assert composed in result.landmarks
+        k = result.landmarks.index(composed)
+        assert np.isfinite(result.time_s[:, k]).all() and result.ok[:, k].all()
+
+
+def test_two_level_seeds_need_two_levels_and_a_choice_site():
+    from perftune.space import Levels
+
+    one = _two_level_site("t-adapt-compose-one", max_levels=1)
+    below = {one.name: Levels((), ("insertion",))}
+    assert one.composes is False and one.composed_seeds(below, 50) == []
+    two = _two_level_site("t-adapt-compose-two")
+    below = {two.name: Levels((), ("insertion",))}
+    assert two.composed_seeds(below, 50) == [{two.name: Levels((50,), ("insertion", "halves"))}]
+    assert two.composed_seeds(below, 3) == []  # no size between the site's smallest and the cutoff
+    assert two.composed_seeds({two.name: Levels((9,), ("insertion", "halves"))}, 50) == []
+    assert _objective("t-adapt-compose-objective").composes is False

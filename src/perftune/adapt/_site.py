@@ -217,6 +217,18 @@ class _Adaptive:
         """Configurations of :meth:`landmark_space` every landmark search tries first."""
         return []
 
+    #: Whether :meth:`composed_seeds` can build anything (a choice site with more than one level).
+    composes = False
+
+    def composed_seeds(self, below: dict[str, Any], cutoff: int) -> list[dict[str, Any]]:
+        """Seeds of two levels: the seed ``below`` for sizes under ``cutoff``, each other seed above.
+
+        A recursive algorithm may be slow alone and fast with another one on its small sub-problems
+        (a radix sort whose small buckets go to insertion sort); a search of a few trials started from
+        the seeds alone rarely finds that combination.
+        """
+        return []
+
     def landmark_to_json(self, landmark: Any) -> Any:
         raise NotImplementedError
 
@@ -374,6 +386,21 @@ class AdaptiveSite(_Adaptive):
         from perftune.space import Levels
 
         return [{self.name: Levels((), (alt,))} for alt in self.site.alternatives]
+
+    @property
+    def composes(self) -> bool:  # type: ignore[override]
+        return self.max_levels >= 2 and len(self.site.alternatives) >= 2
+
+    def composed_seeds(self, below: dict[str, Any], cutoff: int) -> list[dict[str, Any]]:
+        from perftune.space import Levels
+
+        lv = below.get(self.name)
+        lo, _ = self.site.size_range
+        if not self.composes or lv is None or len(lv.choices) != 1 or cutoff <= lo + 1:
+            return []
+        small = lv.choices[0]
+        return [{self.name: Levels((int(cutoff),), (small, alt))}
+                for alt in self.site.alternatives if alt != small]
 
     def landmark_from_config(self, config: Any) -> Any:
         from perftune.space import Levels

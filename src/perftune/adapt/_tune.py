@@ -314,6 +314,7 @@ def tune_inputs(
     stop_factor: float = 20.0,
     search_repeats: int | None = 3,
     seed_landmarks: bool = True,
+    compose_seeds: bool = True,
     groups: Sequence[Any] | None = None,
     guard: bool = True,
     clock: str = "wall",
@@ -347,6 +348,11 @@ def tune_inputs(
             noise does not pick a landmark; None: once.
         seed_landmarks: Also measure the searches' seeds (each algorithm of a choice site alone, an
             objective's default) as landmarks, so the classifier may pick them.
+        compose_seeds: With ``seed_landmarks``, for a choice site of more than one level: also measure
+            the two-level seeds made of the seed fastest on the smallest quarter of the inputs (below
+            the largest size among them) and each other algorithm above it, and let the searches start
+            from them (a radix sort is slow alone and fast with insertion sort on its small buckets;
+            a search of a few trials seldom finds the pair).
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
         groups: The family of each training input (any labels), for the leave-one-family-out
@@ -524,6 +530,7 @@ def tune_inputs(
     seed_ks: list[int] = []
     seed_raw: dict[int, dict[str, Any]] = {}
     n_tables = 1
+    composing = seed_landmarks and compose_seeds and has_size and target.composes
     if seed_landmarks:
         # The seeds (each algorithm alone, the default) are landmarks of their own, measured on every
         # input before any search: a cluster whose representatives favour one algorithm must not leave
@@ -535,7 +542,7 @@ def tune_inputs(
                 if k not in seed_ks:
                     seed_ks.append(k)
                     seed_raw[k] = raw
-        n_tables = 2
+        n_tables = 3 if composing else 2
         seen: list[int] = []
 
         def steadiest_seed(i: int) -> int | None:
@@ -549,6 +556,26 @@ def tune_inputs(
             return seed_ks[int(np.argmin(np.where(np.isfinite(ratio), ratio, 1e3).mean(axis=0)))]
 
         measure_table(seed_ks, steadiest_seed)
+        if composing:
+            # Two-level seeds: the seed fastest on the smallest inputs below their size, each other seed
+            # above it; measured on every input like the seeds, so a search can start from one.
+            known = [float(v or 0.0) for v in sizes]  # composing needs every size (has_size)
+            small_rows = sorted(range(n), key=lambda i: (known[i], i))[: max(1, n // 4)]
+            on_small = medians(seed_ks, small_rows)
+            below = seed_ks[int(np.argmin(on_small.sum(axis=0)))]  # inf: a seed without an answer
+            top = int(max(known[i] for i in small_rows))
+            # Below that size, and below its geometric midpoint with 1: where the algorithm below takes
+            # over matters (a radix sort's buckets of a few dozen elements are best sorted by itself).
+            cutoffs = sorted({int(math.isqrt(top)) + 1, top + 1})
+            composed: list[int] = []
+            for raw in [r for c in cutoffs for r in target.composed_seeds(seed_raw[below], c)]:
+                if space.is_valid(Config(raw)):
+                    k = add_landmark(target.landmark_from_config(Config(raw)))
+                    if k not in seed_ks and k not in composed:
+                        composed.append(k)
+                        seed_raw[k] = raw
+            measure_table(composed, steadiest_seed)
+            seed_ks.extend(composed)
     # ---- one landmark per cluster, by the existing search
     n_search_seeds = min(2, len(seed_ks)) if seed_landmarks else len(seeds)
     if overall_landmark is None:
