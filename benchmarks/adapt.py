@@ -301,6 +301,8 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
     regrown = [(fam, setup.size(x), unchecked.choose(x), c)
                for (fam, x), c in zip(setup.test, chose_two, strict=True) if unchecked.choose(x) != c]
     decide_small = [d for (_, x), d in zip(setup.test, decide, strict=True) if setup.size(x) <= 3000]
+    if DUMP:
+        _dump(DUMP, setup, learned, T, bad_pinned, stopped, two_s, one_s, chose_two)
 
     lines = [f"# perftune.adapt: learned per-input dispatch, {setup.name}", ""]
     lines += [
@@ -390,6 +392,35 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
 
 
 QUICK = False
+#: ``--dump FILE``: the training and test tables of a run, for replaying other learners offline.
+DUMP: str | None = None
+
+
+def _dump(path: str, setup: Setup, learned: Any, T: np.ndarray, bad: np.ndarray, stopped: np.ndarray,
+          two_s: np.ndarray, one_s: np.ndarray, chose_two: list[int]) -> None:
+    """Save what a learner needs and what the test measured (``numpy.savez``, no pickle): the training
+    tables of ``tune_inputs`` and, for every test input, every column's value and cost (one reading,
+    cheap columns free) and every pinned configuration's median time."""
+    target = setup.target
+    fns = target.column_functions()
+    cheap = target.cheap_columns()
+    n, m = len(setup.test), len(fns)
+    values, cost = np.zeros((n, m)), np.zeros((n, m))
+    for i, (_, x) in enumerate(setup.test):
+        for c, fn in enumerate(fns):
+            dt, v = _time(lambda fn=fn, x=x: fn(x))
+            values[i, c], cost[i, c] = float(v), 0.0 if c in cheap else dt
+    stopped_train = learned.stopped if learned.stopped is not None else np.zeros_like(learned.ok)
+    np.savez_compressed(
+        path, columns=np.array(learned.columns), train_values=learned.values, train_cost=learned.cost_s,
+        train_time=learned.time_s, train_ok=learned.ok, train_stopped=stopped_train,
+        train_resampled=learned.resampled if learned.resampled is not None else np.zeros((0,)),
+        train_groups=np.array(setup.train_groups), train_sizes=np.array([setup.size(x) for x in setup.train]),
+        test_values=values, test_cost=cost, test_time=T, test_bad=bad, test_stopped=stopped,
+        test_groups=np.array([f for f, _ in setup.test]),
+        test_sizes=np.array([setup.size(x) for _, x in setup.test]), two_s=two_s, one_s=one_s,
+        chose_two=np.array(chose_two), n_landmarks=len(learned.landmarks),
+    )
 
 
 def main() -> None:
@@ -406,13 +437,16 @@ def main() -> None:
     parser.add_argument("--no-relabel", action="store_true",
                         help="learn each training input at its own requirement only (solve: no "
                              "tune_inputs(required_levels=...))")
+    parser.add_argument("--dump", default=None,
+                        help="also save the training and test tables here (.npz) for offline replay")
     parser.add_argument("--no-compose-seeds", action="store_true",
                         help="no two-level seeds in the landmark searches (tune_inputs(compose_seeds=False))")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="time runs by this process's CPU time (default) or the wall clock")
     args = parser.parse_args()
-    global TIMER
+    global TIMER, DUMP
     QUICK = args.quick
+    DUMP = args.dump
     TIMER = time.thread_time if args.clock == "cpu" else time.perf_counter
     make_setup = sort_setup if args.algorithm == "sort" else solve_setup
     setup = make_setup(args.quick, args.seed)

@@ -1,0 +1,146 @@
+"""Replay dispatch learners offline on the tables of ``benchmarks/adapt.py --dump`` runs.
+
+A live run of ``adapt.py`` measures everything anew, and on a shared machine the same code and seed can
+land anywhere between 0.6x and 1.3x of the best single configuration (batches s and t of
+``results/adapt-sort.md``). To compare *learners*, this script keeps the measurements fixed: each dump
+holds the training tables ``tune_inputs`` learned from (feature values and costs, landmark times,
+families) and, for every test input, every column's value and cost and every pinned configuration's
+median time. A learner is fitted on the training tables and scored on the test tables: the time of the
+landmark it picks plus the features it reads.
+
+Learners:
+
+* ``ship``: ``fit_dispatch`` as ``tune_inputs`` calls it (same seed, groups, resampled features and size
+  columns); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on inputs beyond
+  the training sizes can differ from the live run (the "same picks" column says how many agree).
+* ``vote TOL``: every set of one or two columns is scored by the same cross-validation (a depth-4
+  cost-aware tree; random folds plus leave-one-family-out), and the trees of all sets within ``TOL`` of
+  the best total (and no more wrong choices) vote. Tried and rejected (``results/adapt-sort.md``).
+
+Usage:
+    python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/sort-quick-t-*.npz --vote 0.1 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from perftune.adapt import _learn  # noqa: E402
+from perftune.adapt._model import ForestModel, Model  # noqa: E402
+
+
+def load(path: str) -> dict[str, Any]:
+    d: dict[str, Any] = dict(np.load(path, allow_pickle=False))
+    d["columns"] = [str(c) for c in d["columns"]]
+    # What the learner is given as "answered": a stopped run is an answer at the time of the cut.
+    d["answered"] = d["train_ok"] | d["train_stopped"]
+    found = re.search(r"-(\d+)\.npz$", path)
+    d["seed"] = int(found.group(1)) if found else 0
+    return d
+
+
+def score(d: dict[str, Any], model: Model) -> tuple[float, int, list[int]]:
+    """Test total (landmark picked plus features read), wrong answers, and the picks."""
+    X, C, T, bad = d["test_values"], d["test_cost"], d["test_time"], d["test_bad"]
+    total, wrong, picks = 0.0, 0, []
+    for i in range(len(X)):
+        value = functools.partial(lambda i, c: float(X[i, c]), i)
+        k = model.choose(value)
+        picks.append(k)
+        total += float(T[i, k]) + float(sum(C[i, c] for c in model.visited(value)))
+        wrong += int(bad[i, k])
+    return total, wrong, picks
+
+
+def baselines(d: dict[str, Any]) -> tuple[float, float]:
+    """``(best single configuration, oracle)`` totals on the test set, as ``adapt.py`` reports them."""
+    T, bad, n_landmarks = d["test_time"], d["test_bad"], int(d["n_landmarks"])
+    best = min((int(bad[:, j].sum()), float(T[:, j].sum())) for j in range(T.shape[1]))[1]
+    oracle = float(np.where(~bad[:, :n_landmarks], T[:, :n_landmarks], np.inf).min(axis=1).sum())
+    return best, oracle
+
+
+def ship(d: dict[str, Any]) -> Model:
+    columns = d["columns"]
+    resampled = d["train_resampled"] if d["train_resampled"].ndim == 3 else None
+    fit = _learn.fit_dispatch(
+        d["train_values"], d["train_cost"], d["train_time"], d["answered"], groups=d["train_groups"],
+        seed=d["seed"], resampled=resampled, size_columns=[columns.index("n")] if "n" in columns else None,
+    )
+    return fit.model
+
+
+def _splits(d: dict[str, Any], n_folds: int = 4) -> list[np.ndarray]:
+    n = len(d["train_values"])
+    order = np.random.default_rng(d["seed"]).permutation(n)
+    groups = d["train_groups"]
+    return [order[f::n_folds] for f in range(n_folds)] + [
+        np.flatnonzero(groups == g) for g in sorted(set(groups.tolist()))
+    ]
+
+
+def vote(d: dict[str, Any], tolerance: float, depth: int = 4) -> tuple[Model, int]:
+    X, C, T, ok = d["train_values"], d["train_cost"], d["train_time"], d["answered"]
+    everything = np.arange(len(X))
+    splits = _splits(d)
+
+    def tree(columns: tuple[int, ...], rows: np.ndarray) -> Any:
+        return _learn._fit(X, T, ok, list(columns), rows, classifier="tree", max_depth=depth, n_trees=1,
+                           seed=d["seed"])
+
+    def cv(columns: tuple[int, ...]) -> tuple[int, float]:
+        wrong, total = 0, 0.0
+        for test in splits:
+            w, t = _learn.score_model(tree(columns, np.setdiff1d(everything, test)), X, C, T, ok, test)
+            wrong, total = wrong + w, total + t
+        return wrong, total
+
+    sets = [s for r in (1, 2) for s in itertools.combinations(range(X.shape[1]), r)]
+    scored = [(cv(s), s) for s in sets]
+    best = min(sc for sc, _ in scored)
+    near = [s for (w, t), s in scored if w == best[0] and t <= best[1] * (1 + tolerance)]
+    return ForestModel([tree(s, everything) for s in near]), len(near)
+
+
+def _wrong(n: int) -> str:
+    return f", wrong {n}" if n else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dumps", nargs="+")
+    parser.add_argument("--vote", type=float, nargs="*", default=[], help="tolerances of the vote learner")
+    args = parser.parse_args()
+    head = "| dump | best single (ms) | oracle (ms) | live two-level | ship (replayed) | same picks |"
+    head += "".join(f" vote {t:g} |" for t in args.vote)
+    print(head)
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(args.vote))
+    for path in args.dumps:
+        d = load(path)
+        best, oracle = baselines(d)
+        live = float(d["two_s"].sum())
+        total, wrong, picks = score(d, ship(d))
+        same = int((np.array(picks) == d["chose_two"]).sum())
+        row = (f"| {Path(path).stem} | {best * 1e3:.1f} | {oracle * 1e3:.1f} | {best / live:.2f}x, "
+               f"{live / oracle:.3f} | {best / total:.2f}x, {total / oracle:.3f}{_wrong(wrong)} | "
+               f"{same}/{len(picks)} |")
+        for tol in args.vote:
+            model, n_sets = vote(d, tol)
+            t, w, _ = score(d, model)
+            row += f" {best / t:.2f}x, {t / oracle:.3f} ({n_sets} sets{_wrong(w)}) |"
+        print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
