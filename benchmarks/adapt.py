@@ -411,6 +411,15 @@ def _dump(path: str, setup: Setup, learned: Any, T: np.ndarray, bad: np.ndarray,
             dt, v = _time(lambda fn=fn, x=x: fn(x))
             values[i, c], cost[i, c] = float(v), 0.0 if c in cheap else dt
     stopped_train = learned.stopped if learned.stopped is not None else np.zeros_like(learned.ok)
+    # What tune_inputs relabels the training tables with before fitting (variable accuracy).
+    from perftune.adapt._tune import _required_column
+
+    levels = setup.required_levels
+    relabel: dict[str, Any] = {}
+    if levels is not None and learned.accuracy_reached is not None:
+        relabel = {"required_levels": np.array(levels, dtype=float),
+                   "train_accuracy": learned.accuracy_reached,
+                   "required_column": _required_column(target, setup.required, levels, setup.accuracy)}
     np.savez_compressed(
         path, columns=np.array(learned.columns), train_values=learned.values, train_cost=learned.cost_s,
         train_time=learned.time_s, train_ok=learned.ok, train_stopped=stopped_train,
@@ -419,7 +428,7 @@ def _dump(path: str, setup: Setup, learned: Any, T: np.ndarray, bad: np.ndarray,
         test_values=values, test_cost=cost, test_time=T, test_bad=bad, test_stopped=stopped,
         test_groups=np.array([f for f, _ in setup.test]),
         test_sizes=np.array([setup.size(x) for _, x in setup.test]), two_s=two_s, one_s=one_s,
-        chose_two=np.array(chose_two), n_landmarks=len(learned.landmarks),
+        chose_two=np.array(chose_two), n_landmarks=len(learned.landmarks), **relabel,
     )
 
 

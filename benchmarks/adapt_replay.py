@@ -19,6 +19,7 @@ Learners:
 
 Usage:
     python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/sort-quick-t-*.npz --vote 0.1 0.3
+    python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/*.npz --fit guard=False --fit max_depth=2
 """
 
 from __future__ import annotations
@@ -71,29 +72,46 @@ def baselines(d: dict[str, Any]) -> tuple[float, float]:
     return best, oracle
 
 
-def ship(d: dict[str, Any]) -> Model:
-    columns = d["columns"]
+def tables(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any, np.ndarray]:
+    """``(values, cost, time, answered, resampled, groups)`` as ``tune_inputs`` fits them: relabelled at
+    every requirement level where the run learned with ``required_levels`` (solve)."""
     resampled = d["train_resampled"] if d["train_resampled"].ndim == 3 else None
+    out = (d["train_values"], d["train_cost"], d["train_time"], d["answered"], resampled, d["train_groups"])
+    if "required_levels" not in d:
+        return out
+    from perftune.adapt._tune import _relabel
+
+    values, cost, time_s, answered, resampled, groups = _relabel(
+        int(d["required_column"]), [float(v) for v in d["required_levels"]], d["train_values"],
+        d["train_cost"], d["train_time"], d["answered"], d["train_stopped"], d["train_accuracy"],
+        resampled, list(d["train_groups"]))
+    return values, cost, time_s, answered, resampled, np.asarray(groups)
+
+
+def ship(d: dict[str, Any], **options: Any) -> Model:
+    """``fit_dispatch`` as ``tune_inputs`` calls it; ``options`` override its keyword arguments."""
+    from perftune.adapt._tune import _size_columns
+
+    values, cost, time_s, answered, resampled, groups = tables(d)
     fit = _learn.fit_dispatch(
-        d["train_values"], d["train_cost"], d["train_time"], d["answered"], groups=d["train_groups"],
-        seed=d["seed"], resampled=resampled, size_columns=[columns.index("n")] if "n" in columns else None,
+        values, cost, time_s, answered, groups=groups, seed=d["seed"], resampled=resampled,
+        size_columns=_size_columns(d["train_values"], d["train_sizes"].tolist()), **options,
     )
     return fit.model
 
 
-def _splits(d: dict[str, Any], n_folds: int = 4) -> list[np.ndarray]:
-    n = len(d["train_values"])
+def _splits(d: dict[str, Any], groups: np.ndarray, n_folds: int = 4) -> list[np.ndarray]:
+    n = len(groups)
     order = np.random.default_rng(d["seed"]).permutation(n)
-    groups = d["train_groups"]
     return [order[f::n_folds] for f in range(n_folds)] + [
         np.flatnonzero(groups == g) for g in sorted(set(groups.tolist()))
     ]
 
 
 def vote(d: dict[str, Any], tolerance: float, depth: int = 4) -> tuple[Model, int]:
-    X, C, T, ok = d["train_values"], d["train_cost"], d["train_time"], d["answered"]
+    X, C, T, ok, _, groups = tables(d)
     everything = np.arange(len(X))
-    splits = _splits(d)
+    splits = _splits(d, groups)
 
     def tree(columns: tuple[int, ...], rows: np.ndarray) -> Any:
         return _learn._fit(X, T, ok, list(columns), rows, classifier="tree", max_depth=depth, n_trees=1,
@@ -113,6 +131,17 @@ def vote(d: dict[str, Any], tolerance: float, depth: int = 4) -> tuple[Model, in
     return ForestModel([tree(s, everything) for s in near]), len(near)
 
 
+def _options(text: str) -> dict[str, Any]:
+    """``"guard=False,max_depth=2"`` -> ``{"guard": False, "max_depth": 2}``."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        out[key.strip()] = ast.literal_eval(value.strip())
+    return out
+
+
 def _wrong(n: int) -> str:
     return f", wrong {n}" if n else ""
 
@@ -121,11 +150,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dumps", nargs="+")
     parser.add_argument("--vote", type=float, nargs="*", default=[], help="tolerances of the vote learner")
+    parser.add_argument("--fit", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="also replay fit_dispatch with these keyword arguments (Python literals), "
+                             "e.g. guard=False or classifier='neighbours'; repeatable")
     args = parser.parse_args()
     head = "| dump | best single (ms) | oracle (ms) | live two-level | ship (replayed) | same picks |"
+    variants = [_options(text) for text in args.fit]
+    head += "".join(f" {text} |" for text in args.fit)
     head += "".join(f" vote {t:g} |" for t in args.vote)
     print(head)
-    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(args.vote))
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * (len(args.vote) + len(variants)))
     for path in args.dumps:
         d = load(path)
         best, oracle = baselines(d)
@@ -135,6 +169,9 @@ def main() -> None:
         row = (f"| {Path(path).stem} | {best * 1e3:.1f} | {oracle * 1e3:.1f} | {best / live:.2f}x, "
                f"{live / oracle:.3f} | {best / total:.2f}x, {total / oracle:.3f}{_wrong(wrong)} | "
                f"{same}/{len(picks)} |")
+        for options in variants:
+            t, w, _ = score(d, ship(d, **options))
+            row += f" {best / t:.2f}x, {t / oracle:.3f}{_wrong(w)} |"
         for tol in args.vote:
             model, n_sets = vote(d, tol)
             t, w, _ = score(d, model)
