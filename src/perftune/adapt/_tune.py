@@ -350,9 +350,9 @@ def tune_inputs(
             objective's default) as landmarks, so the classifier may pick them.
         compose_seeds: With ``seed_landmarks``, for a choice site of more than one level: also measure
             the two-level seeds made of the seed fastest on the smallest quarter of the inputs (below
-            the largest size among them) and each other algorithm above it, and let the searches start
-            from them (a radix sort is slow alone and fast with insertion sort on its small buckets;
-            a search of a few trials seldom finds the pair).
+            the largest size ``m`` among them, and below ``isqrt(m) + 1``) and each other algorithm
+            above it, and let the searches start from them (a radix sort is slow alone and fast with
+            insertion sort on its small buckets; a search of a few trials seldom finds the pair).
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
         groups: The family of each training input (any labels), for the leave-one-family-out
