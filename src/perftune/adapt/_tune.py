@@ -531,17 +531,24 @@ def tune_inputs(
     seed_raw: dict[int, dict[str, Any]] = {}
     n_tables = 1
     composing = seed_landmarks and compose_seeds and has_size and target.composes
+
+    def new_seeds(raws: list[dict[str, Any]]) -> list[int]:
+        """The landmarks of the valid configurations in ``raws`` that are not seeds yet (in order)."""
+        added: list[int] = []
+        for raw in raws:
+            if space.is_valid(Config(raw)):
+                k = add_landmark(target.landmark_from_config(Config(raw)))
+                if k not in seed_ks and k not in added:
+                    added.append(k)
+                    seed_raw[k] = raw
+        return added
+
     if seed_landmarks:
         # The seeds (each algorithm alone, the default) are landmarks of their own, measured on every
         # input before any search: a cluster whose representatives favour one algorithm must not leave
         # its other members without their best one, and each search then starts from its cluster's
         # best two seeds instead of spending its budget on all of them again.
-        for raw in seeds:
-            if space.is_valid(Config(raw)):
-                k = add_landmark(target.landmark_from_config(Config(raw)))
-                if k not in seed_ks:
-                    seed_ks.append(k)
-                    seed_raw[k] = raw
+        seed_ks.extend(new_seeds(seeds))
         n_tables = 3 if composing else 2
         seen: list[int] = []
 
@@ -567,13 +574,7 @@ def tune_inputs(
             # Below that size, and below its geometric midpoint with 1: where the algorithm below takes
             # over matters (a radix sort's buckets of a few dozen elements are best sorted by itself).
             cutoffs = sorted({int(math.isqrt(top)) + 1, top + 1})
-            composed: list[int] = []
-            for raw in [r for c in cutoffs for r in target.composed_seeds(seed_raw[below], c)]:
-                if space.is_valid(Config(raw)):
-                    k = add_landmark(target.landmark_from_config(Config(raw)))
-                    if k not in seed_ks and k not in composed:
-                        composed.append(k)
-                        seed_raw[k] = raw
+            composed = new_seeds([r for c in cutoffs for r in target.composed_seeds(seed_raw[below], c)])
             measure_table(composed, steadiest_seed)
             seed_ks.extend(composed)
     # ---- one landmark per cluster, by the existing search
