@@ -835,6 +835,12 @@ StagedExploitFirst = _first_round(
 
 
 # --------------------------------------------------------------------- 2026-12-04: a design that learns sides
+def _plain_design_settings(space: Any) -> Any:
+    """``design_settings(space)`` without the lean of decision 6: the design that the variants below,
+    which bring their own lean or filter, were written and measured against, whatever the default is."""
+    return dataclasses.replace(design_settings(space), lean=0.0, boost=0.0)
+
+
 class SidedBoundary(Boundary):
     """The boundary design whose extremes lean, per ordered parameter, to the side its results so far
     favour: the correlation between a parameter's position in its value range and the rank of the
@@ -897,7 +903,7 @@ def _sided_design(name: str, doc: str, **design: Any) -> type:
 
     def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         StagedBandit.__init__(self, space, seed=seed, settings=settings)
-        self.design = design_cls(space, seed=seed, settings=design_settings(space))
+        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
 
     cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
     return _register(cls)
@@ -922,3 +928,169 @@ StagedSidedDesignHalf = _sided_design(
     "StagedSidedDesignHalf",
     "StagedSidedDesignBoost on every other design proposal (the others as the default's).",
     boost=0.5, every=2)
+
+
+class FilteredBoundary(Boundary):
+    """The boundary design with a learned filter in front of it (the idea of Helion's LFBO search):
+    once ``min_results`` results are in, each proposal is the most promising of ``n_candidates``
+    plain design proposals, as an extremely randomised forest fitted on the ranks of the results so far
+    (failures ranked last) predicts them; ``kappa`` > 0 prefers candidates the trees disagree on."""
+
+    name: ClassVar[str] = "x-filtered-boundary"
+    n_candidates: ClassVar[int] = 8
+    min_results: ClassVar[int] = 8
+    n_trees: ClassVar[int] = 16
+    kappa: ClassVar[float] = 0.0
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        from perftune.search._model import _Features
+
+        super().__init__(space, seed=seed, settings=settings)
+        self._filtered_hist: list[tuple[Any, float | None]] = []
+        self._features = _Features(space)
+        self._forest: Any = None
+        self._n_fitted = -1
+
+    def _learn(self, trial: Any, loss: float | None) -> None:
+        super()._learn(trial, loss)
+        self._filtered_hist.append((trial.config, loss))
+
+    def _fit(self) -> None:
+        import numpy as np
+
+        from perftune.search._forest import grow_forest
+
+        if self._n_fitted == len(self._filtered_hist):
+            return
+        worst = max((v for _, v in self._filtered_hist if v is not None), default=0.0)
+        losses = np.array([worst + 1.0 if v is None else v for _, v in self._filtered_hist])
+        y = losses.argsort(kind="stable").argsort().astype(float) / max(1, len(losses) - 1)
+        x = self._features.rows([c for c, _ in self._filtered_hist]).astype(np.float32)
+        states = [int(self.rng.integers(2**31 - 1)) for _ in range(self.n_trees)]
+        self._forest = grow_forest(x, y, seed=states, n_trees=self.n_trees, splitter="random")
+        self._n_fitted = len(self._filtered_hist)
+
+    def _propose(self) -> Any:
+        import numpy as np
+
+        if len(self._filtered_hist) < self.min_results:
+            return super()._propose()
+        self._fit()
+        candidates: list[Any] = []
+        for _ in range(3 * self.n_candidates):
+            config = super()._propose()
+            if config is None:
+                continue
+            config = self.valid(config)
+            if self.is_new(config) and config not in candidates:
+                candidates.append(config)
+                if len(candidates) >= self.n_candidates:
+                    break
+        if not candidates:
+            return super()._propose()
+        preds = self._forest.predict(self._features.rows(candidates).astype(np.float32))
+        score = preds.mean(axis=0) - self.kappa * preds.std(axis=0)
+        return candidates[int(np.argmin(score))]
+
+
+def _filtered_design(name: str, doc: str, **design: Any) -> type:
+    """The default search whose initial design is a :class:`FilteredBoundary` with the class attributes
+    ``design`` (``n_candidates``, ``min_results``, ``n_trees``, ``kappa``)."""
+    suffix = name.removeprefix("StagedFilteredDesign")
+    design_cls = type(f"FilteredBoundary{suffix}", (FilteredBoundary,), design)
+
+    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        StagedBandit.__init__(self, space, seed=seed, settings=settings)
+        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
+
+    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
+    return _register(cls)
+
+
+StagedFilteredDesign = _filtered_design(
+    "StagedFilteredDesign",
+    "The default whose design proposals from the 8th result on are the best of 8 by a learned filter.")
+StagedFilteredDesign4 = _filtered_design(
+    "StagedFilteredDesign4", "StagedFilteredDesign choosing among 4 candidates.", n_candidates=4)
+StagedFilteredDesignUcb = _filtered_design(
+    "StagedFilteredDesignUcb", "StagedFilteredDesign preferring candidates the trees disagree on.", kappa=1.0)
+StagedFilteredDesignUcb2 = _filtered_design(
+    "StagedFilteredDesignUcb2", "StagedFilteredDesignUcb leaning further to disagreement (kappa 2).",
+    kappa=2.0)
+StagedFilteredDesignUcb16 = _filtered_design(
+    "StagedFilteredDesignUcb16", "StagedFilteredDesignUcb choosing among 16 candidates.", kappa=1.0,
+    n_candidates=16)
+
+
+class _AlternateFilter(FilteredBoundary):
+    """A FilteredBoundary that filters every other proposal only (the others as the plain design)."""
+
+    filter_every: ClassVar[int] = 2
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._n_filter_asks = 0
+
+    def _propose(self) -> Any:
+        self._n_filter_asks += 1
+        if self._n_filter_asks % self.filter_every:
+            return super(FilteredBoundary, self)._propose()  # the plain design (of the classes after it)
+        return super()._propose()
+
+
+def _alternate_design(name: str, doc: str, **design: Any) -> type:
+    design_cls = type(f"AlternateFilter{name}", (_AlternateFilter,), design)
+
+    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        StagedBandit.__init__(self, space, seed=seed, settings=settings)
+        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
+
+    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
+    return _register(cls)
+
+
+StagedFilteredDesignHalf = _alternate_design(
+    "StagedFilteredDesignHalf", "StagedFilteredDesignUcb on every other design proposal.", kappa=1.0)
+StagedFilteredDesignHalfMean = _alternate_design(
+    "StagedFilteredDesignHalfMean",
+    "StagedFilteredDesign (mean, 8 candidates) on every other design proposal.")
+
+
+def _combined(name: str, doc: str, filter_cls: type, **design: Any) -> type:
+    """The default search whose design is ``filter_cls`` over a :class:`SidedBoundary` (``design``: the
+    class attributes of both)."""
+    design_cls = type(f"Combined{name}", (filter_cls, SidedBoundary), design)
+
+    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        StagedBandit.__init__(self, space, seed=seed, settings=settings)
+        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
+
+    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
+    return _register(cls)
+
+
+# In the combined designs FilteredBoundary's ``min_results`` (8) comes first in the method resolution
+# order, so their trends count from the 8th result too (not SidedBoundary's 6th). StagedSidedFiltered is
+# perftune's default design since decision 6 (perftune.search._boundary.DESIGN_SETTINGS, trend_after=8:
+# the same runs, 1200 of 1200 identical on seeds 0-99).
+StagedSidedFiltered = _combined(
+    "StagedSidedFiltered", "StagedSidedDesignBoost with the learned filter (kappa 1) on every proposal.",
+    FilteredBoundary, boost=0.5, kappa=1.0)
+StagedSidedFilteredHalf = _combined(
+    "StagedSidedFilteredHalf",
+    "StagedSidedDesignBoost with the learned filter (kappa 1) on every other proposal.",
+    _AlternateFilter, boost=0.5, kappa=1.0)
+
+
+class StagedPlainDesign(StagedBandit):
+    """The default search as it was before decision 6 (its design's extremes a fair coin, no lean): the
+    baseline that decision was judged against; its runs are stored under this name."""
+
+    name: ClassVar[str] = "x-staged-plain-design"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self.design = Boundary(space, seed=seed, settings=_plain_design_settings(space))
+
+
+_register(StagedPlainDesign)
