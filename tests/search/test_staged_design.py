@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from perftune.errors import PerftuneError
 from perftune.search import StagedBandit
-from perftune.search._boundary import DESIGN_MOVES, DESIGN_SETTINGS, Boundary, design_settings
-from perftune.space import Choice, Int, Space
+from perftune.search._boundary import (
+    CORNER_SETTINGS,
+    DESIGN_MOVES,
+    DESIGN_SETTINGS,
+    Boundary,
+    BoundarySettings,
+    design_settings,
+)
+from perftune.space import Choice, Config, Int, Space
+from perftune.testing.techniques import AskTellLoop, _loop_copy
+from perftune.trial import Status, Trial
 
 
 def _space(n: int) -> Space:
@@ -60,3 +76,121 @@ def test_subclasses_choose_to_which_extreme_parameters_move() -> None:
     # Always the largest: the smallest value only where a random start drew it (1 in 100 values).
     low, high = _extremes(_AlwaysHigh(space, seed=3, settings=design_settings(space)).ask(60))
     assert high >= 60 and low <= 10
+
+
+# ---------------------------------------------------------------- the design leans to what its results favour
+# (decision 6 of benchmarks/results/cv_notes.md)
+
+
+def _low_p0_is_better(config: Config) -> float:
+    """Lower ``p0`` is better; the other parameters barely matter (a module-level function: picklable)."""
+    return float(config["p0"]) + 0.01 * sum(v for k, v in config.items() if k != "p0")
+
+
+def _told(design: Boundary, configs: list[Config]) -> None:
+    trials = []
+    for i, config in enumerate(configs):
+        value = _low_p0_is_better(config)
+        trials.append(Trial(id=i, config=config, status=Status.OK, value=value, loss=value))
+    design.tell(trials)
+
+
+def _plain(space: Space) -> BoundarySettings:
+    return dataclasses.replace(design_settings(space), lean=0.0, boost=0.0)
+
+
+def _proposals(design: Boundary, n: int) -> list[Config]:
+    """``n`` proposals asked one at a time (an ask may answer "nothing now": the best configuration with
+    no parameter moved)."""
+    out: list[Config] = []
+    for _ in range(20 * n):
+        out += design.ask(1)
+        if len(out) == n:
+            break
+    assert len(out) == n
+    return out
+
+
+def _p0_extremes(configs: list[Config]) -> tuple[int, int]:
+    return sum(c["p0"] == 1 for c in configs), sum(c["p0"] == 100 for c in configs)
+
+
+def test_the_default_design_leans_and_the_bandits_corners_do_not() -> None:
+    tech = StagedBandit(_space(6), seed=1)
+    assert tech.design.settings.lean == 0.35 and tech.design.settings.boost == 0.5
+    assert tech.design.settings.learns
+    assert not CORNER_SETTINGS.learns and not BoundarySettings().learns
+
+
+def test_the_lean_moves_extremes_to_the_side_the_results_favour() -> None:
+    space = _space(4)
+    start = space.sample(np.random.default_rng(1), 12)
+    design = Boundary(space, seed=2, settings=design_settings(space))
+    _told(design, start)
+    design._now = design._trends()
+    assert design._now["p0"] > 0.5  # larger p0 ranks worse
+    assert design._low_chance("p0") == pytest.approx(0.85)  # the most it leans
+    assert design._move_chance("p0", 0.35) > 0.35  # and it moves more often
+    low, high = _p0_extremes(_proposals(design, 60))
+    # The same start without the lean: both extremes about equally often.
+    plain = Boundary(space, seed=2, settings=_plain(space))
+    _told(plain, start)
+    plain_low, plain_high = _p0_extremes(_proposals(plain, 60))
+    assert low > 2 * high and low > plain_low
+    assert 0.5 < plain_low / max(1, plain_high) < 2.0
+
+
+def test_the_lean_waits_for_enough_results() -> None:
+    space = _space(4)
+    start = space.sample(np.random.default_rng(0), 5)  # one short of trend_after
+    a = Boundary(space, seed=5, settings=design_settings(space))
+    b = Boundary(space, seed=5, settings=_plain(space))
+    _told(a, start)
+    _told(b, start)
+    assert a.ask(5) == b.ask(5)  # no trend yet: the same draws as the plain design
+
+
+def test_failures_rank_last_for_the_lean() -> None:
+    space = _space(3)
+    design = Boundary(space, seed=3, settings=design_settings(space))
+    trials = []
+    for i, config in enumerate(space.sample(np.random.default_rng(4), 16)):
+        if config["p0"] > 50:  # large p0 fails; among the others, p0 does not matter
+            trials.append(Trial(id=i, config=config, status=Status.FAILED, reason="launch failed"))
+        else:
+            value = 1.0 + 0.01 * config["p1"]
+            trials.append(Trial(id=i, config=config, status=Status.OK, value=value, loss=value))
+    design.tell(trials)
+    assert design._trends()["p0"] > 0.5
+
+
+def test_settings_out_of_range_are_one_line_errors() -> None:
+    for bad in ({"lean": 0.7}, {"lean": -0.1}, {"boost": -1.0}, {"trend_after": 1}):
+        with pytest.raises(PerftuneError, match="BoundarySettings") as info:
+            BoundarySettings(**bad)  # type: ignore[arg-type]
+        assert "\n" not in str(info.value)
+
+
+def test_the_history_it_learns_from_is_bounded() -> None:
+    space = _space(2)
+    design = Boundary(space, seed=1, settings=design_settings(space))
+    _told(design, space.sample(np.random.default_rng(2), Boundary.history_limit + 40))
+    assert len(design._hist) == Boundary.history_limit
+
+
+def test_a_checkpoint_in_the_middle_of_the_design_continues_identically() -> None:
+    from perftune.drive._checkpoint import decode, encode
+
+    space = _space(5)
+    tech = StagedBandit(space, seed=11)
+    loop = AskTellLoop(tech, _low_p0_is_better, lag=1)
+    loop.run(10)  # 9 results told: the lean is on, the design not finished
+    assert tech.design._now
+    blob = encode({"technique": tech.state_dict()}, space)
+    assert json.loads(blob)["format"] == "perftune-checkpoint"
+    copy = _loop_copy(loop, StagedBandit(space, seed=11))
+    copy.technique.load_state_dict(decode(blob, copy.space)["technique"])
+    loop.run(40)
+    copy.run(40)
+    assert copy.proposals == loop.proposals
+    assert copy.technique.n_errors == 0 and tech.n_errors == 0

@@ -5,7 +5,8 @@ that were compared are in ``benchmarks/quality_variants.py``): the first ``n_des
 from :class:`~perftune.search._boundary.Boundary`, so that every technique of the bandit starts
 from configurations at the corners where kernel and compiler spaces often have their optimum (about
 3.5 ordered parameters at an extreme per proposal, :func:`~perftune.search._boundary.design_settings`;
-adopted by the leave-one-kernel-out rule, ``benchmarks/results/cv.md``); then
+adopted by the leave-one-kernel-out rule, ``benchmarks/results/cv.md``; from the 6th result on, each
+parameter's extreme leans to the side its results favour, decision 6 of ``cv_notes.md``); then
 the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their
 other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``,
 ``parzen`` (per-parameter densities of the good and the other results, TPE's idea; in place of
