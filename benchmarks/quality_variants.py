@@ -896,10 +896,10 @@ class SidedBoundary(Boundary):
         return 0.5 + self.lean * max(-1.0, min(1.0, 2.0 * self._now.get(name, 0.0)))
 
 
-def _sided_design(name: str, doc: str, **design: Any) -> type:
-    """The default search whose initial design is a :class:`SidedBoundary` with the class attributes
-    ``design`` (``boost``, ``lean``, ``min_results``, ``min_trend``, ``every``)."""
-    design_cls = type(f"SidedBoundary{name.removeprefix('StagedSidedDesign')}", (SidedBoundary,), design)
+def _design_variant(name: str, doc: str, bases: tuple[type, ...], **design: Any) -> type:
+    """The default search (registered as ``x-<name>``) whose initial design is a subclass of ``bases``
+    with the class attributes ``design``, built with the plain design's settings."""
+    design_cls = type(f"{bases[0].__name__.lstrip('_')}For{name}", bases, design)
 
     def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         StagedBandit.__init__(self, space, seed=seed, settings=settings)
@@ -907,6 +907,12 @@ def _sided_design(name: str, doc: str, **design: Any) -> type:
 
     cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
     return _register(cls)
+
+
+def _sided_design(name: str, doc: str, **design: Any) -> type:
+    """The default search whose initial design is a :class:`SidedBoundary` with the class attributes
+    ``design`` (``boost``, ``lean``, ``min_results``, ``min_trend``, ``every``)."""
+    return _design_variant(name, doc, (SidedBoundary,), **design)
 
 
 StagedSidedDesign = _sided_design(
@@ -996,15 +1002,7 @@ class FilteredBoundary(Boundary):
 def _filtered_design(name: str, doc: str, **design: Any) -> type:
     """The default search whose initial design is a :class:`FilteredBoundary` with the class attributes
     ``design`` (``n_candidates``, ``min_results``, ``n_trees``, ``kappa``)."""
-    suffix = name.removeprefix("StagedFilteredDesign")
-    design_cls = type(f"FilteredBoundary{suffix}", (FilteredBoundary,), design)
-
-    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        StagedBandit.__init__(self, space, seed=seed, settings=settings)
-        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
-
-    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
-    return _register(cls)
+    return _design_variant(name, doc, (FilteredBoundary,), **design)
 
 
 StagedFilteredDesign = _filtered_design(
@@ -1039,14 +1037,7 @@ class _AlternateFilter(FilteredBoundary):
 
 
 def _alternate_design(name: str, doc: str, **design: Any) -> type:
-    design_cls = type(f"AlternateFilter{name}", (_AlternateFilter,), design)
-
-    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        StagedBandit.__init__(self, space, seed=seed, settings=settings)
-        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
-
-    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
-    return _register(cls)
+    return _design_variant(name, doc, (_AlternateFilter,), **design)
 
 
 StagedFilteredDesignHalf = _alternate_design(
@@ -1059,14 +1050,7 @@ StagedFilteredDesignHalfMean = _alternate_design(
 def _combined(name: str, doc: str, filter_cls: type, **design: Any) -> type:
     """The default search whose design is ``filter_cls`` over a :class:`SidedBoundary` (``design``: the
     class attributes of both)."""
-    design_cls = type(f"Combined{name}", (filter_cls, SidedBoundary), design)
-
-    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        StagedBandit.__init__(self, space, seed=seed, settings=settings)
-        self.design = design_cls(space, seed=seed, settings=_plain_design_settings(space))
-
-    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
-    return _register(cls)
+    return _design_variant(name, doc, (filter_cls, SidedBoundary), **design)
 
 
 # In the combined designs FilteredBoundary's ``min_results`` (8) comes first in the method resolution
