@@ -190,7 +190,12 @@ Staged24SmallDiv = _register(_staged("x-staged24-small-div", 24, SMALL_DIV))
 # ----------------------------------------------------------------------------- issue [10]: the first 25-50
 # Variants of today's default (perftune.search.StagedBandit), judged by benchmarks/cv.py (results/cv.md).
 from perftune.search import StagedBandit, StagedSettings  # noqa: E402
-from perftune.search._boundary import BoundarySettings, design_settings  # noqa: E402
+from perftune.search._boundary import (  # noqa: E402
+    BoundarySettings,
+    design_settings,
+    ranks_failures_last,
+    result_trends,
+)
 
 
 def _with_design(cls_name: str, name: str, n_design: int, doc: str) -> type:
@@ -865,23 +870,7 @@ class SidedBoundary(Boundary):
         self._hist.append((trial.config, loss))
 
     def _trends(self) -> dict[str, float]:
-        import numpy as np
-
-        hist = self._hist
-        if len(hist) < self.min_results:
-            return {}
-        worst = max((v for _, v in hist if v is not None), default=0.0)
-        losses = np.array([worst + 1.0 if v is None else v for _, v in hist])
-        ranks = losses.argsort(kind="stable").argsort().astype(float)
-        out = {}
-        for name, values in self._ordered.items():
-            index = {v: i for i, v in enumerate(values)}
-            pos = np.array([index.get(c.get(name), np.nan) / (len(values) - 1) for c, _ in hist])
-            ok = ~np.isnan(pos)
-            if ok.sum() < self.min_results or pos[ok].std() == 0:
-                continue
-            out[name] = float(np.corrcoef(pos[ok], ranks[ok])[0, 1])  # > 0: larger values rank worse
-        return out
+        return result_trends(self._hist, self._ordered, self.min_results)  # > 0: larger values rank worse
 
     def _propose(self) -> Any:
         self._n_proposed += 1
@@ -968,9 +957,7 @@ class FilteredBoundary(Boundary):
 
         if self._n_fitted == len(self._filtered_hist):
             return
-        worst = max((v for _, v in self._filtered_hist if v is not None), default=0.0)
-        losses = np.array([worst + 1.0 if v is None else v for _, v in self._filtered_hist])
-        y = losses.argsort(kind="stable").argsort().astype(float) / max(1, len(losses) - 1)
+        y = ranks_failures_last(v for _, v in self._filtered_hist) / max(1, len(self._filtered_hist) - 1)
         x = self._features.rows([c for c, _ in self._filtered_hist]).astype(np.float32)
         states = [int(self.rng.integers(2**31 - 1)) for _ in range(self.n_trees)]
         self._forest = grow_forest(x, y, seed=states, n_trees=self.n_trees, splitter="random")
@@ -1054,9 +1041,9 @@ def _combined(name: str, doc: str, filter_cls: type, **design: Any) -> type:
 
 
 # In the combined designs FilteredBoundary's ``min_results`` (8) comes first in the method resolution
-# order, so their trends count from the 8th result too (not SidedBoundary's 6th). StagedSidedFiltered is
-# perftune's default design since decision 6 (perftune.search._boundary.DESIGN_SETTINGS, trend_after=8:
-# the same runs, 1200 of 1200 identical on seeds 0-99).
+# order, so their trends count from the 8th result too (not SidedBoundary's 6th). Decision 6 rejected
+# them (cv_notes.md); perftune's default design is StagedSidedDesignBoost's (1200 of 1200 runs identical
+# on seeds 0-99).
 StagedSidedFiltered = _combined(
     "StagedSidedFiltered", "StagedSidedDesignBoost with the learned filter (kappa 1) on every proposal.",
     FilteredBoundary, boost=0.5, kappa=1.0)

@@ -30,6 +30,8 @@ __all__ = [
     "keep_best",
     "next_new_move",
     "ordered_values",
+    "ranks_failures_last",
+    "result_trends",
 ]
 
 
@@ -241,26 +243,47 @@ class Boundary(BaseTechnique):
         return 0.5 if trend is None else 0.5 + self.settings.lean * max(-1.0, min(1.0, 2.0 * trend))
 
     def _trends(self) -> dict[str, float]:
-        """Per ordered parameter, the correlation between its position in its range and the rank of the
-        results (failures last): > 0 when larger values rank worse. Empty before ``trend_after``."""
-        hist, least = self._hist, self.settings.trend_after
-        if len(hist) < least:
+        """:func:`result_trends` of the results told so far (empty before ``trend_after``)."""
+        if len(self._hist) < self.settings.trend_after:
             return {}
-        worst = max((v for _, v in hist if v is not None), default=0.0)
-        losses = np.array([worst + 1.0 if v is None else v for _, v in hist])
-        ranks = losses.argsort(kind="stable").argsort().astype(float)
-        self.work_done += len(hist) * len(self._ordered) / 64.0
-        out: dict[str, float] = {}
-        for name, values in self._ordered.items():
-            index = {v: i for i, v in enumerate(values)}
-            pos = np.array([index.get(c.get(name), np.nan) / (len(values) - 1) for c, _ in hist])
-            ok = ~np.isnan(pos)
-            if ok.sum() < least or pos[ok].std() == 0:
-                continue
-            trend = float(np.corrcoef(pos[ok], ranks[ok])[0, 1])
-            if math.isfinite(trend):
-                out[name] = trend
-        return out
+        self.work_done += len(self._hist) * len(self._ordered) / 64.0
+        return result_trends(self._hist, self._ordered, self.settings.trend_after)
+
+
+def ranks_failures_last(losses: Iterable[float | None]) -> Any:
+    """The rank of each loss (0 for the best), failures (None) ranked after every success, ties in order.
+
+    Example:
+        >>> ranks_failures_last([3.0, None, 1.0]).tolist()
+        [1.0, 2.0, 0.0]
+    """
+    values = list(losses)
+    worst = max((v for v in values if v is not None), default=0.0)
+    filled = np.array([worst + 1.0 if v is None else v for v in values])
+    return filled.argsort(kind="stable").argsort().astype(float)
+
+
+def result_trends(
+    history: list[tuple[Any, float | None]], ordered: dict[str, list[Any]], least: int
+) -> dict[str, float]:
+    """Per ordered parameter (``ordered``: its values in order), the correlation between its position in
+    its range and the rank of the results in ``history`` (``(config, loss)``, failures ranked last):
+    > 0 when larger values rank worse. Parameters seen in fewer than ``least`` results, or at one value
+    only, have no trend."""
+    if len(history) < least:
+        return {}
+    ranks = ranks_failures_last(v for _, v in history)
+    out: dict[str, float] = {}
+    for name, values in ordered.items():
+        index = {v: i for i, v in enumerate(values)}
+        pos = np.array([index.get(c.get(name), np.nan) / (len(values) - 1) for c, _ in history])
+        ok = ~np.isnan(pos)
+        if ok.sum() < least or pos[ok].std() == 0:
+            continue
+        trend = float(np.corrcoef(pos[ok], ranks[ok])[0, 1])
+        if math.isfinite(trend):
+            out[name] = trend
+    return out
 
 
 def keep_best(top: list[tuple[float, Any]], loss: float, config: Any, limit: int) -> None:
