@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from perftune import search
 from perftune.search import AUCBandit, BanditSettings, Boundary
 from perftune.search import EliteNeighbours as ProductEliteNeighbours
+from perftune.space import Config
 
 DEFAULT = tuple(BanditSettings().techniques)
 
@@ -1065,3 +1066,289 @@ class StagedPlainDesign(StagedBandit):
 
 
 _register(StagedPlainDesign)
+
+
+# --------------------------------------------------------------------- 2026-12-06: stratified starts
+class StratifiedStartBoundary(Boundary):
+    """The default design (decision 6's lean included) whose random starting configurations are
+    stratified per ordered parameter instead of uniform over the valid configurations: over each block
+    of ``strata`` random starts, every ordered parameter takes each ``1/strata`` of its value range once
+    (a Latin hypercube over the value indices, as Kernel Tuner's initial population), and the result is
+    repaired to a valid configuration. Uniform draws over the valid set favour the values that satisfy
+    the most constraints (gemm: vector width 1 in 42% of the valid configurations)."""
+
+    name: ClassVar[str] = "x-stratified-boundary"
+    strata: ClassVar[int] = 16
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._pending: dict[str, list[int]] = {}
+
+    def _random_start(self) -> Any:
+        base = dict(self.space.sample(self.rng, 1)[0])
+        for name, values in self._ordered.items():
+            if name not in base or len(values) < 2:
+                continue
+            pending = self._pending.get(name)
+            if not pending:
+                pending = self._pending[name] = [int(i) for i in self.rng.permutation(self.strata)]
+            u = (pending.pop() + self.rng.random()) / self.strata
+            base[name] = values[min(len(values) - 1, int(u * len(values)))]
+        return self.valid(Config(base))
+
+
+def _default_design_variant(name: str, doc: str, design_cls: type) -> type:
+    """The default search whose initial design is ``design_cls`` with the default design's settings."""
+
+    def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        StagedBandit.__init__(self, space, seed=seed, settings=settings)
+        self.design = design_cls(space, seed=seed, settings=design_settings(space))
+
+    cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
+    return _register(cls)
+
+
+StagedStratifiedDesign = _default_design_variant(
+    "StagedStratifiedDesign", "The default whose design starts from stratified random configurations.",
+    StratifiedStartBoundary)
+
+
+class TrendStartBoundary(Boundary):
+    """The default design (decision 6) whose random start, once there are trends, is the best of
+    ``n_starts`` uniform valid configurations by the trends (a linear filter: the sum over ordered
+    parameters of trend x position, lower is better)."""
+
+    name: ClassVar[str] = "x-trend-start-boundary"
+    n_starts: ClassVar[int] = 4
+
+    def _random_start(self) -> Any:
+        if not self._now:
+            return super()._random_start()
+        starts = self.space.sample(self.rng, self.n_starts)
+
+        def score(config: Any) -> float:
+            total = 0.0
+            for name, trend in self._now.items():
+                values = self._ordered[name]
+                if config.get(name) in values:
+                    total += trend * values.index(config[name]) / (len(values) - 1)
+            return total
+
+        return min(starts, key=score)
+
+
+StagedTrendStart = _default_design_variant(
+    "StagedTrendStart",
+    "The default whose design starts from the best of 4 random configurations by the trends.",
+    TrendStartBoundary)
+
+
+class PinnedRepairBoundary(Boundary):
+    """The default design (decision 6) whose invalid proposals are repaired keeping the parameters
+    moved to an extreme (the other parameters give way), instead of a repair that may undo the move."""
+
+    name: ClassVar[str] = "x-pinned-repair-boundary"
+
+    def _propose(self) -> Any:
+        if self.settings.learns:
+            self._now = self._trends()
+        st = self.settings
+        from_random = self.best_config is None or self.rng.random() < st.p_from_random
+        start: Any = self._random_start() if from_random else self.best_config
+        base = dict(start)
+        p = st.p_move_random if from_random else st.p_move_best
+        moved = []
+        for name in self._ordered:
+            if name not in base:
+                continue
+            values = self._ordered[name]
+            if self.rng.random() < self._move_chance(name, p):
+                base[name] = values[0] if self.rng.random() < self._low_chance(name) else values[-1]
+                moved.append(name)
+        if not moved:
+            return start if from_random else None
+        if not self.space.is_valid(base):
+            repaired = self.space._repair(dict(base), self.rng, pinned=frozenset(moved))
+            if repaired is not None and self.space.is_valid(repaired):
+                return repaired
+        return Config(base)
+
+
+StagedPinnedRepair = _default_design_variant(
+    "StagedPinnedRepair", "The default whose design repairs invalid points around the moved extremes.",
+    PinnedRepairBoundary)
+
+
+class LatinDesignBoundary(Boundary):
+    """The default design (decision 6) with every ``latin_every``-th proposal a point of a Latin
+    hypercube over the ordered parameters' value indices, moved to the nearest valid configuration (the
+    fewest index steps; ties to the larger values when ``ties_high``, else at random): Kernel Tuner's
+    initial population for differential evolution, beside the boundary's extremes."""
+
+    name: ClassVar[str] = "x-latin-design-boundary"
+    latin_every: ClassVar[int] = 2
+    n_latin: ClassVar[int] = 8
+    ties_high: ClassVar[bool] = True
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._n_asks = 0
+        self._latin: list[Any] | None = None
+
+    def _latin_points(self) -> list[Any]:
+        import numpy as np
+
+        valid = self.space._enumeration()
+        names = list(self._ordered)
+        if not valid or not names:
+            return []
+        index = np.array([[self._ordered[n].index(c[n]) if c.get(n) in self._ordered[n] else 0
+                           for n in names] for c in valid])
+        upper = np.array([len(self._ordered[n]) - 1 for n in names])
+        strata = np.array([self.rng.permutation(self.n_latin) for _ in names]).T  # (n_latin, n_params)
+        points = np.rint((strata + self.rng.random(strata.shape)) / self.n_latin * (upper + 1) - 0.5)
+        points = np.clip(points, 0, upper)
+        out = []
+        for point in points:
+            dist = np.abs(index - point).sum(axis=1)
+            ties = np.flatnonzero(dist == dist.min())
+            if self.ties_high:
+                sums = index[ties].sum(axis=1)
+                ties = ties[sums == sums.max()]
+            out.append(valid[int(ties[int(self.rng.integers(len(ties)))])])
+        return out
+
+    def _propose(self) -> Any:
+        self._n_asks += 1
+        if self._n_asks % self.latin_every == 0:
+            if self._latin is None:
+                self._latin = self._latin_points()
+            while self._latin:
+                config = self._latin.pop(0)
+                if self.is_new(config):
+                    return config
+        return super()._propose()
+
+
+def _latin_variant(name: str, doc: str, **design: Any) -> type:
+    design_cls = type(f"LatinDesignBoundaryFor{name}", (LatinDesignBoundary,), design)
+    return _default_design_variant(name, doc, design_cls)
+
+
+StagedLatinHalf = _latin_variant(
+    "StagedLatinHalf", "The default whose design has every other point from a Latin hypercube (ties high).")
+StagedLatinHalfRandomTies = _latin_variant(
+    "StagedLatinHalfRandomTies", "StagedLatinHalf with ties broken at random.", ties_high=False)
+
+
+class AdaptiveLatinBoundary(LatinDesignBoundary):
+    """The default design with Latin-hypercube points beside the boundary's, their share chosen by the
+    results: the first ``warmup`` design points alternate between the two kinds, after that each point
+    is of the kind whose best result so far is better, with chance ``1 - explore`` (failures count as
+    worst)."""
+
+    name: ClassVar[str] = "x-adaptive-latin-boundary"
+    n_latin: ClassVar[int] = 16
+    warmup: ClassVar[int] = 4
+    explore: ClassVar[float] = 0.25
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._issued: set[Any] = set()
+        self._best_of = {"latin": float("inf"), "boundary": float("inf")}
+
+    def _learn(self, trial: Any, loss: float | None) -> None:
+        super()._learn(trial, loss)
+        kind = "latin" if trial.config in self._issued else "boundary"
+        if loss is not None and loss < self._best_of[kind]:
+            self._best_of[kind] = loss
+
+    def _propose(self) -> Any:
+        self._n_asks += 1
+        if self._n_asks <= self.warmup:
+            latin = self._n_asks % 2 == 0
+        else:
+            better = "latin" if self._best_of["latin"] < self._best_of["boundary"] else "boundary"
+            latin = (better == "latin") == (self.rng.random() >= self.explore)
+        if latin:
+            if self._latin is None:
+                self._latin = self._latin_points()
+            while self._latin:
+                config = self._latin.pop(0)
+                if self.is_new(config):
+                    self._issued.add(config)
+                    return config
+        return Boundary._propose(self)
+
+
+StagedAdaptiveLatin = _default_design_variant(
+    "StagedAdaptiveLatin", "The default whose design shares its points between the boundary's extremes and"
+    " a Latin hypercube (ties high) by their best results.", AdaptiveLatinBoundary)
+
+
+StagedFilteredLatin = _default_design_variant(
+    "StagedFilteredLatin", "The default whose design proposals are, from the 8th result, the best of 8"
+    " candidates (boundary and Latin-hypercube points alternately) by the learned filter (kappa 1).",
+    type("FilteredLatinBoundary", (FilteredBoundary, LatinDesignBoundary), {"kappa": 1.0, "n_latin": 48}))
+StagedLatinQuarter = _latin_variant(
+    "StagedLatinQuarter", "StagedLatinHalf with every fourth design point from the Latin hypercube.",
+    latin_every=4, n_latin=4)
+
+
+class DampedBoundary(Boundary):
+    """The default design (decision 6) that, once there are trends, moves a parameter without a clear
+    trend to an extreme less often: the move chance is ``damp`` x the settings' chance, plus the boost."""
+
+    name: ClassVar[str] = "x-damped-boundary"
+    damp: ClassVar[float] = 0.5
+
+    def _move_chance(self, name: str, p: float) -> float:
+        trend = self._now.get(name)
+        if not self._now:
+            return p
+        return min(1.0, self.damp * p + self.settings.boost * abs(trend or 0.0))
+
+
+StagedDampedDesign = _default_design_variant(
+    "StagedDampedDesign", "The default whose design moves parameters without a trend half as often.",
+    DampedBoundary)
+
+
+class FilteredLatinLate(FilteredBoundary, LatinDesignBoundary):
+    """The default design, plain for its first ``min_results`` results; after that each proposal is the
+    learned filter's pick (kappa 1) among boundary proposals and Latin-hypercube points (ties high)."""
+
+    name: ClassVar[str] = "x-filtered-latin-late"
+    kappa: ClassVar[float] = 1.0
+    n_latin: ClassVar[int] = 48
+
+    def _propose(self) -> Any:
+        if len(self._filtered_hist) < self.min_results:
+            return Boundary._propose(self)
+        return super()._propose()
+
+
+StagedFilteredLatinLate = _default_design_variant(
+    "StagedFilteredLatinLate", "The default whose design, from the 8th result, is the learned filter's pick"
+    " among boundary and Latin-hypercube candidates.", FilteredLatinLate)
+
+
+class FilteredLatinLateHalf(FilteredLatinLate):
+    """FilteredLatinLate on every other proposal only (the others plain boundary proposals)."""
+
+    name: ClassVar[str] = "x-filtered-latin-late-half"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._n_half = 0
+
+    def _propose(self) -> Any:
+        self._n_half += 1
+        if self._n_half % 2:
+            return Boundary._propose(self)
+        return super()._propose()
+
+
+StagedFilteredLatinLateHalf = _default_design_variant(
+    "StagedFilteredLatinLateHalf", "StagedFilteredLatinLate on every other design proposal.",
+    FilteredLatinLateHalf)

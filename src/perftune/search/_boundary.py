@@ -215,7 +215,7 @@ class Boundary(BaseTechnique):
                 return flipped
         st = self.settings
         from_random = self.best_config is None or self.rng.random() < st.p_from_random
-        start: Any = self.space.sample(self.rng, 1)[0] if from_random else self.best_config
+        start: Any = self._random_start() if from_random else self.best_config
         base = dict(start)
         p = st.p_move_random if from_random else st.p_move_best
         moved = False
@@ -229,6 +229,10 @@ class Boundary(BaseTechnique):
         if not moved:
             return start if from_random else None
         return Config(base)
+
+    def _random_start(self) -> Any:
+        """The configuration a random proposal moves parameters of (uniform over the valid ones)."""
+        return self.space.sample(self.rng, 1)[0]
 
     def _move_chance(self, name: str, p: float) -> float:
         """The chance that ordered parameter ``name`` moves to an extreme (``p``: from the settings;
