@@ -844,7 +844,7 @@ StagedExploitFirst = _first_round(
 def _plain_design_settings(space: Any) -> Any:
     """``design_settings(space)`` without the lean of decision 6: the design that the variants below,
     which bring their own lean or filter, were written and measured against, whatever the default is."""
-    return dataclasses.replace(design_settings(space), lean=0.0, boost=0.0)
+    return dataclasses.replace(design_settings(space), lean=0.0, boost=0.0, nearest_repair=False)
 
 
 class SidedBoundary(Boundary):
@@ -1097,12 +1097,18 @@ class StratifiedStartBoundary(Boundary):
         return self.valid(Config(base))
 
 
+def _decision6_settings(space: Any) -> Any:
+    """``design_settings(space)`` as decision 6 left it (the lean, no nearest repair): what the variants
+    below were measured against; ``StagedDecision6`` is that default."""
+    return dataclasses.replace(design_settings(space), nearest_repair=False)
+
+
 def _default_design_variant(name: str, doc: str, design_cls: type) -> type:
-    """The default search whose initial design is ``design_cls`` with the default design's settings."""
+    """The default search of decision 6 whose initial design is ``design_cls`` with its settings."""
 
     def __init__(self: Any, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
         StagedBandit.__init__(self, space, seed=seed, settings=settings)
-        self.design = design_cls(space, seed=seed, settings=design_settings(space))
+        self.design = design_cls(space, seed=seed, settings=_decision6_settings(space))
 
     cls = type(name, (StagedBandit,), {"name": f"x-{name.lower()}", "__init__": __init__, "__doc__": doc})
     return _register(cls)
@@ -1352,3 +1358,95 @@ class FilteredLatinLateHalf(FilteredLatinLate):
 StagedFilteredLatinLateHalf = _default_design_variant(
     "StagedFilteredLatinLateHalf", "StagedFilteredLatinLate on every other design proposal.",
     FilteredLatinLateHalf)
+
+
+class TrendRepairBoundary(Boundary):
+    """The default design (decision 6) whose invalid proposals move to the nearest valid configuration
+    (fewest steps over the ordered parameters' value indices, other parameters counted as one step when
+    they differ), ties broken by the trends of the results (the side they favour; at random before
+    there are trends): Kernel Tuner's repair of its initial population, with the side learned instead of
+    always the larger values."""
+
+    name: ClassVar[str] = "x-trend-repair-boundary"
+
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._index: Any = None
+        self._codes: dict[str, dict[str, int]] = {}
+
+    def _variant_index(self) -> Any:
+        import numpy as np
+
+        if self._index is None:
+            valid = self.space._enumeration() or []
+            names = list(self.space.params)
+            rows = [[self._code(n, c.get(n)) for n in names] for c in valid]
+            self._index = (valid, names, np.array(rows, dtype=float))
+        return self._index
+
+    def _code(self, name: str, value: Any) -> float:
+        """An ordered value's index; any other value's own number (only equality counts for those)."""
+        values = self._ordered.get(name)
+        if values is not None and value in values:
+            return float(values.index(value))
+        codes = self._codes.setdefault(name, {})
+        return float(codes.setdefault(repr(value), len(codes)))
+
+    def _nearest(self, config: Any) -> Any:
+        import numpy as np
+
+        valid, names, index = self._variant_index()
+        if not valid:
+            return None
+        ordered_cols = np.array([n in self._ordered for n in names])
+        point = np.array([self._code(n, config.get(n)) for n in names], dtype=float)
+        diff = np.abs(index - point)
+        dist = np.where(ordered_cols, diff, diff > 0).sum(axis=1)
+        ties = np.flatnonzero(dist == dist.min())
+        trends = {n: t for n, t in self._now.items() if abs(t) >= self.min_trend}
+        if trends and len(ties) > 1:
+            score = np.zeros(len(ties))
+            for j, n in enumerate(names):
+                if n in trends:
+                    score += trends[n] * index[ties, j] / max(1, len(self._ordered[n]) - 1)
+            ties = ties[score == score.min()]
+        return valid[int(ties[int(self.rng.integers(len(ties)))])]
+
+    use_trends: ClassVar[bool] = True
+    only_with_trends: ClassVar[bool] = False
+    min_trend: ClassVar[float] = 0.0
+    every: ClassVar[int] = 1  # the nearest repair for every ``every``-th invalid proposal only
+
+    def _propose(self) -> Any:
+        config = super()._propose()
+        if config is None or self.space.is_valid(config) or (self.only_with_trends and not self._now):
+            return config
+        self._n_invalid = getattr(self, "_n_invalid", 0) + 1
+        if self._n_invalid % self.every:
+            return config
+        if not self.use_trends:
+            self._now = {}
+        near = self._nearest(config)
+        return near if near is not None else config
+
+
+StagedTrendRepair = _default_design_variant(
+    "StagedTrendRepair", "The default whose design moves invalid points to the nearest valid configuration,"
+    " ties to the side the results favour.", TrendRepairBoundary)
+StagedNearestRepair = _default_design_variant(
+    "StagedNearestRepair", "StagedTrendRepair with ties at random.",
+    type("NearestRepairBoundary", (TrendRepairBoundary,), {"use_trends": False}))
+StagedTrendRepairLate = _default_design_variant(
+    "StagedTrendRepairLate", "StagedTrendRepair once there are trends only (before, the usual repair).",
+    type("TrendRepairLateBoundary", (TrendRepairBoundary,), {"only_with_trends": True}))
+StagedTrendRepairStrong = _default_design_variant(
+    "StagedTrendRepairStrong", "StagedTrendRepairLate breaking ties by trends of at least 0.3 only.",
+    type("TrendRepairStrongBoundary", (TrendRepairBoundary,), {"only_with_trends": True, "min_trend": 0.3}))
+StagedTrendRepairHalf = _default_design_variant(
+    "StagedTrendRepairHalf", "StagedTrendRepairLate on every other invalid design proposal.",
+    type("TrendRepairHalfBoundary", (TrendRepairBoundary,), {"only_with_trends": True, "every": 2}))
+
+
+StagedDecision6 = _default_design_variant(
+    "StagedDecision6", "The default search of decision 6 (the lean, no nearest repair; before decision 7).",
+    Boundary)

@@ -84,7 +84,7 @@ def test_subclasses_choose_to_which_extreme_parameters_move() -> None:
 
 def _low_p0_is_better(config: Config) -> float:
     """Lower ``p0`` is better; the other parameters barely matter (a module-level function: picklable)."""
-    return float(config["p0"]) + 0.01 * sum(v for k, v in config.items() if k != "p0")
+    return float(config["p0"]) + 0.01 * sum(v for k, v in config.items() if k != "p0" and isinstance(v, int))
 
 
 def _told(design: Boundary, configs: list[Config]) -> None:
@@ -194,3 +194,83 @@ def test_a_checkpoint_in_the_middle_of_the_design_continues_identically() -> Non
     copy.run(40)
     assert copy.proposals == loop.proposals
     assert copy.technique.n_errors == 0 and tech.n_errors == 0
+
+
+# ------------------------------------------------------- invalid design points move to the nearest valid one
+# (decision 7 of benchmarks/results/cv_notes.md)
+
+
+def _constrained(n: int = 4) -> Space:
+    # The sum of the ordered parameters is bounded: most corners with several parameters at their largest
+    # value are invalid, as large tiles times large vector widths are on a GEMM space.
+    return Space({f"p{i}": Int(1, 8) for i in range(n)} | {"c": Choice(["x", "y"])},
+                 [f"{' + '.join(f'p{i}' for i in range(n))} <= 14"])
+
+
+def _with_trends(space: Space, seed: int, settings: BoundarySettings) -> Boundary:
+    design = Boundary(space, seed=seed, settings=settings)
+    _told(design, space.sample(np.random.default_rng(seed), 12))
+    design._now = design._trends()
+    return design
+
+
+def _distance(space: Space, a: Config, b: Config) -> int:
+    return sum(abs(a[n] - b[n]) if n != "c" else int(a[n] != b[n]) for n in space.params)
+
+
+def test_the_default_design_repairs_to_the_nearest_valid_configuration() -> None:
+    assert DESIGN_SETTINGS.nearest_repair and not BoundarySettings().nearest_repair
+    assert not CORNER_SETTINGS.nearest_repair
+    space = _constrained()
+    design = _with_trends(space, 3, design_settings(space))
+    corner = Config({"p0": 8, "p1": 8, "p2": 8, "p3": 8, "c": "y"})
+    assert not space.is_valid(corner)
+    near = design._repaired(corner)
+    assert space.is_valid(near)
+    every = list(space.enumerate())
+    assert _distance(space, corner, near) == min(_distance(space, corner, c) for c in every)
+    # Among the nearest, the side the trends favour: larger p0 ranks worse, so p0 gives way first.
+    assert design._now["p0"] > 0.5
+    ties = [c for c in every if _distance(space, corner, c) == _distance(space, corner, near)]
+    assert near["p0"] == min(c["p0"] for c in ties)
+    assert near["c"] == "y"  # an unordered parameter is kept where it can be
+    assert design._repaired(near) is near  # a valid configuration is left alone
+
+
+def test_the_nearest_repair_waits_for_trends_and_can_be_switched_off() -> None:
+    space = _constrained()
+    corner = Config({"p0": 8, "p1": 8, "p2": 8, "p3": 8, "c": "x"})
+    early = Boundary(space, seed=1, settings=design_settings(space))
+    assert early._repaired(corner) is corner  # no trend yet: the usual repair of ask()
+    off = _with_trends(space, 1, dataclasses.replace(design_settings(space), nearest_repair=False))
+    assert off._repaired(corner) is corner
+    # A space too large to enumerate within the limit keeps the usual repair as well.
+    small_limit = dataclasses.replace(design_settings(space), enumerate_limit=10)
+    assert _with_trends(space, 1, small_limit)._repaired(corner) is corner
+    with pytest.raises(PerftuneError, match="BoundarySettings.enumerate_limit"):
+        BoundarySettings(enumerate_limit=0)
+
+
+def test_design_proposals_on_a_constrained_space_are_valid() -> None:
+    space = _constrained()
+    design = _with_trends(space, 4, design_settings(space))
+    proposals = _proposals(design, 40)
+    assert all(space.is_valid(c) for c in proposals)
+    assert design._valid_index is not None and len(design._valid_index[0]) == len(list(space.enumerate()))
+
+
+def test_a_checkpoint_after_a_nearest_repair_continues_identically() -> None:
+    from perftune.drive._checkpoint import decode, encode
+
+    space = _constrained(5)
+    tech = StagedBandit(space, seed=2)
+    loop = AskTellLoop(tech, _low_p0_is_better, lag=0)
+    loop.run(12)
+    assert tech.design._valid_index is not None  # the nearest repair has run
+    blob = encode({"technique": tech.state_dict()}, space)
+    copy = _loop_copy(loop, StagedBandit(space, seed=2))
+    copy.technique.load_state_dict(decode(blob, copy.space)["technique"])
+    assert copy.technique.design._valid_index is None  # rebuilt from the space when needed
+    loop.run(30)
+    copy.run(30)
+    assert copy.proposals == loop.proposals

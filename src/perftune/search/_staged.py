@@ -6,7 +6,8 @@ from :class:`~perftune.search._boundary.Boundary`, so that every technique of th
 from configurations at the corners where kernel and compiler spaces often have their optimum (about
 3.5 ordered parameters at an extreme per proposal, :func:`~perftune.search._boundary.design_settings`;
 adopted by the leave-one-kernel-out rule, ``benchmarks/results/cv.md``; from the 6th result on, each
-parameter's extreme leans to the side its results favour, decision 6 of ``cv_notes.md``); then
+parameter's extreme leans to the side its results favour, decision 6 of ``cv_notes.md``, and a point
+that breaks the constraints moves to the nearest valid configuration on that side, decision 7); then
 the AUC bandit chooses among ``boundary`` (whole corners and flips of distinct elites to their
 other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogate ``model``, ``ga``,
 ``parzen`` (per-parameter densities of the good and the other results, TPE's idea; in place of
