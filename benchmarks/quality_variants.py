@@ -1155,29 +1155,12 @@ class PinnedRepairBoundary(Boundary):
 
     name: ClassVar[str] = "x-pinned-repair-boundary"
 
-    def _propose(self) -> Any:
-        if self.settings.learns:
-            self._now = self._trends()
-        st = self.settings
-        from_random = self.best_config is None or self.rng.random() < st.p_from_random
-        start: Any = self._random_start() if from_random else self.best_config
-        base = dict(start)
-        p = st.p_move_random if from_random else st.p_move_best
-        moved = []
-        for name in self._ordered:
-            if name not in base:
-                continue
-            values = self._ordered[name]
-            if self.rng.random() < self._move_chance(name, p):
-                base[name] = values[0] if self.rng.random() < self._low_chance(name) else values[-1]
-                moved.append(name)
-        if not moved:
-            return start if from_random else None
-        if not self.space.is_valid(base):
-            repaired = self.space._repair(dict(base), self.rng, pinned=frozenset(moved))
+    def _repaired(self, config: Any, moved: Any) -> Any:
+        if moved and not self.space.is_valid(config):
+            repaired = self.space._repair(dict(config), self.rng, pinned=frozenset(moved))
             if repaired is not None and self.space.is_valid(repaired):
                 return repaired
-        return Config(base)
+        return config
 
 
 StagedPinnedRepair = _default_design_variant(

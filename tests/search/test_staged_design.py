@@ -225,7 +225,7 @@ def test_the_default_design_repairs_to_the_nearest_valid_configuration() -> None
     design = _with_trends(space, 3, design_settings(space))
     corner = Config({"p0": 8, "p1": 8, "p2": 8, "p3": 8, "c": "y"})
     assert not space.is_valid(corner)
-    near = design._repaired(corner)
+    near = design._repaired(corner, ["p0", "p1", "p2", "p3"])
     assert space.is_valid(near)
     every = list(space.enumerate())
     assert _distance(space, corner, near) == min(_distance(space, corner, c) for c in every)
@@ -234,19 +234,20 @@ def test_the_default_design_repairs_to_the_nearest_valid_configuration() -> None
     ties = [c for c in every if _distance(space, corner, c) == _distance(space, corner, near)]
     assert near["p0"] == min(c["p0"] for c in ties)
     assert near["c"] == "y"  # an unordered parameter is kept where it can be
-    assert design._repaired(near) is near  # a valid configuration is left alone
+    assert design._repaired(near, ["p0"]) is near  # a valid configuration is left alone
 
 
 def test_the_nearest_repair_waits_for_trends_and_can_be_switched_off() -> None:
     space = _constrained()
     corner = Config({"p0": 8, "p1": 8, "p2": 8, "p3": 8, "c": "x"})
     early = Boundary(space, seed=1, settings=design_settings(space))
-    assert early._repaired(corner) is corner  # no trend yet: the usual repair of ask()
+    moved = ["p0", "p1", "p2", "p3"]
+    assert early._repaired(corner, moved) is corner  # no trend yet: the usual repair of ask()
     off = _with_trends(space, 1, dataclasses.replace(design_settings(space), nearest_repair=False))
-    assert off._repaired(corner) is corner
+    assert off._repaired(corner, ["p0", "p1", "p2", "p3"]) is corner
     # A space too large to enumerate within the limit keeps the usual repair as well.
     small_limit = dataclasses.replace(design_settings(space), enumerate_limit=10)
-    assert _with_trends(space, 1, small_limit)._repaired(corner) is corner
+    assert _with_trends(space, 1, small_limit)._repaired(corner, ["p0", "p1", "p2", "p3"]) is corner
     with pytest.raises(PerftuneError, match="BoundarySettings.enumerate_limit"):
         BoundarySettings(enumerate_limit=0)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -235,26 +235,27 @@ class Boundary(BaseTechnique):
         if self._top and self.rng.random() < self.settings.p_flip:
             flipped = self._flip()
             if flipped is not None:
-                return self._repaired(flipped)
+                return self._repaired(flipped, ())
         st = self.settings
         from_random = self.best_config is None or self.rng.random() < st.p_from_random
         start: Any = self._random_start() if from_random else self.best_config
         base = dict(start)
         p = st.p_move_random if from_random else st.p_move_best
-        moved = False
+        moved: list[str] = []
         for name in self._ordered:
             if name not in base:
                 continue
             values = self._ordered[name]
             if self.rng.random() < self._move_chance(name, p):
                 base[name] = values[0] if self.rng.random() < self._low_chance(name) else values[-1]
-                moved = True
+                moved.append(name)
         if not moved:
             return start if from_random else None
-        return self._repaired(Config(base))
+        return self._repaired(Config(base), moved)
 
-    def _repaired(self, config: Any) -> Any:
-        """``config``, or with ``nearest_repair`` and trends, the nearest valid configuration to it (see
+    def _repaired(self, config: Any, moved: Sequence[str]) -> Any:
+        """``config`` (``moved``: the parameters this proposal moved to an extreme), or with
+        ``nearest_repair`` and trends, the nearest valid configuration to it (see
         :class:`BoundarySettings`); an invalid configuration left as it is gets the usual repair."""
         if not self.settings.nearest_repair or not self._now or self.space.is_valid(config):
             return config
