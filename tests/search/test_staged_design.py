@@ -257,6 +257,7 @@ def test_design_proposals_on_a_constrained_space_are_valid() -> None:
     design = _with_trends(space, 4, design_settings(space))
     proposals = _proposals(design, 40)
     assert all(space.is_valid(c) for c in proposals)
+    assert design.n_errors == 0  # a failing repair would fall back to random proposals silently
     assert design._valid_index is not None and len(design._valid_index[0]) == len(list(space.enumerate()))
 
 
@@ -275,3 +276,4 @@ def test_a_checkpoint_after_a_nearest_repair_continues_identically() -> None:
     loop.run(30)
     copy.run(30)
     assert copy.proposals == loop.proposals
+    assert copy.technique.n_errors == 0 and tech.n_errors == 0
