@@ -527,3 +527,23 @@ def check_settings(name: str, condition: bool, what: str) -> None:
     """Raise a one-line PerftuneError when a settings value is out of range."""
     if not condition:
         raise PerftuneError(f"{name}: {what}")
+
+
+def enumerate_within(space: Any, limit: int) -> tuple[list[Config] | None, int]:
+    """Every valid configuration of ``space`` if there are at most ``limit`` of them (else None), and how
+    many were enumerated to find out: 0 when ``limit`` is not positive or the space's size bound (the
+    product of its domains) is above ``10 * limit``, so that huge spaces are never walked.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> configs, n = enumerate_within(Space({"x": Int(0, 9)}), 100)
+        >>> len(configs), n
+        (10, 10)
+        >>> enumerate_within(Space({"x": Int(0, 9)}), 5)
+        (None, 6)
+    """
+    size = space.cardinality()
+    if limit <= 0 or size is None or size > 10 * limit:
+        return None, 0
+    configs = list(space.enumerate(limit=limit + 1))
+    return (configs if len(configs) <= limit else None), len(configs)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from perftune.search._base import BaseTechnique, check_settings
+from perftune.search._base import BaseTechnique, check_settings, enumerate_within
 
 __all__ = [
     "CORNER_SETTINGS",
@@ -284,13 +284,9 @@ class Boundary(BaseTechnique):
         """Every valid configuration and its row of value codes, or None for a space too large (or
         infinite) to enumerate within ``enumerate_limit``."""
         if self._valid_index is None:
-            limit = self.settings.enumerate_limit
-            size = self.space.cardinality()
-            valid: list[Any] = []
-            if size is not None and size <= 10 * limit:
-                valid = list(self.space.enumerate(limit=limit + 1))
-                self.work_done += len(valid)
-            if not valid or len(valid) > limit:
+            valid, n_enumerated = enumerate_within(self.space, self.settings.enumerate_limit)
+            self.work_done += n_enumerated
+            if not valid:
                 self._valid_index = ([], np.zeros((0, 0)))
             else:
                 names = list(self.space.params)

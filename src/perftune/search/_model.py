@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perftune.search._base import BaseTechnique, check_settings
+from perftune.search._base import BaseTechnique, check_settings, enumerate_within
 from perftune.search._forest import Forest, grow_forest
 from perftune.trial import Status
 
@@ -277,16 +277,11 @@ class ModelBased(BaseTechnique):
     def _enumeration(self) -> list[Config] | None:
         if not self._enum_tried:
             self._enum_tried = True
-            limit = self.settings.enumerate_limit
-            size = self.space.cardinality()  # the product of the domains: an upper bound
-            if limit > 0 and size is not None and size <= 10 * limit:
-                configs = []
-                for config in self.space.enumerate(limit=limit + 1):
-                    configs.append(config)
-                self.work_done += len(configs)
-                if len(configs) <= limit:
-                    self._enum = configs
-                    self._enum_x = self._features.rows(configs).astype(np.float32)
+            configs, n_enumerated = enumerate_within(self.space, self.settings.enumerate_limit)
+            self.work_done += n_enumerated
+            if configs is not None:
+                self._enum = configs
+                self._enum_x = self._features.rows(configs).astype(np.float32)
         return self._enum
 
     # ------------------------------------------------------------------ learning
