@@ -27,7 +27,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 sys.path.insert(0, str(HERE))
 
-from _problems import DEV_SPACES, KT_DEV_SPACES, KTTableProblem, Ledger, TableProblem, parse_seeds  # noqa: E402
+from _problems import (  # noqa: E402
+    DEV_SPACES,
+    KT_DEV_SPACES,
+    KTTableProblem,
+    Ledger,
+    TableProblem,
+    parse_seeds,
+    scores_after,
+)
 from run_perftune import run_one  # noqa: E402
 
 AFTER = (17, 25)
@@ -40,9 +48,8 @@ def run_space(job: tuple[str, str, str, str, list[int], int]) -> tuple[str, dict
     for seed in seeds:
         ledger = Ledger(problem, budget)
         run_one(problem, tool, seed, ledger, lag=0)
-        for n in scores:
-            ok = [v for v in ledger.values[:n] if v is not None]
-            scores[n].append(problem.score(min(ok) if ok else None))
+        for n, score in zip(scores, scores_after(problem, ledger.values, list(scores)), strict=True):
+            scores[n].append(score)
     return problem.name, {n: statistics.median(v) for n, v in scores.items()}
 
 

@@ -37,7 +37,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 sys.path.insert(0, str(HERE))
 
-from _problems import BUDGETS, DEV_SPACES, KT_DEV_SPACES, KTTableProblem, Ledger, TableProblem, parse_seeds  # noqa: E402
+from _problems import (  # noqa: E402
+    BUDGETS,
+    DEV_SPACES,
+    KT_DEV_SPACES,
+    KTTableProblem,
+    Ledger,
+    TableProblem,
+    parse_seeds,
+    scores_after,
+)
 from cv import FAMILIES  # noqa: E402
 from quality import geomean  # noqa: E402
 from run_perftune import run_one  # noqa: E402
@@ -53,10 +62,7 @@ def run_space(job: tuple[str, str, str, int, list[int], str]) -> tuple[str, int,
     for seed in seeds:
         ledger = Ledger(problem, max(BUDGETS))
         run_one(problem, tool, seed, ledger, lag=lag)
-        scores = []
-        for b in BUDGETS:
-            ok = [v for v in ledger.values[:b] if v is not None]
-            scores.append(problem.score(min(ok) if ok else None))
+        scores = scores_after(problem, ledger.values)
         digest = hashlib.sha256(repr(ledger.values).encode()).hexdigest()[:16]
         out[str(seed)] = {"scores": scores, "hash": digest}
     return problem.name, lag, out

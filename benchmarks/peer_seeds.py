@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 sys.path.insert(0, str(HERE))
 
-from _problems import BUDGETS, all_problem_specs, make_problem, parse_seeds  # noqa: E402
+from _problems import BUDGETS, all_problem_specs, make_problem, parse_seeds, scores_after  # noqa: E402
 from quality import DEFAULT_TOOLS, PEERS_DIR, RAW, ROOT, tool_command  # noqa: E402
 
 BLOCK = 20
@@ -102,14 +102,6 @@ def prefix_check(spec: dict[str, Any], tool: str, budget: int, where: Path) -> s
     return f"{n} of {len(got)} identical"
 
 
-def scores(values: list[float | None], optimum: float, budgets: list[int]) -> list[float]:
-    out = []
-    for b in budgets:
-        ok = [v for v in values[:b] if v is not None]
-        out.append(min(ok) / optimum if ok else float("inf"))
-    return out
-
-
 def perftune_scores(paths: list[str]) -> dict[str, dict[int, list[float]]]:
     out: dict[str, dict[int, list[float]]] = {}
     for p in paths:
@@ -170,7 +162,7 @@ def main() -> None:
             print(f"{space} {tool}: {status} ({time.perf_counter() - t0:.0f} s)", flush=True)
             cells = [b for b in budgets if b <= budget]
             got = read_runs(out)
-            runs[tool] = {s: scores(v, problem.optimum, cells) for s, v in got.items() if s in seeds}
+            runs[tool] = {s: scores_after(problem, v, cells) for s, v in got.items() if s in seeds}
         if space in ours:
             runs["perftune"] = {s: v[:len(budgets)] for s, v in ours[space].items() if s in seeds}
         if checks:

@@ -56,6 +56,7 @@ from _problems import (  # noqa: E402
     all_problem_specs,
     make_problem,
     parse_seeds,
+    scores_after,
 )
 
 TOOLS = ("perftune", "sampler+constraints", "sampler")
@@ -102,14 +103,6 @@ def run_sampler(problem: Problem, seed: int, ledger: Ledger, constraints: bool) 
     return len(study.trials)
 
 
-def scores_at_budgets(problem: Problem, values: list[float | None]) -> list[float]:
-    out = []
-    for budget in BUDGETS:
-        measured = [v for v in values[:budget] if v is not None]
-        out.append(problem.score(min(measured) if measured else None))
-    return out
-
-
 def run_all(seeds: list[int], tools: list[str], budget: int, out_path: Path) -> None:
     data = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
     done = {(r["problem"], r["tool"], r["seed"]) for r in data["runs"]}
@@ -131,7 +124,7 @@ def run_all(seeds: list[int], tools: list[str], budget: int, out_path: Path) -> 
                 wall = time.perf_counter() - t0
                 data["runs"].append({
                     "problem": problem.name, "tool": tool, "seed": seed,
-                    "scores": scores_at_budgets(problem, ledger.values),
+                    "scores": scores_after(problem, ledger.values),
                     "n_measured": len(ledger.values), "n_asked": ledger.n_asked,
                     "n_invalid": ledger.n_invalid, "n_repeat": ledger.n_repeat,
                     "n_optuna_trials": n_trials, "stalled": ledger.stalled,
@@ -180,7 +173,7 @@ def _stored_geomeans(problems: list[str], tool: str) -> list[float] | None:
         with gzip.open(path, "rt") as f:
             runs = [json.loads(line) for line in f if line.strip()]
         for b in range(len(BUDGETS)):
-            xs = [scores_at_budgets(problem, r["values"])[b] for r in runs]
+            xs = [scores_after(problem, r["values"])[b] for r in runs]
             logs[b].append(math.log(statistics.median(xs)))
     return [math.exp(statistics.fmean(ls)) for ls in logs]
 

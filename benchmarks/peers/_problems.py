@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -513,6 +514,17 @@ class Ledger:
             rec["deciding_s"] = extra.pop("deciding_s_override")
         rec.update(extra)
         return rec
+
+
+def scores_after(
+    problem: Problem, values: list[float | None], budgets: Sequence[int] = BUDGETS
+) -> list[float]:
+    """``problem.score`` of the best of the first ``b`` measured values (failures are None), per budget."""
+    out = []
+    for b in budgets:
+        measured = [v for v in values[:b] if v is not None]
+        out.append(problem.score(min(measured) if measured else None))
+    return out
 
 
 def parse_seeds(text: str) -> list[int]:
