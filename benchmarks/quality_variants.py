@@ -1348,69 +1348,27 @@ class TrendRepairBoundary(Boundary):
     (fewest steps over the ordered parameters' value indices, other parameters counted as one step when
     they differ), ties broken by the trends of the results (the side they favour; at random before
     there are trends): Kernel Tuner's repair of its initial population, with the side learned instead of
-    always the larger values."""
+    always the larger values. Decision 7 adopted ``StagedTrendRepairLate``: the product's
+    ``nearest_repair``, whose nearest-valid search these variants call with their own trends."""
 
     name: ClassVar[str] = "x-trend-repair-boundary"
-
-    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
-        super().__init__(space, seed=seed, settings=settings)
-        self._index: Any = None
-        self._codes: dict[str, dict[str, int]] = {}
-
-    def _variant_index(self) -> Any:
-        import numpy as np
-
-        if self._index is None:
-            valid = self.space._enumeration() or []
-            names = list(self.space.params)
-            rows = [[self._code(n, c.get(n)) for n in names] for c in valid]
-            self._index = (valid, names, np.array(rows, dtype=float))
-        return self._index
-
-    def _code(self, name: str, value: Any) -> float:
-        """An ordered value's index; any other value's own number (only equality counts for those)."""
-        values = self._ordered.get(name)
-        if values is not None and value in values:
-            return float(values.index(value))
-        codes = self._codes.setdefault(name, {})
-        return float(codes.setdefault(repr(value), len(codes)))
-
-    def _nearest(self, config: Any) -> Any:
-        import numpy as np
-
-        valid, names, index = self._variant_index()
-        if not valid:
-            return None
-        ordered_cols = np.array([n in self._ordered for n in names])
-        point = np.array([self._code(n, config.get(n)) for n in names], dtype=float)
-        diff = np.abs(index - point)
-        dist = np.where(ordered_cols, diff, diff > 0).sum(axis=1)
-        ties = np.flatnonzero(dist == dist.min())
-        trends = {n: t for n, t in self._now.items() if abs(t) >= self.min_trend}
-        if trends and len(ties) > 1:
-            score = np.zeros(len(ties))
-            for j, n in enumerate(names):
-                if n in trends:
-                    score += trends[n] * index[ties, j] / max(1, len(self._ordered[n]) - 1)
-            ties = ties[score == score.min()]
-        return valid[int(ties[int(self.rng.integers(len(ties)))])]
-
     use_trends: ClassVar[bool] = True
     only_with_trends: ClassVar[bool] = False
     min_trend: ClassVar[float] = 0.0
     every: ClassVar[int] = 1  # the nearest repair for every ``every``-th invalid proposal only
 
-    def _propose(self) -> Any:
-        config = super()._propose()
-        if config is None or self.space.is_valid(config) or (self.only_with_trends and not self._now):
+    def __init__(self, space: Any, *, seed: int | None = None, settings: Any = None) -> None:
+        super().__init__(space, seed=seed, settings=settings)
+        self._n_invalid = 0
+
+    def _repaired(self, config: Any, moved: Any) -> Any:
+        if self.space.is_valid(config) or (self.only_with_trends and not self._now):
             return config
-        self._n_invalid = getattr(self, "_n_invalid", 0) + 1
+        self._n_invalid += 1
         if self._n_invalid % self.every:
             return config
-        if not self.use_trends:
-            self._now = {}
-        near = self._nearest(config)
-        return near if near is not None else config
+        trends = {n: t for n, t in self._now.items() if abs(t) >= self.min_trend} if self.use_trends else {}
+        return self._nearest_valid(config, trends)
 
 
 StagedTrendRepair = _default_design_variant(

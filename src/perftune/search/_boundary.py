@@ -259,6 +259,12 @@ class Boundary(BaseTechnique):
         :class:`BoundarySettings`); an invalid configuration left as it is gets the usual repair."""
         if not self.settings.nearest_repair or not self._now or self.space.is_valid(config):
             return config
+        return self._nearest_valid(config, self._now)
+
+    def _nearest_valid(self, config: Any, trends: dict[str, float]) -> Any:
+        """The valid configuration the fewest steps from ``config`` (see :class:`BoundarySettings`), ties
+        to the side ``trends`` favour, then at random; ``config`` itself on a space too large to
+        enumerate."""
         index = self._enumerated_index()
         if index is None:
             return config
@@ -274,7 +280,7 @@ class Boundary(BaseTechnique):
             # Lower is better: a positive trend means larger values rank worse.
             score = np.zeros(len(ties))
             for j, name in enumerate(names):
-                trend = self._now.get(name)
+                trend = trends.get(name)
                 if trend is not None:
                     score += trend * rows[ties, j] / max(1, len(self._ordered[name]) - 1)
             ties = ties[score == score.min()]
