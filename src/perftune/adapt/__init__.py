@@ -12,7 +12,10 @@ for which input, PetaBricks' two-level way (see ``docs/adapt.md``):
   :func:`perftune.tune`, measures every landmark on every input and fits a cost-aware tree;
 * the result is saved as JSON (``perftune-dispatch.json``, beside the tuned choices), read at the
   first call, and walked in plain Python; a missing, stale or corrupt file means the default
-  configuration and one :class:`DispatchFileWarning`.
+  configuration and one :class:`DispatchFileWarning`;
+* :class:`TritonSite` does the same for a kernel of ``perftune.triton.autotune`` (training
+  :class:`Launch` objects; shapes and dtypes as features; a landmark per shape cluster instead of a
+  tuning per exact key).
 
 Example:
     >>> from perftune.space import Choice, Space
@@ -63,6 +66,7 @@ from perftune.adapt._model import (
     TreeModel,
 )
 from perftune.adapt._site import AdaptiveObjective, AdaptiveSite, Dispatcher
+from perftune.adapt._triton import Launch, TritonSite
 from perftune.adapt._tune import InputTuning, tune_inputs
 
 __all__ = [
@@ -84,9 +88,11 @@ __all__ = [
     "GrowthCheck",
     "GuardedModel",
     "InputTuning",
+    "Launch",
     "LinearModel",
     "NeighbourModel",
     "TreeModel",
+    "TritonSite",
     "current_dispatch",
     "density",
     "descending",

@@ -558,7 +558,10 @@ def tune_inputs(
                 seen.append(i)
                 return None
             times = medians(seed_ks, seen[-32:])
-            ratio = times / np.maximum(times.min(axis=1, keepdims=True), 1e-12)
+            # inf where a seed gave no answer (a wrong default, say): an input no seed answered has no ratio.
+            fastest = times.min(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore"):
+                ratio = np.where(np.isfinite(fastest), times / np.maximum(fastest, 1e-12), np.inf)
             seen.append(i)
             return seed_ks[int(np.argmin(np.where(np.isfinite(ratio), ratio, 1e3).mean(axis=0)))]
 

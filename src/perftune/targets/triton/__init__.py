@@ -1,7 +1,8 @@
 """Triton kernels: a drop-in ``triton.autotune`` that searches the configurations instead of sweeping.
 
 * :func:`autotune` — the decorator (Triton's arguments, or ``space=`` a perftune Space, ``budget=``).
-* :class:`Autotuner` — what it returns: launch it as the kernel; ``best_config``, ``reports``.
+* :class:`Autotuner` — what it returns: launch it as the kernel; ``best_config``, ``reports``;
+  ``benchmark(...)`` (a :class:`KernelBench`) and ``choose_with(...)`` for learned per-input dispatch.
 * :class:`KernelCache`, :class:`TuningKey`, :class:`CacheEntry` — the persistent cache
   (``$PERFTUNE_TRITON_CACHE``), one JSON file per key.
 * :func:`space_from_configs`, :func:`config_id`, :func:`to_triton_config` — Triton configurations as
@@ -17,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from perftune.targets.triton._autotuner import Autotuner, TuningReport, autotune
+from perftune.targets.triton._autotuner import Autotuner, KernelBench, TuningReport, autotune
 from perftune.targets.triton._cache import (
     CACHE_ENV_VAR,
     CacheEntry,
@@ -38,6 +39,7 @@ __all__ = [
     "LAUNCH_OPTIONS",
     "Autotuner",
     "CacheEntry",
+    "KernelBench",
     "KernelCache",
     "TuningKey",
     "TuningReport",

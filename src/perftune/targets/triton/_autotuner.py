@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import inspect
+import itertools
 import math
 import multiprocessing
 import os
@@ -64,6 +65,10 @@ N_FINAL_ROUNDS = 12
 #: (benchmarks/results/gpu-matmul-replay.md), 15% reached 0.98x of the exhaustive best in 59 of 60 runs
 #: against 54 of 60 at 10%, where only 4-5 of 926 configurations lie within 2% of the best.
 DEFAULT_SHARE = 0.15
+
+
+#: Numbers the tunings of this process (their store runs' names must differ).
+_RUN_NUMBERS = itertools.count(1)
 
 
 def default_budget(n_configs: int) -> Budget:
@@ -228,6 +233,9 @@ class Autotuner:
         self.cache: dict[tuple[Any, ...], Any] = {}
         self.reports: dict[tuple[Any, ...], TuningReport] = {}
         self.best_config: Any = None
+        #: The configuration a chooser (:meth:`choose_with`) picked per key, instead of tuning it.
+        self.chosen: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._chooser: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None
         self._hash: str | None = None
         self.__name__ = self.kernel_name
         self.__doc__ = self.base_fn.__doc__
@@ -243,6 +251,11 @@ class Autotuner:
         all_args = {**named, **kwargs}
         key = self._key(all_args)
         config = self.cache.get(key)
+        if config is None and self._chooser is not None:
+            values = self._chooser(all_args)
+            if values is not None:
+                self.chosen[key] = dict(values)
+                config = self.cache[key] = self._config_of(values)
         if config is None:
             report = self._tune(args, kwargs, grid, all_args)
             self.reports[key] = report
@@ -262,6 +275,46 @@ class Autotuner:
             self.fn.warmup(*args, grid=grid, **kwargs, **c.all_kwargs())
             for c in self._candidates(dict(zip(self.arg_names, args, strict=False)), kwargs)
         ]
+
+    def choose_with(self, chooser: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None) -> None:
+        """Let ``chooser(arguments) -> configuration or None`` pick the configuration of a key not yet in
+        :attr:`cache`, instead of tuning it (None from the chooser: tune as usual).
+
+        ``arguments`` maps the kernel's argument names to the launch's values; the configuration is a
+        dict of meta-parameters and launch options (as :func:`triton_config_dict` gives). This is how a
+        learned per-input dispatcher (``perftune.adapt.TritonSite``) runs a landmark for a new shape in
+        microseconds. ``chooser=None`` removes it (keys chosen so far stay in :attr:`cache`).
+        """
+        if chooser is not None and not callable(chooser):
+            raise PerftuneError(f"autotune({self.kernel_name}): choose_with needs a callable or None, "
+                                f"got {type(chooser).__name__}")
+        self._chooser = chooser
+
+    @property
+    def source_hash(self) -> str:
+        """Changes when the kernel's source (or a global it depends on) changes."""
+        if self._hash is None:
+            self._hash = _kernel_hash(self.fn)
+        return self._hash
+
+    def space(self) -> Space:
+        """The configurations this kernel is tuned over: its ``configs`` list as a Space, or ``space=``."""
+        if self.configs is not None:
+            return space_from_configs(self.configs, f"autotune({self.kernel_name})")
+        assert self.user_space is not None
+        return self.user_space
+
+    def benchmark(self, *args: Any, grid: Any, **kwargs: Any) -> KernelBench:
+        """A benchmark of chosen configurations on these arguments, measured as tuning measures them.
+
+        The same benchmark process as a tuning (isolated when the kernel is importable, see
+        ``isolate=``), the same correctness check against ``reference=`` (default: the first
+        configuration that runs), the same timing. Close it (or use it as a context manager) when done.
+        """
+        named = dict(zip(self.arg_names, args, strict=False))
+        all_args = {**named, **kwargs}
+        tkey = self._tuning_key(all_args)
+        return KernelBench(_Session(self, tkey, args, kwargs, grid, all_args, self.space()))
 
     @property
     def last_report(self) -> TuningReport | None:
@@ -401,6 +454,41 @@ class Autotuner:
             times_ms=times,
             isolated=session.isolated,
         )
+
+
+class KernelBench:
+    """Measures configurations of one kernel on one set of arguments (:meth:`Autotuner.benchmark`).
+
+    ``measure(config)`` returns the median milliseconds, or raises :class:`PerftuneError` with the
+    reason a configuration failed (a compile error, a wrong result, a crash, a timeout).
+
+    Example:
+        >>> from perftune.targets.triton import KernelBench
+        >>> callable(KernelBench.measure), hasattr(KernelBench, "__enter__")  # kernel.benchmark() makes one
+        (True, True)
+    """
+
+    def __init__(self, session: _Session) -> None:
+        self._session = session
+
+    def measure(self, config: Mapping[str, Any]) -> float:
+        values = dict(config)
+        session = self._session
+        samples, _ = session._measure(values, None, None)
+        if samples is None:
+            record = session.records[config_id(values)]
+            where = f"autotune({session.owner.kernel_name})"
+            raise PerftuneError(f"{where}: {record['status']}: {record['reason']}")
+        return float(statistics.median(samples))
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> KernelBench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Session:
@@ -598,7 +686,9 @@ class _Session:
             store = os.environ.get(ENV_VAR) or f"sqlite:///{owner.kernel_cache.folder / 'perftune.db'}"
             owner.kernel_cache.folder.mkdir(parents=True, exist_ok=True)
         keytext = "-".join(f"{k}{v}" for k, v in self.tkey.key.items())
-        name = f"triton-{owner.kernel_name}-{keytext}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        # The counter: two kernel objects over one kernel may tune one key in the same second.
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_RUN_NUMBERS)}"
+        name = f"triton-{owner.kernel_name}-{keytext}-{stamp}"
         settings = {
             "target": "triton",
             "kernel": owner.kernel_name,

@@ -384,8 +384,9 @@ class BenchProcess:
 
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.ref), daemon=True, name="perftune-bench")
-        self.proc.start()
+        proc = ctx.Process(target=_serve, args=(child, self.ref), daemon=True, name="perftune-bench")
+        proc.start()  # kept only once started: close() must not join a process that never ran
+        self.proc = proc
         child.close()
         self.conn = parent
         self.conn.send(("setup", *self.setup_payload))
