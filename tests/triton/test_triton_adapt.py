@@ -130,3 +130,23 @@ def test_bad_arguments_are_one_line_errors() -> None:
         site.tune([[1, 2, 3]] * 4, budget=4)
     with pytest.raises(AdaptError, match="key argument 'n' is str, not a number"):
         site.column_functions()[0]({"n": "large"})
+
+
+def _no_block_64_for_odd_n(configs: list, named_args: dict, **kwargs: object) -> list:
+    return [c for c in configs if not (named_args["n"] % 2 and c.kwargs["BLOCK"] == 64)]
+
+
+def test_a_landmark_that_early_config_prune_rules_out_is_neither_measured_nor_dispatched() -> None:
+    kernel = _kernel(_configs((16, 0), (64, 0)), isolate=False,
+                     prune_configs_by={"early_config_prune": _no_block_64_for_odd_n})
+    site = TritonSite(kernel)
+    block_64 = {"BLOCK": 64, "MODE": 0, "num_warps": 4, "num_stages": 2}
+    site.use_dispatcher(site.constant_dispatcher(block_64))
+    assert _run(kernel, 100) and list(kernel.chosen.values()) == [block_64]
+    assert _run(kernel, 101) and len(kernel.chosen) == 1 and len(kernel.reports) == 1  # tuned instead
+    assert kernel.best_config.kwargs["BLOCK"] == 16
+    odd = _launch(101)
+    with kernel.benchmark(*odd.args, grid=odd.grid) as bench:
+        assert bench.measure({"BLOCK": 16, "MODE": 0, "num_warps": 4, "num_stages": 2}) > 0
+        with pytest.raises(perftune.PerftuneError, match="early_config_prune rules out"):
+            bench.measure(block_64)

@@ -253,7 +253,8 @@ class Autotuner:
         config = self.cache.get(key)
         if config is None and self._chooser is not None:
             values = self._chooser(all_args)
-            if values is not None:
+            # A configuration early_config_prune rules out for these arguments is not run: tune instead.
+            if values is not None and self.allows(values, named, kwargs):
                 self.chosen[key] = dict(values)
                 config = self.cache[key] = self._config_of(values)
         if config is None:
@@ -296,6 +297,17 @@ class Autotuner:
         if self._hash is None:
             self._hash = _kernel_hash(self.fn)
         return self._hash
+
+    def allows(self, config: Mapping[str, Any], named: Mapping[str, Any], kwargs: Mapping[str, Any]) -> bool:
+        """Whether ``early_config_prune`` keeps ``config`` for a launch with these arguments (True
+        without one): a chosen configuration must be one the kernel may run on them."""
+        early = self.prune_configs_by.get("early_config_prune")
+        if early is None or self.configs is None:
+            return True
+        wanted = dict(config)
+        # The whole list goes in: a prune may answer differently for a list of one (Triton's fall back to
+        # the first configuration when none is kept, say).
+        return any(triton_config_dict(c) == wanted for c in early(self.configs, dict(named), **kwargs))
 
     def space(self) -> Space:
         """The configurations this kernel is tuned over: its ``configs`` list as a Space, or ``space=``."""
@@ -474,6 +486,11 @@ class KernelBench:
     def measure(self, config: Mapping[str, Any]) -> float:
         values = dict(config)
         session = self._session
+        owner = session.owner
+        named = dict(zip(owner.arg_names, session.setup[0], strict=False))
+        if not owner.allows(values, named, session.kwargs):
+            raise PerftuneError(f"autotune({owner.kernel_name}): early_config_prune rules out {values} for "
+                                "these arguments")
         samples, _ = session._measure(values, None, None)
         if samples is None:
             record = session.records[config_id(values)]
