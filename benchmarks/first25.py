@@ -45,11 +45,14 @@ def run_space(job: tuple[str, str, str, str, list[int], int]) -> tuple[str, dict
     kind, bench, device, tool, seeds, budget = job
     problem = KTTableProblem(bench, device) if kind == "kt" else TableProblem(bench, device)
     scores: dict[int, list[float]] = {n: [] for n in AFTER if n <= budget}
+    errors = 0
     for seed in seeds:
         ledger = Ledger(problem, budget)
-        run_one(problem, tool, seed, ledger, lag=0)
+        errors += run_one(problem, tool, seed, ledger, lag=0).get("n_errors", 0)
         for n, score in zip(scores, scores_after(problem, ledger.values, list(scores)), strict=True):
             scores[n].append(score)
+    if errors:
+        print(f"WARNING: {problem.name}: {errors} internal errors of the search (proposals that fell back)")
     return problem.name, {n: statistics.median(v) for n, v in scores.items()}
 
 

@@ -61,10 +61,10 @@ def run_space(job: tuple[str, str, str, int, list[int], str]) -> tuple[str, int,
     out: dict[str, Any] = {}
     for seed in seeds:
         ledger = Ledger(problem, max(BUDGETS))
-        run_one(problem, tool, seed, ledger, lag=lag)
+        extra = run_one(problem, tool, seed, ledger, lag=lag)
         scores = scores_after(problem, ledger.values)
         digest = hashlib.sha256(repr(ledger.values).encode()).hexdigest()[:16]
-        out[str(seed)] = {"scores": scores, "hash": digest}
+        out[str(seed)] = {"scores": scores, "hash": digest, "n_errors": extra.get("n_errors", 0)}
     return problem.name, lag, out
 
 
@@ -131,6 +131,10 @@ def main() -> None:
         results = [list(r) for r in pool.map(run_space, jobs, chunksize=1)]
     print(f"{len(jobs)} jobs x {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s\n")
     print("\n".join(table(results)))
+    errors = {(name, lag): sum(r.get("n_errors", 0) for r in runs.values()) for name, lag, runs in results}
+    if any(errors.values()):
+        bad = ", ".join(f"{name} lag {lag}: {n}" for (name, lag), n in errors.items() if n)
+        print(f"\nWARNING: internal errors of the search (proposals that fell back): {bad}")
     if args.json:
         Path(args.json).write_text(json.dumps(results))
     if args.against:

@@ -1,9 +1,10 @@
 """perftune through its ask/tell Tuner (run with the project's own virtual environment).
 
-Tools: ``perftune`` (the default technique: a boundary-biased design, then the AUC-bandit ensemble), ``perftune:<technique>`` (one
-registered technique alone), and ``perftune-exp:<module>:<Class>`` (an experimental technique class
-from a module in benchmarks/, registered for the run). The run is sequential (``lag=0``), like every
-peer's; the default configuration is measured first, as perftune always does, and counts.
+Tools: ``perftune`` (the default technique: a boundary-biased design, then the AUC-bandit ensemble),
+``perftune:<technique>`` (one registered technique alone), and ``perftune-exp:<module>:<Class>`` (an
+experimental technique class from a module in benchmarks/, registered for the run). The run is
+sequential (``lag=0``), like every peer's; the default configuration is measured first, as perftune
+always does, and counts.
 
 The benchmark-hub T4 spaces are built by ``perftune.targets.replay.load`` (the product path); the
 Kernel Tuner caches and the other problems are mapped from the shared descriptions in ``_problems.py``.
@@ -109,6 +110,9 @@ def run_one(problem: Problem, tool: str, seed: int, ledger: Ledger, lag: int = 0
     counts = getattr(tuner.technique, "counts", None)
     if isinstance(counts, dict):
         extra["counts"] = dict(counts)
+    # Proposals a technique failed to make (an exception, turned into a fallback by fault tolerance): a
+    # broken variant looks like a plausible run otherwise.
+    extra["n_errors"] = int(getattr(tuner.technique, "n_errors", 0) or 0)
     extra["origins"] = {}
     for t in tuner.trials:
         extra["origins"][t.technique or "?"] = extra["origins"].get(t.technique or "?", 0) + 1
