@@ -492,10 +492,12 @@ class KernelBench:
             raise PerftuneError(f"autotune({owner.kernel_name}): early_config_prune rules out {values} for "
                                 "these arguments")
         samples, _ = session._measure(values, None, None)
+        cid = config_id(values)
         if samples is None:
-            record = session.records[config_id(values)]
-            where = f"autotune({session.owner.kernel_name})"
-            raise PerftuneError(f"{where}: {record['status']}: {record['reason']}")
+            record = session.records[cid]
+            raise PerftuneError(f"autotune({owner.kernel_name}): {record['status']}: {record['reason']}")
+        with contextlib.suppress(BenchFailure):
+            session.bench.drop(cid)  # each measurement stands alone: no timer (nor its buffers) piles up
         return float(statistics.median(samples))
 
     def close(self) -> None:
