@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> None:
     site = TritonSite(kernel)
     train = [_launch(s) for s in TRAIN]
     t0 = time.perf_counter()
-    tuning = site.tune(train, budget=args.budget, n_clusters=args.clusters, seed=0,
-                       n_representatives=args.representatives)
+    tuning = site.tune(train, budget=args.budget, n_clusters=args.clusters, seed=0)
     record["tune_wall_s"] = time.perf_counter() - t0
     record["n_trials"] = tuning.n_trials
     record["summary"] = tuning.summary()
@@ -170,8 +169,9 @@ def report(args: argparse.Namespace) -> None:
     print(f"Date: {r['date']}; device: {r['device']} (torch {r['torch']})  ")
     print(f"Card before: `{r['card_before']}`  \nCard after: `{r['card_after']}`\n")
     print(f"Kernel: the example bf16 matmul (926 configurations, key M, N, K). Training: {len(r['train'])} "
-          f"shapes {r['train']}; budget {r['budget']} trials for all landmark searches, {r['clusters']} "
-          f"clusters; learning took {r['tune_wall_s']:.0f} s ({r['n_trials']} trials). Test (held out): "
+          f"shapes {r['train']}; {r['clusters']} clusters, each landmark the kernel's own tuning of the "
+          f"cluster's largest shape (budget: {r['budget'] or 'the per-key default, per cluster'}); "
+          f"learning took {r['tune_wall_s']:.0f} s ({r['n_trials']} trials). Test (held out): "
           f"{len(r['test'])} shapes {r['test']}. Every time is the kernel's own benchmark (CUDA events, L2 "
           "flushed, outputs checked), median milliseconds; the landmarks and the first configuration are "
           "measured on each test shape in one benchmark.\n")
@@ -232,9 +232,9 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("run")
     p.add_argument("--out", default="adapt-triton.json")
-    p.add_argument("--budget", type=int, default=96)
-    p.add_argument("--clusters", type=int, default=3)
-    p.add_argument("--representatives", type=int, default=2)
+    p.add_argument("--budget", type=int, default=None,
+                   help="trials of all landmark searches (default: a key's tuning budget per cluster)")
+    p.add_argument("--clusters", type=int, default=4)
     p.add_argument("--per-key", type=int, default=4)
     q = sub.add_parser("report")
     q.add_argument("results")

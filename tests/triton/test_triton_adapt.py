@@ -59,6 +59,8 @@ def test_a_learned_dispatcher_picks_the_config_of_a_new_key_without_tuning(tmp_p
     launches = [_launch(n) for n in (40, 90, 200, 400, 700, 1000)]
     tuning = site.tune(launches, budget=9, n_clusters=2, seed=0, save=tmp_path / "dispatch.json")
     assert tuning.time_s.shape == (6, len(tuning.landmarks)) and tuning.ok.all()
+    # Each cluster's landmark is the kernel's own tuning of its largest launch (kept in its cache).
+    assert tuning.n_trials > 0 and len(list((tmp_path / "cache").glob("*.json"))) == 2
     blocks = {lm["BLOCK"] for lm in tuning.landmarks}
     assert blocks <= {16, 64, 256}
     assert _run(kernel, 555)

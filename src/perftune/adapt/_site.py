@@ -229,6 +229,14 @@ class _Adaptive:
         """
         return []
 
+    def search_landmark(
+        self, inputs: Sequence[Any], budget: Any, seeds: Sequence[Mapping[str, Any]], seed: int
+    ) -> tuple[dict[str, Any], int] | None:
+        """``(best configuration, configurations measured)`` of a search of this target's own for the
+        landmark of a cluster whose representatives are ``inputs`` (largest first), or None: then
+        :func:`tune_inputs` runs :func:`perftune.tune` over :meth:`measure` on them."""
+        return None
+
     def landmark_to_json(self, landmark: Any) -> Any:
         raise NotImplementedError
 

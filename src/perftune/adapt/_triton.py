@@ -4,7 +4,8 @@
 is a new tuning). :class:`TritonSite` learns a dispatcher instead: the training launches are clustered
 by the key's values and the tensors' dtypes (cheap features: ``log2_<key>``, ``pow2_<key>`` (the
 power of two dividing it, as :func:`perftune.adapt.divisibility`) and ``dtype_bits``), a landmark is
-tuned per cluster, every landmark is measured on every training launch, and a cost-aware classifier
+tuned per cluster (the kernel's own tuning of the cluster's largest launch: parallel compiles, the
+persistent cache), every landmark is measured on every training launch, and a cost-aware classifier
 maps a new launch's features to a landmark. Installed on the kernel (:meth:`Autotuner.choose_with`), it
 picks the configuration of a key never seen in microseconds, without tuning at run time.
 
@@ -155,6 +156,14 @@ class TritonSite(AdaptiveObjective):
             bench = self._benches[id(x)] = self.kernel.benchmark(*x.args, grid=x.grid, **x.kwargs)
         return bench.measure(dict(landmark)) / 1000.0, None
 
+    def search_landmark(
+        self, inputs: Sequence[Any], budget: Any, seeds: Sequence[Mapping[str, Any]], seed: int
+    ) -> tuple[dict[str, Any], int]:
+        """The kernel's own tuning (parallel compiles, its cache) on the cluster's largest launch."""
+        x = inputs[0]
+        report = self.kernel.tune_for(*x.args, grid=x.grid, budget=budget, **x.kwargs)
+        return dict(report.best), int(report.n_measured)
+
     def close(self) -> None:
         """Close the benchmarks a tuning opened (one per training launch)."""
         benches, self._benches = list(self._benches.values()), {}
@@ -169,8 +178,8 @@ class TritonSite(AdaptiveObjective):
 
         Args:
             launches: Training launches, one per shape (and dtype) the program meets; at least 4.
-            budget: Trials of all landmark searches together (default: the kernel's ``budget=`` per
-                cluster, or 16 per cluster).
+            budget: Trials of all landmark searches together (default: what the kernel tunes one key
+                with, per cluster: its ``budget=``, else 15% of its configurations, at least 16).
             n_clusters: Clusters, hence landmarks (default: about one per 6 launches, 2..8).
             seed: Makes clustering, searches and learning reproducible (default: the kernel's seed).
             save: Write the dispatcher into this dispatcher file (and use it in this process).
@@ -185,10 +194,14 @@ class TritonSite(AdaptiveObjective):
                              f"got {type(bad).__name__}")
         clusters = n_clusters if n_clusters is not None else min(8, max(2, len(launches) // 6))
         if budget is None:
+            from perftune.targets.triton import default_budget
+
             per = self.kernel.budget.evals if self.kernel.budget is not None else None
-            budget = (per or 16) * clusters
+            budget = (per or default_budget(self.space.cardinality() or 1000).evals or 16) * clusters
         options.setdefault("repeats", 1)  # the benchmark samples each measurement until it is steady
-        options.setdefault("search_repeats", 1)
+        # Each cluster's landmark is the kernel's tuning of its largest launch: an overall one would be
+        # the largest cluster's again.
+        options.setdefault("overall_landmark", False)
         try:
             tuning = tune_inputs(self, launches, budget=budget, n_clusters=n_clusters,
                                  seed=self.kernel.seed if seed is None else seed, **options)

@@ -675,21 +675,29 @@ def tune_inputs(
                 best = tuner.best
                 on_progress("trial", done[0], total_trials, None if best is None else best.value)
             hooks.append(tick)
-        result = perftune.tune(
-            objective, space, budget=share, seed=seed + j, seeds=search_seeds,
-            technique=technique, repeats=search_repeats, callbacks=hooks,
-        )
-        n_trials += len(result.trials)
-        if result.best is None:
-            reasons = {t.reason for t in result.trials if t.reason}
-            raise AdaptError(
-                f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
-                f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
+        # A target with a search of its own (a Triton kernel's tuning: parallel compiles, its cache) tunes
+        # the landmark on the representatives itself; otherwise perftune.tune over the objective above.
+        own = target.search_landmark([inputs[i] for i in reps], share, search_seeds, seed + j)
+        if own is not None:
+            best_config, n_measured = own
+            n_trials += n_measured
+        else:
+            result = perftune.tune(
+                objective, space, budget=share, seed=seed + j, seeds=search_seeds,
+                technique=technique, repeats=search_repeats, callbacks=hooks,
             )
-        found = add_landmark(target.landmark_from_config(Config(result.best.config)))
+            n_trials += len(result.trials)
+            if result.best is None:
+                reasons = {t.reason for t in result.trials if t.reason}
+                raise AdaptError(
+                    f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
+                    f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
+                )
+            best_config = dict(result.best.config)
+        found = add_landmark(target.landmark_from_config(Config(best_config)))
         if j < n_clusters:
             cluster_landmark.append(found)
-            winners.append(dict(result.best.config))
+            winners.append(dict(best_config))
         if on_progress is not None:
             on_progress("landmark", j + 1, n_searches, None)
 

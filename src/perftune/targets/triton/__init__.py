@@ -18,7 +18,13 @@ Example:
 
 from __future__ import annotations
 
-from perftune.targets.triton._autotuner import Autotuner, KernelBench, TuningReport, autotune
+from perftune.targets.triton._autotuner import (
+    Autotuner,
+    KernelBench,
+    TuningReport,
+    autotune,
+    default_budget,
+)
 from perftune.targets.triton._cache import (
     CACHE_ENV_VAR,
     CacheEntry,
@@ -45,6 +51,7 @@ __all__ = [
     "TuningReport",
     "autotune",
     "config_id",
+    "default_budget",
     "default_cache_dir",
     "space_from_configs",
     "to_triton_config",

@@ -397,8 +397,21 @@ class Autotuner:
             return None  # an interactive session: nothing a child could import
         return KernelRef(self.base_fn.__module__, name)
 
+    def tune_for(
+        self, *args: Any, grid: Any, budget: Budget | int | str | None = None, **kwargs: Any
+    ) -> TuningReport:
+        """Tune the key of these arguments as their first launch would (the persistent cache first),
+        without launching the kernel for the caller and without adding the key to :attr:`cache`.
+
+        ``budget`` (default: the kernel's ``budget=``) limits this search only.
+        ``perftune.adapt.TritonSite`` tunes a landmark per shape cluster this way, on its largest launch.
+        """
+        named = dict(zip(self.arg_names, args, strict=False))
+        return self._tune(args, kwargs, grid, {**named, **kwargs}, budget=Budget.coerce(budget))
+
     def _tune(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, all_args: Mapping[str, Any]
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, all_args: Mapping[str, Any],
+        budget: Budget | None = None,
     ) -> TuningReport:
         t_start = time.perf_counter()
         tkey = self._tuning_key(all_args)
@@ -431,6 +444,7 @@ class Autotuner:
                     times_ms={entry.best: times.get(entry.best, math.nan)},
                 )
         session = _Session(self, tkey, args, kwargs, grid, all_args, space)
+        session.budget = budget
         if self.configs is not None:
             session.listed = [triton_config_dict(c) for c in candidates]
         try:
@@ -540,6 +554,7 @@ class _Session:
         self.best_ms: float | None = None
         self.run_name: str | None = None
         self.listed: list[dict[str, Any]] | None = None  # the configuration list, in the user's order
+        self.budget: Budget | None = None  # this tuning's own budget (tune_for), else the kernel's
         where = f"autotune({owner.kernel_name})"
         ref = owner._kernel_ref()
         hooks = [owner.pre_hook, owner.post_hook, owner.reference]
@@ -695,7 +710,7 @@ class _Session:
 
     def _tuner(self, seeds: list[dict[str, Any]]) -> Tuner:
         owner = self.owner
-        budget = owner.budget
+        budget = self.budget or owner.budget
         if budget is None:
             budget = default_budget(self.space.cardinality() or 1000)
         store = owner.store
