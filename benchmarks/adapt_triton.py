@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> None:
         "test": TEST,
         "budget": args.budget,
         "clusters": args.clusters,
+        "landmark_search": "each landmark the kernel's own tuning of the cluster's largest shape",
     }
     kernel = tuned_matmul
     site = TritonSite(kernel)
@@ -163,14 +164,17 @@ def report(args: argparse.Namespace) -> None:
     totals = [sum(row[j] for row in train_ms) if all(o[j] for o in ok_train) else math.inf
               for j in range(len(landmarks))]
     single = min(range(len(landmarks)), key=lambda j: totals[j])
+    # Runs before the field: perftune.tune over the objective on two representatives per cluster.
+    search = r.get("landmark_search", "each landmark a perftune.tune search on two representatives of its "
+                   "cluster, compiled one at a time in the benchmark process")
     print("# Learned per-input dispatch for a Triton kernel (perftune.adapt.TritonSite)\n")
     print("Command: `bash benchmarks/adapt_triton_device.sh` (`python benchmarks/adapt_triton.py run`), "
           "then `python benchmarks/adapt_triton.py report`  ")
     print(f"Date: {r['date']}; device: {r['device']} (torch {r['torch']})  ")
     print(f"Card before: `{r['card_before']}`  \nCard after: `{r['card_after']}`\n")
     print(f"Kernel: the example bf16 matmul (926 configurations, key M, N, K). Training: {len(r['train'])} "
-          f"shapes {r['train']}; {r['clusters']} clusters, each landmark the kernel's own tuning of the "
-          f"cluster's largest shape (budget: {r['budget'] or 'the per-key default, per cluster'}); "
+          f"shapes {r['train']}; {r['clusters']} clusters, {search} "
+          f"(budget: {r['budget'] or 'the per-key default, per cluster'}); "
           f"learning took {r['tune_wall_s']:.0f} s ({r['n_trials']} trials). Test (held out): "
           f"{len(r['test'])} shapes {r['test']}. Every time is the kernel's own benchmark (CUDA events, L2 "
           "flushed, outputs checked), median milliseconds; the landmarks and the first configuration are "
