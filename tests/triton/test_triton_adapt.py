@@ -75,6 +75,10 @@ def test_a_learned_dispatcher_picks_the_config_of_a_new_key_without_tuning(tmp_p
     other = TritonSite(again)
     assert other.load(tmp_path / "dispatch.json")
     assert _run(again, 555) and again.chosen == kernel.chosen and again.reports == {}
+    # Without load(): the process's dispatcher file (the one save= wrote and made current) is read.
+    third = _kernel(_configs((16, 0), (64, 0), (256, 0)), isolate=False)
+    TritonSite(third)
+    assert _run(third, 555) and third.chosen == kernel.chosen and third.reports == {}
 
 
 def test_a_stale_or_missing_dispatcher_warns_once_and_the_kernel_tunes_per_key(tmp_path: Path) -> None:

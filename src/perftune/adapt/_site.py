@@ -253,6 +253,8 @@ class _Adaptive:
 
     #: Whether :func:`tune_inputs` may time runs with a clock of its choice (False: the target has its own).
     clock_choice = True
+    #: What runs without a dispatcher, as the fallback warning says it.
+    fallback = "running the default configuration"
 
     def measure(
         self, landmark: Any, x: Any, timer: Callable[[], float] = time.perf_counter
@@ -308,12 +310,12 @@ class _Adaptive:
                 self._dispatcher = self.dispatcher_from_entry(entry)
                 self.source = "file"
             except AdaptError as e:
-                warnings.warn(f"{loaded.source}: {e}; running the default configuration",
+                warnings.warn(f"{loaded.source}: {e}; {self.fallback}",
                               DispatchFileWarning, stacklevel=3)
         elif loaded.source is not None:
             # The file was read (a missing or corrupt file has warned already): it lacks this site.
             warnings.warn(
-                f"{loaded.source}: no dispatcher for site {self.name!r}; running the default configuration",
+                f"{loaded.source}: no dispatcher for site {self.name!r}; {self.fallback}",
                 DispatchFileWarning,
                 stacklevel=3,
             )

@@ -84,6 +84,7 @@ class TritonSite(AdaptiveObjective):
     target_kind = "triton"
     clock_choice = False  # the kernel's benchmark times it (CUDA events), not the caller's clock
     stoppable = False  # the benchmark process has its own timeout
+    fallback = "tuning per key"
 
     def __init__(self, kernel: Any, *, name: str | None = None, install: bool = True) -> None:
         from perftune.targets.triton import Autotuner, triton_config_dict
@@ -222,14 +223,14 @@ class TritonSite(AdaptiveObjective):
         entry = loaded.dispatchers.get(self.name)
         if entry is None:
             if loaded.source is not None:
-                warnings.warn(f"{loaded.source}: no dispatcher for site {self.name!r}; tuning per key",
+                warnings.warn(f"{loaded.source}: no dispatcher for site {self.name!r}; {self.fallback}",
                               DispatchFileWarning, stacklevel=2)
             self.use_dispatcher(None)
             return False
         try:
             self.use_dispatcher(self.dispatcher_from_entry(entry))
         except AdaptError as e:
-            warnings.warn(f"{loaded.source}: {e}; tuning per key", DispatchFileWarning, stacklevel=2)
+            warnings.warn(f"{loaded.source}: {e}; {self.fallback}", DispatchFileWarning, stacklevel=2)
             self.use_dispatcher(None)
             return False
         return True
