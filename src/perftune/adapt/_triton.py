@@ -31,7 +31,7 @@ from typing import Any
 from perftune.adapt._features import CHEAP, AdaptError, divisibility
 from perftune.adapt._file import DispatchFileWarning, load_dispatch
 from perftune.adapt._site import AdaptiveObjective
-from perftune.adapt._tune import InputTuning, tune_inputs
+from perftune.adapt._tune import InputTuning, default_clusters, tune_inputs
 
 __all__ = ["Launch", "TritonSite"]
 
@@ -115,6 +115,11 @@ class TritonSite(AdaptiveObjective):
             return {**dict(zip(self.kernel.arg_names, x.args, strict=False)), **x.kwargs}
         return x
 
+    def _require_launch(self, x: Any) -> None:
+        if not isinstance(x, Launch):
+            raise AdaptError(f"site {self.name!r}: training inputs must be perftune.adapt.Launch objects, "
+                             f"got {type(x).__name__}")
+
     def _key_value(self, x: Any, key: str) -> float:
         args = self.arguments(x)
         if key not in args:
@@ -149,9 +154,7 @@ class TritonSite(AdaptiveObjective):
 
     def measure(self, landmark: Any, x: Any, timer: Any = None) -> tuple[float, Any]:
         """Seconds of ``landmark`` on launch ``x``, from the kernel's benchmark (raises when it fails)."""
-        if not isinstance(x, Launch):
-            raise AdaptError(f"site {self.name!r}: training inputs must be perftune.adapt.Launch objects, "
-                             f"got {type(x).__name__}")
+        self._require_launch(x)
         bench = self._benches.get(id(x))
         if bench is None:
             bench = self._benches[id(x)] = self.kernel.benchmark(*x.args, grid=x.grid, **x.kwargs)
@@ -189,11 +192,9 @@ class TritonSite(AdaptiveObjective):
         The learned dispatcher is installed in this process either way.
         """
         launches = list(launches)
-        bad = next((x for x in launches if not isinstance(x, Launch)), None)
-        if bad is not None:
-            raise AdaptError(f"site {self.name!r}: training inputs must be perftune.adapt.Launch objects, "
-                             f"got {type(bad).__name__}")
-        clusters = n_clusters if n_clusters is not None else min(8, max(2, len(launches) // 6))
+        for x in launches:  # before any feature reads a launch's arguments
+            self._require_launch(x)
+        clusters = n_clusters if n_clusters is not None else default_clusters(len(launches))
         if budget is None:
             from perftune.targets.triton import default_budget
 

@@ -295,6 +295,12 @@ def _weighted_budgets(budget: Any, weights: Sequence[float], *, floor: int) -> l
     return [Budget(evals=e, seconds=t) for e, t in zip(evals, seconds, strict=True)]
 
 
+def default_clusters(n_inputs: int) -> int:
+    """Clusters (hence landmark searches) :func:`tune_inputs` makes of ``n_inputs`` training inputs by
+    default: about one per 6 inputs, 2 to 8."""
+    return min(8, max(2, n_inputs // 6))
+
+
 def tune_inputs(
     site_or_objective: _Adaptive,
     inputs: Sequence[Any],
@@ -414,7 +420,7 @@ def tune_inputs(
     if required is not None and accuracy is None:
         raise AdaptError("tune_inputs: required= needs accuracy= (the metric it is a target for)")
     if n_clusters is None:
-        n_clusters = min(8, max(2, len(inputs) // 6))
+        n_clusters = default_clusters(len(inputs))
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or not 1 <= n_clusters <= len(inputs):
         raise AdaptError(
             f"tune_inputs: n_clusters must be an integer in 1..{len(inputs)}, got {n_clusters!r}"
