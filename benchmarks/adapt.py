@@ -306,7 +306,7 @@ def run(setup: Setup, repeats: int, seed: int) -> str:
 
     lines = [f"# perftune.adapt: learned per-input dispatch, {setup.name}", ""]
     lines += [
-        f"Command: `nice python benchmarks/adapt.py {' '.join(sys.argv[1:])}`  ",
+        f"Command: `python benchmarks/adapt.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {platform.node()}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()} (the load average below says how busy it was)  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",

@@ -10,9 +10,11 @@ landmark it picks plus the features it reads.
 
 Learners:
 
-* ``ship``: ``fit_dispatch`` as ``tune_inputs`` calls it (same seed, groups, resampled features and size
-  columns); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on inputs beyond
-  the training sizes can differ from the live run (the "same picks" column says how many agree).
+* ``ship``: ``fit_dispatch`` as ``tune_inputs`` calls it (same seed, groups, the model kind
+  ``model_kind`` gives for them, resampled features, size and requirement columns, one column group per
+  feature); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on inputs beyond
+  the training sizes can differ from the live run (the "same picks" column says how many agree; a dump
+  recorded by older code agrees only where the old and the new learner choose alike).
 * ``vote TOL``: every set of one or two columns is scored by the same cross-validation (a depth-4
   cost-aware tree; random folds plus leave-one-family-out), and the trees of all sets within ``TOL`` of
   the best total (and no more wrong choices) vote. Tried and rejected (``results/adapt-sort.md``).
@@ -90,14 +92,23 @@ def tables(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def ship(d: dict[str, Any], **options: Any) -> Model:
     """``fit_dispatch`` as ``tune_inputs`` calls it; ``options`` override its keyword arguments."""
-    from perftune.adapt._tune import _size_columns
+    from perftune.adapt._tune import _size_columns, model_kind
 
     values, cost, time_s, answered, resampled, groups = tables(d)
+    options.setdefault("classifier", model_kind("auto", groups))
     fit = _learn.fit_dispatch(
         values, cost, time_s, answered, groups=groups, seed=d["seed"], resampled=resampled,
-        size_columns=_size_columns(d["train_values"], d["train_sizes"].tolist()), **options,
+        column_groups=column_groups(d["columns"]),
+        size_columns=_size_columns(d["train_values"], d["train_sizes"].tolist()),
+        **({"required_column": int(d["required_column"])} if "required_column" in d else {}), **options,
     )
     return fit.model
+
+
+def column_groups(columns: list[str]) -> list[list[int]]:
+    """Per feature (``name@level`` columns share a name), its column indices: as the site registers them."""
+    names = [c.split("@")[0] for c in columns]
+    return [[i for i, m in enumerate(names) if m == name] for name in dict.fromkeys(names)]
 
 
 def _splits(d: dict[str, Any], groups: np.ndarray, n_folds: int = 4) -> list[np.ndarray]:

@@ -59,6 +59,7 @@ from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, fit_dispatch, robust_landmark
 from perftune.adapt._model import (
     CentroidModel,
+    FamilyModel,
     ForestModel,
     GuardedModel,
     LinearModel,
@@ -83,6 +84,7 @@ __all__ = [
     "DispatchFileWarning",
     "DispatchFit",
     "Dispatcher",
+    "FamilyModel",
     "Feature",
     "ForestModel",
     "GrowthCheck",

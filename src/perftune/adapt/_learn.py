@@ -37,7 +37,15 @@ from typing import Any
 import numpy as np
 
 from perftune.adapt._features import AdaptError
-from perftune.adapt._model import ForestModel, GuardedModel, LinearModel, Model, NeighbourModel, TreeModel
+from perftune.adapt._model import (
+    FamilyModel,
+    ForestModel,
+    GuardedModel,
+    LinearModel,
+    Model,
+    NeighbourModel,
+    TreeModel,
+)
 
 __all__ = ["DispatchFit", "fit_dispatch", "robust_landmark", "score_model"]
 
@@ -292,6 +300,108 @@ def _linear(X: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], ro
     )
 
 
+#: The regret a family model records for a landmark that gave no answer on an input: it outweighs any sum
+#: of capped log ratios over a family's inputs.
+_FAMILY_NO_ANSWER = 1e3
+
+
+def _families(
+    X: np.ndarray, cost: np.ndarray, T: np.ndarray, ok: np.ndarray, columns: list[int], rows: np.ndarray,
+    labels: np.ndarray, size_columns: Sequence[int], required: int | None,
+) -> Model:
+    """A :class:`FamilyModel` on ``columns`` from the training inputs ``rows`` of the families ``labels``."""
+    features = [c for c in columns if c not in size_columns and c != required]
+    if not features:
+        return TreeModel.constant(robust_landmark(T, ok, rows))
+    sizes = [int(c) for c in size_columns]
+    size_at = np.asarray(sizes, dtype=int)
+    cols = np.asarray(features, dtype=int)
+    _, center, scale = _standardise(X[np.ix_(rows, cols)])
+    ratio = _ratios(T[rows], ok[rows])
+    regret = np.where(ok[rows], np.log(np.clip(ratio, 1.0, _LINEAR_CAP)), _FAMILY_NO_ANSWER)
+    names = sorted(set(labels[rows].tolist()))
+    centroids, at, level, regrets = [], [], [], []
+    for name in names:
+        mine = np.flatnonzero(labels[rows] == name)
+        members = rows[mine]
+        # The family's centre from its largest inputs: sampled columns settle as inputs grow, and the
+        # inputs a dispatcher is for are mostly larger than the small training ones.
+        largest = members
+        if sizes:
+            size = X[np.ix_(members, size_at)].sum(axis=1)
+            largest = members[size >= size.max() - 1e-12]
+        centroids.append(((X[np.ix_(largest, cols)].mean(axis=0) - center) / scale).tolist())
+        at.append(X[np.ix_(members, size_at)].tolist() if sizes else [[] for _ in members])
+        level.append((X[members, required] if required is not None else np.zeros(len(members))).tolist())
+        regrets.append(regret[mine].tolist())
+    model = FamilyModel(
+        features=features, center=center.tolist(), scale=scale.tolist(), centroids=centroids, families=names,
+        sizes=sizes, required=required, at=at, level=level, regret=regrets,
+    )
+    if sizes and required is None:
+        model.bare_at, model.bare_landmark = _bare_sizes(model, X, cost, T, ok, rows, labels)
+    return model
+
+
+def _bare_sizes(
+    model: FamilyModel, X: np.ndarray, cost: np.ndarray, T: np.ndarray, ok: np.ndarray, rows: np.ndarray,
+    labels: np.ndarray,
+) -> tuple[list[list[float]], list[int]]:
+    """The training sizes at which reading the features costs more than knowing the family saves.
+
+    At each size held by inputs of at least two families: the time of the one landmark best for all of
+    them (no feature read) against the time of what the family model runs plus the columns it reads.
+    Small inputs are where a sampled feature can cost as much as the work itself."""
+    sizes = X[np.ix_(rows, np.asarray(model.sizes, dtype=int))]
+    bare_at: list[list[float]] = []
+    bare_landmark: list[int] = []
+    for at in np.unique(sizes, axis=0):
+        here = rows[np.all(np.abs(sizes - at) <= 1e-12, axis=1)]
+        if len(set(labels[here].tolist())) < 2 or not ok[here].any(axis=1).all():
+            continue
+        plain = _best_single(T, ok, here)
+        if not ok[here, plain].all():
+            continue
+        informed = 0.0
+        for i in here:
+            value = functools.partial(_cell, X, int(i))
+            read = float(sum(cost[i, c] for c in model.visited(value)))
+            informed += float(T[i, model.choose(value)]) + read
+        if float(T[here, plain].sum()) <= informed:
+            bare_at.append([float(v) for v in at])
+            bare_landmark.append(plain)
+    return bare_at, bare_landmark
+
+
+#: A sampled column is steady enough to compare inputs on when repeated samples of one input spread by at
+#: most this fraction of the spread over the training inputs.
+_STEADY = 0.01
+
+
+def _family_columns(
+    column_groups: Sequence[Sequence[int]] | None, n_columns: int, noise: np.ndarray, mean_cost: np.ndarray,
+    size_columns: frozenset[int], required: int | None, varies: np.ndarray,
+) -> list[int]:
+    """The columns a family model compares: one level of every feature, the cheapest steady one (repeated
+    samples within ``_STEADY`` of the inputs' spread), else the steadiest; size, requirement and columns
+    equal on every training input aside.
+
+    Not chosen by cross-validation: on the training families a column or two separate them as well as
+    every feature does, and an unseen family is placed by resemblance only when all of it is looked at."""
+    groups = [[c] for c in range(n_columns)] if column_groups is None else [
+        list(g) for g in column_groups]
+    out: list[int] = []
+    for group in groups:
+        group = [int(c) for c in group if c not in size_columns and c != required and varies[c]]
+        if not group:
+            continue
+        steady = [c for c in group if noise[c] <= _STEADY]
+        pick = min(steady, key=lambda c: (float(mean_cost[c]), c)) if steady else min(
+            group, key=lambda c: (float(noise[c]), float(mean_cost[c]), c))
+        out.append(pick)
+    return out
+
+
 @dataclass(frozen=True)
 class _Variant:
     """One way of building the model from a column set, as scored by cross-validation."""
@@ -300,7 +410,7 @@ class _Variant:
     depth: int
     guard: str | None = None  # None, "tree" (the columns the model reads), "cheap" (+ every cheap one), "own"
     factor: float = 1.0
-    kind: str = "tree"  # tree, forest, neighbours or linear
+    kind: str = "tree"  # tree, forest, neighbours, linear or families
     k: int = 1
 
 
@@ -321,6 +431,8 @@ def fit_dispatch(
     tolerance: float = 0.05,
     resampled: np.ndarray | None = None,
     size_columns: Sequence[int] | None = None,
+    required_column: int | None = None,
+    column_groups: Sequence[Sequence[int]] | None = None,
 ) -> DispatchFit:
     """Choose columns and fit the dispatch model, minimising total time including feature costs.
 
@@ -336,8 +448,10 @@ def fit_dispatch(
         ok: ``(n_inputs, n_landmarks)``: the landmark ran correctly (and accurately enough) there.
         classifier: ``"tree"`` (one decision tree), ``"forest"`` (a small random forest),
             ``"neighbours"`` (least regret among the nearest training inputs, :class:`NeighbourModel`),
-            ``"linear"`` (each landmark's slowdown predicted linearly, :class:`LinearModel`) or
-            ``"auto"`` (all of them, the best by cross-validation).
+            ``"linear"`` (each landmark's slowdown predicted linearly, :class:`LinearModel`),
+            ``"families"`` (least regret on the nearest training family, :class:`FamilyModel`; needs
+            ``groups`` of at least two families) or ``"auto"`` (all of them, the best by
+            cross-validation).
         max_depth: Depth limit of every tree (depth 2 is tried too).
         max_columns: Most columns the greedy search keeps.
         n_trees: Trees of a forest.
@@ -358,12 +472,17 @@ def fit_dispatch(
             out-of-distribution distances read an input larger than every training input as the
             largest one: how a landmark's time grows past the training sizes is the asymptotic
             check's to judge (:mod:`perftune.adapt._growth`), and a guard that sent every larger
-            input to the fallback would overrule it.
+            input to the fallback would overrule it. A family model matches an input's size on them.
+        required_column: The column holding each input's accuracy requirement (``tune_inputs(
+            required_levels=...)``): a family model takes a family's inputs that required at least as
+            much. Never compared for resemblance.
+        column_groups: The columns of each feature (its sampling levels), for the family model, which
+            reads one level of every feature (:func:`_family_columns`); None: each column alone.
     """
-    if classifier not in ("auto", "tree", "forest", "neighbours", "linear"):
+    if classifier not in ("auto", "tree", "forest", "neighbours", "linear", "families"):
         raise AdaptError(
-            "tune_inputs: classifier must be 'auto', 'tree', 'forest', 'neighbours' or 'linear', "
-            f"got {classifier!r}"
+            "tune_inputs: classifier must be 'auto', 'tree', 'forest', 'neighbours', 'linear' or "
+            f"'families', got {classifier!r}"
         )
     n, n_columns = X.shape
     if T.shape[0] != n or cost.shape != X.shape or ok.shape != T.shape:
@@ -381,6 +500,8 @@ def fit_dispatch(
     n_folds = max(2, min(n_folds, n))
     everything = np.arange(n)
     splits = [order[f::n_folds] for f in range(n_folds)]
+    labels = np.zeros(n, dtype=str)
+    distinct: list[str] = []
     if groups is not None:
         labels = np.asarray([str(g) for g in groups])
         if len(labels) != n:
@@ -396,7 +517,12 @@ def fit_dispatch(
     tree_kind = "forest" if classifier == "forest" else "tree"
     fit_kw = {"classifier": tree_kind, "n_trees": n_trees, "seed": seed, "tolerance": tolerance}
 
+    family_columns = _family_columns(column_groups, n_columns, noise, mean_cost, sizes_at, required_column,
+                                     varies=spread > 0)
+
     def build(columns: list[int], variant: _Variant, rows: np.ndarray) -> Model:
+        if variant.kind == "families":
+            return _families(X, cost, T, ok, columns, rows, labels, sorted(sizes_at), required_column)
         if variant.kind == "linear":
             return _linear(X, T, ok, columns, rows)
         if variant.kind == "neighbours":
@@ -425,7 +551,10 @@ def fit_dispatch(
         return score[0] < incumbent[0] or (score[0] == incumbent[0] and score[1] < incumbent[1] * 0.99)
 
     def greedy(variant: _Variant) -> list[tuple[list[int], tuple[int, float]]]:
-        """Forward selection of columns for ``variant``: each kept column must pay for itself."""
+        """Forward selection of columns for ``variant``: each kept column must pay for itself (a family
+        model reads its fixed columns instead: see :func:`_family_columns`)."""
+        if variant.kind == "families":
+            return [(family_columns, cv(family_columns, variant))]
         selected: list[int] = []
         best = cv(selected, variant)
         path = [(list(selected), best)]
@@ -473,6 +602,10 @@ def fit_dispatch(
                 bases.append((nearest(k, 1.0), [nearest(k, 2.0)]))
     if classifier in ("auto", "linear"):
         bases.append((_Variant("linear slowdowns", 0, kind="linear"), []))
+    if classifier in ("auto", "families") and len(distinct) >= 2:
+        bases.append((_Variant("least regret on the nearest family", 0, kind="families"), []))
+    elif classifier == "families":
+        raise AdaptError("tune_inputs: classifier 'families' needs groups naming at least two families")
     scores: list[tuple[str, int, float]] = []
     chosen: tuple[list[int], _Variant, tuple[int, float]] | None = None
     steps: list[tuple[list[int], int, float]] = []

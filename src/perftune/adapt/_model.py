@@ -26,6 +26,7 @@ from perftune.adapt._features import AdaptError
 
 __all__ = [
     "CentroidModel",
+    "FamilyModel",
     "ForestModel",
     "GuardedModel",
     "LinearModel",
@@ -383,6 +384,151 @@ class NeighbourModel:
 
 
 @dataclass
+class FamilyModel:
+    """Least regret on the nearest training *family*: read an input as the family it most resembles,
+    then run what was best on that family at the input's size (and accuracy requirement).
+
+    A decision tree or a nearest-input rule learns thresholds between training inputs; an unseen family
+    whose values fall between two training clusters lands on either side of a threshold. This model
+    compares the input with each family's centre (the mean of the family's largest training inputs,
+    standardised), over every column it reads, so an input is placed by its overall resemblance. Among
+    that family's training inputs it then takes those of the nearest size (``sizes``: size columns) and,
+    with a ``required`` accuracy column, those whose requirement is at least the input's (the strictest
+    the family has, where none is); the landmark with the least summed regret on them runs.
+
+    Attributes:
+        features: Columns compared with the family centres (global indices; no size or requirement).
+        center: Per feature, the value subtracted before scaling.
+        scale: Per feature, the divisor.
+        centroids: Per family, its centre in the standardised space.
+        families: Family names (for the report; not used to choose).
+        sizes: Size columns (global indices), matched by nearest value.
+        required: The accuracy-requirement column, or None.
+        at: Per family, per training input: its size-column values.
+        level: Per family, per training input: its requirement (ignored without ``required``).
+        regret: Per family, per training input: each landmark's log ratio to the fastest (capped; a
+            large number for no answer).
+        bare_at: Size-column values at which the features are not read: there, on the training inputs
+            of that size (of at least two families), knowing the family saved less time than reading
+            the columns cost. An input whose nearest training size is one of them runs ``bare_landmark``.
+        bare_landmark: For each of ``bare_at``, the landmark with the least total time at that size.
+    """
+
+    features: list[int]
+    center: list[float]
+    scale: list[float]
+    centroids: list[list[float]]
+    families: list[str]
+    sizes: list[int]
+    required: int | None
+    at: list[list[list[float]]]
+    level: list[list[float]]
+    regret: list[list[list[float]]]
+    bare_at: list[list[float]] | None = None
+    bare_landmark: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.features)
+        if n == 0 or len(self.center) != n or len(self.scale) != n or any(s <= 0 for s in self.scale):
+            raise AdaptError("dispatcher families: columns, center, scale empty, unequal or a scale <= 0")
+        bare_at, bare_landmark = self.bare_at or [], self.bare_landmark or []
+        if len(bare_at) != len(bare_landmark) or any(len(a) != len(self.sizes) for a in bare_at):
+            raise AdaptError(
+                "dispatcher families: one landmark and one value per size column for each bare size")
+        m = len(self.centroids)
+        if m == 0 or any(len(c) != n for c in self.centroids):
+            raise AdaptError("dispatcher families: no family, or a centre of the wrong length")
+        if not (len(self.families) == len(self.at) == len(self.level) == len(self.regret) == m):
+            raise AdaptError(
+                "dispatcher families: names, sizes, levels and regrets need one entry per family")
+        widths = {len(r) for rows in self.regret for r in rows}
+        if len(widths) != 1 or 0 in widths:
+            raise AdaptError("dispatcher families: every training input needs one regret per landmark")
+        for at, level, regret in zip(self.at, self.level, self.regret, strict=True):
+            if not regret or len(at) != len(regret) or len(level) != len(regret):
+                raise AdaptError("dispatcher families: a family without inputs, or misshapen inputs")
+            if any(len(a) != len(self.sizes) for a in at):
+                raise AdaptError("dispatcher families: one size value per size column is needed")
+
+    @property
+    def columns(self) -> set[int]:
+        extra = set(self.sizes) | ({self.required} if self.required is not None else set())
+        return set(self.features) | extra
+
+    @property
+    def n_landmarks(self) -> int:
+        return len(self.regret[0][0])
+
+    def nearest(self, value: Callable[[int], float]) -> list[int]:
+        """Indices of the families whose centre is nearest to the input (several where they tie: the
+        columns read cannot tell them apart)."""
+        z = _standardised(value, self.features, self.center, self.scale, None)
+        d = [sum((a - b) ** 2 for a, b in zip(z, c, strict=True)) for c in self.centroids]
+        low = min(d)
+        return [g for g, v in enumerate(d) if v <= low + 1e-9]
+
+    def _rows(self, g: int, value: Callable[[int], float]) -> list[int]:
+        rows = list(range(len(self.regret[g])))
+        if self.required is not None:
+            need = value(self.required)
+            covering = [self.level[g][i] for i in rows if self.level[g][i] >= need - 1e-9]
+            at = min(covering) if covering else max(self.level[g])
+            rows = [i for i in rows if self.level[g][i] == at]
+        if self.sizes:
+            here = [value(c) for c in self.sizes]
+            gap = {i: sum((a - b) ** 2 for a, b in zip(self.at[g][i], here, strict=True)) for i in rows}
+            low = min(gap.values())
+            rows = [i for i in rows if gap[i] <= low + 1e-12]
+        return rows
+
+    def _bare(self, value: Callable[[int], float]) -> int | None:
+        """The landmark to run without reading the features, where the input's nearest training size is a
+        bare one; else None."""
+        if not self.bare_at or not self.sizes:
+            return None
+        here = [value(c) for c in self.sizes]
+        sizes = [a for fam in self.at for a in fam]
+        low = min(sum((a - b) ** 2 for a, b in zip(s, here, strict=True)) for s in sizes)
+        for at, landmark in zip(self.bare_at, self.bare_landmark or [], strict=True):
+            if sum((a - b) ** 2 for a, b in zip(at, here, strict=True)) <= low + 1e-12:
+                return landmark
+        return None
+
+    def choose(self, value: Callable[[int], float]) -> int:
+        bare = self._bare(value)
+        if bare is not None:
+            return bare
+        sums = [0.0] * self.n_landmarks
+        for g in self.nearest(value):
+            for i in self._rows(g, value):
+                for k, r in enumerate(self.regret[g][i]):
+                    sums[k] += r
+        return min(range(len(sums)), key=lambda k: (sums[k], k))
+
+    def visited(self, value: Callable[[int], float]) -> list[int]:
+        if self._bare(value) is not None:
+            return list(self.sizes)
+        extra = [*self.sizes, *([self.required] if self.required is not None else [])]
+        return list(dict.fromkeys([*self.features, *extra]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "families",
+            "features": self.features,
+            "center": self.center,
+            "scale": self.scale,
+            "centroids": self.centroids,
+            "families": self.families,
+            "sizes": self.sizes,
+            "required": self.required,
+            "at": self.at,
+            "level": self.level,
+            "regret": self.regret,
+            **({"bare_at": self.bare_at, "bare_landmark": self.bare_landmark} if self.bare_at else {}),
+        }
+
+
+@dataclass
 class LinearModel:
     """Per landmark, a linear prediction of its slowdown; the landmark predicted least slow runs.
 
@@ -456,7 +602,7 @@ class LinearModel:
         }
 
 
-Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel
+Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel | FamilyModel
 
 
 def _size_high_of(doc: dict[str, Any]) -> list[float | None] | None:
@@ -529,6 +675,26 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
                     f"dispatcher linear model: {model.n_landmarks} landmarks, expected {n_landmarks}"
                 )
             leaves = set()  # every landmark may be chosen; the count was checked above
+        elif kind == "families":
+            model = FamilyModel(
+                features=[int(v) for v in doc["features"]],
+                center=[float(v) for v in doc["center"]],
+                scale=[float(v) for v in doc["scale"]],
+                centroids=[[float(v) for v in c] for c in doc["centroids"]],
+                families=[str(v) for v in doc["families"]],
+                sizes=[int(v) for v in doc["sizes"]],
+                required=None if doc["required"] is None else int(doc["required"]),
+                at=[[[float(v) for v in a] for a in fam] for fam in doc["at"]],
+                level=[[float(v) for v in fam] for fam in doc["level"]],
+                regret=[[[float(v) for v in r] for r in fam] for fam in doc["regret"]],
+                bare_at=[[float(v) for v in a] for a in doc.get("bare_at", [])],
+                bare_landmark=[int(v) for v in doc.get("bare_landmark", [])],
+            )
+            if model.n_landmarks != n_landmarks:
+                raise AdaptError(
+                    f"dispatcher families: regrets for {model.n_landmarks} landmarks, expected {n_landmarks}"
+                )
+            leaves = set(model.bare_landmark or [])  # any landmark may be chosen; the count was checked above
         elif kind == "centroids":
             model = CentroidModel(
                 center=[float(v) for v in doc["center"]],
@@ -542,7 +708,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
         else:
             raise AdaptError(
                 f"dispatcher model: kind {kind!r} is not 'tree', 'forest', 'guarded', 'neighbours', "
-                "'linear' or 'centroids'"
+                "'linear', 'families' or 'centroids'"
             )
     except (KeyError, TypeError, ValueError) as e:
         raise AdaptError(f"dispatcher model: malformed {kind} ({type(e).__name__}: {e})") from None

@@ -166,6 +166,15 @@ class _Adaptive:
         """One function per column, in the order of :attr:`columns`."""
         return [fn for f in self._features.values() for fn in f.column_functions()]
 
+    def column_groups(self) -> list[list[int]]:
+        """Per feature, the indices of its columns (its sampling levels), in the order of :attr:`columns`."""
+        out: list[list[int]] = []
+        i = 0
+        for f in self._features.values():
+            out.append(list(range(i, i + len(f.columns))))
+            i += len(f.columns)
+        return out
+
     def column_resamplers(self) -> list[Callable[[Any, int], float] | None]:
         """Per column, ``f(input, offset)`` reading the same sampling level elsewhere, or None."""
         out: list[Callable[[Any, int], float] | None] = []

@@ -343,9 +343,11 @@ def tune_inputs(
         check: ``check(input, output) -> bool``; a wrong output fails the candidate or landmark.
         accuracy: ``accuracy(output, input) -> float`` (higher is better), for variable accuracy.
         required: ``required(input) -> float``: the accuracy that input needs (with ``accuracy``).
-        classifier: ``"auto"`` (default: a cost-aware tree, the least-regret-of-nearest rule and the
-            linear slowdown model all tried, the best by cross-validation), ``"tree"``, ``"forest"``
-            (a small random forest), ``"neighbours"`` or ``"linear"``.
+        classifier: ``"auto"`` (default: with ``groups`` naming at least three families, least regret
+            on the nearest family, :class:`~perftune.adapt.FamilyModel`; otherwise a cost-aware tree,
+            the least-regret-of-nearest rule, the linear slowdown model and the family model all tried,
+            the best by cross-validation), ``"tree"``, ``"forest"`` (a small random forest),
+            ``"neighbours"``, ``"linear"`` or ``"families"``.
         max_depth: Depth limit of the trees.
         max_columns: Most feature columns the dispatcher may read.
         n_representatives: Inputs of a cluster its landmark search measures on.
@@ -361,8 +363,9 @@ def tune_inputs(
             insertion sort on its small buckets; a search of a few trials seldom finds the pair).
         stop_factor: A run already this many times slower than the fastest one on the same input is
             stopped (in the main thread): a failed trial in a search, "no answer" in the table.
-        groups: The family of each training input (any labels), for the leave-one-family-out
-            cross-validation that chooses the model; None: the k-means clusters stand for families.
+        groups: The family of each training input (any labels: the generator that made it, the
+            tenant, the dataset): the families the family model compares an input with, and the
+            leave-one-family-out cross-validation; None: the k-means clusters stand for families.
         guard: Let the learner put the model behind an out-of-distribution guard (kept only when
             cross-validation says it pays): an input far from every training input runs the landmark
             with the best worst case on the training inputs.
@@ -723,10 +726,13 @@ def tune_inputs(
         fit_values, fit_cost, fit_time, fit_answered, fit_resampled, fit_groups = _relabel(
             required_column, [float(v) for v in required_levels], values, cost, time_s, answered,
             stopped_runs, achieved, resampled, fit_groups)
-    fit = fit_dispatch(fit_values, fit_cost, fit_time, fit_answered, classifier=classifier,
+    fit = fit_dispatch(fit_values, fit_cost, fit_time, fit_answered,
+                       classifier=model_kind(classifier, groups),
                        max_depth=max_depth, max_columns=max_columns, seed=seed, groups=fit_groups,
                        guard=guard, resampled=fit_resampled if resample_features else None,
-                       size_columns=_size_columns(values, sizes) if asymptotic and has_size else None)
+                       size_columns=_size_columns(values, sizes) if asymptotic and has_size else None,
+                       required_column=required_column if required_column >= 0 and achieved is not None
+                       else None, column_groups=target.column_groups())
     growth = None
     if asymptotic and has_size:
         chosen = [fit.model.choose(functools.partial(_cell, values, i)) for i in range(n)]
@@ -760,6 +766,23 @@ def tune_inputs(
 
 def _cell(values: np.ndarray, i: int, c: int) -> float:
     return float(values[i, c])
+
+
+#: ``classifier="auto"`` reads inputs labelled with at least this many families by the family model.
+FAMILIES_FOR_AUTO = 3
+
+
+def model_kind(classifier: str, groups: Sequence[Any] | None) -> str:
+    """The classifier ``fit_dispatch`` gets for ``tune_inputs(classifier=..., groups=...)``: ``"auto"``
+    with inputs labelled by at least :data:`FAMILIES_FOR_AUTO` families is the family model.
+
+    Cross-validation on the training families cannot choose for families it has not seen: models that
+    separate the training families with a threshold or two score best there, and send an input between
+    two of them to either side (adapt-sort.md, adapt-solve.md: 18 replayed runs). Where the user named
+    the families, the model that places an input by its resemblance to each of them is the default."""
+    if classifier == "auto" and groups is not None and len({str(g) for g in groups}) >= FAMILIES_FOR_AUTO:
+        return "families"
+    return classifier
 
 
 def _size_columns(values: np.ndarray, sizes: Sequence[Any]) -> list[int]:
