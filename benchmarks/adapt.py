@@ -18,8 +18,8 @@ machine shared with other jobs they are disturbed less than wall-clock times; ev
 single-threaded (one BLAS thread), so CPU time is the time the run took to compute. ``--clock wall``
 uses ``time.perf_counter``. The dispatcher learns with the same clock.
 
-The training families are passed to ``tune_inputs`` as ``groups``, for its leave-one-family-out
-cross-validation; the test families are never seen by anything before the test.
+The training families are passed to ``tune_inputs`` as ``groups`` (so it learns the family model; see
+docs/adapt.md); the test families are never seen by anything before the test.
 
 Usage:
     nice python benchmarks/adapt.py sort --seed 1 --tag run1   # -> benchmarks/results/adapt-sort-run1.md

@@ -171,6 +171,7 @@ def test_tune_inputs_with_named_families_learns_the_family_model_and_saves_it(tm
     result = tune_inputs(site, inputs, budget=12, n_clusters=3, seed=0, repeats=1, groups=groups)
     assert result.fit.variant == "least regret on the nearest family"
     assert isinstance(result.model, FamilyModel) and result.model.families == ["a", "b", "c"]
+    assert "families: ['a', 'b', 'c']" in result.summary()
     path = result.save(tmp_path / "dispatch.json")  # and reads it back: the site dispatches from the file
     try:
         doc = json.loads(path.read_text())  # plain JSON, no pickle

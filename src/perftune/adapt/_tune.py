@@ -44,7 +44,7 @@ from perftune.adapt._file import load_dispatch, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, _standardise, fit_dispatch, score_model
 from perftune.adapt._limit import run_limited
-from perftune.adapt._model import CentroidModel, Model
+from perftune.adapt._model import CentroidModel, FamilyModel, Model
 from perftune.adapt._site import Dispatcher, _Adaptive
 
 __all__ = ["InputTuning", "tune_inputs"]
@@ -172,6 +172,11 @@ class InputTuning:
             lines.append(f"  landmark {k}: {self.target.landmark_to_json(lm)}")
         lines.append(f"  columns used: {[self.columns[c] for c in sorted(self.model.columns)] or 'none'}")
         lines.append(f"  model: {self.fit.variant or 'tree'}")
+        if isinstance(self.model, FamilyModel):
+            lines.append(f"  families: {self.model.families}")
+            if self.model.bare_at:
+                sizes = [[self.columns[c] for c in self.model.sizes], self.model.bare_at]
+                lines.append(f"  features not read at the training sizes {sizes[0]} = {sizes[1]}")
         lines.append(
             "  training totals: "
             + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in t.items())

@@ -250,9 +250,10 @@ def make_problems(families: dict[str, tuple[Family, list[int]]], n_each: int, se
 def main(argv: list[str]) -> None:
     from perftune.adapt import tune_inputs
 
-    train = make_problems(TRAIN_FAMILIES, 2, seed=0)
-    result = tune_inputs(adaptive_solve, train, budget=96, n_clusters=6, seed=0, accuracy=digits,
-                         required=required_digits, required_levels=REQUIRED_LEVELS)
+    labelled = make_labelled(TRAIN_FAMILIES, 2, seed=0)
+    result = tune_inputs(adaptive_solve, [p for _, p in labelled], budget=96, n_clusters=6, seed=0,
+                         accuracy=digits, required=required_digits, required_levels=REQUIRED_LEVELS,
+                         groups=[family for family, _ in labelled])
     print(result.summary())
     if argv[:1] == ["save"]:
         print("wrote", result.save())

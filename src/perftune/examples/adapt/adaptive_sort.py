@@ -291,8 +291,10 @@ def tune(sizes: tuple[int, ...] = (100, 1000, 10_000, 30_000), n_each: int = 2, 
     """Learn the dispatcher on the training families; returns the :class:`perftune.adapt.InputTuning`."""
     from perftune.adapt import tune_inputs
 
-    train = [x for _, x in make_inputs(TRAIN_FAMILIES, list(sizes), n_each, seed)]
-    return tune_inputs(adaptive_sort, train, budget=budget, seed=seed, check=is_sorted_copy, n_clusters=6)
+    labelled = make_inputs(TRAIN_FAMILIES, list(sizes), n_each, seed)
+    # The family of each input: a new input is then read as the family it resembles most.
+    return tune_inputs(adaptive_sort, [x for _, x in labelled], budget=budget, seed=seed,
+                       check=is_sorted_copy, n_clusters=6, groups=[family for family, _ in labelled])
 
 
 def main(argv: list[str]) -> None:
