@@ -474,8 +474,8 @@ def fit_dispatch(
             check's to judge (:mod:`perftune.adapt._growth`), and a guard that sent every larger
             input to the fallback would overrule it. A family model matches an input's size on them.
         required_column: The column holding each input's accuracy requirement (``tune_inputs(
-            required_levels=...)``): a family model takes a family's inputs that required at least as
-            much. Never compared for resemblance.
+            required_levels=...)``): a family model takes a family's inputs of the least requirement
+            at or above the input's. Never compared for resemblance.
         column_groups: The columns of each feature (its sampling levels), for the family model, which
             reads one level of every feature (:func:`_family_columns`); None: each column alone.
     """

@@ -392,9 +392,10 @@ class FamilyModel:
     whose values fall between two training clusters lands on either side of a threshold. This model
     compares the input with each family's centre (the mean of the family's largest training inputs,
     standardised), over every column it reads, so an input is placed by its overall resemblance. Among
-    that family's training inputs it then takes those of the nearest size (``sizes``: size columns) and,
-    with a ``required`` accuracy column, those whose requirement is at least the input's (the strictest
-    the family has, where none is); the landmark with the least summed regret on them runs.
+    that family's training inputs it then takes, with a ``required`` accuracy column, those of the least
+    requirement at or above the input's (the strictest the family has, where none is), and of those the
+    ones of the nearest size (``sizes``: size columns); the landmark with the least summed regret on
+    them runs.
 
     Attributes:
         features: Columns compared with the family centres (global indices; no size or requirement).

@@ -783,8 +783,9 @@ def model_kind(classifier: str, groups: Sequence[Any] | None) -> str:
 
     Cross-validation on the training families cannot choose for families it has not seen: models that
     separate the training families with a threshold or two score best there, and send an input between
-    two of them to either side (adapt-sort.md, adapt-solve.md: 18 replayed runs). Where the user named
-    the families, the model that places an input by its resemblance to each of them is the default."""
+    two of them to either side (benchmarks/results/adapt-replay-family.md: 32 recorded runs). Where the
+    user named the families, the model that places an input by its resemblance to each of them is the
+    default."""
     if classifier == "auto" and groups is not None and len({str(g) for g in groups}) >= FAMILIES_FOR_AUTO:
         return "families"
     return classifier
