@@ -108,3 +108,32 @@ def test_the_cli_prints_a_bad_table_as_one_line(task_dir):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "adapt.colour: unknown key" in done.stderr
+
+
+def test_training_inputs_labelled_by_family(task_dir):
+    path = task_dir / "task.toml"
+    text = path.read_text().replace('train = ["train/*.txt"]\n', "")
+    path.write_text(text + '\n[adapt.train]\nup = ["train/ascending-*.txt"]\ndown = "train/descending-0.txt"\n')
+    site = CommandSite(path)
+    assert [Path(p).name for p in site.train] == [
+        "ascending-0.txt", "ascending-1.txt", "ascending-2.txt", "descending-0.txt"]
+    assert site.groups == ["up", "up", "up", "down"]
+    # An array keeps no families.
+    assert CommandSite(EXAMPLE / "task.toml").groups is None
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ('up = ["train/*.txt"]\ndown = ["train/descending-*.txt"]\n',
+         r"adapt.train.down: .*descending-0.txt is already in family 'up'"),
+        ("up = 3\n", "adapt.train.up: expected an array of paths or globs"),
+    ],
+)
+def test_bad_family_tables_are_one_line_errors(task_dir, train, message):
+    path = task_dir / "task.toml"
+    text = path.read_text().replace('train = ["train/*.txt"]\n', "")
+    path.write_text(text + "\n[adapt.train]\n" + train)
+    with pytest.raises(AdaptError, match=message) as info:
+        CommandSite(path)
+    assert "\n" not in str(info.value)

@@ -11,6 +11,15 @@ A task file gains one table::
     timeout_s = 30                         # of one feature command
     cost = "measured"                      # or "cheap": the command's time is not counted
 
+The training inputs may come labelled by family (where each came from: a generator, a tenant, a
+dataset), as a table of globs instead of an array; with three families or more the dispatcher reads a new
+input as the family it resembles most (``tune_inputs(groups=...)``, docs/adapt.md)::
+
+    [adapt.train]
+    ascending = ["train/ascending-*.txt"]
+    descending = ["train/descending-*.txt"]
+    shuffled = ["train/shuffled-*.txt"]
+
 ``perftune adapt task.toml`` learns the dispatcher and writes it to the dispatcher file;
 ``perftune adapt task.toml --choose INPUT`` prints the configuration for one input (JSON), for a
 script that then runs the program with it. Every configuration is measured by the command target
@@ -50,6 +59,7 @@ class CommandSite(AdaptiveObjective):
 
     Attributes:
         train: Training input paths (from ``[adapt] train``).
+        groups: The family of each training input (``[adapt.train]`` as a table), or None.
         budget: ``[adapt] budget``, else ``[tuning] budget``, else None.
         n_clusters: ``[adapt] clusters`` or None.
     """
@@ -84,14 +94,7 @@ class CommandSite(AdaptiveObjective):
         columns = table.get("columns")
         if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
             raise AdaptError(f"{where}.columns: expected a non-empty array of the keys the command prints")
-        patterns = table.get("train", [])
-        if isinstance(patterns, str):
-            patterns = [patterns]
-        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-            raise AdaptError(f"{where}.train: expected an array of paths or globs")
-        self.train = sorted(
-            {os.path.abspath(m) for p in patterns for m in glob.glob(str(self.task_dir / p))}
-        )
+        self.train, self.groups = self._training_inputs(table.get("train", []), f"{where}.train")
         self.timeout_s = float(table.get("timeout_s", 30.0))
         task = load_task(self.task_path, prepare=False)
         self.budget = table.get("budget", task.budget)
@@ -105,6 +108,27 @@ class CommandSite(AdaptiveObjective):
             raise AdaptError(f"{where}.cost: expected 'measured' or 'cheap', got {cost!r}")
         for column in columns:
             self.feature(_Column(self, column), name=column, cost=cost)
+
+    def _training_inputs(self, spec: Any, where: str) -> tuple[list[str], list[str] | None]:
+        """``[adapt] train``: paths or globs (an array or one string), or a table of them per family."""
+
+        def matches(patterns: Any, at: str) -> list[str]:
+            if isinstance(patterns, str):
+                patterns = [patterns]
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise AdaptError(f"{at}: expected an array of paths or globs")
+            return sorted({os.path.abspath(m) for p in patterns for m in glob.glob(str(self.task_dir / p))})
+
+        if not isinstance(spec, dict):
+            return matches(spec, where), None
+        owner: dict[str, str] = {}
+        for family, patterns in spec.items():
+            for path in matches(patterns, f"{where}.{family}"):
+                if path in owner:
+                    raise AdaptError(f"{where}.{family}: {path} is already in family {owner[path]!r}")
+                owner[path] = str(family)
+        train = sorted(owner)
+        return train, [owner[p] for p in train]
 
     def _domain(self) -> Any:
         return [self.space.fingerprint(), self.feature_command]
@@ -168,7 +192,7 @@ class CommandSite(AdaptiveObjective):
         if budget is None:
             raise AdaptError(f"{self.task_path}: adapt.budget: give a budget (here, [tuning] or --budget)")
         return tune_inputs(self, self.train, budget=budget, n_clusters=self.n_clusters, seed=seed, repeats=1,
-                           on_progress=on_progress)
+                           on_progress=on_progress, groups=self.groups)
 
 
 class _Column:
