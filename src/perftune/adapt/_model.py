@@ -450,6 +450,8 @@ class FamilyModel:
                 raise AdaptError("dispatcher families: a family without inputs, or misshapen inputs")
             if any(len(a) != len(self.sizes) for a in at):
                 raise AdaptError("dispatcher families: one size value per size column is needed")
+        # The distinct training sizes, once: the bare-size test compares an input with each of them.
+        self._training_sizes = [list(s) for s in dict.fromkeys(tuple(a) for fam in self.at for a in fam)]
 
     @property
     def columns(self) -> set[int]:
@@ -488,8 +490,7 @@ class FamilyModel:
         if not self.bare_at or not self.sizes:
             return None
         here = [value(c) for c in self.sizes]
-        sizes = [a for fam in self.at for a in fam]
-        low = min(sum((a - b) ** 2 for a, b in zip(s, here, strict=True)) for s in sizes)
+        low = min(sum((a - b) ** 2 for a, b in zip(s, here, strict=True)) for s in self._training_sizes)
         for at, landmark in zip(self.bare_at, self.bare_landmark or [], strict=True):
             if sum((a - b) ** 2 for a, b in zip(at, here, strict=True)) <= low + 1e-12:
                 return landmark
