@@ -113,7 +113,8 @@ def test_the_cli_prints_a_bad_table_as_one_line(task_dir):
 def test_training_inputs_labelled_by_family(task_dir):
     path = task_dir / "task.toml"
     text = path.read_text().replace('train = ["train/*.txt"]\n', "")
-    path.write_text(text + '\n[adapt.train]\nup = ["train/ascending-*.txt"]\ndown = "train/descending-0.txt"\n')
+    families = '\n[adapt.train]\nup = ["train/ascending-*.txt"]\ndown = "train/descending-0.txt"\n'
+    path.write_text(text + families)
     site = CommandSite(path)
     assert [Path(p).name for p in site.train] == [
         "ascending-0.txt", "ascending-1.txt", "ascending-2.txt", "descending-0.txt"]
