@@ -189,14 +189,8 @@ class _Adaptive:
 
     def cheap_columns(self) -> set[int]:
         """Indices of the columns whose feature is declared cheap (counted as free)."""
-        out: set[int] = set()
-        i = 0
-        for f in self._features.values():
-            for _ in f.columns:
-                if f.cost == CHEAP:
-                    out.add(i)
-                i += 1
-        return out
+        return {c for f, columns in zip(self.features, self.column_groups(), strict=True) if f.cost == CHEAP
+                for c in columns}
 
     def fingerprint(self) -> str:
         """Changes when the alternatives, the space or the features change (a dispatcher is then stale)."""

@@ -821,14 +821,12 @@ def _required_column(
         raise AdaptError(f"tune_inputs: required_levels must be numbers, got {levels!r}") from None
     if not points or not all(math.isfinite(v) for v in points):
         raise AdaptError(f"tune_inputs: required_levels must be one or more finite numbers, got {levels!r}")
-    column = 0
-    for f in target.features:
+    for f, columns in zip(target.features, target.column_groups(), strict=True):
         if f.fn is required and not f.levels:
             if f.cost != CHEAP:
                 raise AdaptError(f"tune_inputs: the requirement feature {f.name!r} must be cheap "
                                  "(cost='cheap'): a relabelled input's requirement costs nothing to read")
-            return column
-        column += len(f.columns)
+            return columns[0]
     raise AdaptError(
         f"tune_inputs: required_levels= needs a feature of site {target.name!r} computed by required "
         f"itself (add site.feature({getattr(required, '__name__', 'required')}, name=..., cost='cheap'))"
