@@ -420,6 +420,7 @@ def _dump(path: str, setup: Setup, learned: Any, T: np.ndarray, bad: np.ndarray,
         relabel = {"required_levels": np.array(levels, dtype=float),
                    "train_accuracy": learned.accuracy_reached,
                    "required_column": _required_column(target, setup.required, levels, setup.accuracy)}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # a missing folder must not lose the run
     np.savez_compressed(
         path, columns=np.array(learned.columns), train_values=learned.values, train_cost=learned.cost_s,
         train_time=learned.time_s, train_ok=learned.ok, train_stopped=stopped_train,
