@@ -15,6 +15,8 @@ Learners:
   feature); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on inputs beyond
   the training sizes can differ from the live run (the "same picks" column says how many agree; a dump
   recorded by older code agrees only where the old and the new learner choose alike).
+* ``ship + check at margin M`` (``--growth``): ``ship`` with the asymptotic check fitted on the training
+  tables at that margin and applied to its picks (the number of picks it changed in brackets).
 * ``vote TOL``: every set of one or two columns is scored by the same cross-validation (a depth-4
   cost-aware tree; random folds plus leave-one-family-out), and the trees of all sets within ``TOL`` of
   the best total (and no more wrong choices) vote. Tried and rejected (``results/adapt-sort.md``).
@@ -22,6 +24,7 @@ Learners:
 Usage:
     python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/sort-quick-t-*.npz --vote 0.1 0.3
     python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/*.npz --fit guard=False --fit max_depth=2
+    python benchmarks/adapt_replay.py benchmarks/results/adapt-dumps/*.npz --growth 0.1 0.25 0.5 1.0
 """
 
 from __future__ import annotations
@@ -64,6 +67,27 @@ def score(d: dict[str, Any], model: Model) -> tuple[float, int, list[int]]:
         total += float(T[i, k]) + float(sum(C[i, c] for c in model.visited(value)))
         wrong += int(bad[i, k])
     return total, wrong, picks
+
+
+def score_growth(d: dict[str, Any], model: Model, margin: float) -> tuple[float, int, int]:
+    """Test total, wrong answers and changed choices with the asymptotic check of ``tune_inputs`` fitted
+    on the training tables at ``margin`` (:mod:`perftune.adapt._growth`) applied to the model's picks."""
+    from perftune.adapt._growth import fit_growth
+
+    Xtr = d["train_values"]
+    chosen = [model.choose(functools.partial(lambda i, c: float(Xtr[i, c]), i)) for i in range(len(Xtr))]
+    check = fit_growth(chosen, d["train_sizes"].astype(float).tolist(), d["train_time"], d["train_ok"],
+                       d["train_groups"].tolist(), bound=d["train_stopped"], margin=margin)
+    X, C, T, bad, sizes = d["test_values"], d["test_cost"], d["test_time"], d["test_bad"], d["test_sizes"]
+    total, wrong, changed = 0.0, 0, 0
+    for i in range(len(X)):
+        value = functools.partial(lambda i, c: float(X[i, c]), i)
+        k = model.choose(value)
+        adjusted = check.adjust(k, float(sizes[i]))
+        changed += adjusted != k
+        total += float(T[i, adjusted]) + float(sum(C[i, c] for c in model.visited(value)))
+        wrong += int(bad[i, adjusted])
+    return total, wrong, changed
 
 
 def baselines(d: dict[str, Any]) -> tuple[float, float]:
@@ -161,6 +185,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dumps", nargs="+")
     parser.add_argument("--vote", type=float, nargs="*", default=[], help="tolerances of the vote learner")
+    parser.add_argument("--growth", type=float, nargs="*", default=[],
+                        help="also replay ship with the asymptotic check at these margins")
     parser.add_argument("--fit", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                         help="also replay fit_dispatch with these keyword arguments (Python literals), "
                              "e.g. guard=False or classifier='neighbours'; repeatable")
@@ -169,8 +195,9 @@ def main() -> None:
     variants = [_options(text) for text in args.fit]
     head += "".join(f" {text} |" for text in args.fit)
     head += "".join(f" vote {t:g} |" for t in args.vote)
+    head += "".join(f" ship + check at margin {m:g} (changed) |" for m in args.growth)
     print(head)
-    print("|---|---:|---:|---:|---:|---:|" + "---:|" * (len(args.vote) + len(variants)))
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * (len(args.vote) + len(variants) + len(args.growth)))
     for path in args.dumps:
         d = load(path)
         best, oracle = baselines(d)
@@ -187,6 +214,10 @@ def main() -> None:
             model, n_sets = vote(d, tol)
             t, w, _ = score(d, model)
             row += f" {best / t:.2f}x, {t / oracle:.3f} ({n_sets} sets{_wrong(w)}) |"
+        shipped = ship(d) if args.growth else None
+        for margin in args.growth:
+            t, w, changed = score_growth(d, shipped, margin)
+            row += f" {best / t:.2f}x, {t / oracle:.3f}{_wrong(w)} ({changed}) |"
         print(row, flush=True)
 
 

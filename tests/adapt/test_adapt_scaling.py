@@ -41,6 +41,14 @@ def test_growth_check_replaces_a_steeper_landmark_only_beyond_the_training_sizes
     # Within the margin, no switch: predicted 5% slower is noise, not growth.
     close = GrowthCheck(max_size=[100.0, 100.0], fits=[[[0.0, 1.01], [0.0, 1.0]]] * 2, margin=0.1)
     assert close.adjust(0, 1e3) == 0
+    # By default a switch needs a predicted gain of more than 1.5x: a law fitted on two sizes and
+    # extrapolated tenfold is not precise to 20% (it once sent random inputs to merge sort, 2.6x slower).
+    # Landmark 0 grows as n^1.1 and is 1.4x faster at the largest training size, 100.
+    fits = [[[0.0, 1.1], [np.log(1.4) + 0.1 * np.log(100.0), 1.0]]] * 2
+    default = GrowthCheck(max_size=[100.0, 100.0], fits=fits)
+    assert default.adjust(0, 1e4) == 0  # predicted 1.13x slower there: kept
+    assert default.adjust(0, 1e6) == 1  # predicted 1.79x slower: replaced
+    assert GrowthCheck(max_size=[100.0, 100.0], fits=fits, margin=0.1).adjust(0, 1e4) == 1
 
 
 def test_a_slope_below_linear_is_a_fading_fixed_cost_not_a_growth_to_extrapolate():

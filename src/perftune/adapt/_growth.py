@@ -33,6 +33,14 @@ from perftune.adapt._features import AdaptError
 
 __all__ = ["GrowthCheck", "fit_growth"]
 
+#: A landmark is replaced only when another is predicted more than 1.5x faster. The laws come from two
+#: sizes per family, and extrapolating them tenfold is not precise to 10%: at a margin of 0.1, replayed
+#: on the 45 recorded tables of benchmarks/adapt.py (benchmarks/results/adapt-replay-growth.md), the
+#: check changed three choices, one 6% better and two 2.6x and 17x worse (a radix hybrid replaced by
+#: merge sort); at 0.25-1.0 it changed none. The blow-ups it is for (insertion sort below a cutoff that
+#: no longer fits, a dense solve against a sparse one) are predicted many times slower, not 10%.
+_MARGIN = 0.5
+
 
 @dataclass
 class GrowthCheck:
@@ -50,7 +58,7 @@ class GrowthCheck:
 
     max_size: list[float]
     fits: list[list[list[float] | None]]
-    margin: float = 0.1
+    margin: float = _MARGIN
     min_slope: float = 1.0
 
     def __post_init__(self) -> None:
@@ -103,7 +111,7 @@ class GrowthCheck:
             check = cls(
                 max_size=[float(v) for v in doc["max_size"]],
                 fits=[[None if f is None else [float(v) for v in f] for f in row] for row in doc["fits"]],
-                margin=float(doc.get("margin", 0.1)),
+                margin=float(doc.get("margin", _MARGIN)),
                 min_slope=float(doc.get("min_slope", 1.0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -138,7 +146,7 @@ def fit_growth(
     ok: np.ndarray,
     groups: Sequence[Any],
     *,
-    margin: float = 0.1,
+    margin: float = _MARGIN,
     min_slope: float = 1.0,
     bound: np.ndarray | None = None,
 ) -> GrowthCheck:
