@@ -1,6 +1,6 @@
 """Input-adaptive sort: the best algorithm depends on the order and the duplicates of the input.
 
-Six pure-Python sorts sit behind one choice site; each recursive one calls the site again on its
+Seven pure-Python sorts sit behind one choice site; each recursive one calls the site again on its
 sub-problems, so a landmark is a whole selector (for example "quick above 40 elements, insertion
 below"). Which landmark runs for an input is learned from its features:
 
@@ -170,6 +170,32 @@ def natural_merge_sort(xs: list[int]) -> list[int]:
 
 
 _MIN_RUN = 32
+
+
+@sort_site.alternative("split")
+def split_sort(xs: list[int]) -> list[int]:
+    """Splitsort (Levcopoulos and Petersson): one scan keeps an ascending sequence; an element smaller
+    than the last kept one is set aside together with that one. The set-aside elements are sorted
+    through the site and merged back, so the cost is one pass plus the sort of about twice the number
+    of elements out of place, wherever they are. An input that starts higher than it ends is read from
+    the far end. Mostly disordered input (over half set aside) is split in halves instead."""
+    n = len(xs)
+    if n <= 1:
+        return list(xs)
+    src = xs[::-1] if xs[0] > xs[-1] else xs
+    kept: list[int] = []
+    aside: list[int] = []
+    keep, put_aside, unkeep = kept.append, aside.append, kept.pop
+    for x in src:
+        if not kept or x >= kept[-1]:
+            keep(x)
+        else:
+            put_aside(x)
+            put_aside(unkeep())
+    if 2 * len(aside) > n:
+        half = n // 2
+        return _merge(sort_site(src[:half]), sort_site(src[half:]))
+    return _merge(kept, sort_site(aside)) if aside else kept
 
 
 def merge_sort_plain(xs: list[int]) -> list[int]:
