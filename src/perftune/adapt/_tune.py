@@ -379,8 +379,9 @@ def tune_inputs(
             more, still covers each search's seeds).
         asymptotic: Fit each landmark's growth with the input size (:mod:`perftune.adapt._growth`) and,
             for an input larger than the training inputs, never run a landmark predicted to grow past
-            another one by more than 10% (needs the target's size: ``AdaptiveSite`` has it, an
-            ``AdaptiveObjective`` when given ``size=``).
+            another one to more than 1.5x its time (needs the target's size: ``AdaptiveSite`` has it, an
+            ``AdaptiveObjective`` when given ``size=``). With it off, a family model matches sizes no
+            more (it then reads a family's inputs of every size).
         resample_features: Read every resampleable sampled column again at other offsets and score
             each candidate dispatcher on those repeated samples too (a noisy level is then not read).
         clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.thread_time``: the CPU time of
