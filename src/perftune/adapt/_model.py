@@ -47,6 +47,11 @@ def _standardised(value: Callable[[int], float], columns: Sequence[int], center:
     return out
 
 
+def _squared_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """Squared Euclidean distance of two points of the same length."""
+    return sum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+
+
 @dataclass
 class TreeModel:
     """A binary decision tree: node ``i`` tests ``value(feature[i]) <= threshold[i]``.
@@ -200,10 +205,7 @@ class CentroidModel:
 
     def choose(self, value: Callable[[int], float]) -> int:
         z = [(value(i) - c) / s for i, (c, s) in enumerate(zip(self.center, self.scale, strict=True))]
-        best = min(
-            range(len(self.centroids)),
-            key=lambda k: sum((a - b) ** 2 for a, b in zip(z, self.centroids[k], strict=True)),
-        )
+        best = min(range(len(self.centroids)), key=lambda k: _squared_distance(z, self.centroids[k]))
         return self.landmark[best]
 
     def visited(self, value: Callable[[int], float]) -> list[int]:
@@ -268,7 +270,7 @@ class GuardedModel:
     def distance(self, value: Callable[[int], float]) -> float:
         """Distance from the input to its nearest training input, on the guard columns."""
         z = _standardised(value, self.guard, self.center, self.scale, self.size_high)
-        nearest: float = min(sum((a - b) ** 2 for a, b in zip(z, p, strict=True)) for p in self.points)
+        nearest: float = min(_squared_distance(z, p) for p in self.points)
         return math.sqrt(nearest)
 
     def choose(self, value: Callable[[int], float]) -> int:
@@ -356,9 +358,7 @@ class NeighbourModel:
 
     def choose(self, value: Callable[[int], float]) -> int:
         z = _standardised(value, self.features, self.center, self.scale, self.size_high)
-        d = sorted(
-            (sum((a - b) ** 2 for a, b in zip(z, p, strict=True)), i) for i, p in enumerate(self.points)
-        )
+        d = sorted((_squared_distance(z, p), i) for i, p in enumerate(self.points))
         if self.radius is not None and math.sqrt(d[0][0]) > self.radius:
             return self.fallback
         near = [self.ratio[i] for _, i in d[: self.k]]
@@ -466,7 +466,7 @@ class FamilyModel:
         """Indices of the families whose centre is nearest to the input (several where they tie: the
         columns read cannot tell them apart)."""
         z = _standardised(value, self.features, self.center, self.scale, None)
-        d = [sum((a - b) ** 2 for a, b in zip(z, c, strict=True)) for c in self.centroids]
+        d = [_squared_distance(z, c) for c in self.centroids]
         low = min(d)
         return [g for g, v in enumerate(d) if v <= low + 1e-9]
 
@@ -479,7 +479,7 @@ class FamilyModel:
             rows = [i for i in rows if self.level[g][i] == at]
         if self.sizes:
             here = [value(c) for c in self.sizes]
-            gap = {i: sum((a - b) ** 2 for a, b in zip(self.at[g][i], here, strict=True)) for i in rows}
+            gap = {i: _squared_distance(self.at[g][i], here) for i in rows}
             low = min(gap.values())
             rows = [i for i in rows if gap[i] <= low + 1e-12]
         return rows
@@ -490,9 +490,9 @@ class FamilyModel:
         if not self.bare_at or not self.sizes:
             return None
         here = [value(c) for c in self.sizes]
-        low = min(sum((a - b) ** 2 for a, b in zip(s, here, strict=True)) for s in self._training_sizes)
+        low = min(_squared_distance(s, here) for s in self._training_sizes)
         for at, landmark in zip(self.bare_at, self.bare_landmark or [], strict=True):
-            if sum((a - b) ** 2 for a, b in zip(at, here, strict=True)) <= low + 1e-12:
+            if _squared_distance(at, here) <= low + 1e-12:
                 return landmark
         return None
 
