@@ -34,6 +34,7 @@ import functools
 import itertools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,38 +57,32 @@ def load(path: str) -> dict[str, Any]:
     return d
 
 
-def score(d: dict[str, Any], model: Model) -> tuple[float, int, list[int]]:
-    """Test total (landmark picked plus features read), wrong answers, and the picks."""
-    X, C, T, bad = d["test_values"], d["test_cost"], d["test_time"], d["test_bad"]
+def score(d: dict[str, Any], model: Model,
+          adjust: Callable[[int, float], int] | None = None) -> tuple[float, int, list[int]]:
+    """Test total (landmark picked plus features read), wrong answers, and the picks; ``adjust(pick,
+    size)``, where given, turns the model's pick into the landmark that runs (the asymptotic check)."""
+    X, C, T, bad, sizes = d["test_values"], d["test_cost"], d["test_time"], d["test_bad"], d["test_sizes"]
     total, wrong, picks = 0.0, 0, []
     for i in range(len(X)):
         value = functools.partial(lambda i, c: float(X[i, c]), i)
         k = model.choose(value)
+        if adjust is not None:
+            k = adjust(k, float(sizes[i]))
         picks.append(k)
         total += float(T[i, k]) + float(sum(C[i, c] for c in model.visited(value)))
         wrong += int(bad[i, k])
     return total, wrong, picks
 
 
-def score_growth(d: dict[str, Any], model: Model, margin: float) -> tuple[float, int, int]:
-    """Test total, wrong answers and changed choices with the asymptotic check of ``tune_inputs`` fitted
-    on the training tables at ``margin`` (:mod:`perftune.adapt._growth`) applied to the model's picks."""
+def growth_check(d: dict[str, Any], model: Model, margin: float) -> Any:
+    """The asymptotic check of ``tune_inputs`` (:mod:`perftune.adapt._growth`) fitted on the training
+    tables at ``margin``, for the picks ``model`` makes on the training inputs."""
     from perftune.adapt._growth import fit_growth
 
     Xtr = d["train_values"]
     chosen = [model.choose(functools.partial(lambda i, c: float(Xtr[i, c]), i)) for i in range(len(Xtr))]
-    check = fit_growth(chosen, d["train_sizes"].astype(float).tolist(), d["train_time"], d["train_ok"],
-                       d["train_groups"].tolist(), bound=d["train_stopped"], margin=margin)
-    X, C, T, bad, sizes = d["test_values"], d["test_cost"], d["test_time"], d["test_bad"], d["test_sizes"]
-    total, wrong, changed = 0.0, 0, 0
-    for i in range(len(X)):
-        value = functools.partial(lambda i, c: float(X[i, c]), i)
-        k = model.choose(value)
-        adjusted = check.adjust(k, float(sizes[i]))
-        changed += adjusted != k
-        total += float(T[i, adjusted]) + float(sum(C[i, c] for c in model.visited(value)))
-        wrong += int(bad[i, adjusted])
-    return total, wrong, changed
+    return fit_growth(chosen, d["train_sizes"].astype(float).tolist(), d["train_time"], d["train_ok"],
+                      d["train_groups"].tolist(), bound=d["train_stopped"], margin=margin)
 
 
 def baselines(d: dict[str, Any]) -> tuple[float, float]:
@@ -202,7 +197,8 @@ def main() -> None:
         d = load(path)
         best, oracle = baselines(d)
         live = float(d["two_s"].sum())
-        total, wrong, picks = score(d, ship(d))
+        shipped = ship(d)
+        total, wrong, picks = score(d, shipped)
         same = int((np.array(picks) == d["chose_two"]).sum())
         row = (f"| {Path(path).stem} | {best * 1e3:.1f} | {oracle * 1e3:.1f} | {best / live:.2f}x, "
                f"{live / oracle:.3f} | {best / total:.2f}x, {total / oracle:.3f}{_wrong(wrong)} | "
@@ -214,9 +210,9 @@ def main() -> None:
             model, n_sets = vote(d, tol)
             t, w, _ = score(d, model)
             row += f" {best / t:.2f}x, {t / oracle:.3f} ({n_sets} sets{_wrong(w)}) |"
-        shipped = ship(d) if args.growth else None
         for margin in args.growth:
-            t, w, changed = score_growth(d, shipped, margin)
+            t, w, adjusted = score(d, shipped, growth_check(d, shipped, margin).adjust)
+            changed = sum(a != b for a, b in zip(adjusted, picks, strict=True))
             row += f" {best / t:.2f}x, {t / oracle:.3f}{_wrong(w)} ({changed}) |"
         print(row, flush=True)
 
