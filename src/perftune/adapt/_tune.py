@@ -175,8 +175,8 @@ class InputTuning:
         if isinstance(self.model, FamilyModel):
             lines.append(f"  families: {self.model.families}")
             if self.model.bare_at:
-                sizes = [[self.columns[c] for c in self.model.sizes], self.model.bare_at]
-                lines.append(f"  features not read at the training sizes {sizes[0]} = {sizes[1]}")
+                names = [self.columns[c] for c in self.model.sizes]
+                lines.append(f"  features not read at the training sizes {names} = {self.model.bare_at}")
         lines.append(
             "  training totals: "
             + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in t.items())
