@@ -43,7 +43,7 @@ import adaptive_sort as example  # noqa: E402
 
 from perftune.adapt import _learn, duplicates, far_order, local_inversions, monotone_runs, sortedness  # noqa: E402, I001
 from perftune.adapt._limit import run_limited  # noqa: E402
-from perftune.adapt._tune import _measure_features  # noqa: E402
+from perftune.adapt._tune import _measure_features, _size_columns, model_kind  # noqa: E402
 from perftune.space import Levels  # noqa: E402
 
 #: The seven algorithms alone and the hybrids (cutoff, below, above) found most often by the landmark
@@ -60,28 +60,28 @@ LANDMARKS = [
 TIMER = time.thread_time
 
 
-def _block_shuffled(n: int, rng: np.random.Generator) -> list[int]:
+def _block_shuffled(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
     parts = np.array_split(np.sort(rng.integers(0, 2**31, n)), 16)
     order = rng.permutation(len(parts))
     return np.concatenate([parts[i] for i in order]).tolist()
 
 
-def _sorted_inserts(n: int, rng: np.random.Generator) -> list[int]:
+def _sorted_inserts(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
     xs = np.sort(rng.integers(0, 2**31, n))
     k = max(1, n // 100)
     xs[rng.integers(0, n, k)] = rng.integers(0, 2**31, k)
     return xs.tolist()
 
 
-def _random_dups(n: int, rng: np.random.Generator) -> list[int]:
+def _random_dups(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
     return rng.integers(0, max(2, n // 4), n).tolist()
 
 
-def _reversed_sawtooth(n: int, rng: np.random.Generator) -> list[int]:
+def _reversed_sawtooth(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
     return np.concatenate([np.sort(p)[::-1] for p in np.array_split(rng.integers(0, 2**31, n), 8)]).tolist()
 
 
-def _gauss(n: int, rng: np.random.Generator) -> list[int]:
+def _gauss(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
     return np.round(rng.normal(0, 1e6, n)).astype(int).tolist()
 
 
@@ -200,8 +200,11 @@ def report(measured: list[dict[str, Any]], args: argparse.Namespace, wall_s: flo
         feats = {name: _measure_features(site, [x for _, x in data], 3, TIMER) for name, data in sets.items()}
         X, cost, resampled = feats["train"]
         groups = [f for f, _ in sets["train"]]
+        # As tune_inputs calls it: with the families named, the family model (model_kind).
         fit = _learn.fit_dispatch(X, cost, m["train"], np.ones_like(m["train"], dtype=bool), seed=seed,
-                                  groups=groups, resampled=resampled)
+                                  groups=groups, resampled=resampled, classifier=model_kind("auto", groups),
+                                  size_columns=_size_columns(X, [len(x) for _, x in sets["train"]]),
+                                  column_groups=site.column_groups())
         row = {"seed": seed, "model": fit.variant, "columns": [columns[c] for c in fit.selected]}
         for name in ("train", "test", "extra"):
             T = m[name]
@@ -247,7 +250,7 @@ def report(measured: list[dict[str, Any]], args: argparse.Namespace, wall_s: flo
         + ", ".join(f"{r['seed']}: {r['ceiling_test'] / 1.5:.3f}" if r['ceiling_test'] >= 1.5
                     else f"{r['seed']}: unreachable (ceiling {r['ceiling_test']:.2f}x)" for r in rows) + ".",
         "",
-        "## The learner (fit_dispatch, its own column choice), features included",
+        "## The learner (fit_dispatch as tune_inputs calls it: the family model), features included",
         "",
         "| seed | model | columns | test: vs best single | test: / oracle | extra: vs best single | "
         "extra: / oracle | goal (test) |",
