@@ -60,28 +60,28 @@ LANDMARKS = [
 TIMER = time.thread_time
 
 
-def _block_shuffled(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
+def _block_shuffled(n: int, rng: np.random.Generator) -> list[int]:
     parts = np.array_split(np.sort(rng.integers(0, 2**31, n)), 16)
     order = rng.permutation(len(parts))
     return np.concatenate([parts[i] for i in order]).tolist()
 
 
-def _sorted_inserts(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
+def _sorted_inserts(n: int, rng: np.random.Generator) -> list[int]:
     xs = np.sort(rng.integers(0, 2**31, n))
     k = max(1, n // 100)
     xs[rng.integers(0, n, k)] = rng.integers(0, 2**31, k)
     return xs.tolist()
 
 
-def _random_dups(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
+def _random_dups(n: int, rng: np.random.Generator) -> list[int]:
     return rng.integers(0, max(2, n // 4), n).tolist()
 
 
-def _reversed_sawtooth(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
+def _reversed_sawtooth(n: int, rng: np.random.Generator) -> list[int]:
     return np.concatenate([np.sort(p)[::-1] for p in np.array_split(rng.integers(0, 2**31, n), 8)]).tolist()
 
 
-def _gauss(n: int, rng: np.random.Generator, level: float = 0.5) -> list[int]:
+def _gauss(n: int, rng: np.random.Generator) -> list[int]:
     return np.round(rng.normal(0, 1e6, n)).astype(int).tolist()
 
 
