@@ -188,3 +188,46 @@ def test_tune_inputs_with_named_families_learns_the_family_model_and_saves_it(tm
             assert site((kind, 30000)) == sum(range(30000 * (1 if landmark["algo"] == kind else 30)))
     finally:
         use_dispatch(DispatchFile())
+    # Each landmark is 30x faster on its own family than the others: no near tie to report. With a
+    # model that has one, the summary names it.
+    assert "near ties" not in result.summary()
+    result.model = _model_with([[0.0, 0.01, 0.3], [0.01, 0.0, 0.3]], [10.0, 10.0])
+    assert "near ties" in result.summary() and "a: landmark 0 ~ 1" in result.summary()
+
+
+def _model_with(regret_a: list[list[float]], sizes_a: list[float]) -> FamilyModel:
+    """Two families on one column (size column 0); family b's inputs (at the largest size) give
+    landmark 1 a regret of 3 (20x) and landmark 2 one of 0.02."""
+    return FamilyModel(
+        features=[1], center=[0.0], scale=[1.0], centroids=[[0.0], [1.0]], families=["a", "b"], sizes=[0],
+        required=None, at=[[[s] for s in sizes_a], [[10.0], [10.0]]],
+        level=[[0.0] * len(sizes_a), [0.0, 0.0]],
+        regret=[regret_a, [[0.0, 3.0, 0.02], [0.0, 3.0, 0.02]]])
+
+
+def test_near_ties_name_landmarks_the_training_inputs_cannot_tell_apart():
+    # On family a's largest inputs, landmarks 0 and 1 are within 2% of each other and landmark 2 within
+    # 3%; on family b landmark 1 is 20x slower than landmark 0, landmark 2 never 2x apart: only 0 ~ 1.
+    tied = _model_with([[0.5, 0.0, 0.0], [0.02, 0.0, 0.03], [0.0, 0.02, 0.03]], [7.0, 10.0, 10.0])
+    assert tied.near_ties() == {"a": [0, 1]}
+    assert tied.choose(_value([10.0, 0.0])) == 0  # the tie broken as choose breaks it, landmark first
+    # Landmark 0 is far behind on the smaller input; were that input of the largest size, landmark 1
+    # would run and only landmark 2 (2x apart from it on family b) would tie it.
+    rows = [[0.5, 0.0, 0.0], [0.02, 0.0, 0.03], [0.0, 0.02, 0.03]]
+    assert _model_with(rows, [10.0, 10.0, 10.0]).near_ties() == {"a": [1, 2]}
+    # A clear winner on family a is no tie.
+    clear = _model_with([[0.0, 0.3, 0.3], [0.0, 0.3, 0.3]], [10.0, 10.0])
+    assert clear.near_ties() == {}
+
+
+def test_a_learned_family_model_names_its_near_ties():
+    X, T, ok, groups = _table()
+    # Landmark k is best on family k by 1.5x at least: no ties.
+    fit = fit_dispatch(X, np.zeros_like(X), T, ok, classifier="families", groups=groups, size_columns=[0])
+    assert isinstance(fit.model, FamilyModel)
+    assert fit.model.near_ties() == {}
+    # Landmark 3 made as fast as landmark 0 on family a: a tie there, and 26x apart on families b and c.
+    T[groups == "a", 3] = T[groups == "a", 0]
+    fit = fit_dispatch(X, np.zeros_like(X), T, ok, classifier="families", groups=groups, size_columns=[0])
+    assert isinstance(fit.model, FamilyModel)
+    assert fit.model.near_ties() == {"a": [0, 3]}

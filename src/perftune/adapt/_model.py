@@ -507,6 +507,38 @@ class FamilyModel:
                     sums[k] += r
         return min(range(len(sums)), key=lambda k: (sums[k], k))
 
+    def near_ties(self, within: float = 0.05, apart: float = math.log(2.0)) -> dict[str, list[int]]:
+        """Per family, the landmark it runs at its largest training size followed by the landmarks that
+        tie with it there but are a different kind of program: their mean regret on that family's
+        inputs of that size is within ``within`` (log ratio) of it, and on some training input of the
+        largest size of all they are more than ``apart`` slower or faster. The training inputs cannot say
+        which of the two carries to inputs unlike them (an unseen family near this one); inputs that
+        span the family's range of behaviour can. Families without such a tie are left out, and so are
+        families where no landmark is within ``within`` of the fastest on those inputs (no landmark is
+        fast there, so a tie among the others says nothing)."""
+        def largest(g: int) -> list[int]:
+            rows = list(range(len(self.regret[g])))
+            if not self.sizes:
+                return rows
+            top = max(self.at[g][i] for i in rows)
+            return [i for i in rows if self.at[g][i] == top]
+
+        overall = max((self.at[g][i] for g in range(len(self.families)) for i in largest(g)), default=[])
+        at_scale = [self.regret[g][i] for g in range(len(self.families)) for i in largest(g)
+                    if not self.sizes or self.at[g][i] == overall]
+        out: dict[str, list[int]] = {}
+        for g, name in enumerate(self.families):
+            rows = largest(g)
+            mean = [sum(self.regret[g][i][k] for i in rows) / len(rows) for k in range(self.n_landmarks)]
+            best = min(range(len(mean)), key=lambda k: (mean[k], k))
+            if mean[best] > within:
+                continue  # no landmark is fast on these inputs: ties among slow ones say nothing
+            tied = [k for k in range(len(mean)) if k != best and mean[k] <= mean[best] + within
+                    and max(abs(r[k] - r[best]) for r in at_scale) > apart]
+            if tied:
+                out[name] = [best, *tied]
+        return out
+
     def visited(self, value: Callable[[int], float]) -> list[int]:
         if self._bare(value) is not None:
             return list(self.sizes)

@@ -177,6 +177,14 @@ class InputTuning:
             if self.model.bare_at:
                 names = [self.columns[c] for c in self.model.sizes]
                 lines.append(f"  features not read at the training sizes {names} = {self.model.bare_at}")
+            ties = self.model.near_ties()
+            if ties:
+                lines.append(
+                    "  near ties (within 5% on the family's largest inputs, 2x apart on others: the "
+                    "training inputs cannot say which carries to inputs unlike them; add inputs that span "
+                    "the family): "
+                    + "; ".join(f"{name}: landmark {ks[0]} ~ {', '.join(map(str, ks[1:]))}"
+                                for name, ks in ties.items()))
         lines.append(
             "  training totals: "
             + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in t.items())
