@@ -206,8 +206,9 @@ def _model_with(regret_a: list[list[float]], sizes_a: list[float]) -> FamilyMode
 
 
 def test_near_ties_name_landmarks_the_training_inputs_cannot_tell_apart():
-    # On family a's largest inputs, landmarks 0 and 1 are within 2% of each other and landmark 2 within
-    # 3%; on family b landmark 1 is 20x slower than landmark 0, landmark 2 never 2x apart: only 0 ~ 1.
+    # On family a's largest inputs (size 10), landmarks 0 and 1 have the same mean regret and landmark 2
+    # is 2% behind them; on family b landmark 1 is 20x slower than landmark 0 and landmark 2 never 2x
+    # apart from it: only 0 ~ 1.
     tied = _model_with([[0.5, 0.0, 0.0], [0.02, 0.0, 0.03], [0.0, 0.02, 0.03]], [7.0, 10.0, 10.0])
     assert tied.near_ties() == {"a": [0, 1]}
     assert tied.choose(_value([10.0, 0.0])) == 0  # the tie broken as choose breaks it, landmark first

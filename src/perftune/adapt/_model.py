@@ -523,12 +523,12 @@ class FamilyModel:
             top = max(self.at[g][i] for i in rows)
             return [i for i in rows if self.at[g][i] == top]
 
-        overall = max((self.at[g][i] for g in range(len(self.families)) for i in largest(g)), default=[])
-        at_scale = [self.regret[g][i] for g in range(len(self.families)) for i in largest(g)
+        per_family = [largest(g) for g in range(len(self.families))]
+        overall = max((self.at[g][i] for g, rows in enumerate(per_family) for i in rows), default=[])
+        at_scale = [self.regret[g][i] for g, rows in enumerate(per_family) for i in rows
                     if not self.sizes or self.at[g][i] == overall]
         out: dict[str, list[int]] = {}
-        for g, name in enumerate(self.families):
-            rows = largest(g)
+        for (g, name), rows in zip(enumerate(self.families), per_family, strict=True):
             mean = [sum(self.regret[g][i][k] for i in rows) / len(rows) for k in range(self.n_landmarks)]
             best = min(range(len(mean)), key=lambda k: (mean[k], k))
             if mean[best] > within:
