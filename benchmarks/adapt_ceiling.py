@@ -43,7 +43,7 @@ import adaptive_sort as example  # noqa: E402
 
 from perftune.adapt import _learn, duplicates, far_order, local_inversions, monotone_runs, sortedness  # noqa: E402, I001
 from perftune.adapt._limit import run_limited  # noqa: E402
-from perftune.adapt._tune import _measure_features, _size_columns, model_kind  # noqa: E402
+from perftune.adapt._tune import _measure_features, fit_options  # noqa: E402
 from perftune.space import Levels  # noqa: E402
 
 #: The seven algorithms alone and the hybrids (cutoff, below, above) found most often by the landmark
@@ -200,11 +200,11 @@ def report(measured: list[dict[str, Any]], args: argparse.Namespace, wall_s: flo
         feats = {name: _measure_features(site, [x for _, x in data], 3, TIMER) for name, data in sets.items()}
         X, cost, resampled = feats["train"]
         groups = [f for f, _ in sets["train"]]
-        # As tune_inputs calls it: with the families named, the family model (model_kind).
+        # As tune_inputs calls it: with the families named, the family model.
         fit = _learn.fit_dispatch(X, cost, m["train"], np.ones_like(m["train"], dtype=bool), seed=seed,
-                                  groups=groups, resampled=resampled, classifier=model_kind("auto", groups),
-                                  size_columns=_size_columns(X, [len(x) for _, x in sets["train"]]),
-                                  column_groups=site.column_groups())
+                                  groups=groups, resampled=resampled,
+                                  **fit_options("auto", groups, X, [len(x) for _, x in sets["train"]],
+                                                site.column_groups()))
         row = {"seed": seed, "model": fit.variant, "columns": [columns[c] for c in fit.selected]}
         for name in ("train", "test", "extra"):
             T = m[name]

@@ -10,11 +10,11 @@ landmark it picks plus the features it reads.
 
 Learners:
 
-* ``ship``: ``fit_dispatch`` as ``tune_inputs`` calls it (same seed, groups, the model kind
-  ``model_kind`` gives for them, resampled features, size and requirement columns, one column group per
-  feature); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on inputs beyond
-  the training sizes can differ from the live run (the "same picks" column says how many agree; a dump
-  recorded by older code agrees only where the old and the new learner choose alike).
+* ``ship``: ``fit_dispatch`` as ``tune_inputs`` calls it (same seed, groups, resampled features and
+  requirement column, and what ``fit_options`` gives: the model kind, the size columns, one column
+  group per feature); the asymptotic check of ``tune_inputs`` is not replayed, so a few choices on
+  inputs beyond the training sizes can differ from the live run (the "same picks" column says how many
+  agree; a dump recorded by older code agrees only where the old and the new learner choose alike).
 * ``ship + check at margin M`` (``--growth``): ``ship`` with the asymptotic check fitted on the training
   tables at that margin and applied to its picks (the number of picks it changed in brackets).
 * ``vote TOL``: every set of one or two columns is scored by the same cross-validation (a depth-4
@@ -111,14 +111,13 @@ def tables(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def ship(d: dict[str, Any], **options: Any) -> Model:
     """``fit_dispatch`` as ``tune_inputs`` calls it; ``options`` override its keyword arguments."""
-    from perftune.adapt._tune import _size_columns, model_kind
+    from perftune.adapt._tune import fit_options
 
     values, cost, time_s, answered, resampled, groups = tables(d)
-    options.setdefault("classifier", model_kind("auto", groups))
+    options = {**fit_options("auto", groups, d["train_values"], d["train_sizes"].tolist(),
+                             column_groups(d["columns"])), **options}
     fit = _learn.fit_dispatch(
         values, cost, time_s, answered, groups=groups, seed=d["seed"], resampled=resampled,
-        column_groups=column_groups(d["columns"]),
-        size_columns=_size_columns(d["train_values"], d["train_sizes"].tolist()),
         **({"required_column": int(d["required_column"])} if "required_column" in d else {}), **options,
     )
     return fit.model

@@ -111,6 +111,17 @@ def test_size_columns_are_the_columns_increasing_with_the_size():
     assert _size_columns(values[:2], sizes[:2]) == []  # one size only: nothing to tell
 
 
+def test_fit_options_are_what_tune_inputs_gives_the_learner():
+    from perftune.adapt._tune import fit_options
+
+    values = np.array([[6.6, 0.5], [10.0, 0.1], [13.3, 0.9]])
+    shipped = fit_options("auto", ["a", "b", "c"], values, [100, 1000, 10_000], [[0], [1]])
+    assert shipped == {"classifier": "families", "size_columns": [0], "column_groups": [[0], [1]]}
+    # Unnamed inputs keep the cross-validated choice; without sizes there are no size columns.
+    assert fit_options("auto", None, values, None, None) == {
+        "classifier": "auto", "size_columns": None, "column_groups": None}
+
+
 def test_new_models_survive_json_and_malformed_ones_are_refused():
     nb = NeighbourModel(features=[1], center=[0.5], scale=[2.0], points=[[0.0], [1.0]],
                         ratio=[[1.0, 2.0], [2.0, 1.0]], k=1, radius=None, fallback=1)

@@ -36,6 +36,13 @@ __all__ = [
 ]
 
 
+#: :meth:`FamilyModel.near_ties`: landmarks whose mean regret on a family's largest training inputs is
+#: within this log ratio (about 5%) of the one that runs there tie with it ...
+NEAR_TIE_WITHIN = 0.05
+#: ... when on some training input of the largest size they are more than this log ratio (2x) apart.
+NEAR_TIE_APART = math.log(2.0)
+
+
 def _standardised(value: Callable[[int], float], columns: Sequence[int], center: Sequence[float],
                   scale: Sequence[float], size_high: Sequence[float | None] | None) -> list[float]:
     """The input's standardised columns; a size column (``size_high``) at most its largest training value."""
@@ -507,7 +514,8 @@ class FamilyModel:
                     sums[k] += r
         return min(range(len(sums)), key=lambda k: (sums[k], k))
 
-    def near_ties(self, within: float = 0.05, apart: float = math.log(2.0)) -> dict[str, list[int]]:
+    def near_ties(self, within: float = NEAR_TIE_WITHIN,
+                  apart: float = NEAR_TIE_APART) -> dict[str, list[int]]:
         """Per family, the landmark it runs at its largest training size followed by the landmarks that
         tie with it there but are a different kind of program: their mean regret on that family's
         inputs of that size is within ``within`` (log ratio) of it, and on some training input of the

@@ -44,7 +44,7 @@ from perftune.adapt._file import load_dispatch, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, _standardise, fit_dispatch, score_model
 from perftune.adapt._limit import run_limited
-from perftune.adapt._model import CentroidModel, FamilyModel, Model
+from perftune.adapt._model import NEAR_TIE_APART, NEAR_TIE_WITHIN, CentroidModel, FamilyModel, Model
 from perftune.adapt._site import Dispatcher, _Adaptive
 
 __all__ = ["InputTuning", "tune_inputs"]
@@ -180,7 +180,8 @@ class InputTuning:
             ties = self.model.near_ties()
             if ties:
                 lines.append(
-                    "  near ties (within 5% on the family's largest inputs, 2x apart on others: the "
+                    f"  near ties (within {math.expm1(NEAR_TIE_WITHIN):.0%} on the family's largest inputs, "
+                    f"{math.exp(NEAR_TIE_APART):.0f}x apart on others: the "
                     "training inputs cannot say which carries to inputs unlike them; add inputs that span "
                     "the family): "
                     + "; ".join(f"{name}: landmark {ks[0]} ~ {', '.join(map(str, ks[1:]))}"
@@ -741,12 +742,12 @@ def tune_inputs(
             required_column, [float(v) for v in required_levels], values, cost, time_s, answered,
             stopped_runs, achieved, resampled, fit_groups)
     fit = fit_dispatch(fit_values, fit_cost, fit_time, fit_answered,
-                       classifier=model_kind(classifier, groups),
                        max_depth=max_depth, max_columns=max_columns, seed=seed, groups=fit_groups,
                        guard=guard, resampled=fit_resampled if resample_features else None,
-                       size_columns=_size_columns(values, sizes) if asymptotic and has_size else None,
                        required_column=required_column if required_column >= 0 and achieved is not None
-                       else None, column_groups=target.column_groups())
+                       else None,
+                       **fit_options(classifier, groups, values, sizes if asymptotic and has_size else None,
+                                     target.column_groups()))
     growth = None
     if asymptotic and has_size:
         chosen = [fit.model.choose(functools.partial(_cell, values, i)) for i in range(n)]
@@ -798,6 +799,21 @@ def model_kind(classifier: str, groups: Sequence[Any] | None) -> str:
     if classifier == "auto" and groups is not None and len({str(g) for g in groups}) >= FAMILIES_FOR_AUTO:
         return "families"
     return classifier
+
+
+def fit_options(classifier: str, groups: Sequence[Any] | None, values: np.ndarray,
+                sizes: Sequence[Any] | None, column_groups: list[list[int]] | None) -> dict[str, Any]:
+    """The keyword arguments that ``tune_inputs`` gives ``fit_dispatch`` besides the tables, the seed
+    and the groups it fits on: the model kind (:func:`model_kind` of the user's ``classifier`` and
+    family labels, ``groups``, None where none were given), the size columns (read from the training
+    ``values`` and ``sizes``, one per input; none without ``sizes``) and the feature's column groups.
+    The benchmarks that refit recorded training tables call it too, so that they fit what
+    ``tune_inputs`` ships."""
+    return {
+        "classifier": model_kind(classifier, groups),
+        "size_columns": _size_columns(values, sizes) if sizes is not None else None,
+        "column_groups": column_groups,
+    }
 
 
 def _size_columns(values: np.ndarray, sizes: Sequence[Any]) -> list[int]:
