@@ -156,3 +156,23 @@ def test_a_landmark_that_early_config_prune_rules_out_is_neither_measured_nor_di
         assert bench.measure({"BLOCK": 16, "MODE": 0, "num_warps": 4, "num_stages": 2}) > 0
         with pytest.raises(perftune.PerftuneError, match="early_config_prune rules out"):
             bench.measure(block_64)
+
+
+_HOOK_CALLS: list[dict] = []
+
+
+def _record(nargs: dict) -> None:
+    _HOOK_CALLS.append(dict(nargs))
+
+
+def test_calling_the_site_runs_the_users_config_with_its_pre_hook() -> None:
+    configs = [triton.Config({"BLOCK": b, "MODE": 0}, num_warps=4, num_stages=2, pre_hook=_record)
+               for b in (16, 64)]
+    kernel = _kernel(configs, isolate=False)
+    site = TritonSite(kernel)
+    site.use_dispatcher(site.constant_dispatcher({"BLOCK": 64, "MODE": 0, "num_warps": 4, "num_stages": 2}))
+    _HOOK_CALLS.clear()
+    x = _launch(100)
+    site(x)  # the landmark run directly, as a dispatcher's caller does outside the kernel's launch
+    assert torch.equal(x.args[1], 2 * x.args[0])
+    assert len(_HOOK_CALLS) == 1 and _HOOK_CALLS[0]["n"] == 100 and _HOOK_CALLS[0]["BLOCK"] == 64

@@ -146,10 +146,12 @@ class TritonSite(AdaptiveObjective):
     # ---- running and measuring ------------------------------------------------------------------
 
     def _launch(self, config: Mapping[str, Any], x: Launch) -> Any:
-        # Runs the configuration in this process: what a dispatcher's landmark costs outside tuning.
-        from perftune.targets.triton import to_triton_config
-
-        meta = to_triton_config(dict(config)).all_kwargs()
+        # Runs the configuration in this process as the kernel's own launch does: the user's Config
+        # object where the configuration is one of theirs, its pre_hook first (it may zero an output).
+        chosen = self.kernel._config_of(dict(config))
+        meta = chosen.all_kwargs()
+        if chosen.pre_hook is not None:
+            chosen.pre_hook({**self.arguments(x), **meta})
         return self.kernel.fn.run(*x.args, grid=x.grid, warmup=False, **x.kwargs, **meta)
 
     def measure(self, landmark: Any, x: Any, timer: Any = None) -> tuple[float, Any]:
