@@ -152,7 +152,10 @@ def _open(ctx: click.Context, store: str | None = None, *, must_exist: bool = Tr
     """The store; commands that only read (and resume) refuse to create an empty one from a typo."""
     from perftune.store import open_store
 
-    return open_store(_opt(ctx, "store", store), must_exist=must_exist)
+    st = open_store(_opt(ctx, "store", store), must_exist=must_exist)
+    # Closed when the command ends, error or not: a SQLite store's log is folded into its file then.
+    ctx.call_on_close(st.close)
+    return st
 
 
 def _trial_json(trial: Any) -> dict[str, Any] | None:

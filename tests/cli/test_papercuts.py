@@ -195,3 +195,19 @@ def test_resume_line_never_prints_a_store_password():
     assert line.startswith("perftune resume nightly ") and "$PERFTUNE_STORE or --store @FILE" in line
     plain = SimpleNamespace(dialect="postgresql", has_password=False, url="postgresql://tuner@db/perftune")
     assert shlex.split(_resume_command("nightly", plain))[-2:] == ["--store", "postgresql://tuner@db/perftune"]
+
+
+def test_the_store_file_alone_holds_every_trial_when_a_command_ends(tmp_path):
+    # SQLite's write-ahead log is folded into the .db file when the command closes the store: a copy or
+    # a backup of the .db file alone is whole (it used to hold the tables and none of the trials).
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = tmp_path / "p.db"
+    invoke("--store", str(db), "run", str(task), "--budget", "3", "--seed", "0")
+    invoke("--store", str(db), "runs")  # a read-only command closes its store too
+    wal = Path(f"{db}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 3
