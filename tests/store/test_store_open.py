@@ -142,3 +142,21 @@ def test_public_names_are_complete() -> None:
     public = {n for n in vars(store_module) if not n.startswith("_")} - {"annotations"}
     assert set(store_module.__all__) == public
     assert all(getattr(store_module, n) is not None for n in store_module.__all__)
+
+
+def test_a_store_on_a_read_only_file_system_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first error (the file cannot be created) is the message; removing the leftovers, which fails
+    # the same way there, used to raise a second traceback over it.
+    import errno
+    import os
+
+    def read_only(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    with pytest.raises(StoreError, match="cannot create store .*: Read-only file system") as info:
+        open_store(str(tmp_path / "s.db"))
+    assert "\n" not in str(info.value)

@@ -257,5 +257,6 @@ def _create_store_file(path: Path, url: URL, initialise: Callable[[URL], None]) 
         raise StoreError(f"cannot create store {str(path)!r}: {exc.strerror or exc}") from None
     finally:
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            with contextlib.suppress(FileNotFoundError):
+            # Nothing to remove (or nothing may be: a read-only file system) must not hide the cause.
+            with contextlib.suppress(OSError):
                 leftover.unlink()
