@@ -668,13 +668,17 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         ctx.obj["runs_store"] = store
         return
     st = _open(ctx, store)
-    from perftune.report import FinalAnswer
+    from perftune.report import FinalAnswer, answer_of
 
     rows = []
     for info in st.list_runs():
         best = st.best(info.id)
-        # Only a recorded final answer: computing one would read every run's trials.
+        # The recorded final answer (what show and report print), else, as they do, the best trial
+        # against the default one: found by an index walk, not by reading every run's trials.
         answer = FinalAnswer.from_json((info.settings or {}).get("result"))
+        if answer is None:
+            _, first = st.trial_keyset_page(info.id, technique="default", limit=1, count=False)
+            answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
@@ -724,7 +728,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     if as_json:
         imp = answer.improvement
         _emit_json({"run": {"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
-                            "metric": info.metric, "created_at": str(info.created_at),
+                            "metric": info.metric, "created_at": info.created_at,
+                            "finished_at": info.finished_at,
                             "settings": info.settings, "environment": getattr(info, "environment", None)},
                     "counts": counts, "failures": reasons, "best": _trial_json(best),
                     "default": _trial_json(default), "trials": [_trial_json(t) for t in trials],

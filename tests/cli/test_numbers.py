@@ -191,6 +191,22 @@ def test_runs_and_a_resumed_run_print_the_same_improvement_as_show(tmp_path):
     assert shown["final"]["trial"] == resumed["best"]["id"]
 
 
+def test_runs_prints_the_improvement_of_a_run_made_from_python_as_show_does(tmp_path):
+    # perftune.tune records no final answer: runs reads the best and the default trial as show does.
+    import perftune
+    from perftune.space import Int, Space
+
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    space = Space({"x": Int(0, 8, default=0)})
+    perftune.tune(lambda c: ((c["x"] - 5) ** 2 + 1) * 1.0, space, budget=9, seed=0, store=db, name="api",
+                  repeats=2)
+    shown = json.loads(invoke("--store", db, "show", "api", "--json"))
+    [row] = json.loads(invoke("--store", db, "runs", "--json"))["runs"]
+    assert shown["improvement"]["estimate"] == 26.0 and row["improvement"] == shown["improvement"]
+    assert row["created_at"] == shown["run"]["created_at"]  # the same type (a number) in both
+    assert "26.000x" in invoke("--store", db, "runs")
+
+
 def test_record_result_replaces_forgets_and_refuses_unknown_runs(tmp_path):
     from perftune.errors import StoreError
 
