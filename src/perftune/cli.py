@@ -1066,7 +1066,7 @@ def _print_flags_result(result: Any, as_json: bool) -> None:
 def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | None) -> None:
     """Write an HTML report of RUN: convergence, technique credits, failures by reason, best configuration.
 
-    The plots need matplotlib (pip install 'perftune[plot]'); without it the page has the tables only.
+    The plots need Plotly (pip install 'perftune[plot]'); without it the page has the tables only.
     """
     from perftune.report import plots_available, write_html
 

@@ -1,4 +1,4 @@
-"""Reports of stored runs: a self-contained HTML page, with plots when matplotlib is installed.
+"""Reports of stored runs: a self-contained HTML page, with plots when Plotly is installed.
 
 The report is the dashboard's run page in one offline file: the same view data (:func:`run_view`,
 :func:`trials_view`, :func:`parameter_view`) drawn by the same script with Plotly, whose plotly.js is

@@ -16,7 +16,7 @@ from perftune.trial import Status, Trial
 
 __all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]
 
-# What a user without matplotlib installs to get the plots.
+# What a user without plotly installs to get the plots.
 _PLOT_EXTRA_HINT = "pip install 'perftune[plot]'"
 
 

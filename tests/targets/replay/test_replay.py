@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import perftune
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, StoreError
 from perftune.space import Config, Int, Ordinal, Pow2
 from perftune.targets import replay
 from perftune.trial import Status
@@ -177,6 +177,13 @@ def test_export_of_a_stored_run(tmp_path: Path) -> None:
         assert all(isinstance(r["measurements"][0]["value"], str) for r in failed)
     finally:
         store.close()
+    # A path, as tune(store=...) takes one, works as well (opened for the export, closed after).
+    again = replay.export_run_t4(str(db), "replayed", tmp_path / "again.T4.json")
+    assert json.loads(again.read_text())["results"] == doc["results"]
+    kt = replay.export_run_kt(db, "replayed", tmp_path / "replayed.kt.json")
+    assert len(json.loads(kt.read_text())["cache"]) == 12
+    with pytest.raises(StoreError, match="no store at"):
+        replay.export_run_t4(str(tmp_path / "typo.db"), "replayed", tmp_path / "x.T4.json")
 
 
 def test_user_mistakes_name_the_file(tmp_path: Path) -> None:

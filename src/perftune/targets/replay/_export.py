@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gzip
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,13 +140,29 @@ def export_t4(
     return p
 
 
+@contextlib.contextmanager
+def opened_store(store: Any) -> Iterator[Any]:
+    """``store`` itself when it is an open store; else the store at that path or URL, opened for the
+    block (it must exist) and closed after it."""
+    if not isinstance(store, (str, os.PathLike)):
+        yield store
+        return
+    from perftune.store import open_store
+
+    st = open_store(store, must_exist=True)
+    try:
+        yield st
+    finally:
+        st.close()
+
+
 def export_run_t4(
     store: Any, run: str | int, path: str | os.PathLike[str], *, objective: str | None = None
 ) -> Path:
     """Write a stored run as a T4 file.
 
     Args:
-        store: An open :class:`perftune.store.Store`.
+        store: An open :class:`perftune.store.Store`, or a store's path or URL.
         run: Run name, numeric id, or ``"latest"``.
         path: Output file.
         objective: Measurement name; default: the run's metric, else ``"time"``.
@@ -153,10 +170,12 @@ def export_run_t4(
     Example:
         >>> from perftune.store import open_store
         >>> export_run_t4(open_store("perftune.db"), "latest", "latest.T4.json")  # doctest: +SKIP
+        >>> export_run_t4("perftune.db", "latest", "latest.T4.json")  # the same  # doctest: +SKIP
     """
-    info = store.get_run(run)
-    run_id = getattr(info, "id", info)
-    space = info.load_space() if getattr(info, "space", None) else None
-    name = objective or getattr(info, "metric", None) or "time"
-    meta = {"run": getattr(info, "name", None) or str(run_id)}
-    return export_t4(store.trials(run_id), path, objective=name, space=space, metadata=meta)
+    with opened_store(store) as st:
+        info = st.get_run(run)
+        run_id = getattr(info, "id", info)
+        space = info.load_space() if getattr(info, "space", None) else None
+        name = objective or getattr(info, "metric", None) or "time"
+        meta = {"run": getattr(info, "name", None) or str(run_id)}
+        return export_t4(st.trials(run_id), path, objective=name, space=space, metadata=meta)

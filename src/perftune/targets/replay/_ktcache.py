@@ -351,7 +351,7 @@ def export_run_kt(
     """Write a stored run as a Kernel Tuner cache file.
 
     Args:
-        store: An open :class:`perftune.store.Store`.
+        store: An open :class:`perftune.store.Store`, or a store's path or URL.
         run: Run name, numeric id, or ``"latest"``.
         path: Output file (``*.json`` for Kernel Tuner).
         kernel_name: The name Kernel Tuner is called with; default: the run's name.
@@ -362,9 +362,12 @@ def export_run_kt(
         >>> from perftune.store import open_store
         >>> export_run_kt(open_store("perftune.db"), "latest", "latest.kt.json")  # doctest: +SKIP
     """
-    info = store.get_run(run)
-    run_id = getattr(info, "id", info)
-    space = info.load_space() if getattr(info, "space", None) else None
-    name = kernel_name or getattr(info, "name", None) or str(run_id)
-    return export_kt(store.trials(run_id), path, space=space, kernel_name=name, device_name=device_name,
-                     problem_size=problem_size)
+    from perftune.targets.replay._export import opened_store
+
+    with opened_store(store) as st:
+        info = st.get_run(run)
+        run_id = getattr(info, "id", info)
+        space = info.load_space() if getattr(info, "space", None) else None
+        name = kernel_name or getattr(info, "name", None) or str(run_id)
+        return export_kt(st.trials(run_id), path, space=space, kernel_name=name, device_name=device_name,
+                         problem_size=problem_size)
