@@ -645,6 +645,9 @@ class Sandbox:
         found, problem = self.resolve(args[0], env.get("PATH", os.defpath), cwd, user=user)
         if found is None:
             return StepResult(args, Status.FAILED, reason=problem)
+        if not os.path.isdir(cwd):
+            what = "is not a directory" if os.path.exists(cwd) else "does not exist"
+            return StepResult(args, Status.FAILED, reason=f"working directory {cwd} {what}")
         args = [found, *args[1:]]
         if stdin_path:
             try:

@@ -13,13 +13,24 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
 from perftune._plugins import check_registration, find_entry_points, lookup
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, TaskError
 
-__all__ = ["DEFAULT_KIND", "ENTRY_POINT_GROUP", "from_task_file", "get", "names", "register", "task_kind"]
+__all__ = [
+    "DEFAULT_KIND",
+    "ENTRY_POINT_GROUP",
+    "MAX_TASK_FILE_BYTES",
+    "from_task_file",
+    "get",
+    "names",
+    "read_task_text",
+    "register",
+    "task_kind",
+]
 
 ENTRY_POINT_GROUP = "perftune.targets"
 
@@ -89,14 +100,72 @@ def get(kind: str) -> type:
     raise PerftuneError(f"unknown target {kind!r}; known targets: {', '.join(names())}")
 
 
+#: The largest task file read (a task file is a short TOML text; this bounds what a mistaken path costs).
+MAX_TASK_FILE_BYTES = 1 << 20
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_task_text(path: str | os.PathLike[str]) -> str:
+    """The text of a task file: a regular file of at most :data:`MAX_TASK_FILE_BYTES`, in UTF-8.
+
+    Nothing but a regular file is opened for reading (``/dev/zero`` would never end, a FIFO would
+    block), and no more than the limit is read.
+
+    Raises:
+        TaskError: One line naming the file (and the line of a byte that is not UTF-8): missing,
+            not a regular file, too large, unreadable, not UTF-8, or starting with a byte-order mark.
+    """
+    name = os.fspath(path)
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise TaskError(f"{name}: no such task file") from None
+    except OSError as error:
+        raise TaskError(f"{name}: cannot read the task file: {error.strerror or error}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), "not a file")
+        raise TaskError(f"{name}: the task file is not a regular file ({kind})")
+    try:
+        # O_NONBLOCK: should the path have become a FIFO since the stat, opening it does not block.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TaskError(f"{name}: the task file is not a regular file")
+            data = f.read(MAX_TASK_FILE_BYTES + 1)
+    except OSError as error:
+        raise TaskError(f"{name}: cannot read the task file: {error.strerror or error}") from None
+    if len(data) > MAX_TASK_FILE_BYTES:
+        raise TaskError(
+            f"{name}: the task file is larger than {MAX_TASK_FILE_BYTES >> 20} MiB "
+            f"({max(info.st_size, len(data))} bytes): is it the right file?"
+        )
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise TaskError(
+            f"{name}:1: the file starts with a UTF-8 byte-order mark (BOM), which TOML does not allow: "
+            "save it as UTF-8 without BOM"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        byte = data[error.start]
+        raise TaskError(f"{name}:{line}: not UTF-8 text (byte 0x{byte:02x})") from None
+
+
 def target_table(path: str) -> dict[str, Any] | None:
     """The ``[target]`` table of a task file; None when it has none (or cannot be read: the loader says)."""
     import tomllib
 
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
+        data = tomllib.loads(read_task_text(path))
+    except (TaskError, tomllib.TOMLDecodeError):
         return None
     table = data.get("target")
     return table if isinstance(table, dict) else None

@@ -59,13 +59,13 @@ Schema (names are stable)::
     min_runs = 3                        # sequential test vs the incumbent
     max_runs = 30
     warmup_runs = 1
-    tie = 0.01                          # "the same" within 1%
+    tie = 0.01                          # "the same" within 1% (0 <= tie < 1)
     confidence = 0.95
     futility_confidence = 0.8           # optional: stop hopeless candidates sooner
     repeats = 5                         # instead: exactly this many runs
     timeout_factor = 3.0                # adaptive run limit = 3 x the incumbent's time ...
     min_timeout_s = 1.0                 # ... but at least this
-    pin_cpus = [1]
+    pin_cpus = [1]                      # cores this process may use (os.sched_getaffinity)
 
     [sandbox]
     memory_mb = 2048                    # per step (sanitizer builds get 4x)
@@ -77,11 +77,15 @@ Schema (names are stable)::
     [tuning]
     budget = 100                        # or "10m", or { evals = 100, seconds = 600 }
     seed = 1
-    workers = 1
+    workers = 1                         # at most 1024
     seeds = [{ block = 64, unroll = 4, order = "ikj", fast = false }]
 
 Every number and boolean is checked at load time (type, finite, range: ``timeout_s > 0``,
-``repeats >= 1``, ``rtol >= 0``, ...), each mistake one line naming the file, key and line. A value
+``repeats >= 1``, ``rtol >= 0``, ...), each mistake one line naming the file, key and line; an
+unknown key lists the allowed ones and suggests a near one. The file itself must be a regular file
+of at most 1 MiB of UTF-8 text (no byte-order mark); an ``env`` value is a string (a number is
+written as typed, a boolean is refused); a ``cwd`` without placeholders (or only ``{task_dir}``) must
+exist, and a program named by path must be executable, before anything runs. A value
 printed as ``nan``, ``inf`` or ``-inf`` is a failed trial ("objective value -inf is not finite").
 
 Placeholders: ``{param}`` for every parameter (an inactive one renders empty), ``{scratch}``,

@@ -18,7 +18,8 @@ import re
 import shlex
 import stat
 import statistics
-from collections.abc import Iterator, Mapping
+import string
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,26 +183,62 @@ class CommandObjective:
             cpu_affinity=self.timing.pin_cpus,
         )
 
-    def check_executables(self) -> None:
+    def check_executables(self, error: Callable[[str, str], TaskError] | None = None) -> None:
         """Raise TaskError naming the key when a step's program cannot be found or executed.
+
+        The programs of ``[build]``, ``[run]`` and ``[check.expensive] build`` are checked, each as
+        the candidates will run it; one built by an earlier step (``{scratch}/prog``) is not.
+        ``error(key, message)`` makes the error of a program that exists but cannot run (the task
+        loader's names the line too); a program not found is reported as ``FILE: KEY: command not
+        found: ...``.
 
         As root, a task directory or input that the candidates' users cannot reach (a clone in
         ``/root`` or in a ``mktemp -d`` folder) is staged first: see :class:`perftune.measure.Stage`.
         """
+        if error is None:
+            error = self._error
         sandbox = self.sandbox()
         self._stage_if_unreachable(sandbox)
         path = dict(self.env).get("PATH", os.environ.get("PATH", os.defpath))
-        for section, step in (("build", self.build), ("run", self.run)):
+        steps: list[tuple[str, StepSpec | None]] = [("build", self.build), ("run", self.run)]
+        ex = self.check.expensive
+        if ex is not None and ex.build:
+            steps.append(("check.expensive.build", StepSpec(tuple(ex.build), ex.build_timeout_s)))
+        for section, step in steps:
             if step is None or step.shell:
                 continue
-            program = step.command[0]
-            if "{" in program:  # built by an earlier step, e.g. {scratch}/prog
+            key = f"{section}[0]" if section.startswith("check.") else f"{section}.command[0]"
+            program = self._static_program(step.command[0])
+            if program is None:  # built by an earlier step, e.g. {scratch}/prog
                 continue
-            if os.sep in program and not os.path.isabs(program):
-                program = os.path.join(self._candidate_task_dir(), program)
+            if os.sep in program:
+                program = os.path.normpath(os.path.join(self._candidate_task_dir(), program))
+            if "{" in step.command[0] and self.build is not None and not os.path.lexists(program):
+                continue  # {task_dir}/prog: perhaps made by the build step (where it may write there)
+            if os.sep in program and os.path.isdir(program):
+                raise error(key, f"{self._real(program)} is a directory, not a program")
+            if os.sep in program and os.path.isfile(program) and not os.access(program, os.X_OK):
+                raise error(
+                    key,
+                    f"{self._real(program)} is not executable (chmod +x it, or name its interpreter "
+                    'first, e.g. command = ["python3", ...])',
+                )
             found, problem = sandbox.resolve(program, path, user=self._probe_user(sandbox))
-            if found is None:
-                raise TaskError(f"{self.task_path}: {section}.command[0]: {self._real(problem)}")
+            if found is None:  # the file and key, as before (no line: tests and scripts match this form)
+                raise self._error(key, self._real(problem) or f"cannot run {program}")
+
+    def _error(self, key: str, message: str) -> TaskError:
+        return TaskError(f"{self.task_path}: {key}: {message}")
+
+    def _static_program(self, template: str) -> str | None:
+        """A program known before any candidate runs: no placeholder but ``{task_dir}``; else None."""
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+            if names - {"task_dir"}:
+                return None
+            return template.format_map({"task_dir": self._candidate_task_dir()})
+        except (ValueError, KeyError, IndexError):
+            return None
 
     @staticmethod
     def _probe_user(sandbox: Sandbox) -> tuple[int, int] | None:

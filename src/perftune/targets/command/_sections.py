@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTINS",
+    "MAX_WORKERS",
     "TOP_KEYS",
     "Where",
     "check_keys",
+    "did_you_mean",
     "read_name",
     "read_check",
     "read_environment",
@@ -52,6 +54,8 @@ __all__ = [
 ]
 
 BUILTINS = ("scratch", "input", "task_dir")
+#: The most ``[tuning] workers`` a task file may ask for (each is a process started before the first trial).
+MAX_WORKERS = 1024
 TOP_KEYS = {
     "name",
     "description",
@@ -190,15 +194,52 @@ def _number(
     return value
 
 
+def did_you_mean(word: str, options: Any) -> str:
+    """``"; did you mean 'x'?"`` when one of ``options`` is close to ``word`` (a typo), else ``""``."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(str(word), sorted(str(o) for o in options), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def check_keys(table: Mapping[str, Any], allowed: set[str], where: Where, prefix: str) -> None:
     for key in table:
         if key not in allowed:
             raise where.error(
                 f"{prefix}{key}" if prefix else key,
-                f"unknown key (allowed: {', '.join(sorted(allowed))})",
+                f"unknown key (allowed: {', '.join(sorted(allowed))}){did_you_mean(key, allowed)}",
                 f"{key} =",
+                f"{key}=",
                 f"[{prefix}{key}]",
             )
+
+
+def _toml_type(value: Any) -> str:
+    """The TOML name of a value's type, for messages (``boolean``, ``integer``, ``array``, ...)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "table"
+    return "date/time" if hasattr(value, "isoformat") else type(value).__name__
+
+
+def _env_value(value: Any, where: Where, key: str) -> str:
+    """A value of an ``env`` table: a string (a number is written as typed; a boolean is refused)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        hint = f' (quote it, "{shown}", if the program expects that text)' if isinstance(value, bool) else ""
+        raise where.error(key, f"expected a string, got {_toml_type(value)} {shown}{hint}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise where.error(key, f"expected a string, got float {value}")
+    return str(value)
 
 
 # -- templates --------------------------------------------------------------------------------------
@@ -238,7 +279,30 @@ def _check_template(template: str, known: set[str], where: Where, key: str) -> N
             )
 
 
-def _step(table: Any, where: Where, section: str, default_timeout_s: float, known: set[str]) -> StepSpec:
+def _check_cwd(template: str, where: Where, key: str, task_dir: Path) -> None:
+    """A working directory known before any candidate runs (no placeholder but ``{task_dir}``) must exist."""
+    try:
+        names = template_names(template)
+    except ValueError:
+        return  # reported by _check_template
+    if set(names) - {"task_dir"}:
+        return  # rendered per candidate ({scratch}/..., a parameter): it may be made by the build
+    path = template.format_map({"task_dir": str(task_dir)})
+    full = path if os.path.isabs(path) else os.path.join(task_dir, path)
+    if not os.path.exists(full):
+        raise where.error(key, f"directory {path!r} does not exist" + (f" ({full})" if full != path else ""))
+    if not os.path.isdir(full):
+        raise where.error(key, f"{path!r} is not a directory")
+
+
+def _step(
+    table: Any,
+    where: Where,
+    section: str,
+    default_timeout_s: float,
+    known: set[str],
+    task_dir: Path | None = None,
+) -> StepSpec:
     if not isinstance(table, Mapping):
         raise where.error(section, f"expected a table [{section}]")
     check_keys(table, _STEP_KEYS, where, f"{section}.")
@@ -268,14 +332,14 @@ def _step(table: Any, where: Where, section: str, default_timeout_s: float, know
     timeout = _number(table, "timeout_s", where, f"{section}.timeout_s", default_timeout_s, above=0)
     env = _get(table, "env", dict, where, f"{section}.env", {})
     for k, v in env.items():
-        if not isinstance(v, str | int | float):
-            raise where.error(f"{section}.env.{k}", f"expected a string, got {v!r}")
-        _check_template(str(v), known, where, f"{section}.env.{k}")
+        _check_template(_env_value(v, where, f"{section}.env.{k}"), known, where, f"{section}.env.{k}")
     cwd = _get(table, "cwd", str, where, f"{section}.cwd")
     stdin = _get(table, "stdin", str, where, f"{section}.stdin")
     for k, v in (("cwd", cwd), ("stdin", stdin)):
         if v is not None:
             _check_template(v, known, where, f"{section}.{k}")
+    if cwd is not None and task_dir is not None:
+        _check_cwd(cwd, where, f"{section}.cwd", task_dir)
     sanitizer = _flag(table, "sanitizer", where, f"{section}.sanitizer", None)
     if sanitizer is None:
         sanitizer = any("-fsanitize" in t for t in templates)
@@ -333,10 +397,12 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
             and ptype == "choice"
         ):
             spec["options"] = spec.pop("values")
+        _check_default_type(spec, ptype, where, f"space.{name}", f"{name} =")
         try:
             params[name] = parameter_from_dict(spec, name)
         except PerftuneError as error:
-            raise where.error(f"space.{name}", str(error).split(": ", 1)[-1], f"{name} =") from None
+            message = str(error).split(": ", 1)[-1]
+            raise where.error(f"space.{name}", message + _space_hint(message), f"{name} =") from None
         except (TypeError, ValueError) as error:
             raise where.error(f"space.{name}", str(error), f"{name} =") from None
         render[name] = extra
@@ -353,6 +419,58 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
         needle = next((c for c in constraints if c in msg), "")
         raise where.error("constraints" if needle else "space", msg, needle) from None
     return space, render
+
+
+_INTEGER_TYPES = ("int", "logint", "pow2")
+_NUMBER_TYPES = ("float", "logfloat")
+
+
+def _check_default_type(spec: Mapping[str, Any], ptype: str, where: Where, key: str, needle: str) -> None:
+    """A ``default`` of the wrong type (``default = "1"`` for an int) is said to be so, not out of range."""
+    if "default" not in spec:
+        return
+    value = spec["default"]
+    if ptype in _INTEGER_TYPES:
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif ptype in _NUMBER_TYPES:
+        ok, expected = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+    elif ptype == "bool":
+        ok, expected = isinstance(value, bool), "true or false (a TOML boolean, without quotes)"
+    else:
+        return  # choice, ordinal, permutation, ...: the parameter checks its own values
+    if not ok:
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        hint = " (remove the quotes)" if isinstance(value, str) and _unquoted_fits(value, ptype) else ""
+        got = f"{_toml_type(value)} {shown}{hint}"
+        raise where.error(f"{key}.default", f"expected {expected} for type {ptype!r}, got {got}", needle)
+
+
+def _unquoted_fits(text: str, ptype: str) -> bool:
+    """Whether ``text`` without its quotes would be a value of ``ptype`` (``"1"`` for an int)."""
+    import tomllib
+
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return False
+    if ptype == "bool":
+        return isinstance(value, bool)
+    kinds: tuple[type, ...] = (int,) if ptype in _INTEGER_TYPES else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def _space_hint(message: str) -> str:
+    """A "did you mean" for a parameter's unknown key or type (``defualt``, ``integer``)."""
+    m = re.search(r"unknown key '([^']*)' for type '[^']*' \(allowed: ([^)]*)\)", message)
+    if m:
+        allowed = set(m.group(2).split(", "))
+        if "lo" in allowed:
+            allowed |= {"min", "max"}  # the aliases the task files use
+        return did_you_mean(m.group(1), allowed)
+    m = re.search(r"unknown parameter type '([^']*)' \(one of ([^)]*)\)", message)
+    if m:
+        return did_you_mean(m.group(1), m.group(2).split(", "))
+    return ""
 
 
 _FIDELITY_KEYS = {"type", "fidelity", "eta"}
@@ -406,7 +524,10 @@ def _check_timing(table: Mapping[str, Any], where: Where) -> None:
     for k in ("min_runs", "max_runs", "first_runs", "repeats"):
         _number(table, k, where, f"timing.{k}", integer=True, at_least=1)
     _number(table, "warmup_runs", where, "timing.warmup_runs", integer=True, at_least=0)
-    _number(table, "tie", where, "timing.tie", at_least=0)
+    try:
+        _number(table, "tie", where, "timing.tie", at_least=0, below=1)
+    except TaskError as error:
+        raise TaskError(f"{error} (a relative difference: 0.01 = 1%)") from None
     for k in ("confidence", "futility_confidence"):
         _number(table, k, where, f"timing.{k}", above=0, below=1)
     _number(table, "timeout_factor", where, "timing.timeout_factor", at_least=1)
@@ -421,6 +542,46 @@ def _check_timing(table: Mapping[str, Any], where: Where) -> None:
         or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in pin)
     ):
         raise where.error("timing.pin_cpus", f"expected an array of core numbers, got {pin!r}")
+    available = _available_cpus()
+    if pin and available:
+        missing = [c for c in pin if c not in available]
+        if missing:
+            cores = "core" if len(missing) == 1 else "cores"
+            raise where.error(
+                "timing.pin_cpus",
+                f"{cores} {', '.join(map(str, missing))} not available to this process "
+                f"(available: {_ranges(sorted(available))})",
+            )
+
+
+def _available_cpus() -> set[int] | None:
+    """The cores this process may run on (None where the platform cannot say)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    if getter is None:
+        return None
+    try:
+        return set(getter(0))
+    except OSError:
+        return None
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    parts: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(parts)
+
+
+def _quoted(value: str) -> tuple[str, str]:
+    """Needles for the line of a string value: as TOML writes it, quoted (a bare "." is everywhere)."""
+    return f'"{value}"', f"'{value}'"
 
 
 def _resolve_path(value: str, base: Path) -> str:
@@ -446,19 +607,27 @@ def read_inputs(doc: Mapping[str, Any], where: Where, task_dir: Path) -> list[st
         resolved = _resolve_path(inp, task_dir)
         if not os.path.isfile(resolved) or not os.access(resolved, os.R_OK):
             why = "does not exist" if not os.path.exists(resolved) else "is not a readable file"
-            raise where.error(f"inputs[{i}]", f"input {inp!r} {why} ({resolved})", inp)
+            raise where.error(f"inputs[{i}]", f"input {inp!r} {why} ({resolved})", *_quoted(inp))
         input_paths.append(resolved)
     return input_paths
 
 
 def read_steps(
-    doc: Mapping[str, Any], where: Where, known: set[str], input_paths: list[str]
+    doc: Mapping[str, Any],
+    where: Where,
+    known: set[str],
+    input_paths: list[str],
+    *,
+    task_dir: Path | None = None,
 ) -> tuple[StepSpec | None, StepSpec]:
-    """``[build]`` (optional) and ``[run]`` (required)."""
-    build = _step(doc["build"], where, "build", 300.0, known) if "build" in doc else None
+    """``[build]`` (optional) and ``[run]`` (required).
+
+    With ``task_dir``, a ``cwd`` that names no placeholder but ``{task_dir}`` must be a directory.
+    """
+    build = _step(doc["build"], where, "build", 300.0, known, task_dir) if "build" in doc else None
     if "run" not in doc:
         raise where.error("run", "missing [run] table with command = [...]")
-    run = _step(doc["run"], where, "run", 60.0, known)
+    run = _step(doc["run"], where, "run", 60.0, known, task_dir)
 
     for section, step in (("build", build), ("run", run)):
         if step is None:
@@ -661,7 +830,7 @@ def _read_expensive(
         resolved = _resolve_path(str(inp), task_dir)
         if not os.path.isfile(resolved) or not os.access(resolved, os.R_OK):
             raise where.error(
-                f"check.expensive.inputs[{i}]", f"input {inp!r} is missing or unreadable", inp
+                f"check.expensive.inputs[{i}]", f"input {inp!r} is missing or unreadable", *_quoted(str(inp))
             )
         ex_inputs.append(resolved)
     if ex_inputs and not input_paths:
@@ -736,17 +905,20 @@ def read_sandbox(doc: Mapping[str, Any], where: Where) -> dict[str, Any]:
 
 
 def read_environment(
-    doc: Mapping[str, Any], where: Where, known: set[str]
+    doc: Mapping[str, Any], where: Where, known: set[str], *, task_dir: Path | None = None
 ) -> tuple[tuple[tuple[str, str], ...], str | None]:
-    """Top-level ``env`` (variables of every step) and ``cwd`` (the steps' working directory)."""
+    """Top-level ``env`` (variables of every step) and ``cwd`` (the steps' working directory).
+
+    With ``task_dir``, a ``cwd`` that names no placeholder but ``{task_dir}`` must be a directory.
+    """
     env = _get(doc, "env", dict, where, "env", {})
     for k, v in env.items():
-        if not isinstance(v, str | int | float):
-            raise where.error(f"env.{k}", f"expected a string, got {v!r}")
-        _check_template(str(v), known, where, f"env.{k}")
+        _check_template(_env_value(v, where, f"env.{k}"), known, where, f"env.{k}")
     cwd = _get(doc, "cwd", str, where, "cwd")
     if cwd is not None:
         _check_template(cwd, known, where, "cwd")
+        if task_dir is not None:
+            _check_cwd(cwd, where, "cwd", task_dir)
     return tuple((k, str(v)) for k, v in env.items()), cwd
 
 
@@ -758,7 +930,9 @@ def read_tuning(doc: Mapping[str, Any], where: Where, space: Space) -> TuningSpe
     check_keys(tuning, {"budget", "seed", "workers", "seeds", "technique"}, where, "tuning.")
     budget = _read_budget(tuning, where) if "budget" in tuning else None
     seed = _number(tuning, "seed", where, "tuning.seed", integer=True, at_least=0)
-    workers = _number(tuning, "workers", where, "tuning.workers", integer=True, at_least=1)
+    workers = _number(
+        tuning, "workers", where, "tuning.workers", integer=True, at_least=1, at_most=MAX_WORKERS
+    )
     technique = _get(tuning, "technique", str, where, "tuning.technique")
     seeds_raw = _get(tuning, "seeds", list, where, "tuning.seeds", [])
     seeds: list[dict[str, Any]] = []
@@ -786,6 +960,7 @@ def _read_budget(tuning: Mapping[str, Any], where: Where) -> Budget | None:
 
     raw = tuning["budget"]
     if isinstance(raw, Mapping):
+        check_keys(raw, {"evals", "seconds", "patience", "target"}, where, "tuning.budget.")
         for k in ("evals", "patience"):
             _number(raw, k, where, f"tuning.budget.{k}", integer=True, at_least=1)
         _number(raw, "seconds", where, "tuning.budget.seconds", above=0)

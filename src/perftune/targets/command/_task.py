@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune.errors import TaskError
+from perftune.targets._registry import read_task_text
 from perftune.targets.command._objective import CommandObjective
 from perftune.targets.command._sections import (
     BUILTINS,
@@ -113,12 +114,14 @@ def load_task(
     ``perftune.adapt`` measures one configuration per input this way, each with its own reference.
 
     Raises:
-        TaskError: One line naming the file and the key or line: malformed TOML, an unknown
-            parameter in a template, a missing executable, an unreadable input, a regex that never
-            matches, a default configuration that fails.
+        TaskError: One line naming the file and the key or line: not a regular file, over 1 MiB,
+            not UTF-8, malformed TOML, an unknown key, a value of the wrong type or out of range, an
+            unknown parameter in a template, a working directory that does not exist, a missing or
+            non-executable program, an unreadable input, a regex that never matches, a default
+            configuration that fails.
     """
     file = Path(path)
-    text = _read_text(file, path)
+    text = read_task_text(path)
     where = Where(str(path), text)
     doc = _parse_toml(text, path)
     check_keys(doc, TOP_KEYS, where, "")
@@ -130,12 +133,12 @@ def load_task(
     input_paths = read_inputs(doc, where, task_dir)
     if inputs is not None:
         input_paths = read_inputs({"inputs": [os.path.abspath(p) for p in inputs]}, where, task_dir)
-    build, run = read_steps(doc, where, known, input_paths)
+    build, run = read_steps(doc, where, known, input_paths, task_dir=task_dir)
     objective_spec = read_objective(doc, where, known)
     check = read_check(doc, where, known, task_dir, input_paths)
     timing = read_timing(doc, where, objective_spec)
     sandbox_options = read_sandbox(doc, where)
-    env, cwd = read_environment(doc, where, known)
+    env, cwd = read_environment(doc, where, known, task_dir=task_dir)
     tuning = read_tuning(doc, where, space)
     name = read_name(doc, where, file.stem if file.stem != "task" else task_dir.name)
     objective = CommandObjective(
@@ -155,7 +158,7 @@ def load_task(
         state_dir=_state_dir(),
         fidelity=fidelity,
     )
-    objective.check_executables()
+    objective.check_executables(where.error)
     task = Task(
         name=name,
         path=str(path),
@@ -176,15 +179,6 @@ def load_task(
     if prepare:
         objective.prepare()
     return task
-
-
-def _read_text(file: Path, path: str | os.PathLike[str]) -> str:
-    try:
-        return file.read_text()
-    except FileNotFoundError:
-        raise TaskError(f"{path}: no such task file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise TaskError(f"{path}: cannot read the task file: {error}") from None
 
 
 def _parse_toml(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
