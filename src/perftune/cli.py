@@ -93,7 +93,7 @@ def _common_options(f: Any) -> Any:
     f = click.option("--lag", type=click.IntRange(min=0), default=None,
                      help="Seeded runs: results reach the search this many trials late (default 8); "
                           "at most lag+1 evaluations are in flight.")(f)
-    f = click.option("--workers", type=click.IntRange(min=1), default=None,
+    f = click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
                      help="Evaluations in flight (local processes).")(f)
     f = click.option("--seed", type=click.IntRange(min=0), default=None,
                      help="Seed: makes the run reproducible.")(f)
@@ -108,7 +108,7 @@ def _common_options(f: Any) -> Any:
                    "(default: ./perftune.db, or $PERFTUNE_STORE).")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed for every run started by this command.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
               help="Evaluations in flight (local processes).")
 @_budget_option
 @click.pass_context
@@ -258,7 +258,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     kind = targets.task_kind(task)
     if kind != targets.DEFAULT_KIND:
         _run_target(ctx, task, targets.from_task_file(task), store, seed, workers, lag, budget, executor,
-                    scheduler, as_json, warm_start)
+                    scheduler, as_json, warm_start, name)
         return
     command_target = targets.get(kind).from_task(task, {})  # type: ignore[attr-defined]
     spec = command_target.task
@@ -296,7 +296,8 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
 
 def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
                 workers: int | None, lag: int | None, budget: tuple[str, ...], executor: str,
-                scheduler: str | None, as_json: bool, warm_start: tuple[str, ...] = ()) -> None:
+                scheduler: str | None, as_json: bool, warm_start: tuple[str, ...] = (),
+                name: str | None = None) -> None:
     """``perftune run`` of a task file with a ``[target]`` table: the registry's target of that kind."""
     from perftune.targets import TaskRunner
 
@@ -314,14 +315,27 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         if warm_start:  # this target drives its own Tuner: refused rather than silently ignored
             raise PerftuneError(f"{target.kind}: --warm-start is not supported for this target yet")
         st = _open(ctx, store, must_exist=False)
-        # Like the run name of any task file: a second run of the same file gets "-2", not an error.
-        name = _free_name(st, tuning.get("name") or _task_stem(task))
-        result = target.run_task(budget=list(items) if items else "5m", workers=n_workers, store=st,
-                                 seed=seed, name=name)
-        _print_flags_result(result, as_json)
+        # Like the run name of any task file: --name as given; else a second run of the same file gets
+        # "-2", not an error.
+        name = name or _free_name(st, tuning.get("name") or _task_stem(task))
+        limit = list(items) if items else ["5m"]
+        progress = _flags_progress(limit, ctx.obj.get("progress"))
+        try:
+            result = target.run_task(budget=limit, workers=n_workers, store=st, seed=seed, name=name,
+                                     on_trial=progress)
+        except KeyboardInterrupt:
+            import shlex
+
+            progress.close()
+            click.echo(f"perftune: interrupted; the trials measured are kept in run {name!r} (perftune show "
+                       f"{shlex.quote(name)}); a {target.kind} run cannot be resumed: run the task again",
+                       err=True)
+            sys.exit(130)
+        progress.close()
+        _print_flags_result(result, as_json, st)
         return
     _tune_registered_target(ctx, task, target, store, seed, n_workers, lag, items, executor, scheduler,
-                            as_json, tuning.get("name"), warm_start)
+                            as_json, name or tuning.get("name"), warm_start)
 
 
 def _task_stem(task: str) -> str:
@@ -524,6 +538,9 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     st = _open(ctx, store)
     info = st.get_run(run)
     task = (info.settings or {}).get("task")
+    if (info.settings or {}).get("target") == "flags":
+        raise PerftuneError(f"resume: run {info.name!r} is a gcc flags run, which cannot be resumed (its "
+                            "trials stay in the store); run the task or perftune flags again")
     if not task:
         raise PerftuneError(f"resume: run {info.name!r} was not started from a task file; "
                             "resume it with Tuner.resume() in Python")
@@ -691,8 +708,8 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 
     # Names are what the other commands take: never cut one short (the other columns give way).
     longest = max((len(str(r["name"])) for r in rows), default=4)
-    table = Table("id", Column("name", min_width=longest), "status", "goal", "trials", "best",
-                  Column("improvement", min_width=11), Column("created", min_width=19))
+    table = Table("id", Column("name", min_width=longest), Column("status", min_width=11), "goal", "trials",
+                  "best", Column("improvement", min_width=11), Column("created", min_width=19))
     for r in rows:
         imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.
@@ -826,16 +843,23 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
 
 @cli.command("export")
 @click.argument("run")
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "kt"]), default="csv", show_default=True,
-              help="kt: a Kernel Tuner cache file, replayable with tune_kernel(..., simulation_mode=True).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "kt"]), default=None,
+              help="csv, json, or kt: a Kernel Tuner cache file, replayable with tune_kernel(..., "
+                   "simulation_mode=True). Default: from the file's name (.csv, .json, .kt.json), else csv.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
 @click.pass_context
 def export_cmd(
-    ctx: click.Context, run: str, fmt: str, output: str, store: str | None, kernel_name: str | None
+    ctx: click.Context, run: str, fmt: str | None, output: str, store: str | None, kernel_name: str | None
 ) -> None:
     """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file."""
+    named = _export_format_of(output)
+    # A Kernel Tuner cache is a .json file: --format kt and a plain .json name agree.
+    if fmt is not None and named is not None and (named == "csv") != (fmt == "csv"):
+        raise click.UsageError(f"--format {fmt}, but {output!r} is named as {named}: "
+                               "name the file for its format, or leave --format out")
+    fmt = fmt or named or "csv"
     st = _open(ctx, store)
     info = st.get_run(run)
     if fmt == "kt":
@@ -849,9 +873,25 @@ def export_cmd(
     click.echo(f"wrote {output}")
 
 
+def _export_format_of(output: str) -> str | None:
+    """The export format a file's name says (``.csv``, ``.json``, ``.kt.json`` or ``.kt.json.gz``); None
+    for a name without an extension. Any other extension (``.xlsx``) is refused: it would hold CSV."""
+    name = os.path.basename(output).lower()
+    for suffix, fmt in ((".kt.json", "kt"), (".kt.json.gz", "kt"), (".json", "json"), (".csv", "csv")):
+        if name.endswith(suffix):
+            return fmt
+    if "." not in name.lstrip("."):
+        return None
+    raise click.UsageError(f"{output!r}: export writes .csv, .json or .kt.json files (--format csv|json|kt)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``perftune`` command."""
     cli.main(args=argv, prog_name="perftune")
+
+
+def _terminated(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def entry() -> None:
@@ -863,8 +903,13 @@ def entry() -> None:
     A thread that is still running (not a daemon) gets the ordinary exit, which waits for it.
     """
     import atexit
+    import signal
     import threading
 
+    # SIGTERM (a batch system's stop, `timeout`, `kill`) ends a run as Ctrl-C does: the run is marked
+    # interrupted, its checkpoint written, and the resume command printed. Workers set their own.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         main()
         code: object = 0
@@ -940,8 +985,8 @@ def llvm_passes_cmd(ctx: click.Context, benchmark: str, budget: tuple[str, ...],
 @click.option("--seed", type=int, default=None, help="Seed of clustering, search and learning.")
 @click.option("--out", default=None,
               help="Dispatcher file (default: perftune-dispatch.json beside the tuned choices).")
-@click.option("--choose", default=None, metavar="INPUT",
-              help="Print the configuration for INPUT (JSON); no tuning.")
+@click.option("--choose", default=None, metavar="INPUT", type=click.Path(exists=True, dir_okay=False),
+              help="Print the configuration for INPUT (JSON) from the learned dispatcher; no tuning.")
 @_progress_options
 def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, choose: str | None,
               quiet: bool, progress_every: float | None) -> None:
@@ -950,8 +995,16 @@ def adapt_cmd(task: str, budget: str | None, seed: int | None, out: str | None, 
 
     site = CommandSite(task)
     if choose is not None:
-        use_dispatch(out)
-        config = site.config_for(choose)
+        import warnings
+
+        # What the program would run for INPUT: with a missing, corrupt or stale dispatcher file, the
+        # default configuration and one warning (printed as one line, with what to do).
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            use_dispatch(out)
+            config = site.config_for(choose)
+        for warning in caught:
+            click.echo(f"perftune: warning: {warning.message} (learn one: perftune adapt {task})", err=True)
         click.echo(json.dumps(site.landmark_to_json(config), sort_keys=True))
         return
     limit: Any = int(budget) if budget is not None and budget.isdigit() else budget
@@ -986,9 +1039,10 @@ def doctor_cmd(as_json: bool) -> None:
 @click.option("--compiler", default="gcc", show_default=True, help="Compiler to tune (name on PATH or path).")
 @click.option("--seed-flags", "seed_flags", multiple=True, metavar='"OPTS"',
               help='Option set to try early, e.g. "-O2 -funroll-loops" (repeatable).')
-@click.option("--rel-tol", type=float, default=0.0, show_default=True,
+@click.option("--rel-tol", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Relative tolerance for numbers in the output (floating-point programs; 0 = exact).")
-@click.option("--abs-tol", type=float, default=0.0, show_default=True, help="Absolute tolerance for numbers.")
+@click.option("--abs-tol", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Absolute tolerance for numbers.")
 @click.option("--link", default="-lm", show_default=True, metavar='"OPTS"', help="Options after the sources.")
 @click.option("--no-params", is_flag=True, help="Do not tune --param values.")
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
@@ -1010,14 +1064,15 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     Example:
       perftune flags prog.c --run "1000 input.txt" --budget 5m --workers 2
     """
-    import shlex
-
     from perftune.targets.flags import tune_flags
 
+    _shell_words("--run", run_args)  # a typo there is one line now, not a traceback from inside the run
+    link_args = _shell_words("--link", link)
     if common.get("executor", "local") != "local":
         raise PerftuneError("flags: builds and timed runs stay on this machine; "
                             "--executor dask is not supported")
 
+    st = _open(ctx, store, must_exist=False)
     budget_items = _opt(ctx, "budget", budget) or "5m"
     progress = _flags_progress(budget_items, _progress_settings(as_json, common.get("quiet", False),
                                                                 common.get("progress_every")))
@@ -1025,21 +1080,42 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
         result = tune_flags(
             list(sources), run_args, compiler=compiler, budget=budget_items,
             workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol,
-            abs_tol=abs_tol, link_args=shlex.split(link), store=_open(ctx, store, must_exist=False),
+            abs_tol=abs_tol, link_args=link_args, store=st,
             seed=_opt(ctx, "seed", seed),
             include_params=not no_params, reduce=not no_reduce, on_trial=progress,
             clock=common.get("clock", "wall"), goal=goal,
         )
     finally:
         progress.close()
-    _print_flags_result(result, as_json)
+    _print_flags_result(result, as_json, st)
 
 
-def _print_flags_result(result: Any, as_json: bool) -> None:
+def _shell_words(option: str, text: str) -> list[str]:
+    """``text`` split as a shell would; a malformed one (an unclosed quote) is a usage error."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{str(exc).lower()} in {text!r}", param_hint=option) from None
+
+
+def _print_flags_result(result: Any, as_json: bool, store: Any = None) -> None:
     if as_json:
         _emit_json(result.to_json())
         return
-    click.echo(f"{result.n_trials} trials; {result.improvement.text()}")
+    run_id = getattr(result, "run_id", None)
+    if store is not None and run_id is not None:
+        # The run and its trials as show and runs count them (cancelled evaluations included).
+        info = store.get_run(run_id)
+        counts: dict[str, int] = {}
+        for t in store.trials(run_id):
+            counts[t.status.value] = counts.get(t.status.value, 0) + 1
+        listed = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        click.echo(f"run {info.name} (id {run_id}): {sum(counts.values())} trials ({listed}); "
+                   f"{result.improvement.text()}")
+    else:
+        click.echo(f"{result.n_trials} trials; {result.improvement.text()}")
     if result.note:
         click.echo(result.note)
     # NaN shares (options required for the output) sort as 0.
@@ -1070,6 +1146,9 @@ def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | No
     """
     from perftune.report import plots_available, write_html
 
+    if output is not None and "." in os.path.basename(output).lstrip(".") \
+            and not output.lower().endswith((".html", ".htm")):
+        raise click.UsageError(f"{output!r}: the report is an HTML page; give a .html file")
     st = _open(ctx, store)
     info = st.get_run(run)
     plots = plots_available()

@@ -15,6 +15,7 @@ __all__ = [
     "BudgetError",
     "ExpressionError",
     "PerftuneError",
+    "RunWarning",
     "SpaceError",
     "StoreError",
     "TaskError",
@@ -48,3 +49,7 @@ class TaskError(PerftuneError):
 
 class BudgetError(PerftuneError):
     """A budget is empty or cannot be parsed."""
+
+
+class RunWarning(UserWarning):
+    """A run finished but its result is not what the caller likely expects (every trial failed)."""

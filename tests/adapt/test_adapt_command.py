@@ -64,7 +64,14 @@ def test_choose_without_a_dispatcher_prints_the_default_with_one_warning(task_di
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"algo": "merge"}
-    assert done.stderr.count("DispatchFileWarning") == 1
+    # One line, with what to do (not Python's warning with its source line).
+    [line] = done.stderr.splitlines()
+    assert line.startswith("perftune: warning: ") and "dispatcher file not found" in line
+    assert line.endswith(f"(learn one: perftune adapt {task_dir / 'task.toml'})")
+    # An input that does not exist is a usage error, not the default configuration.
+    missing = [*argv[:-1], str(tmp_path / "nosuch.txt")]
+    done = subprocess.run(missing, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_feature_command_gives_the_columns(task_dir):

@@ -200,6 +200,18 @@ def test_run_dispatches_a_flags_target_task(tmp_path):
     assert payload["schema"] == 1 and payload["n_trials"] >= 2
     assert payload["command_line"].startswith("gcc") and "stencil.c" in payload["command_line"]
 
+    # As for any task file: --name names the run, the output names it and counts its trials as show
+    # does, and resume says why a flags run cannot be resumed.
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = invoke("--store", db, "run", str(task), "--budget", "4", "--name", "mine")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(invoke("--store", db, "show", "mine", "--json").output)
+    listed = ", ".join(f"{n} {k}" for k, n in sorted(shown["counts"].items()))
+    assert f"run mine (id {shown['run']['id']}): {sum(shown['counts'].values())} trials ({listed}); " \
+           "improvement over -O3" in result.output
+    refused = CliRunner().invoke(cli, ["--store", db, "resume", "mine"])
+    assert refused.exit_code == 2 and "is a gcc flags run, which cannot be resumed" in refused.output
+
     bad = tmp_path / "bad.toml"
     bad.write_text('[target]\nkind = "rust"\n')
     result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(bad)])

@@ -132,6 +132,28 @@ def test_ctrl_c_prints_one_line_whose_resume_command_works_pasted_anywhere(tmp_p
     assert not (elsewhere / "perftune.db").exists()
 
 
+@pytest.mark.slow
+def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path):
+    # A batch system's stop (or `timeout`, `kill`): the run is marked interrupted, with the resume line.
+    (tmp_path / "task.toml").write_text(SLOW)
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from perftune.cli import entry; entry()", "--store", str(db), "run",
+         "task.toml", "--budget", "30"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while _n_trials(db) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "resume with: perftune resume slow" in err, err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+
+
 # SIGTERM (the driver cancelling an evaluation) arriving while the worker forks a candidate: after the
 # guard's before-fork hook, before logging's (which is where the stray "Exception ignored" came from).
 FORK_SCRIPT = textwrap.dedent("""

@@ -1545,6 +1545,28 @@ def tune(
         for callback in hooks:
             callback(tuner, trial)
 
-    return tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
-                     scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None,
-                     pruner=pruner)
+    result = tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
+                       scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None,
+                       pruner=pruner)
+    _warn_if_all_failed(result)
+    return result
+
+
+def _warn_if_all_failed(result: Result) -> None:
+    """One warning when ``tune`` measured trials and none succeeded: ``result.best`` is None, and the
+    reason the trials failed is what the caller needs (an objective that raises on every configuration
+    is far more often a bug in the caller's code than a property of the space)."""
+    done = [t for t in result.trials if t.status.value != "cancelled"]
+    if not done or any(t.ok for t in done):
+        return
+    reasons: dict[str, int] = {}
+    for t in done:
+        key = (t.reason or t.status.value).splitlines()[0][:200]
+        reasons[key] = reasons.get(key, 0) + 1
+    reason, count = max(reasons.items(), key=lambda kv: kv[1])
+    import warnings
+
+    from perftune.errors import RunWarning
+
+    warnings.warn(f"every trial failed ({len(done)}), so result.best is None; the most common reason "
+                  f"({count} of {len(done)}): {reason}", RunWarning, stacklevel=3)

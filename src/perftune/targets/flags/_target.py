@@ -129,9 +129,11 @@ class FlagsTarget(TargetBase):
         return shlex.join([t.compiler, *t.compile_args, *render(config, self._compiler()), *t.sources,
                            "-o", "prog", *t.link_args])
 
-    def run_task(self, *, budget: Any, workers: int, store: Any, seed: int | None, name: str) -> Any:
+    def run_task(self, *, budget: Any, workers: int, store: Any, seed: int | None, name: str,
+                 on_trial: Any = None) -> Any:
         """The whole flags run of a task file: :meth:`FlagsTask.run` (returns a ``FlagsResult``)."""
-        return self.task.run(budget=budget, workers=workers, store=store, seed=seed, name=name)
+        return self.task.run(budget=budget, workers=workers, store=store, seed=seed, name=name,
+                             on_trial=on_trial)
 
     def __getstate__(self) -> dict[str, Any]:
         # Worker processes build their own evaluator (it holds locks and sandboxes).
