@@ -104,7 +104,7 @@ def _common_options(f: Any) -> Any:
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="perftune")
 @click.option("--store", envvar="PERFTUNE_STORE", default=None, metavar="URL",
-              help="Results store: a SQLite path or an SQLAlchemy URL "
+              help="Results store: a SQLite path, a sqlite:/// or postgresql:// URL "
                    "(default: ./perftune.db, or $PERFTUNE_STORE).")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed for every run started by this command.")
