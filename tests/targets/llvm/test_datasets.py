@@ -43,8 +43,12 @@ def test_user_files(tmp_path: Path, loop_c: Path, loop_ll: Path) -> None:
         get_benchmark(tmp_path / "x.txt")
     broken = tmp_path / "broken.c"
     broken.write_text("int main( {")
-    with pytest.raises(BenchmarkError, match="clang-14 cannot compile it"):
+    # clang's message names the user's file, not the temporary copy that was compiled.
+    with pytest.raises(BenchmarkError, match=f"{broken}: clang-14 cannot compile it: {broken}:1:") as info:
         get_benchmark(broken)
+    assert "perftune-cc-" not in str(info.value)
+    with pytest.raises(BenchmarkError, match="is a directory; give a .c, .ll or .bc file"):
+        get_benchmark(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,18 @@ def test_cli_bad_benchmark_is_one_line() -> None:
     assert "unknown program 'nosuch'" in out.output
 
 
+def test_programs_that_cannot_be_tuned_are_refused_before_the_search(tmp_path) -> None:
+    crash = tmp_path / "crash.c"
+    crash.write_text("#include <stdio.h>\nint main(void) { volatile int *p = 0; puts(\"x\"); return *p; }\n")
+    empty = tmp_path / "empty.ll"
+    empty.write_text("")
+    for path, message in ((crash, "the -O0 reference build does not run cleanly"),
+                          (empty, "the module has no instructions")):
+        out = CliRunner().invoke(cli, ["llvm-passes", str(path), "--budget", "60s"])
+        assert out.exit_code == 2 and message in out.output, out.output
+        assert "evaluations" not in out.output  # refused before any search
+
+
 @pytest.mark.slow
 def test_task_file_target_runs_with_perftune_run() -> None:
     import os

@@ -128,8 +128,9 @@ def compile_command(source: Path | str, output: str, extra: tuple[str, ...] = ()
     return " ".join(["clang-14", *_C_FLAGS, *extra, str(source), "-o", output])
 
 
-def _compile_c(source_text: bytes, name: str, extra: tuple[str, ...] = ()) -> Path:
-    """Compiles C source to unoptimised (but inlinable) bitcode, cached by content."""
+def _compile_c(source_text: bytes, name: str, extra: tuple[str, ...] = (), shown: str | None = None) -> Path:
+    """Compiles C source to unoptimised (but inlinable) bitcode, cached by content; ``shown`` is the
+    source's name in clang's messages (the user's file, not the temporary copy compiled)."""
     clang = find_tool("clang")
     flags = (*_C_FLAGS, *extra)
     key = hashlib.sha256(source_text + " ".join(flags).encode() + _clang_version().encode()).hexdigest()[:20]
@@ -143,7 +144,8 @@ def _compile_c(source_text: bytes, name: str, extra: tuple[str, ...] = ()) -> Pa
         result = subprocess.run([clang, *flags, str(src), "-o", str(part)], capture_output=True, text=True)
         if result.returncode != 0:
             first = (result.stderr.strip().splitlines() or ["(no message)"])[0]
-            raise BenchmarkError(f"{name}: clang-14 cannot compile it: {first}")
+            first = first.replace(str(src), shown or name)
+            raise BenchmarkError(f"{shown or name}: clang-14 cannot compile it: {first}")
         os.replace(part, out)
     return out
 
@@ -210,12 +212,14 @@ def _seed(uri: str, text: str) -> int:
 
 
 def _user_file(uri: str, path: Path) -> Benchmark:
+    if path.is_dir():
+        raise BenchmarkError(f"{uri}: is a directory; give a .c, .ll or .bc file")
     if not path.is_file():
         raise BenchmarkError(f"{uri}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".c":
         source = path.read_bytes()
-        bitcode = _compile_c(source, path.stem)
+        bitcode = _compile_c(source, path.stem, shown=str(path))
         return Benchmark(
             uri,
             bitcode,

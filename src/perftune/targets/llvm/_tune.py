@@ -30,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import time
@@ -822,6 +821,9 @@ def tune_passes(
         raise LlvmError(f"length must be at least 1, got {length!r}")
     bench = get_benchmark(benchmark)
     ev = SequenceEvaluator(bench, engine=engine)
+    if ev.count_start == 0:
+        ev.engine.close()
+        raise LlvmError(f"{bench.uri}: the module has no instructions: there is nothing to optimise")
     if on_evaluation is not None:
         def notify() -> None:
             on_evaluation(ev.n_evaluations, ev.best_count, ev.n_failed)
@@ -832,9 +834,14 @@ def tune_passes(
 
         # The -O0 build's output, which candidates are checked against, is part of preparing the
         # benchmark (like the -Oz count), not of the search: build and run it before the clock
-        # starts (a slow program would otherwise spend up to its run limit of the budget).
-        with contextlib.suppress(LlvmError):
-            reference_output(bench)
+        # starts (a slow program would otherwise spend up to its run limit of the budget). A program
+        # that does not build or run cleanly at -O0 cannot check any candidate: said now, not after
+        # the search.
+        reference = reference_output(bench)
+        if not reference.timed_out and reference.returncode != 0:
+            raise LlvmError(f"{bench.uri}: the -O0 reference build does not run cleanly (exit status "
+                            f"{reference.returncode}), so no candidate's output can be checked against it; "
+                            "fix the program, or search without running it (--no-run / run=False)")
     # One clock for the whole command; each phase runs on its share of it. perftune: the ensemble,
     # then a local search around its best; the last twentieth of the time goes to validating the
     # winner and dropping passes that do not help (a shorter command line).
