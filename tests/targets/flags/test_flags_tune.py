@@ -121,6 +121,15 @@ def test_source_not_compiling_at_O2(gcc_info, tmp_path) -> None:  # type: ignore
     assert "bad.c" in message and "does not compile" in message and "-O2" in message
 
 
+def test_a_link_error_names_what_the_linker_could_not_find(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ok = tmp_path / "ok.c"
+    ok.write_text("int main(void) { return 0; }\n")
+    with pytest.raises(PerftuneError) as err:
+        tune_flags([str(ok)], "", budget=3, info=gcc_info, link_args=["-lperftune_no_such_lib"])
+    message = _one_line(err)
+    assert "cannot find -lperftune_no_such_lib" in message and "collect2" not in message
+
+
 def test_run_failing_at_O2(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prog = tmp_path / "fails.c"
     prog.write_text('#include <stdio.h>\nint main(void) { fprintf(stderr, "no input file\\n"); return 3; }\n')

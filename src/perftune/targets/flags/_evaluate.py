@@ -236,7 +236,12 @@ class Evaluator:
             )
             return None, Measurement("compiler-crash", reason=f"compiler crashed: {line[:300]}")
         offending = self._rejected_option(text, options)
-        first = next((ln.strip() for ln in text.splitlines() if "error" in ln), step.reason or "failed")
+        # The linker's own line says what is wrong ("cannot find -lfoo", "undefined reference to");
+        # collect2's "ld returned 1 exit status" only that it failed.
+        lines = [ln.strip() for ln in text.splitlines()
+                 if "error" in ln or "cannot find" in ln or "undefined reference" in ln]
+        first = next((ln for ln in lines if not ln.startswith("collect2:")), lines[0] if lines else
+                     step.reason or "failed")
         if offending is not None:
             remember_rejected(self.info, offending, first[:200])
             return None, Measurement("rejected", reason=f"compiler rejected {offending}: {first[:300]}")
