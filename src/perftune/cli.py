@@ -578,6 +578,9 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
+    if limit.evals is not None and tuner.n_trials >= limit.evals:
+        click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
+                   f"{limit.evals} allows: nothing to measure (--budget +N measures N more)", err=True)
     _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 

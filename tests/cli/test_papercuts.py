@@ -219,6 +219,15 @@ def test_resume_line_never_prints_a_store_password():
     assert shlex.split(_resume_command("nightly", plain))[-2:] == ["--store", "postgresql://tuner@db/perftune"]
 
 
+def test_resume_with_a_budget_already_spent_says_so(tmp_path):
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = str(tmp_path / "p.db")
+    invoke("--store", db, "run", str(task), "--budget", "3", "--seed", "0", "--name", "r")
+    said = invoke("--store", db, "resume", "r", "--budget", "2")
+    assert "run 'r' has 3 trials, as many as a budget of 2 allows: nothing to measure" in said
+
+
 def test_the_store_file_alone_holds_every_trial_when_a_command_ends(tmp_path):
     # SQLite's write-ahead log is folded into the .db file when the command closes the store: a copy or
     # a backup of the .db file alone is whole (it used to hold the tables and none of the trials).
