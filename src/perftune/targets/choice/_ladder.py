@@ -6,6 +6,13 @@ resolved there by re-measuring close competitors), then carries a shrinking set 
 ladder. Each rung above the first also grows the population a little: mutants of the current leaders
 are tried first at the rung below (cheaply) and promoted only if they beat the survivors there.
 
+Every rung also measures the *baselines* (by default the space's default configuration) and the
+previous rung's best, whatever their rank one rung down: a candidate ranked at a smaller size can
+differ from its parent only above that size (an untested extrapolation that ties there by noise), so
+without these references a rung could end with nothing but such candidates and no way to see that
+all of them are slower than the default. A rung whose settings leave no room for a candidate beyond
+the references says so in :attr:`LadderResult.notes`.
+
 Example:
     >>> from perftune.space import Int, Space
     >>> space = Space({"x": Int(0, 100)})
@@ -65,6 +72,8 @@ class Rung:
     cost_s: float = 0.0
     n_candidates: int = 0
     best_value: float | None = None
+    #: Median value of the first baseline (the default configuration) at this size; None if it failed.
+    baseline_value: float | None = None
 
 
 @dataclass
@@ -78,7 +87,10 @@ class LadderResult:
         cost_s: Total measurement cost (wall seconds of the objective, or the ``cost`` model).
         n_measurements: Objective calls, all sizes included.
         failures: ``(config, size, reason)`` of every call that raised.
-        survivors: Final candidates with their median values, best first.
+        survivors: Final candidates with their median values, best first (the baselines included).
+        baselines: The configurations measured at every rung for comparison (the default first).
+        notes: What the ladder could not do with its settings (say, a rung with room for no candidate
+            beyond the baselines and the previous best), in words.
     """
 
     best: Any
@@ -88,6 +100,8 @@ class LadderResult:
     n_measurements: int
     failures: list[tuple[Any, Any, str]] = field(default_factory=list)
     survivors: list[tuple[Any, float]] = field(default_factory=list)
+    baselines: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 class _Samples:
@@ -150,6 +164,8 @@ def increa(
     cost: Callable[[Any, Any, float], float] | None = None,
     propose: Callable[[Any, Any, Any, np.random.Generator], list[Any]] | None = None,
     technique: str | None = None,
+    baselines: Sequence[Any] | None = None,
+    carry: Callable[[Any, Any], Any] | None = None,
 ) -> LadderResult:
     """Tune ``objective(config, size)`` on a ladder of sizes, smallest first.
 
@@ -169,6 +185,13 @@ def increa(
         technique: Explore the smallest size with this perftune search technique (e.g. ``"bandit"``,
             through :class:`perftune.Tuner`) instead of the built-in mutation/selection rounds; it gets
             the same number of measurements.
+        baselines: Configurations measured at every rung (with the samples the rung gives its
+            candidates) and kept among the candidates up to the largest size, so that the result is
+            compared with them there; default: the space's default configuration. ``[]`` turns this off.
+            The previous rung's best is always carried up too.
+        carry: Optional ``carry(config, size) -> config``: the previous rung's best as that rung
+            tested it (say, without the parts its size never exercised); it is carried up to the next
+            rung like the baselines, so an untested extension of the best cannot push it out.
 
     Returns:
         A :class:`LadderResult`.
@@ -181,11 +204,20 @@ def increa(
     rng = np.random.default_rng(seed)
     rec = _Samples(objective, cost, 1.0 if goal == "min" else -1.0)
     rungs = [Rung(size=s) for s in sizes]
+    refs: list[Any] = []
+    for c in [space.default()] if baselines is None else list(baselines):
+        if space.is_valid(c) and c not in refs:
+            refs.append(c)
+    notes: list[str] = []
+
+    def usable(c: Any) -> bool:
+        # A reference that failed somewhere (say, a default that is wrong at some size) is not carried.
+        return not any(key[0] == c for key in rec.failed)
 
     # ---- the smallest size: broad exploration, then noise resolution ------------------------------
     s0, r0 = sizes[0], rungs[0]
     pop: list[Any] = []
-    for c in list(seeds) + [space.default()]:
+    for c in [*seeds, space.default(), *refs]:
         if space.is_valid(c) and c not in pop:
             pop.append(c)
     n_parents = max(2, st.population // 2)
@@ -236,8 +268,12 @@ def increa(
         for c in contenders:
             rec.measure(c, s0, r0)
     survivors = rec.ranked(contenders, s0)[:n_keep]
+    for c in refs:
+        if rec.n(c, s0) == 0:
+            rec.measure(c, s0, r0)
     r0.n_candidates = len(rec.ranked(pop, s0))
     r0.best_value = rec.sign * rec.loss(survivors[0], s0) if survivors else None
+    r0.baseline_value = _value(rec, refs, s0)
 
     # ---- each larger size: grow a little one rung down, promote, shrink -------------------------
     for k in range(1, len(sizes)):
@@ -265,9 +301,26 @@ def increa(
             if last
             else max(st.min_keep, len(survivors))
         )
+        previous_best = [survivors[0]]
+        if carry is not None:
+            tested = carry(survivors[0], below)
+            if tested != survivors[0] and space.is_valid(tested):
+                previous_best.append(tested)
         promoted = rec.ranked(survivors + new, below)[: max(st.min_keep, len(survivors))]
         if last:
             promoted = promoted[: max(st.min_keep, n_keep)]
+        # The references: the previous rung's best and the baselines are measured here whatever their
+        # rank one rung down, so this rung can always be compared with them.
+        fresh = [c for c in promoted if c not in previous_best and c not in refs]
+        for c in [*previous_best, *refs]:
+            if c not in promoted and usable(c):
+                promoted.append(c)
+        if not fresh:
+            notes.append(
+                f"size {size!r}: the settings left room for no candidate beyond the default and the "
+                f"previous best (LadderSettings keep={st.keep}, min_keep={st.min_keep}); raise them to "
+                "tune this size"
+            )
         n_samples = st.final_samples if last else 1
         for c in promoted:
             for _ in range(n_samples):
@@ -289,6 +342,7 @@ def increa(
             survivors = survivors[: max(st.min_keep, math.ceil(len(survivors) * max(st.keep, 0.6)))]
         rung.n_candidates = len(promoted)
         rung.best_value = rec.sign * rec.loss(survivors[0], size) if survivors else None
+        rung.baseline_value = _value(rec, refs, size)
 
     top = sizes[-1]
     final = [c for c in survivors if (c, top) in rec.data]
@@ -305,7 +359,16 @@ def increa(
         n_measurements=sum(r.n_measurements for r in rungs),
         failures=rec.failures,
         survivors=[(c, rec.sign * rec.loss(c, top)) for c in final],
+        baselines=refs,
+        notes=notes,
     )
+
+
+def _value(rec: _Samples, refs: Sequence[Any], size: Any) -> float | None:
+    """Median value of the first baseline at ``size``; None without baselines or measurements."""
+    if not refs or rec.n(refs[0], size) == 0:
+        return None
+    return rec.sign * rec.loss(refs[0], size)
 
 
 def _explore_with_tuner(

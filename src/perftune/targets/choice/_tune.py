@@ -2,7 +2,12 @@
 
 As in PetaBricks, the program is first tuned on small inputs; the selectors that win there seed the
 next, larger size, where a survivor may keep its selector or grow a new top level (a different
-algorithm above a new cutoff between the two sizes). The ladder itself is :func:`increa`.
+algorithm above a new cutoff between the two sizes). The ladder itself is :func:`increa`; it measures
+the declared defaults and the previous size's best (as that size ran it, without the levels above it)
+at every size. Before the result is returned it is
+timed against the defaults at every tuned size (interleaved, several samples): a selector measured
+slower than the defaults at any of them is not kept (the next survivor, else the defaults, is), and
+:attr:`SiteTuning.notes` says why.
 
 Example:
     >>> from perftune.targets.choice import use_choices
@@ -22,7 +27,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +48,20 @@ class SiteTuning:
         choices: The tuned selectors, as a :class:`ChoicesFile` (sites only).
         time_s: Median time of the program at the largest size with the tuned selectors.
         ladder: The full ladder report (per-size costs, failures, survivors).
+        default_time_s: Median time of the program at the largest size with the declared defaults
+            (None if the defaults could not be measured there).
+        comparison: ``(size, tuned_s, default_s)`` medians of the final check at each tuned size where
+            the tuned selectors run a different program from the defaults (interleaved samples).
+        notes: What the tuning could not do or replaced, in words (a size the settings left no room to
+            tune, a selector dropped for being slower than the defaults, the defaults kept).
     """
 
     choices: ChoicesFile
     time_s: float
     ladder: LadderResult
+    default_time_s: float | None = None
+    comparison: list[tuple[int, float, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge the tuned selectors into the tuned-choices file (default location) and write it."""
@@ -111,7 +125,10 @@ def tune_sites(
         seed: Seed for candidate generation and inputs.
 
     Returns:
-        A :class:`SiteTuning`; call ``.save()`` to write the tuned-choices file.
+        A :class:`SiteTuning`; call ``.save()`` to write the tuned-choices file. Its selectors are
+        never measured slower than the declared defaults at a tuned size: the ladder carries the
+        defaults and each size's best up to the largest size, and a final interleaved timing at every
+        tuned size replaces a selector that loses there (by the next survivor, else the defaults).
     """
     from perftune.space import Levels, Space
 
@@ -175,7 +192,11 @@ def tune_sites(
     for s in sites:
         for alt in s.alternatives:
             seeds.append(Config({**base, s.name: Levels(cutoffs=(), choices=(alt,))}))
-    ladder = increa(objective, space, list(sizes), settings=settings, seed=seed, seeds=seeds, propose=propose)
+    default = space.default()
+    ladder = increa(
+        objective, space, list(sizes), settings=settings, seed=seed, seeds=seeds, propose=propose,
+        baselines=[default], carry=_trim,
+    )
     # A level is only checked on the sizes the measurements happened to visit; before trusting a
     # selector, run the program at both ends, the middle and a random size of every level's range.
     top = sizes[-1]
@@ -196,11 +217,102 @@ def tune_sites(
             if fallback is None:
                 raise ChoiceError(f"tune_sites: every selector gave a wrong output; last: {problem}")
             chosen, chosen_value = fallback
+    # Never keep what was measured slower than the defaults at a tuned size: time the chosen selector
+    # (then the next survivors) against them at every tuned size, and keep the defaults if all lose.
+    st = settings or LadderSettings()
+    notes = list(ladder.notes)
+    tries = [chosen]
+    wrong = {config for config, _, _ in ladder.failures}
+    for config, _ in survivors:
+        if len(tries) >= _GUARD_TRIES:
+            break
+        if config in tries or config == default or config in wrong:
+            continue
+        if check is not None and _verify(config, by_name, program, make_input, check, top, input_rng):
+            continue
+        tries.append(config)
+    comparison: list[tuple[int, float, float]] = []
+    default_time = ladder.rungs[-1].baseline_value
+    if check is not None and _verify(default, by_name, program, make_input, check, top, input_rng):
+        notes.append("the declared defaults give a wrong output: the tuned selectors were not compared")
+    elif chosen == default:
+        notes.append(f"kept the declared defaults: no tuned selector measured faster at size {top}")
+    else:
+        for config in tries:
+            rows, problem = _compare(config, default, objective, list(sizes), st.final_samples)
+            if problem is None:
+                comparison = rows
+                if rows and rows[0][0] == top:
+                    chosen_value, default_time = rows[0][1], rows[0][2]
+                chosen = config
+                break
+            notes.append(f"dropped {_describe(config)}: {problem}")
+        else:
+            chosen = default
+            notes.append("kept the declared defaults: no tuned selector was as fast at every tuned size")
+    if chosen == default and default_time is not None:
+        chosen_value = default_time
     out = ChoicesFile()
     for name in names:
         lv = chosen[name]
         out.set_site(name, *simplify_levels(lv.cutoffs, lv.choices))
-    return SiteTuning(choices=out, time_s=chosen_value, ladder=ladder)
+    return SiteTuning(choices=out, time_s=chosen_value, ladder=ladder, default_time_s=default_time,
+                      comparison=comparison, notes=notes)
+
+
+#: Most tuned selectors timed against the defaults before the defaults are kept.
+_GUARD_TRIES = 3
+#: Most samples per program and size in that final timing (small sizes are cheap: they get more).
+_GUARD_MAX_SAMPLES = 25
+
+
+def _describe(config: Any) -> str:
+    """``site: [cutoffs] [choices]`` for every site of a configuration."""
+    parts = []
+    for name, lv in dict(config).items():
+        cut, choices = simplify_levels(lv.cutoffs, lv.choices)
+        parts.append(f"{name}: {list(cut)} {list(choices)}")
+    return ", ".join(parts)
+
+
+def _compare(
+    config: Any,
+    default: Any,
+    objective: Callable[[Any, int], float],
+    sizes: Sequence[int],
+    final_samples: int,
+) -> tuple[list[tuple[int, float, float]], str | None]:
+    """Time ``config`` against ``default`` at every size, largest first, interleaved.
+
+    Sizes where the two run the same program (they differ only in levels above that size) are not
+    timed. Returns the ``(size, config_s, default_s)`` medians and the first problem: ``config``
+    slower than ``default`` (by the medians) or failing; None if there is none. A size where the
+    default itself fails is not compared.
+    """
+    top = sizes[-1]
+    rows: list[tuple[int, float, float]] = []
+    for size in sorted(sizes, reverse=True):
+        if _trim(config, size) == _trim(default, size):
+            continue
+        n = min(_GUARD_MAX_SAMPLES, max(final_samples, math.ceil(final_samples * top / size)))
+        a: list[float] = []
+        b: list[float] = []
+        for _ in range(n):
+            try:
+                a.append(objective(config, size))
+            except ChoiceError as e:
+                return rows, f"failed at size {size}: {e}"
+            try:
+                b.append(objective(default, size))
+            except ChoiceError:
+                break
+        if len(b) < n:
+            continue
+        ta, tb = statistics.median(a), statistics.median(b)
+        rows.append((size, ta, tb))
+        if ta > tb:
+            return rows, f"measured slower than the defaults at size {size} ({ta:.3g} s against {tb:.3g} s)"
+    return rows, None
 
 
 def _trim(config: Any, top: int) -> Any:
