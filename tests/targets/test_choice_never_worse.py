@@ -211,3 +211,14 @@ def _timed(site: AlgorithmSite, config, n: int, clock: Clock) -> float:
         start = clock.now
         site(list(range(n)))
         return clock.now - start
+
+
+def test_tuning_before_any_tuned_choices_file_exists_warns_nothing(clock, tmp_path, monkeypatch):
+    # The usual first step; pytest turns any warning into an error here (filterwarnings = error).
+    from perftune.targets.choice import _site
+
+    monkeypatch.setenv("PERFTUNE_CHOICES", str(tmp_path / "none-yet.json"))
+    monkeypatch.setattr(_site, "_LOADED", None)  # a fresh process: the file is read on first use
+    site, program = readme_sort("first-tuning", clock)
+    result = tune_sites(program, [site], make_input=make_input, sizes=[16, 256], seed=0)
+    assert site.name in result.choices.sites

@@ -26,6 +26,7 @@ import contextlib
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, ChoicesFile, load_choices
+from perftune.targets.choice._file import ChoiceError, ChoicesFile, ChoicesFileWarning, load_choices
 from perftune.targets.choice._ladder import LadderResult, LadderSettings, increa
 from perftune.targets.choice._site import AlgorithmSite
 
@@ -185,7 +186,12 @@ def tune_sites(
 
     # Seeds: the current selectors, and every single algorithm alone (the baselines to beat).
     seeds = []
-    base = {s.name: s.levels for s in sites}
+    with warnings.catch_warnings():
+        # Tuning before there is a tuned-choices file is the usual first step, not a problem to report
+        # (a corrupt file still warns: the tuning is about to replace it).
+        warnings.filterwarnings("ignore", message=r".*tuned-choices file not found",
+                                category=ChoicesFileWarning)
+        base = {s.name: s.levels for s in sites}
     from perftune.space import Config
 
     seeds.append(Config(base))
