@@ -160,3 +160,27 @@ def test_a_store_on_a_read_only_file_system_is_one_line(
     with pytest.raises(StoreError, match="cannot create store .*: Read-only file system") as info:
         open_store(str(tmp_path / "s.db"))
     assert "\n" not in str(info.value)
+
+
+def test_a_store_on_a_read_only_mount_is_read_without_its_log_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An archive or a snapshot: WAL mode would need -wal and -shm files beside the store, so read-only
+    # commands open it immutable (the file and its folder cannot be written: a read-only file system).
+    import os
+
+    from perftune.space import Config
+    from perftune.trial import Status, Trial
+
+    db = tmp_path / "archive.db"
+    with open_store(str(db)) as store:
+        run = store.create_run("kept", None)
+        store.add_trial(run.id, Trial(id=0, config=Config({"x": 1}), status=Status.OK, value=2.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["archive.db"]
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if mode & os.W_OK else real(p, mode, **kw))
+    with open_store(str(db), must_exist=True) as store:
+        assert [r.name for r in store.list_runs()] == ["kept"] and store.count(store.get_run("kept").id) == 1
+        with pytest.raises(StoreError, match="readonly database"):
+            store.create_run("new", None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["archive.db"]

@@ -65,6 +65,13 @@ def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         cursor.close()
 
 
+def _read_only_place(path: Path) -> bool:
+    """Whether an existing store file can be neither written nor given its -wal/-shm files beside it
+    (a read-only mount), with no -wal file whose commits an immutable reader would miss."""
+    return (path.exists() and not os.access(path, os.W_OK) and not os.access(path.parent, os.W_OK)
+            and not Path(f"{path}-wal").exists())
+
+
 def _is_locked(exc: BaseException) -> bool:
     orig = getattr(exc, "orig", exc)
     if not isinstance(orig, sqlite3.OperationalError):
@@ -106,6 +113,14 @@ class SqliteDialect(Dialect):
                     raise StoreError(
                         f"cannot create store {str(path)!r}: folder {str(parent)!r} does not exist"
                     )
+            if must_exist and _read_only_place(path):
+                # A store on a read-only file system (an archive, a snapshot): SQLite cannot make the
+                # -wal and -shm files WAL mode needs, so it is opened immutable, for reading only.
+                return sa.create_engine(
+                    "sqlite://",
+                    creator=lambda: sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True,
+                                                    check_same_thread=False, isolation_level=None),
+                )
             engine = sa.create_engine(
                 url,
                 connect_args={
@@ -207,8 +222,10 @@ def _check_file(path: Path) -> None:
     if head != SQLITE_MAGIC:
         raise StoreError(f"{str(path)!r} is not a perftune store (not a SQLite database)")
     # Read-only, before the store's own connection switches the file to WAL mode (a write).
+    # On a read-only file system, immutable: no -wal or -shm file is needed (or could be made).
+    query = "immutable=1" if _read_only_place(path) else "mode=ro"
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     except sqlite3.Error:
         return  # locked or unreadable: the store's own checks report it
