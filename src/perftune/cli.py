@@ -578,6 +578,8 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
+    # The run's settings say the budget it runs with now (show and the report print them).
+    st.update_settings(info.id, {"budget": limit.__dict__})
     if limit.evals is not None and tuner.n_trials >= limit.evals:
         click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
                    f"{limit.evals} allows: nothing to measure (--budget +N measures N more)", err=True)

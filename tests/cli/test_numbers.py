@@ -189,6 +189,7 @@ def test_runs_and_a_resumed_run_print_the_same_improvement_as_show(tmp_path):
     shown = json.loads(invoke("--store", db, "show", "r", "--json"))
     assert shown["improvement"] == resumed["improvement"]
     assert shown["final"]["trial"] == resumed["best"]["id"]
+    assert shown["run"]["settings"]["budget"]["evals"] == 9  # the budget it ran with last, not the first
 
 
 def test_runs_prints_the_improvement_of_a_run_made_from_python_as_show_does(tmp_path):

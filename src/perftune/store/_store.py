@@ -729,6 +729,20 @@ class Store:
         Raises:
             StoreError: no such run.
         """
+        self._update_settings(run_id, {"result": result}, "cannot record the result")
+
+    def update_settings(self, run_id: int, changes: Mapping[str, Any]) -> None:
+        """Set keys of a run's settings (a value of None removes the key); the others are kept.
+
+        For what changes over a run's life, such as the budget a resumed run was given, so that every
+        view of the run (show, the report) says what it ran with.
+
+        Raises:
+            StoreError: no such run.
+        """
+        self._update_settings(run_id, changes, "cannot update the run's settings")
+
+    def _update_settings(self, run_id: int, changes: Mapping[str, Any], what: str) -> None:
         runs = schema.runs
 
         def update(conn: Connection) -> int:
@@ -736,14 +750,15 @@ class Store:
             if row is None:
                 return 0
             settings = json.loads(row.settings) if row.settings else {}
-            if result is None:
-                settings.pop("result", None)
-            else:
-                settings["result"] = result
+            for key, value in changes.items():
+                if value is None:
+                    settings.pop(key, None)
+                else:
+                    settings[key] = value
             conn.execute(sa.update(runs).where(runs.c.id == run_id).values(settings=_dumps(settings)))
             return 1
 
-        if self._run(update, "cannot record the result", write=True) == 0:
+        if self._run(update, what, write=True) == 0:
             raise StoreError(f"store {self.location}: no run with id {run_id}")
 
     def _require_run(self, conn: Connection, run_id: int) -> None:
