@@ -663,12 +663,18 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
         sys.exit(130)
     over = summary.stop_reason not in ("max_trials", "interrupted")
     result = worker.result()
+    from perftune.report import answer_of
+
+    # The improvement as show prints it for a run without a recorded answer: the best against the default.
+    answer = answer_of(result.best, result.default, goal=result.goal)
     if as_json:
+        imp = answer.improvement
         _emit_json({"run": {"id": worker.run_id, "name": worker.run_name}, "worker": summary.worker,
                     "n_measured": summary.n_measured, "n_reissued": summary.n_reissued,
                     "n_discarded": summary.n_discarded, "proposed": summary.proposed,
                     "stop_reason": summary.stop_reason, "run_over": over, "counts": result.counts(),
-                    "best": _trial_json(result.best)})
+                    "best": _trial_json(result.best),
+                    "improvement": None if imp is None else imp.to_json()})
         return
     from rich.markup import escape
 
@@ -677,7 +683,7 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
     console.print(f"worker {escape(summary.worker)}: measured {summary.n_measured} trials of run "
                   f"[bold]{escape(worker.run_name)}[/]{reissued}; stopped: {escape(summary.stop_reason)}")
     if over:
-        _print_result(result, as_json=False)
+        _print_result(result, as_json=False, answer=answer)
 
 
 @cli.group("runs", invoke_without_command=True)

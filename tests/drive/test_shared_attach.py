@@ -131,6 +131,11 @@ def test_perftune_work_shares_a_task_file_run(zlib_task: Path, tmp_path: Path) -
     done = subprocess.run([str(PERFTUNE), "work", "zl", "--store", store], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "measured 0 trials of run zl; stopped: budget" in done.stdout
+    # The improvement line, the same as show prints for the run.
+    shown = subprocess.run([str(PERFTUNE), "show", "zl", "--store", store], capture_output=True, text=True,
+                           timeout=120)
+    [line] = [ln for ln in shown.stdout.splitlines() if ln.startswith("improvement over the default")]
+    assert line in done.stdout
 
 
 def test_a_trial_recorded_while_a_new_proposer_resumes_counts_against_the_budget(tmp_path: Path) -> None:
