@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -37,10 +38,10 @@ class _Cli(click.Group):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as error:
             where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
-            click.echo(f"perftune: error: {error.format_message()}{where}", err=True)
+            click.echo(f"perftune: error: {_printable(error.format_message())}{where}", err=True)
             sys.exit(2)
         except click.ClickException as error:
-            click.echo(f"perftune: error: {error.format_message()}", err=True)
+            click.echo(f"perftune: error: {_printable(error.format_message())}", err=True)
             sys.exit(error.exit_code)
         except click.Abort:
             click.echo("perftune: interrupted", err=True)
@@ -51,17 +52,42 @@ class _Cli(click.Group):
         try:
             return super().invoke(ctx)
         except PerftuneError as error:
-            click.echo(f"perftune: error: {error}", err=True)
+            click.echo(f"perftune: error: {_printable(str(error))}", err=True)
             sys.exit(2)
         except ImportError as error:
             # A feature of an extra reached without it: the message names the extra to install.
             if "pip install 'perftune[" not in str(error):
                 raise
-            click.echo(f"perftune: error: {error}", err=True)
+            click.echo(f"perftune: error: {_printable(str(error))}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("perftune: interrupted", err=True)
             sys.exit(130)
+
+
+#: C0 and C1 control characters but tab and newline: what a terminal would act on rather than show.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with each terminal control character shown as ``\\xNN``: a candidate's output and
+    whatever the store holds are untrusted, and an escape sequence in them (clear the screen, set the
+    window title, move the cursor over earlier lines) must not reach the user's terminal as one."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _escape(text: str) -> str:
+    """Untrusted text for rich: printable (:func:`_printable`) and its markup shown, not parsed."""
+    from rich.markup import escape
+
+    return escape(_printable(text))
+
+
+def _text(text: str) -> Any:
+    """Untrusted text as a rich ``Text`` cell: printable, never parsed as markup."""
+    from rich.text import Text
+
+    return Text(_printable(text))
 
 
 def _emit_json(payload: dict[str, Any]) -> None:
@@ -183,7 +209,6 @@ def _console() -> Any:
 
 
 def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
-    from rich.markup import escape
 
     from perftune.report import FinalAnswer
 
@@ -208,28 +233,28 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
         return
     console = _console()
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
-    console.print(f"run [bold]{escape(str(result.run_name))}[/] (id {result.run_id}): "
+    console.print(f"run [bold]{_escape(str(result.run_name))}[/] (id {result.run_id}): "
                   f"{len(result.trials)} trials ({counts}); "
-                  f"stopped: {escape(result.stop_reason or 'budget')}")
+                  f"stopped: {_escape(result.stop_reason or 'budget')}")
     if result.best is None:
         console.print("[red]no successful trial[/]")
         for line in answer.lines():
-            console.print(escape(line))
+            console.print(_escape(line))
         return
     if result.default is not None and result.default.ok:
         console.print(f"default configuration: {result.default.value:.6g}")
     console.print(f"best: [bold green]{result.best.value:.6g}[/] "
-                  f"(trial {result.best.id}, by {escape(str(result.best.technique))})")
-    console.print(f"best configuration: {escape(result.best.config.to_json())}")
+                  f"(trial {result.best.id}, by {_escape(str(result.best.technique))})")
+    console.print(f"best configuration: {_escape(result.best.config.to_json())}")
     for line in answer.lines():
-        console.print(escape(line))
+        console.print(_escape(line))
     if multi:
         front = result.pareto
         names = ", ".join(f"{n} ({g})" for n, g in zip(objectives.names, objectives.goals, strict=True))
         console.print(f"Pareto front of {names}: {len(front)} trials")
         for t in front:
             values = "  ".join(f"{n}={t.metrics.get(n, t.value):.6g}" for n in objectives.names)
-            console.print(f"  trial {t.id}: {values}  {escape(t.config.to_json())}")
+            console.print(f"  trial {t.id}: {values}  {_escape(t.config.to_json())}")
 
 
 @cli.command("run")
@@ -676,12 +701,11 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
                     "best": _trial_json(result.best),
                     "improvement": None if imp is None else imp.to_json()})
         return
-    from rich.markup import escape
 
     console = _console()
     reissued = f" ({summary.n_reissued} issued again after a dead worker)" if summary.n_reissued else ""
-    console.print(f"worker {escape(summary.worker)}: measured {summary.n_measured} trials of run "
-                  f"[bold]{escape(worker.run_name)}[/]{reissued}; stopped: {escape(summary.stop_reason)}")
+    console.print(f"worker {_escape(summary.worker)}: measured {summary.n_measured} trials of run "
+                  f"[bold]{_escape(worker.run_name)}[/]{reissued}; stopped: {_escape(summary.stop_reason)}")
     if over:
         _print_result(result, as_json=False, answer=answer)
 
@@ -715,7 +739,6 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         _emit_json({"runs": rows})
         return
     from rich.table import Column, Table
-    from rich.text import Text
 
     # Names are what the other commands take: never cut one short (the other columns give way).
     longest = max((len(str(r["name"])) for r in rows), default=4)
@@ -724,7 +747,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     for r in rows:
         imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.
-        table.add_row(str(r["id"]), Text(str(r["name"])), Text(str(r["status"])), Text(str(r["goal"])),
+        table.add_row(str(r["id"]), _text(str(r["name"])), _text(str(r["status"])), _text(str(r["goal"])),
                       str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
                       "-" if imp is None else f"{imp['estimate']:.3f}x", _when(r["created_at"]))
     _console().print(table)
@@ -765,13 +788,11 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
                     "improvement": None if imp is None else imp.to_json(), "note": answer.note,
                     "final": answer.to_json(), "pareto": pareto})
         return
-    from rich.markup import escape
     from rich.table import Table
-    from rich.text import Text
 
     console = _console()
-    console.print(f"run [bold]{escape(str(info.name))}[/] (id {info.id}), {escape(str(info.status))}, "
-                  f"goal {escape(str(info.goal))}, {len(trials)} trials")
+    console.print(f"run [bold]{_escape(str(info.name))}[/] (id {info.id}), {_escape(str(info.status))}, "
+                  f"goal {_escape(str(info.goal))}, {len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     if counts.get("pruned"):
         console.print(f"pruned: {counts['pruned']} trials stopped early by the pruner; they are not full "
@@ -780,25 +801,26 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
         console.print(f"default configuration: {default.value:.6g}")
     if best is not None:
         console.print(f"best: [bold green]{best.value:.6g}[/] (trial {best.id}) "
-                      f"{escape(best.config.to_json())}")
+                      f"{_escape(best.config.to_json())}")
     if answer.command_line is not None:
-        console.print(f"final command line: {escape(answer.command_line)}")
+        console.print(f"final command line: {_escape(answer.command_line)}")
     elif answer.trial is not None and best is not None and answer.trial != best.id and answer.config:
         config = json.dumps(answer.config, sort_keys=True)
-        console.print(f"final answer: trial {answer.trial} {escape(config)}")
+        console.print(f"final answer: trial {answer.trial} {_escape(config)}")
     for line in answer.lines():
-        console.print(escape(line))
+        console.print(_escape(line))
     if pareto is not None:
         _print_pareto(console, pareto)
     if reasons:
         table = Table("failure reason", "trials")
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
-            table.add_row(Text(reason), str(n))
+            table.add_row(_text(reason), str(n))
         console.print(table)
     table = Table("trial", "status", "value", "technique", "config", title="last 15 trials")
     for t in trials[-15:]:
         value = "-" if t.value is None else f"{t.value:.6g}"
-        table.add_row(str(t.id), t.status.value, value, Text(str(t.technique)), Text(t.config.to_json()[:80]))
+        table.add_row(str(t.id), t.status.value, value, _text(str(t.technique)),
+                      _text(t.config.to_json()[:80]))
     console.print(table)
 
 
@@ -822,7 +844,6 @@ def _pareto_of(st: Any, info: Any) -> dict[str, Any] | None:
 
 def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
     from rich.table import Table
-    from rich.text import Text
 
     names = [o["name"] for o in pareto["objectives"]]
     rows = sorted(pareto["trials"], key=lambda t: (t["values"][names[0]], t["id"]))
@@ -833,8 +854,8 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
     table = Table("trial", *names, "technique", "config", title=title)
     for t in shown:
         values = ["-" if t["values"][n] is None else f"{t['values'][n]:.6g}" for n in names]
-        table.add_row(str(t["id"]), *values, Text(str(t["technique"])),
-                      Text(json.dumps(t["config"], sort_keys=True)[:60]))
+        table.add_row(str(t["id"]), *values, _text(str(t["technique"])),
+                      _text(json.dumps(t["config"], sort_keys=True)[:60]))
     console.print(table)
 
 
@@ -1123,7 +1144,7 @@ def _print_flags_result(result: Any, as_json: bool, store: Any = None) -> None:
         for t in store.trials(run_id):
             counts[t.status.value] = counts.get(t.status.value, 0) + 1
         listed = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        click.echo(f"run {info.name} (id {run_id}): {sum(counts.values())} trials ({listed}); "
+        click.echo(f"run {_printable(info.name)} (id {run_id}): {sum(counts.values())} trials ({listed}); "
                    f"{result.improvement.text()}")
     else:
         click.echo(f"{result.n_trials} trials; {result.improvement.text()}")
@@ -1332,7 +1353,6 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
         _emit_json({"goal": view["goal"], "runs": rows})
         return
     from rich.table import Column, Table
-    from rich.text import Text
 
     marks = sorted({m for r in rows for m in r["best_at"]}, key=int)
     table = Table(Column("run", min_width=max(len(r["name"]) for r in rows)), "status", "trials", "best",
@@ -1340,7 +1360,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
                   *[f"best at {m}" for m in marks], title=f"goal: {view['goal']}imise")
     for r in rows:
         imp = r["improvement_over_first"]
-        table.add_row(Text(r["name"]), Text(str(r["status"])), str(r["n_trials"]),
+        table.add_row(_text(r["name"]), _text(str(r["status"])), str(r["n_trials"]),
                       "-" if r["best"] is None else f"{r['best']:.6g}",
                       "(reference)" if r is rows[0] else "-" if imp is None else
                       (f"{imp['estimate']:.3f}x" + ("" if not imp["interval"] else
@@ -1349,7 +1369,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
     _console().print(table)
     for r in rows[1:]:
         if r["improvement_over_first"] is not None:
-            click.echo(f"{r['name']}: {r['improvement_over_first']['text']}")
+            click.echo(f"{_printable(r['name'])}: {r['improvement_over_first']['text']}")
 
 
 def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:

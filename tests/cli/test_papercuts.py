@@ -66,6 +66,36 @@ def test_markup_in_names_configs_and_candidate_stderr_is_printed_as_typed(tmp_pa
     assert name in invoke("--store", db, "runs")
 
 
+ESCAPES = textwrap.dedent("""
+    [space]
+    x = { type = "int", min = 0, max = 2, default = 0 }
+    [run]
+    command = ["python3", "-c", "import sys; x = {x}; sys.stderr.write('boom' + chr(27) + '[2J' + chr(27) + ']0;pwned' + chr(7) + 'over'); sys.exit(3) if x else print('value', 1)"]
+    timeout_s = 20
+    [objective]
+    metric = "stdout_regex"
+    pattern = 'value ([0-9.]+)'
+    goal = "min"
+    [timing]
+    repeats = 1
+    warmup_runs = 0
+""")  # noqa: E501
+
+
+def test_a_candidates_terminal_escapes_are_shown_not_sent_to_the_terminal(tmp_path):
+    # Clear the screen, set the window title: a hostile candidate's stderr
+    # (kept as its failure reason) is printed with each control character spelled out.
+    task = tmp_path / "task.toml"
+    task.write_text(ESCAPES)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    invoke("--store", db, "run", str(task), "--budget", "3", "--seed", "0", "--name", "esc\x1b[31m")
+    shown = invoke("--store", db, "show", "esc\x1b[31m")
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "stderr: boom\\x1b[2J\\x1b]0;pwned\\x07over" in shown
+    listed = invoke("--store", db, "runs")
+    assert "\x1b" not in listed and "esc\\x1b[31m" in listed
+
+
 def test_a_markup_name_given_in_the_task_file_is_printed_as_typed(tmp_path):
     task = tmp_path / "task.toml"
     task.write_text(f'name = "{MARKUP}"\n' + HOSTILE)
