@@ -23,6 +23,10 @@ from perftune.trial import Status, Trial
 
 __all__ = ["OnlineBase", "Promotion", "RequestError", "RequestRecord"]
 
+# The safe configuration's trial in a run (the first epoch's baseline) is its median over this many
+# requests: one request (the first, with cold caches) made every candidate look several times faster.
+_BASELINE_N = 10
+
 
 class RequestError(PerftuneError):
     """A request got no answer: the safe configuration failed on it (and no candidate answered).
@@ -202,7 +206,8 @@ class OnlineBase:
         self._store = self._open_store(store)
         self._safe_samples: deque[float] = deque(maxlen=60)
         self._cand: _Candidate | None = None
-        self._safe_trial: Trial | None = None
+        # Trials of the safe configuration, told once it has _BASELINE_N latencies (not from one request).
+        self._safe_trials: list[Trial] = []
         self._seq = 0
         self._closed = False
         self._tuner: Any = None
@@ -249,9 +254,13 @@ class OnlineBase:
         if self._cand is not None:
             tuner.tell(self._cand.trial, status=Status.CANCELLED, error=why)
             self._cand = None
-        if self._safe_trial is not None:
-            tuner.tell(self._safe_trial, status=Status.CANCELLED, error=why)
-            self._safe_trial = None
+        trials, self._safe_trials = self._safe_trials, []
+        for trial in trials:
+            if self._safe_samples:  # what there is: fewer than _BASELINE_N latencies
+                tuner.tell(trial, statistics.median(self._safe_samples), samples=list(self._safe_samples),
+                           metrics={"safe": 1.0})
+            else:
+                tuner.tell(trial, status=Status.CANCELLED, error=why)
         tuner.close(status)
 
     def _shifted(self, seq: int) -> None:
@@ -275,7 +284,7 @@ class OnlineBase:
 
     def _candidate(self) -> _Candidate | None:
         """The candidate to try on the next request (asks the search when there is none)."""
-        while self._cand is None and self._safe_trial is None and self._tuner is not None:
+        while self._cand is None and self._tuner is not None:
             trial = self._tuner.ask()
             if trial is None:
                 # The budget is spent: serve with the safe configuration alone until a shift. Its
@@ -287,25 +296,34 @@ class OnlineBase:
             if trial.config in self.failed:
                 self._tuner.tell(trial, error=f"failed before: {self.failed[trial.config]}")
             elif trial.config == self.safe:
-                if self._safe_samples:  # the search asks about the safe configuration: it is known
-                    self._tell_safe(trial)
-                else:
-                    self._safe_trial = trial
+                # The search asks about the safe configuration: its latencies are measured anyway, on
+                # every request it finishes; the trial is told once there are enough of them.
+                self._safe_trials.append(trial)
+                self._tell_safe()
             else:
                 self._cand = _Candidate(trial)
         return self._cand
 
-    def _tell_safe(self, trial: Trial) -> None:
+    def _tell_safe(self, force: bool = False) -> None:
+        """Tell the safe configuration's trials its median latency, once it has _BASELINE_N (or now)."""
+        if not self._safe_trials or self._tuner is None or not self._safe_samples or (
+                not force and len(self._safe_samples) < _BASELINE_N):
+            return
+        trials, self._safe_trials = self._safe_trials, []
         samples = list(self._safe_samples)
-        self._tuner.tell(trial, statistics.median(samples), samples=samples, metrics={"safe": 1.0})
+        for trial in trials:
+            self._tuner.tell(trial, statistics.median(samples), samples=samples, metrics={"safe": 1.0})
 
-    def _observe_safe(self, seq: int, safe_s: float | None) -> None:
+    def _observe_safe(self, seq: int, safe_s: float | None, at_least_s: float | None = None) -> None:
+        """The safe configuration's time on request ``seq``: ``safe_s`` when it finished, else (killed
+        because a candidate answered first) ``at_least_s``, a lower bound that only the detector uses."""
         if safe_s is None:
+            if at_least_s is not None and self.detector is not None and self.detector.observe(
+                    at_least_s, censored=True):
+                self._shifted(seq)
             return
         self._safe_samples.append(safe_s)
-        if self._safe_trial is not None and self._tuner is not None:
-            trial, self._safe_trial = self._safe_trial, None
-            self._tell_safe(trial)
+        self._tell_safe()
         if self.detector is not None and self.detector.observe(safe_s):
             self._shifted(seq)
 
@@ -352,6 +370,10 @@ class OnlineBase:
             self._tuner.tell(cand.trial, statistics.median(cand.samples), samples=cand.samples,
                              metrics=metrics)
         if decision is Decision.BETTER:
+            self._tell_safe(force=True)  # the old safe configuration's trial, with what it has
+            for trial in self._safe_trials:  # it never finished a request (killed every time)
+                self._tuner.tell(trial, status=Status.CANCELLED, error="promoted away before it finished")
+            self._safe_trials = []
             self._safe_before.append(self.safe)
             self.safe = cand.trial.config
             self.promotions.append(Promotion(seq, dict(self.safe), cand.wins, cand.races, self.epoch))

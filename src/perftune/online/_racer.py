@@ -281,7 +281,12 @@ class Racer(OnlineBase):
         self.records.append(RequestRecord(
             seq, latency, answered_by, None if safe is None else safe[3],
             None if cand_reply is None else cand_reply[3], outcome, cand.trial.id, self.epoch))
-        self._observe_safe(seq, None if safe is None else safe[3])
+        # Killed because the candidate answered first, the safe configuration took at least as long
+        # as the candidate (they started together): a lower bound, which the shift detector can use.
+        killed_after = None
+        if safe is None and safe_running and answered_by == "candidate" and cand_reply is not None:
+            killed_after = cand_reply[3]
+        self._observe_safe(seq, None if safe is None else safe[3], killed_after)
         return answer
 
     def _judge(self, cand: _Candidate, safe: Reply | None, cand_reply: Reply | None,

@@ -13,7 +13,12 @@ from the safe configuration's latency, and re-opens exploration.
 
 Run:
     python examples/online/service.py              # 2000 requests, prints what happened
-    python examples/online/service.py 600 --store sqlite:///online.db   # then: perftune show latest
+    python examples/online/service.py 600 --store sqlite:///online.db   # then: perftune show online-sort
+
+With a store, each exploration epoch is a run: ``online-sort`` until the first detected shift, then
+``online-sort-shift1``, ... (the example prints which requests each covers). ``perftune show`` lists a
+run's candidates by their median time on the requests each was raced on, within that epoch; the
+configuration the racer serves is the last one promoted (``promoted`` = 1 in the run where it won).
 """
 
 from __future__ import annotations
@@ -152,9 +157,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{label}: median latency {statistics.median(r.latency_s for r in part) * 1e3:.2f} ms")
     for p in racer.promotions:
         print(f"request {p.seq}: promoted after {p.wins} wins in {p.races} races: {p.config[sort_site.name]}")
-    print(f"shifts detected at requests {racer.shifts}; {racer.n_killed} losers killed; "
-          f"{args.n_requests} requests in {elapsed:.1f} s")
-    print(f"safe configuration now: {racer.safe[sort_site.name]}")
+    print(f"shifts detected at requests {racer.shifts} (the workload shifts at request {half}); "
+          f"{racer.n_killed} losers killed; {args.n_requests} requests in {elapsed:.1f} s")
+    print(f"safe configuration now (what the racer serves): {racer.safe[sort_site.name]}")
+    if racer.run_names:
+        # What the store holds: one run per exploration epoch. A trial's value is its median time on the
+        # requests it was raced on, in that epoch only: compare trials within a run (with its baseline),
+        # not across runs. A run's "best" is the lowest such median; what is served is the last promoted
+        # configuration (metric promoted=1), which had to beat the safe one on the same requests.
+        starts = [0, *racer.shifts, args.n_requests]
+        for epoch, run in enumerate(racer.run_names):
+            print(f"stored run {run}: requests {starts[epoch]}-{starts[epoch + 1] - 1} "
+                  f"(perftune show {run} --store {args.store})")
 
 
 if __name__ == "__main__":
