@@ -1447,6 +1447,7 @@ class _AdaptProgress:
         limit = Budget.coerce(budget) if budget is not None else None
         self._seconds = None if limit is None else limit.seconds
         self._line: Any = None
+        self._inputs: Any = None
         self._phase = ""
         self._landmark = (0, 0)
 
@@ -1454,13 +1455,21 @@ class _AdaptProgress:
         from perftune.drive import ProgressLine
 
         if self._phase != phase:
-            if self._line is not None:
+            # The searches end for good when the inputs are timed; the inputs' counter runs across the
+            # tables before and after the searches, so its line stays open (its end state is printed
+            # at close, even when the last table took less than one period).
+            if self._line is not None and self._phase == "trial":
                 self._line.close()
             self._phase = phase
-            self._line = (ProgressLine(evals=total, seconds=self._seconds, settings=self._settings,
-                                       label="perftune adapt: landmark searches") if phase == "trial" else
-                          ProgressLine(evals=total, settings=self._settings, unit="inputs", show_best=False,
-                                       label="perftune adapt: every landmark on every input"))
+            if phase == "trial":
+                self._line = ProgressLine(evals=total, seconds=self._seconds, settings=self._settings,
+                                          label="perftune adapt: landmark searches")
+            else:
+                if self._inputs is None:
+                    self._inputs = ProgressLine(evals=total, settings=self._settings, unit="inputs",
+                                                show_best=False,
+                                                label="perftune adapt: every landmark on every input")
+                self._line = self._inputs
         return self._line
 
     def __call__(self, event: str, done: int, total: int | None, best: float | None) -> None:
@@ -1476,8 +1485,9 @@ class _AdaptProgress:
         line.update(done, best=shown, failures=None)
 
     def close(self) -> None:
-        if self._line is not None:
-            self._line.close()
+        for line in (self._line, self._inputs):
+            if line is not None:
+                line.close()
 
 
 def _flags_progress(budget: Any, settings: Any) -> _FlagsProgress:

@@ -77,7 +77,7 @@ def test_choose_without_a_dispatcher_prints_the_default_with_one_warning(task_di
 def test_the_feature_command_gives_the_columns(task_dir):
     site = CommandSite(task_dir / "task.toml")
     assert site.columns == ("log_size", "sortedness")
-    assert len(site.train) == 6
+    assert len(site.train) == 9  # ascending, descending and shuffled, three each
     values = site.features_of(str(task_dir / "train" / "descending-0.txt"))
     assert values["sortedness"] < 0.05 and values["log_size"] > 11  # ties count as ascending
 

@@ -41,9 +41,10 @@ def test_piped_adapt_prints_the_searches_then_the_inputs(task: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.startswith("perftune adapt:")]
     search = [m for line in lines if (m := _SEARCH.match(line))]
     inputs = [m for line in lines if (m := _INPUTS.match(line))]
-    # Every line is one of the two kinds. The seeds are timed on every input first, then the landmark
-    # searches run, then the new landmarks are timed on every input: three blocks, never interleaved,
-    # and one input counter across both tables.
+    # Every line is one of the two kinds. The seeds (here every sort: the space is one choice) are timed
+    # on every input first, then the landmark searches run, then any new landmarks are timed on every
+    # input (when the searches found only seeds, that table is done at once: one line): three blocks,
+    # never interleaved, and one input counter across both tables.
     assert len(search) + len(inputs) == len(lines) and len(search) >= 2 and len(inputs) >= 2, lines
     kinds = ["search" if _SEARCH.match(line) else "input" for line in lines]
     blocks = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]

@@ -49,6 +49,9 @@ from perftune.adapt._site import AdaptiveObjective
 __all__ = ["CommandSite"]
 
 _KEYS = {"features", "columns", "cost", "train", "budget", "clusters", "timeout_s"}
+#: Options of a one-choice space seeded as landmarks (each timed on every training input); a longer list
+#: is left to the searches, which then start from the default alone.
+_MAX_SEED_OPTIONS = 8
 
 
 class CommandSite(AdaptiveObjective):
@@ -179,6 +182,26 @@ class CommandSite(AdaptiveObjective):
         task = self._task_for(x)
         out = self._run_on(landmark, x)
         return float(out[task.metric]), out
+
+    def seed_configs(self) -> list[dict[str, Any]]:
+        """The default and, when the space is one choice (which algorithm or program to run), each option.
+
+        Such a task is a choice site on the command line, and its options are seeds as a choice site's
+        algorithms are: each is timed on every training input before the landmark searches, so a cluster
+        that mixes input families (ascending and shuffled files, say) cannot leave one family without
+        its best option because the cluster's representatives favour another (docs/adapt.md).
+        """
+        from perftune.space import Choice, Config
+
+        default = dict(self.default)
+        params = list(self.space.params.items())
+        if len(params) != 1 or not isinstance(params[0][1], Choice):
+            return [default]
+        name, param = params[0]
+        if len(param.options) > _MAX_SEED_OPTIONS:
+            return [default]
+        others = [{name: o} for o in param.options if o != default[name]]
+        return [default, *(c for c in others if self.space.is_valid(Config(c)))]
 
     def tune(self, *, budget: Any = None, seed: int | None = None, on_progress: Any = None) -> Any:
         """:func:`perftune.adapt.tune_inputs` on the ``[adapt] train`` inputs (``on_progress``: its own)."""

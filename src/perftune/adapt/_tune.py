@@ -509,6 +509,11 @@ def tune_inputs(
 
     def measure_table(ks: list[int], first: Callable[[int], int | None]) -> None:
         """Every landmark of ``ks`` on every input, ``repeats`` rounds in random order (medians later)."""
+        if not ks:  # nothing new to time (the searches found only seeds): this table is done at once
+            if on_progress is not None:
+                progress_total[0] += repeats * n
+                on_progress("input", progress_total[0], repeats * n * n_tables, None)
+            return
         for k in ks:
             table_s[k] = np.zeros((repeats, n))
             table_ok[k] = np.ones(n, dtype=bool)
