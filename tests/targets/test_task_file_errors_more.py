@@ -384,3 +384,15 @@ def test_a_default_of_the_wrong_type_is_said_to_be_so(tmp_path: Path, default: s
 def test_a_default_outside_the_domain_is_still_said_to_be_outside(tmp_path: Path) -> None:
     task = write(tmp_path, edit("default = 1", "default = 12"))
     assert "default 12 is outside the domain [1, 9]" in error_of(task, tmp_path)
+
+
+def test_an_error_about_a_short_key_names_its_own_line() -> None:
+    # "n =" is not in "min = 16": the line of an assignment is found by the whole name, aligned or not.
+    from perftune.targets.command._sections import Where
+
+    text = ('[space]\nblock = { type = "pow2", min = 16, max = 256 }\n# n = a comment\n'
+            'n     = { type = "int", fidelity = [1000, 100] }\n')
+    where = Where("task.toml", text)
+    assert where.line_of("n =", "n=") == 4
+    assert where.line_of("max =") == 2 and where.line_of("nope =") is None
+    assert where.line_of('fidelity = [') == 4  # other needles are found as typed

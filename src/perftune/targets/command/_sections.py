@@ -87,12 +87,23 @@ class Where:
         self.text = text
 
     def line_of(self, *needles: str) -> int | None:
+        """The first line holding one of ``needles`` (tried in order). A needle ``name =`` is an
+        assignment of that very name (``n =`` is not found in ``min = 16``; ``n     = {`` is found),
+        outside comments; any other needle is found as typed."""
+        lines = self.text.splitlines()
         for needle in needles:
             if not needle:
                 continue
-            for i, line in enumerate(self.text.splitlines(), 1):
-                if needle in line:
-                    return i
+            key = re.fullmatch(r"([\w.\-]+)\s*=", needle)
+            if key is not None:
+                assignment = re.compile(rf"(?<![\w.\-]){re.escape(key.group(1))}\s*=(?!=)")
+                found = (i for i, line in enumerate(lines, 1)
+                         if not line.lstrip().startswith("#") and assignment.search(line))
+            else:
+                found = (i for i, line in enumerate(lines, 1) if needle in line)
+            first = next(found, None)
+            if first is not None:
+                return first
         return None
 
     def line_of_key(self, key: str) -> int | None:
