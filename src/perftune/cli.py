@@ -352,9 +352,9 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
             import shlex
 
             progress.close()
+            shown = _printable(shlex.quote(name))
             click.echo(f"perftune: interrupted; the trials measured are kept in run {name!r} (perftune show "
-                       f"{shlex.quote(name)}); a {target.kind} run cannot be resumed: run the task again",
-                       err=True)
+                       f"{shown}); a {target.kind} run cannot be resumed: run the task again", err=True)
             sys.exit(130)
         progress.close()
         _print_flags_result(result, as_json, st)
