@@ -144,13 +144,14 @@ def test_increa_carries_the_previous_best_and_the_baselines_to_every_rung():
             return 0.0 if x == 0 else 1.0 + abs(x - 50)
         return float(abs(x - 50)) + (100.0 if x == 0 else 0.0)
 
-    result = increa(objective, space, sizes=[10, 100, 1000], seed=3)
+    result = increa(objective, space, sizes=[10, 100, 1000], seed=3, baselines=[space.default()])
     assert {s for x, s in measured if x == 0} == {10, 100, 1000}
     assert result.best["x"] == 0 and result.baselines == [space.default()]
     previous_best = min((x for x, s in measured if s == 100), key=lambda x: abs(x - 50))
     assert (previous_best, 1000) in measured
 
-    off = increa(objective, space, sizes=[10, 100, 1000], seed=3, baselines=[])
+    # Without baselines (the default: each costs a measurement at every size), none is carried.
+    off = increa(objective, space, sizes=[10, 100, 1000], seed=3)
     assert off.baselines == [] and off.rungs[-1].baseline_value is None
 
 

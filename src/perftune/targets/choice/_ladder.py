@@ -6,8 +6,8 @@ resolved there by re-measuring close competitors), then carries a shrinking set 
 ladder. Each rung above the first also grows the population a little: mutants of the current leaders
 are tried first at the rung below (cheaply) and promoted only if they beat the survivors there.
 
-Every rung also measures the *baselines* (by default the space's default configuration) and the
-previous rung's best, whatever their rank one rung down: a candidate ranked at a smaller size can
+Every rung also measures the previous rung's best and any *baselines* given (``tune_sites`` gives
+the declared defaults), whatever their rank one rung down: a candidate ranked at a smaller size can
 differ from its parent only above that size (an untested extrapolation that ties there by noise), so
 without these references a rung could end with nothing but such candidates and no way to see that
 all of them are slower than the default. A rung whose settings leave no room for a candidate beyond
@@ -187,8 +187,9 @@ def increa(
             the same number of measurements.
         baselines: Configurations measured at every rung (with the samples the rung gives its
             candidates) and kept among the candidates up to the largest size, so that the result is
-            compared with them there; default: the space's default configuration. ``[]`` turns this off.
-            The previous rung's best is always carried up too.
+            compared with them there; default: none. Each costs a measurement at every size, the
+            largest included (``tune_sites`` passes the declared defaults: its result is never slower
+            than them where it was measured). The previous rung's best is always carried up.
         carry: Optional ``carry(config, size) -> config``: the previous rung's best as that rung
             tested it (say, without the parts its size never exercised); it is carried up to the next
             rung like the baselines, so an untested extension of the best cannot push it out.
@@ -205,7 +206,7 @@ def increa(
     rec = _Samples(objective, cost, 1.0 if goal == "min" else -1.0)
     rungs = [Rung(size=s) for s in sizes]
     refs: list[Any] = []
-    for c in [space.default()] if baselines is None else list(baselines):
+    for c in baselines or ():
         if space.is_valid(c) and c not in refs:
             refs.append(c)
     notes: list[str] = []
