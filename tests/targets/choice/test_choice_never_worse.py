@@ -19,12 +19,10 @@ import pytest
 from perftune.space import Config, Int, Levels, Space
 from perftune.targets.choice import (
     AlgorithmSite,
-    ChoicesFile,
     LadderSettings,
     _tune,
     increa,
     tune_sites,
-    use_choices,
 )
 
 README_SIZES = ([16, 256, 4096], [64, 512, 4096])
@@ -39,16 +37,6 @@ class Clock:
 
     def perf_counter(self) -> float:
         return self.now
-
-
-@pytest.fixture(autouse=True)
-def _empty_choices(tmp_path, monkeypatch):
-    path = tmp_path / "empty-choices.json"
-    ChoicesFile().write(path)
-    monkeypatch.setenv("PERFTUNE_CHOICES", str(path))
-    use_choices(strict=True)
-    yield path
-    use_choices(ChoicesFile())
 
 
 def readme_sort(name: str, clock: Clock) -> tuple[AlgorithmSite, object]:
