@@ -18,7 +18,6 @@ import re
 import shlex
 import stat
 import statistics
-import string
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +42,7 @@ from perftune.measure import (
     read_for_candidate,
     size_for_candidate,
 )
-from perftune.targets.command._specs import TIME_LIKE, FidelitySpec, StepSpec
+from perftune.targets.command._specs import TIME_LIKE, FidelitySpec, StepSpec, static_template
 from perftune.trial import Pruned, Status, TrialTimeout
 
 __all__ = ["CandidateError", "CommandObjective", "TimingOptions"]
@@ -208,7 +207,7 @@ class CommandObjective:
             if step is None or step.shell:
                 continue
             key = f"{section}[0]" if section.startswith("check.") else f"{section}.command[0]"
-            program = self._static_program(step.command[0])
+            program = static_template(step.command[0], self._candidate_task_dir())
             if program is None:  # built by an earlier step, e.g. {scratch}/prog
                 continue
             if os.sep in program:
@@ -229,16 +228,6 @@ class CommandObjective:
 
     def _error(self, key: str, message: str) -> TaskError:
         return TaskError(f"{self.task_path}: {key}: {message}")
-
-    def _static_program(self, template: str) -> str | None:
-        """A program known before any candidate runs: no placeholder but ``{task_dir}``; else None."""
-        try:
-            names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-            if names - {"task_dir"}:
-                return None
-            return template.format_map({"task_dir": self._candidate_task_dir()})
-        except (ValueError, KeyError, IndexError):
-            return None
 
     @staticmethod
     def _probe_user(sandbox: Sandbox) -> tuple[int, int] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -26,6 +25,8 @@ from perftune.targets.command._specs import (
     ObjectiveSpec,
     StepSpec,
     TuningSpec,
+    static_template,
+    template_names,
 )
 
 if TYPE_CHECKING:
@@ -255,23 +256,6 @@ def _env_value(value: Any, where: Where, key: str) -> str:
 
 # -- templates --------------------------------------------------------------------------------------
 
-_FORMATTER = string.Formatter()
-
-
-def template_names(template: str) -> list[str]:
-    """Placeholder names of a template (``{x}``); ``{{`` and ``}}`` are literal braces."""
-    names = []
-    for _, name, spec, conv in _FORMATTER.parse(template):
-        if name is not None:
-            if name == "" or spec or conv:
-                raise ValueError(
-                    f"placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
-                    "must be a plain name"
-                )
-            names.append(name)
-    return names
-
-
 def _check_template(template: str, known: set[str], where: Where, key: str) -> None:
     try:
         names = template_names(template)
@@ -292,13 +276,9 @@ def _check_template(template: str, known: set[str], where: Where, key: str) -> N
 
 def _check_cwd(template: str, where: Where, key: str, task_dir: Path) -> None:
     """A working directory known before any candidate runs (no placeholder but ``{task_dir}``) must exist."""
-    try:
-        names = template_names(template)
-    except ValueError:
-        return  # reported by _check_template
-    if set(names) - {"task_dir"}:
+    path = static_template(template, task_dir)
+    if path is None:
         return  # rendered per candidate ({scratch}/..., a parameter): it may be made by the build
-    path = template.format_map({"task_dir": str(task_dir)})
     full = path if os.path.isabs(path) else os.path.join(task_dir, path)
     if not os.path.exists(full):
         raise where.error(key, f"directory {path!r} does not exist" + (f" ({full})" if full != path else ""))

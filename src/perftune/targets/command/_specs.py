@@ -6,6 +6,8 @@ These are what :mod:`perftune.targets.command._sections` reads from the TOML fil
 
 from __future__ import annotations
 
+import os
+import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,38 @@ __all__ = [
     "ObjectiveSpec",
     "StepSpec",
     "TuningSpec",
+    "static_template",
+    "template_names",
 ]
+
+_FORMATTER = string.Formatter()
+
+
+def template_names(template: str) -> list[str]:
+    """Placeholder names of a template (``{x}``); ``{{`` and ``}}`` are literal braces."""
+    names = []
+    for _, name, spec, conv in _FORMATTER.parse(template):
+        if name is not None:
+            if name == "" or spec or conv:
+                raise ValueError(
+                    f"placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
+                    "must be a plain name"
+                )
+            names.append(name)
+    return names
+
+
+def static_template(template: str, task_dir: str | os.PathLike[str]) -> str | None:
+    """``template`` rendered when it is known before any candidate runs (its only placeholder, if any,
+    is ``{task_dir}``); None when a candidate's values render it, or when it is malformed (the
+    template check reports that)."""
+    try:
+        names = template_names(template)
+    except ValueError:
+        return None
+    if set(names) - {"task_dir"}:
+        return None
+    return template.format_map({"task_dir": os.fspath(task_dir)})
 
 METRICS = ("wall_time", "cpu_time", "max_rss", "file_size", "stdout_regex", "stdout_json")
 TIME_LIKE = ("wall_time", "cpu_time", "max_rss")
