@@ -405,8 +405,9 @@ def _target_tuning(task: str, kind: str) -> dict[str, Any]:
     """The run name and ``[tuning]`` settings of a ``[target]`` (``[tuning] name``, else ``name``)."""
     import tomllib
 
-    with open(task, "rb") as f:
-        data = tomllib.load(f)
+    from perftune.targets import read_task_text
+
+    data = tomllib.loads(read_task_text(task))
     tuning = data.get("tuning", {})
     if not isinstance(tuning, dict):
         raise PerftuneError(f"{task}: key tuning: expected a table [tuning]")
@@ -513,8 +514,9 @@ def _task_fingerprint(path: str) -> str:
     import hashlib
     import tomllib
 
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    from perftune.targets import read_task_text
+
+    data = tomllib.loads(read_task_text(path))
     parts = {key: data.get(key) for key in ("build", "run", "objective", "check", "inputs", "env", "target")}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -117,6 +117,22 @@ def test_the_cli_prints_a_bad_table_as_one_line(task_dir):
     assert done.stderr.strip().count("\n") == 0 and "adapt.colour: unknown key" in done.stderr
 
 
+def test_an_unreadable_task_file_is_one_line_as_for_perftune_run(task_dir):
+    # The task file is read as every task file is (perftune.targets.read_task_text): a byte that is
+    # not UTF-8 gave a traceback here, and /dev/zero would have been read without end.
+    from perftune.errors import TaskError
+
+    path = task_dir / "task.toml"
+    path.write_bytes(path.read_bytes() + b"# caf\xe9\n")
+    with pytest.raises(TaskError, match=r"task.toml:\d+: not UTF-8 text \(byte 0xe9\)"):
+        CommandSite(path)
+    for bad in (path, "/dev/zero"):
+        done = subprocess.run([*PERFTUNE, "adapt", str(bad)], capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.strip().count("\n") == 0
+
+
 def test_training_inputs_labelled_by_family(task_dir):
     path = task_dir / "task.toml"
     text = path.read_text().replace('train = ["train/*.txt"]\n', "")

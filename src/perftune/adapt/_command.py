@@ -71,13 +71,16 @@ class CommandSite(AdaptiveObjective):
     stoppable = False  # the command target's own [run] timeout_s cuts a hopeless run
 
     def __init__(self, task_path: str | os.PathLike[str]) -> None:
+        from perftune.targets import read_task_text
         from perftune.targets.command import load_task
 
         self.task_path = Path(task_path)
         where = f"{self.task_path}: adapt"
+        # Read as every task file is: a regular file, bounded, UTF-8 (TaskError, one line, otherwise).
+        text = read_task_text(self.task_path)
         try:
-            doc = tomllib.loads(self.task_path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
             raise AdaptError(f"{self.task_path}: cannot read the task file: {e}") from None
         table = doc.get("adapt")
         if not isinstance(table, dict):

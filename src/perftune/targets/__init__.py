@@ -23,6 +23,7 @@ from perftune.targets._registry import (
     from_task_file,
     get,
     names,
+    read_task_text,
     register,
     task_kind,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "get",
     "names",
     "outcome_of",
+    "read_task_text",
     "register",
     "task_kind",
     "verified_winner",
