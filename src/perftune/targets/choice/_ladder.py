@@ -318,9 +318,9 @@ def increa(
                 promoted.append(c)
         if not fresh:
             notes.append(
-                f"size {size!r}: the settings left room for no candidate beyond the default and the "
-                f"previous best (LadderSettings keep={st.keep}, min_keep={st.min_keep}); raise them to "
-                "tune this size"
+                f"size {size!r}: the settings left room for no candidate beyond the previous best"
+                f"{' and the baselines' if refs else ''} (LadderSettings keep={st.keep}, "
+                f"min_keep={st.min_keep}); raise them to tune this size"
             )
         n_samples = st.final_samples if last else 1
         for c in promoted:
