@@ -1155,7 +1155,13 @@ def _print_flags_result(result: Any, as_json: bool, store: Any = None) -> None:
     # NaN shares (options required for the output) sort as 0.
     by_share = sorted(result.contributions.items(), key=lambda kv: -abs(kv[1]) if kv[1] == kv[1] else 0)
     for opt, share in by_share:
-        what = "required for the output" if share != share else f"{share * 100:+.1f}% slower without it"
+        if share != share:
+            what = "required for the output"
+        elif share > 0:
+            what = f"{share * 100:.1f}% slower without it"
+        else:  # the reduction measured it slower without it; the check of it alone is within the noise
+            what = (f"{-share * 100:.1f}% faster without it in the last check "
+                    "(kept: the reduction measured it slower without it)")
         click.echo(f"  {opt}: {what}")
     click.echo(result.command_line)
     front = getattr(result, "pareto", None)

@@ -272,3 +272,23 @@ def test_the_store_file_alone_holds_every_trial_when_a_command_ends(tmp_path):
     copy.write_bytes(db.read_bytes())
     with sqlite3.connect(copy) as conn:
         assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 3
+
+
+def test_flags_contributions_never_print_a_negative_slowdown(capsys):
+    # The last check of an option alone can come out faster than the reduced set (noise against the
+    # reduction's own verdict); the line says so in words instead of "-1.3% slower without it".
+    from types import SimpleNamespace
+
+    from perftune.cli import _print_flags_result
+    from perftune.report import Improvement
+
+    result = SimpleNamespace(
+        run_id=None, n_trials=3, improvement=Improvement(1.2, 1.1, 1.3, baseline="-O3"), note=None,
+        contributions={"-funroll-loops": 0.25, "-fno-plt": -0.013, "-ffast-math": float("nan")},
+        command_line="gcc -O2 -funroll-loops -fno-plt -ffast-math x.c", pareto=None, notes=())
+    _print_flags_result(result, as_json=False)
+    out = capsys.readouterr().out
+    assert "-funroll-loops: 25.0% slower without it" in out
+    assert "-fno-plt: 1.3% faster without it in the last check (kept:" in out
+    assert "-ffast-math: required for the output" in out
+    assert "-1.3%" not in out and "+25.0%" not in out
