@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -450,3 +451,194 @@ warmup_runs = 0
             command = task.objective._argv("printf '%s|' {value}", ctx, shell=True)
             r = sandbox.run(command, scratch=scratch, timeout_s=5, shell=True)
             assert r.stdout.decode() == value + "|" and os.listdir(scratch.path) == [], (value, r.stdout)
+
+
+# -- what a network namespace does not end: socket files, SysV objects, keyrings ---------------------
+
+
+@needs_python
+def test_a_unix_socket_file_of_a_host_service_is_unreachable(public_tmp_path: Path) -> None:
+    # A PostgreSQL server's socket is a file anyone may connect to (0777); the network namespace does
+    # not end that, and connect() ignores read-only mounts.
+    sandbox = Sandbox()
+    if not (sandbox.protections()["network"] and capabilities().mount_namespace):
+        pytest.skip("network and mount namespaces unavailable here")
+    folder = public_tmp_path / "run-service"
+    folder.mkdir()
+    folder.chmod(0o755)
+    path = str(folder / ".s.PGSQL.5432")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    os.chmod(path, 0o777)
+    server.listen(4)
+    server.settimeout(0.2)
+    script = (f"import socket\nc = socket.socket(socket.AF_UNIX)\nc.connect({path!r})\n"
+              "c.sendall(b'from candidate')\nprint('connected')\n")
+    try:
+        with sandbox.scratch() as scratch:
+            r = sandbox.run([PYTHON, "-c", script], scratch=scratch, timeout_s=20)
+        assert r.status == "failed" and "refused" in r.reason.lower(), (r.status, r.reason, r.stdout)
+        with pytest.raises(OSError):  # nothing reached the server
+            server.accept()
+        # The tuner itself still reaches it (only the step's mount namespace covers it).
+        client = socket.socket(socket.AF_UNIX)
+        client.connect(path)
+        client.close()
+    finally:
+        server.close()
+
+
+@needs_root
+def test_sysv_shared_memory_of_a_candidate_ends_with_its_step(sandbox: Sandbox) -> None:
+    if not getattr(capabilities(), "ipc_namespace", True) or not shutil.which("ipcmk"):
+        pytest.skip("IPC namespaces or ipcmk unavailable here")
+
+    def segments() -> set[str]:
+        out = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+        return {line.split()[1] for line in out.splitlines() if line.startswith("0x")}
+
+    before = segments()
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["sh", "-c", "ipcmk -M 65536 -p 0666 && ipcs -m | grep -c '^0x'"],
+                        scratch=scratch, timeout_s=20)
+    assert r.ok, r.reason
+    assert r.stdout.strip().splitlines()[-1] == b"1"  # the candidate saw its own segment, and only it
+    assert segments() - before == set()  # and it did not outlive the step
+
+
+@needs_root
+@needs_python
+def test_a_key_a_candidate_leaves_is_gone_for_the_next_candidate_of_its_uid(sandbox: Sandbox) -> None:
+    import platform
+
+    numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(platform.machine())
+    if numbers is None:
+        pytest.skip("add_key's and keyctl's syscall numbers are known for x86_64 and aarch64 only")
+    add_key, keyctl = numbers
+    plant = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
+             f"k = c.syscall({add_key}, b'user', b'perftune-left', b'secret', 6, -4)\n"
+             "print(os.getuid(), k)\n")  # into the uid's own keyring (KEY_SPEC_USER_KEYRING)
+    find = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
+            f"k = c.syscall({keyctl}, 10, -4, b'user', b'perftune-left', 0)\n"  # KEYCTL_SEARCH
+            "print(os.getuid(), k)\n")
+    with sandbox.scratch() as scratch:
+        first = sandbox.run([PYTHON, "-c", plant], scratch=scratch, timeout_s=20)
+    assert first.ok, first.reason
+    uid, key = (int(x) for x in first.stdout.split())
+    if key < 0:
+        pytest.skip("keys cannot be added here")
+    with sandbox.scratch() as scratch:
+        second = sandbox.run([PYTHON, "-c", find], scratch=scratch, timeout_s=20)
+    assert second.ok, second.reason
+    uid2, found = (int(x) for x in second.stdout.split())
+    if uid2 != uid:
+        pytest.skip("the second candidate got another uid of the pool")
+    assert found < 0  # the key the first one left is not there for the next one
+
+
+@needs_python
+def test_a_candidate_has_a_session_keyring_of_its_own(sandbox: Sandbox) -> None:
+    import ctypes
+    import platform
+
+    number = {"x86_64": 250, "aarch64": 219}.get(platform.machine())
+    if number is None:
+        pytest.skip("keyctl's syscall number is known for x86_64 and aarch64 only")
+    script = ("import ctypes\nc = ctypes.CDLL(None, use_errno=True)\n"
+              f"print(c.syscall({number}, 0, -3, 0))\n")  # KEYCTL_GET_KEYRING_ID of the session keyring
+    libc = ctypes.CDLL(None, use_errno=True)
+    ours = libc.syscall(number, 0, -3, 0)
+    if ours < 0:
+        pytest.skip("no keyrings here")
+    with sandbox.scratch() as scratch:
+        r = sandbox.run([PYTHON, "-c", script], scratch=scratch, timeout_s=20)
+    assert r.ok, r.reason
+    theirs = int(r.stdout.strip())
+    assert theirs > 0 and theirs != ours
+
+
+@needs_root
+def test_files_left_outside_the_scratch_are_found_whatever_their_time(sandbox: Sandbox) -> None:
+    # Without a mount namespace, writes outside the scratch can only be found afterwards: a file set
+    # back in time (touch -d) or left inside someone else's world-writable folder is found all the same.
+    if sandbox.uid_pool() is None:
+        pytest.skip("needs the uid pool (root)")
+    sandbox.isolate_files = False
+    shared = Path(tempfile.mkdtemp(prefix="perftune-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    tag = f"perftune-left-{os.getpid()}"
+    script = (f"echo x > /tmp/.{tag}; touch -d 2001-01-01 /tmp/.{tag}; mkdir /var/tmp/.{tag}; "
+              f"touch -d 2001-01-01 /var/tmp/.{tag}; echo y > {shared}/{tag}; "
+              f"touch -d 2001-01-01 {shared}/{tag}")
+    try:
+        with sandbox.scratch() as scratch:
+            r = sandbox.run(["sh", "-c", script], scratch=scratch, timeout_s=20)
+        left = [f"/tmp/.{tag}", f"/var/tmp/.{tag}", f"{shared}/{tag}"]
+        assert sorted(r.outside_writes) == sorted(left), (r.outside_writes, r.reason)
+        assert not any(os.path.exists(p) for p in left)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_only_the_locale_categories_of_lc_pass_to_candidates(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LC_SECRET", "topsecret-in-lc")  # ssh's AcceptEnv LC_* lets a client set one
+    monkeypatch.setenv("LC_TIME", "C")
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["env"], scratch=scratch, timeout_s=20)
+    assert r.ok, r.reason
+    names = {line.split(b"=", 1)[0] for line in r.stdout.splitlines()}
+    assert b"LC_TIME" in names and b"LC_SECRET" not in names
+
+
+def test_a_failure_reason_keeps_no_terminal_escape_of_the_candidate(sandbox: Sandbox) -> None:
+    # The reason is stored and exported (CSV, JSON): a title-setting or screen-clearing sequence is
+    # kept spelled out, not raw.
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["sh", "-c", r"printf 'boom \033]0;PWNED\007 \033[2J end\n' >&2; exit 3"],
+                        scratch=scratch, timeout_s=20)
+    assert r.status == "failed"
+    assert "\x1b" not in r.reason and "\x07" not in r.reason
+    assert "boom \\x1b]0;PWNED\\x07 \\x1b[2J end" in r.reason
+
+
+def test_a_step_that_fills_the_file_system_to_its_reserve_is_ended(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scratch is walked less and less often; fallocate makes gigabytes between two walks. The free
+    # space of the file system, read at every poll, ends a step that eats into its last reserve.
+    # (Simulated: the file system's free space as the sandbox reads it drops after the step starts.)
+    from perftune.measure import _sandbox
+
+    reads = []
+
+    def free_bytes(path: str) -> tuple[int | None, int]:
+        reads.append(path)
+        return (10 << 30, 1 << 30) if len(reads) == 1 else (512 << 20, 1 << 30)
+
+    monkeypatch.setattr(_sandbox, "_free_bytes", free_bytes)
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["sh", "-c", "sleep 30; echo finished"], scratch=scratch, timeout_s=60)
+    assert r.status == "failed" and r.limit == "disk", (r.status, r.reason)
+    assert "filled up to its last reserve" in r.reason and b"finished" not in r.stdout
+
+
+def test_directories_of_the_tuner_are_hidden_from_steps(public_tmp_path: Path) -> None:
+    # The reference outputs a candidate is compared with: as root out of a candidate uid's reach
+    # anyway; for a tuner that is not root (candidates share its uid) the cover is all there is.
+    if not capabilities().mount_namespace:
+        pytest.skip("mount namespaces unavailable here")
+    state = public_tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o755)
+    (state / "ref0.stdout").write_text("the expected answer\n")
+    (state / "ref0.stdout").chmod(0o644)
+    sandbox = Sandbox(hide_dirs=[str(state)])
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["sh", "-c", f"ls -A {state}; cat {state}/ref0.stdout"], scratch=scratch,
+                        timeout_s=20)
+    assert r.status == "failed" and b"expected answer" not in r.stdout, (r.status, r.stdout)
+    with Sandbox().scratch() as scratch:  # the same step, nothing hidden: the file is there to read
+        r = Sandbox().run(["cat", f"{state}/ref0.stdout"], scratch=scratch, timeout_s=20)
+    assert r.ok and r.stdout == b"the expected answer\n", r.reason

@@ -8,8 +8,10 @@ Protections, strongest first:
   else cgroup v1 ``memory`` and ``pids`` hierarchies);
 * rlimits as a fallback (address space, processes, file size, no core dumps);
 * a private mount namespace with a read-only root (only the scratch directory stays writable) and a
-  private network namespace without interfaces (directly as root, else through a user namespace);
-* a private PID namespace per step, with its own ``/proc`` mounted ``hidepid=invisible``;
+  private network namespace without interfaces (directly as root, else through a user namespace), the
+  host's Unix sockets that are files covered by ``/dev/null`` in it;
+* a private PID namespace per step, with its own ``/proc`` mounted ``hidepid=invisible``, and a private
+  IPC namespace (SysV objects and message queues end with the step) and session keyring;
 * as root, a uid of its own per candidate (:mod:`perftune.measure._uids`), and a staged read-only
   copy of a task that the candidates' users cannot reach (:mod:`perftune.measure._stage`).
 
@@ -34,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from perftune.measure._spawn import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, libc
+from perftune.measure._spawn import CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, libc
 from perftune.measure._spawn import write_id_maps as _write_id_maps
 
 __all__ = ["Capabilities", "Limits", "StepCgroup", "capabilities", "doctor"]
@@ -93,6 +95,7 @@ class Capabilities:
     mount_setattr: bool
     bwrap: str | None
     pid_namespace: bool = False  # a PID namespace per step, with a private /proc (hidepid=invisible)
+    ipc_namespace: bool = False  # an IPC namespace per step: SysV objects and message queues end with it
 
 
 def _own_cgroup_paths() -> dict[str, str]:
@@ -269,12 +272,13 @@ def capabilities() -> Capabilities:
     if not os.environ.get("PERFTUNE_SANDBOX_NO_CGROUPS"):
         mem, mem_v, pid_dir, pid_v = _detect_cgroups()
     via_user = not is_root
-    mount_ns = net_ns = pid_ns = False
+    mount_ns = net_ns = pid_ns = ipc_ns = False
     if not os.environ.get("PERFTUNE_SANDBOX_NO_NAMESPACES"):
         setattr_ok = _has_mount_setattr()
         mount_ns = setattr_ok and _probe_namespaces(CLONE_NEWNS, via_user=via_user)
         net_ns = _probe_namespaces(CLONE_NEWNET, via_user=via_user)
         pid_ns = mount_ns and _probe_pid_namespace(via_user=via_user)
+        ipc_ns = _probe_namespaces(CLONE_NEWIPC, via_user=via_user)
     else:
         setattr_ok = _has_mount_setattr()
     return Capabilities(
@@ -292,6 +296,7 @@ def capabilities() -> Capabilities:
         mount_setattr=setattr_ok,
         bwrap=shutil.which("bwrap"),
         pid_namespace=pid_ns,
+        ipc_namespace=ipc_ns,
     )
 
 
@@ -358,6 +363,17 @@ def doctor() -> list[tuple[str, bool, str]]:
         )
     else:
         rows.append(("unprivileged user", True, f"perftune itself runs as uid {os.geteuid()}"))
+        rows.append(
+            (
+                "own uid per candidate",
+                False,
+                f"perftune is not root: candidates run as your uid {os.geteuid()} and can read every file "
+                "you can (~/.ssh, ~/.pgpass, the store); only the reference outputs are covered"
+                + (" in their mount namespace" if caps.mount_namespace else " (not even those: no mount "
+                   "namespace)")
+                + ". Run perftune as root for a uid of its own per candidate",
+            )
+        )
     rows.append(
         (
             "memory limit (cgroup)",
@@ -395,7 +411,11 @@ def doctor() -> list[tuple[str, bool, str]]:
         )
     )
     rows.append(
-        ("disk limit", True, "RLIMIT_FSIZE per file + scratch directory size polled; over the limit kills")
+        ("disk limit", True,
+         "RLIMIT_FSIZE per file + the scratch directory's size, walked less often as a step runs and at "
+         "once when its file system's free space (read every 50 ms) drops by more than what is left of the "
+         "limit; over the limit kills, and so does a step that fills the file system to its reserve (5%, "
+         "at most 1 GiB). Not a quota: a burst between two reads can pass the limit")
     )
     rows.append(("no core dumps", True, "RLIMIT_CORE = 0"))
     rows.append(
@@ -426,7 +446,8 @@ def doctor() -> list[tuple[str, bool, str]]:
         (
             "clean environment",
             True,
-            "candidates get PATH, LANG, LC_*, TZ, TERM (and the task's env), HOME = TMPDIR = scratch; "
+            "candidates get PATH, LANG, the LC_ locale categories, TZ, TERM (and the task's env), "
+            "HOME = TMPDIR = scratch; "
             "nothing else of perftune's environment",
         )
     )
@@ -443,8 +464,21 @@ def doctor() -> list[tuple[str, bool, str]]:
             "network isolation",
             caps.net_namespace,
             "private network namespace without interfaces"
+            + ("; the host's Unix sockets that are files (a PostgreSQL server's, D-Bus's) are covered "
+               "by /dev/null in the mount namespace" if caps.mount_namespace
+               else "; the host's Unix sockets that are files stay reachable (no mount namespace)")
             if caps.net_namespace
             else "network namespaces unavailable",
+        )
+    )
+    rows.append(
+        (
+            "IPC isolation",
+            caps.ipc_namespace,
+            "an IPC namespace per step: shared memory, semaphores and message queues end with the step"
+            + ("; a candidate's uid starts with an empty keyring" if caps.is_root else "")
+            if caps.ipc_namespace
+            else "IPC namespaces unavailable: SysV objects a candidate makes outlive it",
         )
     )
     if caps.bwrap:

@@ -14,8 +14,12 @@ Candidates are untrusted code and are kept apart from the tuner and from one ano
   cannot signal one; when the step's main process exits, the init exits and the kernel kills every
   process left in the namespace, daemons included (without PID namespaces, every process of the
   leased uid is killed after the step instead);
-* the environment is an allow-list (``PATH``, ``LANG``, ``LC_*``, ``TZ``, ``TERM`` ...; ``HOME`` and
-  ``TMPDIR`` are the scratch directory) plus what the caller passes: none of the tuner's tokens;
+* the environment is an allow-list (``PATH``, ``LANG``, the ``LC_`` locale categories, ``TZ``,
+  ``TERM`` ...; ``HOME`` and ``TMPDIR`` are the scratch directory) plus what the caller passes: none
+  of the tuner's tokens;
+* a Unix socket that is a file (a PostgreSQL server's, D-Bus's) is covered by ``/dev/null`` in the
+  step's mount namespace, SysV objects and message queues end with the step's IPC namespace, and a
+  candidate starts with an empty session keyring (and, on a leased uid, an empty user keyring);
 * ``stdin`` is opened as :mod:`perftune.measure._candidate_files` describes (regular files the
   candidate could read itself, no link out of scratch, no FIFO).
 
@@ -60,8 +64,13 @@ __all__ = ["Sandbox", "Scratch", "StepResult", "executable_by"]
 
 _MiB = 1024 * 1024
 _WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
-#: What candidates get of the tuner's environment (besides ``LC_*``): nothing that could be a secret.
-CANDIDATE_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "TERMINFO", "COLORTERM", "NO_COLOR")
+#: What candidates get of the tuner's environment: nothing that could be a secret. The locale
+#: categories are named one by one: ``LC_*`` as a prefix would pass any ``LC_SOMETHING`` (a name ssh's
+#: ``AcceptEnv LC_*`` lets a remote client set).
+CANDIDATE_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "TERMINFO", "COLORTERM", "NO_COLOR",
+                 "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
+                 "LC_MESSAGES", "LC_PAPER", "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT",
+                 "LC_IDENTIFICATION")
 
 
 @dataclass
@@ -257,7 +266,7 @@ class Sandbox:
         isolate_processes: Run each step in its own PID namespace with a private ``/proc``
             (``hidepid=invisible``), when mount and PID namespaces are available.
         pass_env: Names of the tuner's environment variables candidates get besides
-            :data:`CANDIDATE_ENV` and ``LC_*`` (e.g. ``CUDA_VISIBLE_DEVICES``).
+            :data:`CANDIDATE_ENV` (e.g. ``CUDA_VISIBLE_DEVICES``).
         scratch_root: Where scratch directories are created (default: ``$PERFTUNE_SCRATCH`` or the
             system temporary directory).
         poll_interval_s: How often the disk use of a running step is checked.
@@ -265,6 +274,10 @@ class Sandbox:
         use_spawner: Start steps from a small helper process (:mod:`perftune.measure._spawn`) rather
             than by forking the tuner, whose copies cost more the more it has loaded; the isolation
             is the same. False forks the tuner (as does a machine where the helper cannot start).
+        hide_dirs: Directories of the tuner's that steps must not see (the reference outputs a
+            candidate's output is compared with): an empty read-only file system covers each in the
+            step's mount namespace. As root they are also out of a candidate's uid's reach; a tuner
+            that is not root has only this (and nothing without mount namespaces).
 
     Example:
         >>> sandbox = Sandbox(Limits(memory_mb=256, n_procs=32, disk_mb=64))
@@ -283,6 +296,7 @@ class Sandbox:
         isolate_processes: bool = True,
         pass_env: Sequence[str] = (),
         use_spawner: bool = True,
+        hide_dirs: Sequence[str] = (),
     ) -> None:
         self.limits = limits or Limits()
         self.isolate_network = isolate_network
@@ -297,6 +311,7 @@ class Sandbox:
         self.isolate_processes = isolate_processes
         self.pass_env = tuple(pass_env)
         self.use_spawner = use_spawner
+        self.hide_dirs = tuple(os.path.realpath(d) for d in hide_dirs)
 
     @property
     def caps(self) -> Capabilities:
@@ -499,6 +514,10 @@ class Sandbox:
             "mount_ns": self.isolate_files and caps.mount_namespace,
             "net_ns": self.isolate_network and caps.net_namespace,
             "pid_ns": self._pid_namespace(),
+            "ipc_ns": caps.ipc_namespace,
+            "hide_sockets": host_sockets(exclude=scratch) if self.isolate_files and caps.mount_namespace
+            else [],
+            "hide_dirs": list(self.hide_dirs) if self.isolate_files and caps.mount_namespace else [],
             "via_user": not caps.is_root,
             "outer_uid": os.geteuid(),
             "outer_gid": os.getegid(),
@@ -569,7 +588,7 @@ class Sandbox:
             scratch: The candidate's scratch directory.
             cwd: Working directory (default: the scratch directory).
             env: The step's environment variables, on top of the allowed part of the tuner's
-                (:data:`CANDIDATE_ENV`, ``LC_*``, ``pass_env``); ``HOME`` and ``TMPDIR`` point at
+                (:data:`CANDIDATE_ENV`, ``pass_env``); ``HOME`` and ``TMPDIR`` point at
                 the scratch directory.
             timeout_s: Wall-clock limit; the whole process group is killed when it passes.
             stdin_path: File fed to standard input (default: nothing): a regular file the candidate
@@ -588,7 +607,7 @@ class Sandbox:
         full_env = {
             k: v
             for k, v in os.environ.items()
-            if k in CANDIDATE_ENV or k.startswith("LC_") or k in self.pass_env
+            if k in CANDIDATE_ENV or k in self.pass_env
         }
         full_env.setdefault("PATH", os.defpath)
         full_env.update({"HOME": scratch_path, "TMPDIR": scratch_path})
@@ -701,6 +720,16 @@ class Sandbox:
         interval = self.poll_interval_s
         next_poll = t0 + interval
         disk_limit = self.limits.disk_mb * _MiB
+        # The scratch's size is a walk of it, done less often as a step runs on; between walks, the free
+        # space of its file system (one statvfs per poll) says when something grew fast: then it is
+        # walked at once, and a file system that a step has filled to its last reserve ends the step
+        # whatever the walk says (fallocate makes gigabytes between two walks).
+        fs_free0, reserve = _free_bytes(scratch)
+        if fs_free0 is not None:
+            reserve = min(reserve, fs_free0 // 2)  # a disk already short of it keeps half of what is left
+        walked_used = 0
+        next_walk = next_poll
+        fs_full = False
         try:
             while True:
                 now = time.perf_counter()
@@ -723,12 +752,20 @@ class Sandbox:
                     timed_out = True
                     break
                 if now >= next_poll:
-                    used, n_entries = Scratch(scratch).size_bytes()
-                    if used > disk_limit or n_entries >= 200_000:
-                        disk_hit = True
+                    next_poll = now + min(self.poll_interval_s, 0.2)
+                    fs_free, _ = _free_bytes(scratch)
+                    grown = 0 if fs_free is None or fs_free0 is None else fs_free0 - fs_free
+                    if grown > 0 and fs_free is not None and fs_free < reserve:
+                        fs_full = True
                         break
-                    interval = min(interval * 1.5, 1.0)  # long steps are polled less often
-                    next_poll = now + interval
+                    if now >= next_walk or grown > disk_limit - walked_used:
+                        walked_used, n_entries = Scratch(scratch).size_bytes()
+                        if walked_used > disk_limit or n_entries >= 200_000:
+                            disk_hit = True
+                            break
+                        interval = min(interval * 1.5, 1.0)  # long steps are walked less often
+                        next_walk = now + interval
+                        fs_free0 = fs_free  # the next growth counts from this walk
             killed = exit_t is None
             if killed:
                 if cgroup is None or cgroup.pids_dir is None:
@@ -795,11 +832,11 @@ class Sandbox:
             result.signal = _signal_name(os.WTERMSIG(status))
         else:
             result.returncode = os.WEXITSTATUS(status)
-        if not disk_hit:
+        if not disk_hit and not fs_full:
             used, n_entries = Scratch(scratch).size_bytes()
             disk_hit = used > disk_limit or n_entries >= 200_000
         if detect_outside and user is not None:
-            result.outside_writes = _outside_writes(user[0], started_wall)
+            result.outside_writes = _outside_writes(user[0], started_wall, pooled=own_uid is not None)
         self._classify(
             result,
             timed_out=timed_out,
@@ -808,6 +845,7 @@ class Sandbox:
             cgroup=cgroup,
             memory_by_cgroup=memory_by_cgroup,
             group_full=group_full,
+            fs_full=fs_full,
         )
         return result
 
@@ -827,6 +865,7 @@ class Sandbox:
         cgroup: StepCgroup | None,
         memory_by_cgroup: bool,
         group_full: bool = False,
+        fs_full: bool = False,
     ) -> None:
         limits = self.limits
         last = _last_line(r.stderr_tail)
@@ -839,7 +878,11 @@ class Sandbox:
                 and "resource temporarily unavailable" in r.stderr_tail.lower()
             )
         )
-        if disk_hit:
+        if fs_full:
+            r.status, r.limit = Status.FAILED, "disk"
+            r.reason = ("disk limit hit: the file system holding the scratch directory filled up to its "
+                        "last reserve during the step")
+        elif disk_hit:
             r.status, r.limit = Status.FAILED, "disk"
             r.reason = f"disk limit hit: scratch directory grew past {limits.disk_mb} MB"
         elif r.signal == "SIGXFSZ" or "file size limit exceeded" in r.stderr_tail.lower():
@@ -992,14 +1035,78 @@ def _group_size(pgid: int) -> int:
     return n
 
 
+def _free_bytes(path: str) -> tuple[int | None, int]:
+    """Bytes free to unprivileged users on ``path``'s file system, and the reserve a step may not touch
+    (5% of it, at most 1 GiB); ``(None, 0)`` when it cannot be read."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None, 0
+    return st.f_bavail * st.f_frsize, min(1 << 30, st.f_blocks * st.f_frsize // 20)
+
+
+_MAX_SOCKETS = 4096
+_sockets_cache: tuple[frozenset[bytes], list[str]] = (frozenset(), [])
+
+
+def host_sockets(exclude: str | None = None) -> list[str]:
+    """Paths of the Unix sockets bound in the tuner's network namespace that are files (``/proc/net/unix``).
+
+    A step's mount namespace covers each of them (``hide_sockets``): a network namespace does not end a
+    connection to a server's socket file. Only paths that are sockets now (resolved, so that a path
+    through a link cannot aim the cover at another file) are listed; sockets under ``exclude`` (the
+    step's own scratch) are not. Read for every step (a server started a moment ago is covered too);
+    the paths are resolved again only when the set of names changed; at most 4096 paths.
+    """
+    global _sockets_cache
+    names: set[bytes] = set()
+    try:
+        with open("/proc/net/unix", "rb") as f:
+            lines = f.read(8 * _MiB).splitlines()[1:]
+    except OSError:
+        lines = []
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"/"):  # not unnamed or abstract (the netns ends those)
+            names.add(fields[7])
+    key = frozenset(names)
+    if key != _sockets_cache[0]:
+        found: set[str] = set()
+        for name in sorted(names):
+            path = os.path.realpath(os.fsdecode(name))
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    found.add(path)
+            if len(found) >= _MAX_SOCKETS:
+                break
+        _sockets_cache = (key, sorted(found))
+    paths = _sockets_cache[1]
+    if exclude:
+        root = os.path.join(os.path.realpath(exclude), "")
+        paths = [p for p in paths if not p.startswith(root)]
+    return paths
+
+
 def _last_line(text: str) -> str:
-    """The most telling line of a stderr tail: a sanitizer's summary, else the last line."""
+    """The most telling line of a stderr tail: a sanitizer's summary, else the last line.
+
+    It becomes a failure's reason, kept in the store and written by every export: the candidate's
+    control characters (a terminal's escape sequences) are spelled ``\\xNN``, whoever prints it later.
+    """
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     for marker in ("SUMMARY: ", "runtime error:", "ERROR: "):
         for line in reversed(lines):
             if marker in line:
-                return line[:300]
-    return lines[-1][:300] if lines else ""
+                return _visible(line[:300])
+    return _visible(lines[-1][:300]) if lines else ""
+
+
+def _visible(text: str) -> str:
+    """``text`` with every character that is not printable (but a tab) spelled as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\t" else
+                   f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def _looks_out_of_memory(stderr: str) -> bool:
@@ -1018,24 +1125,37 @@ def _looks_out_of_memory(stderr: str) -> bool:
     )
 
 
-def _outside_writes(uid: int, since: float) -> list[str]:
-    """Entries of world-writable directories created by the sandbox user during the step; removed."""
+def _outside_writes(uid: int, since: float, *, pooled: bool = False) -> list[str]:
+    """Entries of world-writable directories the sandbox user made during the step; removed.
+
+    With a uid of the pool (``pooled``), the uid owns nothing outside its scratch but what a
+    candidate left: every entry it owns is taken, whatever its time says (``touch -d`` sets a file's
+    time back), also inside world-writable subdirectories (two levels down). With the one shared
+    sandbox account, only entries changed since the step began (``since``) are taken.
+    """
     found: list[str] = []
-    for top in _WORLD_WRITABLE:
+
+    def visit(top: str, depth: int) -> None:
         try:
             with os.scandir(top) as it:
-                for entry in it:
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if st.st_uid == uid and st.st_mtime >= since - 1.0:
-                        found.append(entry.path)
-                        if entry.is_dir(follow_symlinks=False):
-                            shutil.rmtree(entry.path, ignore_errors=True)
-                        else:
-                            with contextlib.suppress(OSError):
-                                os.unlink(entry.path)
+                entries = list(it)
         except OSError:
-            continue
+            return
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_uid == uid and (pooled or st.st_mtime >= since - 1.0 or st.st_ctime >= since - 1.0):
+                found.append(entry.path)
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+            elif pooled and depth < 2 and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o002:
+                visit(entry.path, depth + 1)  # a world-writable directory of someone else's
+
+    for top in _WORLD_WRITABLE:
+        visit(top, 0)
     return found

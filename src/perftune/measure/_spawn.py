@@ -43,9 +43,11 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_NOEXEC = 8
@@ -54,6 +56,11 @@ _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _SYS_MOUNT_SETATTR = 442
 _PR_SET_PDEATHSIG = 1
+# keyctl(2): its syscall number per architecture, and the operations used on a step's keyrings.
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "arm64": 219}.get(os.uname().machine)
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_KEYCTL_CLEAR = 7
+_KEY_SPEC_USER_KEYRING = -4
 _MAX_FDS = 8
 _MAX_MESSAGE = 128 * 1024  # below the default socket buffer: argv and env of a step fit many times over
 
@@ -117,7 +124,9 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
     """Put the calling (freshly forked) process into the step's sandbox; returns in the candidate.
 
     ``spec`` holds plain data (see :meth:`perftune.measure.Sandbox.run`): ``cgroup_files``,
-    ``mount_ns``, ``net_ns``, ``pid_ns``, ``via_user`` with ``outer_uid``/``outer_gid``, ``scratch``,
+    ``mount_ns``, ``net_ns``, ``pid_ns``, ``ipc_ns``, ``hide_sockets`` (paths of Unix sockets to cover
+    in the mount namespace), ``hide_dirs`` (directories to cover with an empty file system),
+    ``via_user`` with ``outer_uid``/``outer_gid``, ``scratch``,
     ``rlimits`` (``[resource, soft, hard]``), ``user`` (``[uid, gid]`` or None), ``affinity``, ``cwd``.
     """
     c = libc()
@@ -129,6 +138,7 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
     mount_ns, pid_ns = spec["mount_ns"], spec["pid_ns"]
     flags = (CLONE_NEWNS if mount_ns else 0) | (CLONE_NEWNET if spec["net_ns"] else 0)
     flags |= CLONE_NEWPID if pid_ns else 0
+    flags |= CLONE_NEWIPC if spec.get("ipc_ns") else 0  # SysV objects and message queues die with the step
     if flags:
         if spec["via_user"]:
             if c.unshare(CLONE_NEWUSER | flags) != 0:
@@ -142,6 +152,18 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
         _setattr(c, b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY, 0)
         _mount(c, scratch, scratch, _MS_BIND | _MS_REC)
         _setattr(c, scratch, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
+        for path in spec.get("hide_dirs", ()):  # the tuner's own: an empty file system over each
+            empty = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+            if c.mount(b"tmpfs", os.fsencode(path), b"tmpfs", empty, b"size=4k") != 0 \
+                    and ctypes.get_errno() != 2:
+                raise OSError(ctypes.get_errno(), f"mount over {path!r}")
+        # A network namespace leaves Unix sockets that are files (a PostgreSQL server's, D-Bus's)
+        # reachable, and connect() ignores read-only mounts: each one the tuner found is covered by
+        # /dev/null here, so connecting to it is refused.
+        for path in spec.get("hide_sockets", ()):
+            covered = c.mount(b"/dev/null", os.fsencode(path), None, _MS_BIND, None) == 0
+            if not covered and ctypes.get_errno() not in (2, 20):  # ENOENT, ENOTDIR: it went away
+                raise OSError(ctypes.get_errno(), f"mount over socket {path!r}")
     if pid_ns:
         _enter_pid_namespace(c, timing_fd)
     # Only now: the relay and the init are copies of their parent, and an address-space limit
@@ -153,6 +175,12 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
+        if _SYS_KEYCTL is not None:
+            # The uid's keyring outlives the step (what an earlier candidate of this uid added), and
+            # the inherited session keyring is the tuner's (its keys are possessed across setuid).
+            c.syscall(_SYS_KEYCTL, _KEYCTL_CLEAR, _KEY_SPEC_USER_KEYRING)
+    if _SYS_KEYCTL is not None:
+        c.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None)  # a new, empty session keyring
     if spec["affinity"]:
         os.sched_setaffinity(0, spec["affinity"])
     os.chdir(spec["cwd"])  # after the bind mount, so that relative paths reach the writable scratch
