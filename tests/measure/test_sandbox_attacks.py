@@ -642,3 +642,28 @@ def test_directories_of_the_tuner_are_hidden_from_steps(public_tmp_path: Path) -
     with Sandbox().scratch() as scratch:  # the same step, nothing hidden: the file is there to read
         r = Sandbox().run(["cat", f"{state}/ref0.stdout"], scratch=scratch, timeout_s=20)
     assert r.ok and r.stdout == b"the expected answer\n", r.reason
+
+
+@needs_root
+def test_a_scratch_left_by_a_killed_tuner_is_removed_when_its_uid_is_leased_again(tmp_path: Path) -> None:
+    sandbox = Sandbox(scratch_root=str(tmp_path / "scratch"))
+    pool = sandbox.uid_pool()
+    if pool is None:
+        pytest.skip("needs the uid pool (root)")
+    root = Path(sandbox.root_dir())
+    left = {}
+    for uid in range(pool.first, pool.last + 1):  # one left-behind directory per uid of the pool
+        d = root / f"cand-left-{uid}"
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "data").write_text("x")
+        for p in (d, d / "sub", d / "sub" / "data"):
+            os.chown(p, uid, uid)
+        d.chmod(0o700)
+        left[uid] = d
+    kept = root / "kept-by-the-tuner"
+    kept.mkdir()
+    with sandbox.scratch() as scratch:
+        uid = scratch._leased_user()[0]  # type: ignore[index]
+        assert not left[uid].exists()  # the leased uid's leftover is gone
+        assert all(d.exists() for u, d in left.items() if u != uid)  # nobody else's
+        assert kept.exists()

@@ -437,6 +437,8 @@ class Sandbox:
         pool = self.uid_pool()
         lease = pool.acquire() if pool is not None else None
         try:
+            if lease is not None:
+                _remove_left_behind(root, lease.uid)
             path = tempfile.mkdtemp(prefix=prefix, dir=root)
             user = (lease.uid, lease.gid) if lease is not None else self._user()
             if user is not None:
@@ -1033,6 +1035,23 @@ def _group_size(pgid: int) -> int:
         if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
             n += 1
     return n
+
+
+def _remove_left_behind(root: str, uid: int) -> None:
+    """Remove the scratch directories under ``root`` that a leased ``uid`` still owns.
+
+    Called with the uid's lease held: no live candidate has that uid, so what it owns there was left
+    by a tuner that was killed before its cleanup (a kept scratch is handed to the tuner's own uid).
+    """
+    try:
+        with os.scandir(root) as it:
+            entries = list(it)
+    except OSError:
+        return
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_uid == uid and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _free_bytes(path: str) -> tuple[int | None, int]:

@@ -119,3 +119,18 @@ def test_object_text_size_agrees_between_engines(helper, loop_ll: Path) -> None:
         opt.close()
     with pytest.raises(Exception, match="ELF"):
         elf_text_size(b"not an object")
+
+
+def test_an_opt_engine_never_closed_leaves_no_folder_behind() -> None:
+    import gc
+
+    engine = OptEngine()
+    folder = engine._dir
+    assert folder.is_dir()
+    del engine
+    gc.collect()
+    assert not folder.exists()
+    closed = OptEngine()
+    closed.close()
+    closed.close()  # twice is fine
+    assert not closed._dir.exists()

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from perftune.targets.llvm._errors import BenchmarkError, LlvmError
@@ -320,6 +321,8 @@ class OptEngine(Engine):
         self.timeout_s = timeout_s
         self._opt = find_tool("opt")
         self._dir = Path(tempfile.mkdtemp(prefix="perftune-llvm-opt-"))
+        # Removed when the engine is collected or the interpreter exits, if close() was never called.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
         self._current = self._dir / "current.ll"
         self._initial = self._dir / "initial.ll"
         self._saved: dict[str, Path] = {}
@@ -430,7 +433,7 @@ class OptEngine(Engine):
         return self.count()
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._cleanup()
 
 
 def elf_text_size(data: bytes) -> int:
