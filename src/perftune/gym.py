@@ -12,10 +12,15 @@ id                             reward                           observation
 ``perftune/llvm-runtime-v0``   ``Runtime`` (runnable only)      ``Autophase``
 =============================  ===============================  ==========================
 
-``gymnasium.make`` returns the :class:`~perftune.targets.llvm.LlvmEnv` itself (no wrappers), so
-CompilerGym-style calls work: ``env.reset(benchmark=...)``, ``env.multistep``, ``env.fork()``,
-``env.validate()``. Keyword arguments of ``make`` go to ``LlvmEnv`` (``benchmark=``,
-``observation_space=``, ``reward_space=``, ``engine=``).
+``gymnasium.make(id)`` returns the :class:`~perftune.targets.llvm.LlvmEnv` itself (the ids are
+registered without Gymnasium's order-enforcing and checker wrappers), so CompilerGym-style calls
+work: ``env.reset(benchmark=...)``, ``env.multistep``, ``env.fork()``, ``env.validate()``,
+``env.observation_space = "InstCount"``, ``env.reward_space = "IrInstructionCount"``. Arguments that
+make Gymnasium add a wrapper still do: ``gymnasium.make(id, max_episode_steps=N)`` returns a
+``TimeLimit`` around the environment, which has ``reset``/``step`` but not ``multistep``, ``fork``,
+``validate`` or the space switching; reach those through ``env.unwrapped``. Other keyword arguments
+of ``make`` go to ``LlvmEnv`` (``benchmark=``, ``observation_space=``, ``reward_space=``,
+``engine=``, ``step_timeout_s=``, ``runtime_repeats=``, ``render_mode=``).
 
 Example:
     >>> import gymnasium as gym

@@ -6,7 +6,9 @@ An episode starts from a benchmark's unoptimised module; each action applies one
 Observations: ``Ir`` (text), ``InstCount`` (70 counts: totals and per-opcode), ``Autophase``
 (56 program features), ``IrInstructionCount``, ``IrInstructionCountOz``, ``IrInstructionCountO0``,
 ``ObjectTextSizeBytes``, ``ObjectTextSizeOz``, ``Runtime`` (seconds, runnable benchmarks). Every one
-is also available on demand as ``env.observation["NAME"]``.
+is also available on demand as ``env.observation["NAME"]``. As in CompilerGym, assigning a name
+switches the space (``env.observation_space = "InstCount"``, ``env.reward_space = "Runtime"``);
+``env.observation_space`` reads back as the Gymnasium space, ``env.reward_space`` as the name.
 
 Rewards (per step; their sum over an episode telescopes):
 
@@ -26,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import shutil
 import string
@@ -48,8 +52,15 @@ import contextlib
 from perftune.targets.llvm._actions import ACTIONS, action_index
 from perftune.targets.llvm._commandline import opt_commandline, opt_program, passes_text
 from perftune.targets.llvm._datasets import Benchmark, get_benchmark
-from perftune.targets.llvm._engine import Engine, EngineCrash, PipelineError, make_engine
-from perftune.targets.llvm._errors import ActionError, LlvmError, StepError
+from perftune.targets.llvm._engine import (
+    Engine,
+    EngineCrash,
+    HelperEngine,
+    OptEngine,
+    PipelineError,
+    make_engine,
+)
+from perftune.targets.llvm._errors import ActionError, BenchmarkError, LlvmError, StepError
 from perftune.targets.llvm._ir import INSTCOUNT_NAMES
 from perftune.targets.llvm._validate import ValidationResult, validate_actions
 
@@ -156,6 +167,46 @@ REWARD_SPACES: tuple[str, ...] = (
 
 DEFAULT_BENCHMARK = "benchmark://perftune-v0/crc32"
 
+# Loading a module and computing observations get at least this long, however short the step
+# timeout is (a step timeout of 1 s must not make reset() fail on a large module).
+_MIN_ENGINE_TIMEOUT_S = 60.0
+
+
+def _space_name(value: object, kind: str) -> str:
+    """VALUE if it names an observation (KIND "observation") or reward space, else LlvmError."""
+    known: Sequence[str] = tuple(OBSERVATION_SPACES) if kind == "observation" else REWARD_SPACES
+    if isinstance(value, str) and value in known:
+        return value
+    raise LlvmError(f"unknown {kind} space {value!r}: expected one of {', '.join(known)}")
+
+
+def _timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise LlvmError(f"step_timeout_s must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise LlvmError(f"step_timeout_s must be a positive, finite number of seconds, got {value!r}")
+    return seconds
+
+
+def _engine_timeout(step_timeout_s: float) -> float:
+    return max(step_timeout_s, _MIN_ENGINE_TIMEOUT_S)
+
+
+def _repeats(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise LlvmError(f"runtime_repeats must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _get_benchmark(value: object, what: str) -> Benchmark:
+    if not isinstance(value, str | Benchmark | os.PathLike):
+        raise BenchmarkError(
+            f"{what} must be a benchmark URI, a file path or a Benchmark, got {type(value).__name__} "
+            f"{value!r}"
+        )
+    return get_benchmark(value)
+
 
 class ActionSpace(spaces.Discrete):
     """``Discrete(118)`` with names: ``flags``, ``from_string("-licm")``, ``to_string(i)``."""
@@ -207,12 +258,22 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
     Args:
         benchmark: The benchmark of the first episode (URI, path or :class:`Benchmark`);
             ``reset(benchmark=...)`` changes it.
-        observation_space: Name of the observation returned by ``reset`` and ``step``.
-        reward_space: Name of the reward.
+        observation_space: Name of the observation returned by ``reset`` and ``step``; assigning
+            a name to ``env.observation_space`` later switches it.
+        reward_space: Name of the reward; assigning a name to ``env.reward_space`` later
+            switches it (during an episode: from the next step on).
         engine: ``"helper"`` (persistent C++ process, fast) or ``"opt"`` (one process per step).
-        step_timeout_s: A pass running longer ends the episode with an error.
-        runtime_repeats: Runs per ``Runtime`` measurement (median).
+        step_timeout_s: Seconds (> 0) a pass may run; one running longer ends the episode with an
+            error. Loading the module and computing observations get at least 60 s. Assignable.
+        runtime_repeats: Runs per ``Runtime`` measurement (median; an integer >= 1). Assignable.
         render_mode: ``"ansi"`` (``render()`` returns the IR) or ``"human"`` (prints a summary).
+
+    Raises:
+        LlvmError: An unknown space name, engine or render mode, or a bad ``step_timeout_s`` or
+            ``runtime_repeats`` (also when assigned later).
+        BenchmarkError: An unknown or broken benchmark.
+
+    After :meth:`close`, every method that needs the module raises :class:`StepError`.
 
     Example:
         >>> env = LlvmEnv(benchmark="generator://csmith-v0/1")  # doctest: +SKIP
@@ -234,28 +295,23 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         runtime_repeats: int = 3,
         render_mode: str | None = None,
     ) -> None:
-        if observation_space not in OBSERVATION_SPACES:
-            raise LlvmError(
-                f"unknown observation space {observation_space!r}: "
-                f"expected one of {', '.join(OBSERVATION_SPACES)}"
-            )
-        if reward_space not in REWARD_SPACES:
-            raise LlvmError(
-                f"unknown reward space {reward_space!r}: expected one of {', '.join(REWARD_SPACES)}"
-            )
+        self._closed = False
+        self._observation_space_name = _space_name(observation_space, "observation")
+        self._reward_space_name = _space_name(reward_space, "reward")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise LlvmError(f"unknown render mode {render_mode!r}: expected 'ansi' or 'human'")
-        self.observation_space_name = observation_space
-        self.reward_space_name = reward_space
-        self.observation_space = OBSERVATION_SPACES[observation_space]
+        self._step_timeout_s = _timeout(step_timeout_s)
+        self._runtime_repeats = _repeats(runtime_repeats)
         self.action_space = ActionSpace()
         self.render_mode = render_mode
         self.engine_kind = engine
-        self.step_timeout_s = step_timeout_s
-        self.runtime_repeats = runtime_repeats
         self.observation = _Observation(self)
-        self._engine: Engine = make_engine(engine, timeout_s=step_timeout_s)
-        self._benchmark: Benchmark | None = get_benchmark(benchmark) if benchmark is not None else None
+        self._benchmark: Benchmark | None = (
+            _get_benchmark(benchmark, "benchmark") if benchmark is not None else None
+        )
+        # The engine's own limit covers loading the module and observations; a pass gets
+        # step_timeout_s (given to each apply), so that a short one does not break reset().
+        self._engine: Engine = make_engine(engine, timeout_s=_engine_timeout(self._step_timeout_s))
         self._loaded: Benchmark | None = None
         self._baselines: _Baselines | None = None
         self._actions: list[int] = []
@@ -264,6 +320,89 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         self._episode_reward = 0.0
         self._done = True
         self._tmp = Path(tempfile.mkdtemp(prefix="perftune-llvmenv-"))
+
+    # -- spaces and settings (CompilerGym style: assign a name to switch) -------------------------
+    @property
+    def observation_space(self) -> spaces.Space[Any]:
+        """The Gymnasium space of what ``reset`` and ``step`` return.
+
+        Assigning a name (``env.observation_space = "InstCount"``) switches the observation, as
+        in CompilerGym; reading gives the matching space of :data:`OBSERVATION_SPACES`.
+        """
+        return OBSERVATION_SPACES[self._observation_space_name]
+
+    @observation_space.setter
+    def observation_space(self, value: str | spaces.Space[Any]) -> None:
+        if isinstance(value, spaces.Space):
+            # One of OBSERVATION_SPACES' own objects names itself; any other space is not ours.
+            for name, space in OBSERVATION_SPACES.items():
+                if space is value:
+                    value = name
+                    break
+        self._observation_space_name = _space_name(value, "observation")
+
+    @property
+    def observation_space_name(self) -> str:
+        """Name of the observation that ``reset`` and ``step`` return (assignable)."""
+        return self._observation_space_name
+
+    @observation_space_name.setter
+    def observation_space_name(self, value: str) -> None:
+        self.observation_space = value
+
+    @property
+    def reward_space(self) -> str:
+        """Name of the reward (CompilerGym's ``env.reward_space = NAME`` switches it).
+
+        Switching during an episode takes effect from the next step: its reward is the
+        improvement of the new metric over the current module.
+        """
+        return self._reward_space_name
+
+    @reward_space.setter
+    def reward_space(self, value: str) -> None:
+        name = _space_name(value, "reward")
+        if self._closed or self._loaded is None or self._done or name == self._reward_space_name:
+            self._reward_space_name = name
+            return
+        old = self._reward_space_name
+        self._reward_space_name = name
+        try:
+            if name == "Runtime":
+                self._runtime_baseline()
+            self._metric = self._reward_metric()
+        except BaseException:
+            self._reward_space_name = old
+            raise
+
+    @property
+    def reward_space_name(self) -> str:
+        """Same as :attr:`reward_space` (assignable)."""
+        return self._reward_space_name
+
+    @reward_space_name.setter
+    def reward_space_name(self, value: str) -> None:
+        self.reward_space = value
+
+    @property
+    def step_timeout_s(self) -> float:
+        """Seconds a pass may run before the episode ends with an error (assignable)."""
+        return self._step_timeout_s
+
+    @step_timeout_s.setter
+    def step_timeout_s(self, value: float) -> None:
+        self._step_timeout_s = _timeout(value)
+        if isinstance(self._engine, HelperEngine | OptEngine):
+            self._engine.timeout_s = _engine_timeout(self._step_timeout_s)
+
+    @property
+    def runtime_repeats(self) -> int:
+        """Runs per ``Runtime`` measurement, whose median is taken (assignable)."""
+        return self._runtime_repeats
+
+    @runtime_repeats.setter
+    def runtime_repeats(self, value: int) -> None:
+        self._runtime_repeats = _repeats(value)
 
     # -- properties ------------------------------------------------------------------------------
     @property
@@ -275,7 +414,7 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
 
     @benchmark.setter
     def benchmark(self, value: str | Benchmark | os.PathLike[str]) -> None:
-        self._benchmark = get_benchmark(value)
+        self._benchmark = _get_benchmark(value, "benchmark")
 
     @property
     def actions(self) -> list[int]:
@@ -307,12 +446,14 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         benchmark: str | Benchmark | os.PathLike[str] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Starts an episode; ``benchmark=`` (or ``options={"benchmark": ...}``) picks the module."""
+        self._check_open()
         super().reset(seed=seed)
         if seed is not None:
             self.action_space.seed(seed)
         chosen = benchmark if benchmark is not None else (options or {}).get("benchmark")
         if chosen is not None:
-            self._benchmark = get_benchmark(chosen)
+            self._benchmark = _get_benchmark(chosen, "benchmark")
+        self._done = True  # until the new episode is set up: a failed reset leaves none to step
         bench = self.benchmark
         if (
             self._loaded is not None
@@ -354,7 +495,12 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
             )
         return int(action)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StepError("the environment is closed: create a new one")
+
     def _check_can_step(self) -> None:
+        self._check_open()
         if self._loaded is None:
             raise StepError("step() before reset(): call reset() first")
         if self._done:
@@ -371,7 +517,7 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         info: dict[str, Any] = {}
         for index in indices:
             try:
-                self._count = self._engine.apply(ACTIONS[index].pipeline)
+                self._count = self._engine.apply(ACTIONS[index].pipeline, timeout_s=self._step_timeout_s)
             except (EngineCrash, PipelineError) as exc:
                 self._done = True
                 info["error"] = f"{ACTIONS[index].flag}: {exc}"
@@ -434,10 +580,26 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
 
         path = self._tmp / "runtime.bc"
         self._engine.write_bitcode(path)
-        return runtime_s(path, self.benchmark, repeats=self.runtime_repeats)
+        return runtime_s(path, self.benchmark, repeats=self._runtime_repeats)
+
+    def _runtime_baseline(self) -> None:
+        """Measures the unoptimised run time if the episode has none yet (reward switched to Runtime)."""
+        b = self._require_baselines()
+        if b.runtime_o0 is not None:
+            return
+        if not self._actions:
+            b.runtime_o0 = self._runtime()
+            return
+        self._engine.save("__runtime_baseline")
+        self._engine.reset()
+        try:
+            b.runtime_o0 = self._runtime()
+        finally:
+            self._engine.restore("__runtime_baseline")
 
     # -- observations ----------------------------------------------------------------------------
     def _observe(self, name: str) -> Any:
+        self._check_open()
         if self._loaded is None:
             raise StepError("no episode yet: call reset() first")
         if name == "Ir":
@@ -506,6 +668,7 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         return other
 
     def _check_has_episode(self) -> None:
+        self._check_open()
         if self._loaded is None:
             raise StepError("no episode yet: call reset() first")
 
@@ -519,6 +682,9 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         return validate_actions(self.benchmark, self._actions, self._count, run=run)
 
     def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        self._check_has_episode()
         if self.render_mode == "ansi":
             return self._engine.ir()
         if self.render_mode == "human":
@@ -529,6 +695,8 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         return None
 
     def close(self) -> None:
+        """Stops the engine; the environment cannot be used afterwards (closing again is fine)."""
+        self._closed = True
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.close()
