@@ -24,15 +24,25 @@ How the sampler maps Optuna's model onto perftune's (docs/optuna.md says the sam
   parameters priority); the technique learns what was actually measured.
 * **Several objectives.** A study with several directions runs perftune's multi-objective ensemble
   (``mo-bandit``: NSGA-II, ParEGO and scalarised local searches, docs/multiobjective.md).
+* **Constraints.** ``constraints=`` are rules over parameters, honoured before a trial runs, once every
+  name they read is in the relative space; a constraint that is not applied after a build (a name no
+  finished trial suggested, a typo, or a parameter sampled independently) is warned about once, one
+  that reads an objective named by ``study.metric_names`` is refused, and one that no configuration
+  satisfies stops the study with one error. Constraints on measured values are Optuna's: the values
+  ``constraints_func`` returns, or the objective's ``trial.set_constraint``, stored in the trial's system
+  attributes (feasible when every value is <= 0); a completed trial that breaks one is told as
+  infeasible (measured, without a loss), as perftune's driver tells a broken metric constraint.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +52,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from perftune import search
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, UnsatisfiableError
 from perftune.integration.optuna._space import MAX_LISTED_STEPS, Codec, codec_for
 from perftune.space import Config, Expression, Space
 from perftune.trial import Status, Trial
@@ -57,6 +67,11 @@ _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 # Like perftune's driver: proposals asked for before falling back to a random unmeasured configuration.
 _MAX_ASK_ATTEMPTS = 8
 _MAX_RANDOM_ATTEMPTS = 64
+# Where Optuna keeps a trial's constraint values (a list from ``constraints_func``, one key per name from
+# ``trial.set_constraint``); optuna.study._constrained_optimization reads both.
+_CONSTRAINTS_KEY = "constraints"
+# The metric that carries a trial's total constraint violation to perftune's techniques.
+_VIOLATION = "optuna.constraint_violation"
 
 
 @dataclass(frozen=True)
@@ -69,17 +84,19 @@ class _Finished:
     state: TrialState
     values: tuple[float, ...] | None
     reason: str | None
+    constraints: tuple[float, ...] = ()  # Optuna's constraint values (feasible when all are <= 0)
 
 
 class _Search:
     """The perftune side for one relative search space: the space, the codecs and the technique."""
 
     def __init__(self, distributions: Mapping[str, BaseDistribution], technique: Any,
-                 codecs: dict[str, Codec], space: Space) -> None:
+                 codecs: dict[str, Codec], space: Space, constraints: Sequence[str]) -> None:
         self.distributions = dict(distributions)
         self.technique = technique
         self.codecs = codecs
         self.space = space
+        self.constraints = list(constraints)  # the sampler's constraints this space applies
         self.measured: dict[Config, Trial] = {}  # config -> the first trial told with it
         self.in_flight: dict[int, Config] = {}  # trial number -> proposal being measured
 
@@ -110,7 +127,19 @@ class PerftuneSampler(BaseSampler):
         constraints: perftune constraint expressions over parameter names (``"bx * by <= 1024"``),
             honoured by every proposal once all the names they use are in the relative search space
             (Optuna has no way to declare them; without them, the objective rejects invalid
-            configurations by failing or pruning, and the search learns that as a failure).
+            configurations by failing or pruning, and the search learns that as a failure). A
+            constraint still not applied when the search space is built (it reads a name no finished
+            trial suggested, or a parameter sampled independently) gives one ``UserWarning``; one that
+            reads an objective named by ``study.metric_names`` raises a PerftuneError (bound measured
+            values with ``constraints_func``); one that no configuration satisfies raises an
+            :class:`~perftune.errors.UnsatisfiableError`.
+        constraints_func: Optuna's constraints on a finished trial, as for ``NSGAIISampler`` and
+            ``TPESampler``: called with each completed or pruned trial of this process, it returns a
+            sequence of floats, feasible when every one is <= 0 (read what it needs from
+            ``trial.user_attrs``: a trial's values are not set yet when samplers are told). The values
+            are stored in the trial's system attributes, where Optuna's ``study.best_trial`` and
+            ``study.best_trials`` read them. Constraint values set by the objective with
+            ``trial.set_constraint`` (Optuna 5) are honoured too, with or without this argument.
         independent_sampler: The sampler of parameters outside the relative search space (default: a
             seeded :class:`optuna.samplers.RandomSampler`).
         ordered_categoricals: Search a categorical whose choices are all numbers in their numeric order.
@@ -136,6 +165,7 @@ class PerftuneSampler(BaseSampler):
         seed: int | None = None,
         technique: str = "default",
         constraints: Sequence[str] = (),
+        constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
         independent_sampler: BaseSampler | None = None,
         ordered_categoricals: bool = True,
         warn_independent_sampling: bool = True,
@@ -161,6 +191,10 @@ class PerftuneSampler(BaseSampler):
             except PerftuneError as exc:
                 raise PerftuneError(f"PerftuneSampler: constraints[{i}]: {exc}") from None
             self._constraints.append((text, names))
+        if constraints_func is not None and not callable(constraints_func):
+            raise PerftuneError("PerftuneSampler: constraints_func must be a function of a trial that "
+                                f"returns a sequence of floats, got {constraints_func!r}")
+        self._constraints_func = constraints_func
         self._seed = seed
         self._technique_name = technique
         self._ordered = bool(ordered_categoricals)
@@ -188,7 +222,9 @@ class PerftuneSampler(BaseSampler):
         self._search: _Search | None = None
         self._n_builds = 0
         self._objectives: search.Objectives | None = None
+        self._metric_names: frozenset[str] = frozenset()  # the study's metric_names, when set
         self._warned: set[str] = set()
+        self._warned_constraints: set[str] = set()
 
     def _attach(self, study: Study) -> None:
         """Start over when the sampler is used for another study (Optuna samplers serve one study)."""
@@ -200,11 +236,20 @@ class PerftuneSampler(BaseSampler):
                 names = study.metric_names or []
             except AttributeError:  # HyperbandPruner hands samplers a study of one bracket, without it
                 names = []
+            self._metric_names = frozenset(names)
             names = names or [f"objective{i}" for i in range(len(directions))]
             if len(set(names)) != len(names):
                 names = [f"objective{i}" for i in range(len(directions))]
             goals = ["max" if d == StudyDirection.MAXIMIZE else "min" for d in directions]
             self._objectives = search.Objectives(tuple(names), tuple(goals))
+            if self._constraints_func is not None:
+                self._constrain_objectives()
+
+    def _constrain_objectives(self) -> None:
+        """Tell the techniques that trials carry Optuna constraint values (a metric bounded by 0)."""
+        objectives = self._objectives
+        if objectives is not None and not objectives.constraints:
+            self._objectives = replace(objectives, constraints=(search.Constraint(_VIOLATION, "<=", 0.0),))
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -217,8 +262,13 @@ class PerftuneSampler(BaseSampler):
 
     # ------------------------------------------------------------------ history
 
-    def _ingest(self, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
-        """Add one finished trial to the history, fold it into the intersection, tell the technique."""
+    def _ingest(self, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None,
+                constraints: Sequence[float] | None = None) -> None:
+        """Add one finished trial to the history, fold it into the intersection, tell the technique.
+
+        ``constraints``: the values ``constraints_func`` just gave (not in ``trial``'s attributes yet);
+        the trial's stored constraint values are read otherwise.
+        """
         if trial.number in self._seen:
             return
         self._seen.add(trial.number)
@@ -228,10 +278,16 @@ class PerftuneSampler(BaseSampler):
             reason = "pruned" if step is None else f"pruned at step {step}"
         elif state == TrialState.FAIL:
             reason = "failed"  # Optuna logs the exception; a sampler is not given it
+        stored = _stored_constraints(trial.system_attrs, constraints)
         finished = _Finished(trial.number, dict(trial.params), dict(trial.distributions), state,
                              None if values is None or state != TrialState.COMPLETE
-                             else tuple(float(v) for v in values), reason)
+                             else tuple(float(v) for v in values), reason, stored)
         self._history.append(finished)
+        if stored and self._objectives is not None and not self._objectives.constraints:
+            # The first constrained trial (trial.set_constraint, or another process's constraints_func):
+            # the techniques must rank by feasibility, so the search is rebuilt before the next proposal.
+            self._constrain_objectives()
+            self._search = None
         # Pruned trials count, as in TPE's multivariate search space: an objective that prunes (or
         # rejects) its first configurations must not keep the whole search random.
         if state in (TrialState.COMPLETE, TrialState.PRUNED):
@@ -266,9 +322,19 @@ class PerftuneSampler(BaseSampler):
         else:
             metrics = dict(zip(objectives.names, values, strict=True))
             primary = values[0]
-            loss = primary if objectives.goal == "min" else -primary
+            loss: float | None = primary if objectives.goal == "min" else -primary
+            reason = None
+            if objectives.constraints:
+                # Deb's rule, as Optuna's NSGA-II: the total violation; measured, so OK, but an infeasible
+                # trial has no loss (the driver's way for a broken metric constraint).
+                violation = sum(math.inf if math.isnan(c) else max(c, 0.0) for c in finished.constraints)
+                metrics[_VIOLATION] = violation
+                if violation > 0.0:
+                    loss = None
+                    reason = ("infeasible: Optuna constraint values "
+                              f"{', '.join(f'{c:g}' for c in finished.constraints)} (feasible: all <= 0)")
             trial = Trial(finished.number, config, Status.OK, value=primary, loss=loss, metrics=metrics,
-                          samples=[primary])
+                          samples=[primary], reason=reason)
         current.measured.setdefault(config, trial)
         return trial
 
@@ -280,6 +346,7 @@ class PerftuneSampler(BaseSampler):
         codecs = {name: codec_for(distributions[name], self._ordered) for name in names}
         params = {name: codecs[name].param for name in names}
         constraints = [text for text, used in self._constraints if used <= set(names)]
+        self._check_unapplied(set(names))
         for text, used in self._constraints:
             positional = sorted(n for n in used if n in codecs and codecs[n].by_position)
             if positional:
@@ -297,14 +364,55 @@ class PerftuneSampler(BaseSampler):
             technique.set_deterministic(True)  # a seeded study must not depend on timings
         if objectives is not None and isinstance(technique, search.MultiObjectiveAware):
             technique.set_objectives(objectives)
-        current = _Search(distributions, technique, codecs, space)
+        current = _Search(distributions, technique, codecs, space, constraints)
         fitting = [t for t in (self._as_trial(current, f) for f in self._history) if t is not None]
         if fitting:
             technique.tell(fitting)
         return current
 
-    def _propose(self, current: _Search) -> Config | None:
+    def _check_unapplied(self, names: set[str]) -> None:
+        """Refuse a constraint on an objective; warn once about one that this space cannot apply."""
+        suggested = {name for finished in self._history for name in finished.params}
+        for text, used in self._constraints:
+            if used <= names or text in self._warned_constraints:
+                continue
+            unknown = sorted(used - suggested)
+            metrics = [name for name in unknown if name in self._metric_names]
+            if metrics:
+                raise PerftuneError(
+                    f"PerftuneSampler: constraint {text!r} reads {', '.join(map(repr, metrics))}, an "
+                    "objective of the study (study.metric_names), not a parameter: constraints= are rules "
+                    "over parameters, checked before a trial runs; bound a measured value with "
+                    "trial.set_constraint in the objective (Optuna 5) or with constraints_func reading "
+                    "trial.user_attrs (feasible when <= 0)")
+            self._warned_constraints.add(text)
+            if unknown:
+                hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(
+                    name, sorted(suggested), n=1)) else repr(name) for name in unknown]
+                why = (f"no finished trial suggested {', '.join(hints)}: a typo, a parameter of a branch "
+                       "not taken yet, or a measured value (bound those with constraints_func)")
+            else:
+                independent = sorted(used - names)
+                why = (f"{', '.join(map(repr, independent))} {'is' if len(independent) == 1 else 'are'} not "
+                       "suggested by every completed or pruned trial with the same distribution, so sampled "
+                       "independently")
+            warnings.warn(f"PerftuneSampler: constraint {text!r} is not applied: {why}; it applies once "
+                          "every name it reads is in the relative search space", UserWarning, stacklevel=2)
+
+    def _unsatisfiable(self, current: _Search, exc: PerftuneError) -> UnsatisfiableError:
+        """The one-line error for constraints that no configuration of the space satisfies."""
+        params = ", ".join(f"{name}: {codec.param!r}" for name, codec in current.codecs.items())
+        return UnsatisfiableError(f"PerftuneSampler: no configuration of the study's parameters ({params}) "
+                                  f"satisfies constraints={current.constraints!r}: {exc}")
+
+    def _propose(self, current: _Search) -> Config:
         """One configuration not measured and not in flight: the technique's, else a random one."""
+        try:
+            return self._propose_from(current)
+        except UnsatisfiableError as exc:
+            raise self._unsatisfiable(current, exc) from None
+
+    def _propose_from(self, current: _Search) -> Config:
         busy = set(current.in_flight.values())
         for _ in range(_MAX_ASK_ATTEMPTS):
             proposals = current.technique.ask(1)
@@ -319,14 +427,12 @@ class PerftuneSampler(BaseSampler):
             current.technique.tell([known])  # a repeat: answer from what was measured, as the driver does
         sampled: Config | None = None
         for _ in range(_MAX_RANDOM_ATTEMPTS):
-            try:
-                (sampled,) = current.space.sample(self._rng, 1)
-            except PerftuneError:
-                return None
+            (sampled,) = current.space.sample(self._rng, 1)
             if sampled not in current.measured and sampled not in busy:
                 return sampled
         # Every configuration tried is measured or in flight (a small space, nearly exhausted): a repeat,
         # since Optuna expects a value for every parameter of the relative space.
+        assert sampled is not None
         return sampled
 
     # ------------------------------------------------------------------ Optuna's sampler interface
@@ -362,8 +468,6 @@ class PerftuneSampler(BaseSampler):
                 self._sync(study)  # called without infer_relative_search_space (Optuna's tests do)
                 current = self._search = self._build(wanted)
             config = self._propose(current)
-            if config is None:
-                return {}  # no valid configuration found: the independent sampler takes over
             current.in_flight[trial.number] = config
             return {name: current.codecs[name].to_optuna(config[name]) for name in search_space}
 
@@ -385,14 +489,48 @@ class PerftuneSampler(BaseSampler):
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
-        """Tell the technique how the trial ended (failed and pruned trials as failures)."""
+        """Tell the technique how the trial ended (failed and pruned trials as failures); with
+        ``constraints_func``, store the trial's constraint values first, as Optuna's samplers do."""
+        constraints = None
+        if self._constraints_func is not None and state in (TrialState.COMPLETE, TrialState.PRUNED):
+            constraints = self._evaluate_constraints(trial)
+            study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, constraints)
         with self._lock:
             self._attach(study)
-            self._ingest(trial, state, values)
+            self._ingest(trial, state, values, constraints)
         self._independent.after_trial(study, trial, state, values)
+
+    def _evaluate_constraints(self, trial: FrozenTrial) -> tuple[float, ...]:
+        """``constraints_func(trial)`` as a tuple of floats (one-line errors for anything else)."""
+        assert self._constraints_func is not None
+        given = self._constraints_func(trial)
+        try:
+            if isinstance(given, str | bytes):
+                raise TypeError
+            constraints = tuple(float(c) for c in given)
+        except (TypeError, ValueError):
+            raise PerftuneError(f"PerftuneSampler: constraints_func must return a sequence of floats, got "
+                                f"{given!r} for trial {trial.number}") from None
+        if any(math.isnan(c) for c in constraints):
+            raise PerftuneError(f"PerftuneSampler: constraints_func returned NaN for trial {trial.number}: "
+                                f"{list(constraints)}")
+        return constraints
 
     def reseed_rng(self) -> None:
         """New seeds for the random parts (Optuna calls this in each thread of ``n_jobs > 1``)."""
         with self._lock:
             self._independent.reseed_rng()
             self._rng = np.random.default_rng()
+
+
+def _stored_constraints(system_attrs: Mapping[str, Any],
+                        listed: Sequence[float] | None = None) -> tuple[float, ...]:
+    """A trial's constraint values as Optuna stores them: the list of ``constraints_func`` under
+    ``"constraints"`` (``listed`` when given: just computed, not stored in ``system_attrs`` yet), then
+    each ``trial.set_constraint`` value under ``"constraints:<name>"``."""
+    if listed is None:
+        listed = system_attrs.get(_CONSTRAINTS_KEY)
+    out = [] if listed is None else [float(c) for c in listed]
+    prefix = _CONSTRAINTS_KEY + ":"
+    out.extend(float(system_attrs[key]) for key in sorted(system_attrs) if key.startswith(prefix))
+    return tuple(out)
