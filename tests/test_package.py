@@ -54,3 +54,11 @@ def test_lazy_top_level_api():
     assert perftune.Budget(evals=3).evals == 3
     with pytest.raises(AttributeError):
         perftune.no_such_thing  # noqa: B018
+
+
+def test_subpackages_are_attributes_after_a_bare_import():
+    # The docs write `perftune.drive.ASHA(...)`, `perftune.drive.WarmStart(...)` after `import perftune`.
+    code = ("import perftune; p = perftune.drive.ASHA(max_steps=27); s = perftune.space.Int(0, 3); "
+            "print(type(p).__name__, type(s).__name__, perftune.store.Store.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ASHA", "Int", "Store"], out.stderr

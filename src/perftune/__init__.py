@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["Budget", "PerftuneError", "Pruned", "Result", "Status", "Trial", "Tuner", "__version__", "tune"]
 
 _LAZY = {"Budget", "Result", "Tuner", "tune"}
+# Subpackages reached as attributes after a bare `import perftune` (`perftune.drive.ASHA(...)`, as the
+# docs write them), imported on first use. The heavy ones with extras (torch, triton) are not here:
+# they are imported by name.
+_SUBPACKAGES = {"adapt", "choice", "drive", "measure", "online", "report", "search", "space", "store",
+                "targets"}
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +36,8 @@ def __getattr__(name: str) -> Any:
         from perftune import drive
 
         return getattr(drive, name)
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"perftune.{name}")
     raise AttributeError(f"module 'perftune' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import time
 from dataclasses import dataclass
@@ -41,12 +42,20 @@ class Budget:
     target: float | None = None
 
     def __post_init__(self) -> None:
-        if self.evals is not None and (not isinstance(self.evals, int) or self.evals <= 0):
+        def integer(x: object) -> bool:  # numpy's integers too
+            return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+        def number(x: object) -> bool:
+            return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+        if self.evals is not None and (not integer(self.evals) or self.evals <= 0):
             raise BudgetError(f"budget: evals must be a positive integer, got {self.evals!r}")
-        if self.seconds is not None and not (self.seconds > 0 and math.isfinite(self.seconds)):
-            raise BudgetError(f"budget: seconds must be positive, got {self.seconds!r}")
-        if self.patience is not None and self.patience <= 0:
+        if self.seconds is not None and not (number(self.seconds) and self.seconds > 0):
+            raise BudgetError(f"budget: seconds must be a positive number, got {self.seconds!r}")
+        if self.patience is not None and (not integer(self.patience) or self.patience <= 0):
             raise BudgetError(f"budget: patience must be a positive integer, got {self.patience!r}")
+        if self.target is not None and not number(self.target):
+            raise BudgetError(f"budget: target must be a finite number, got {self.target!r}")
         if self.evals is None and self.seconds is None and self.patience is None and self.target is None:
             raise BudgetError("budget: give at least one of evals, seconds, patience or target")
 

@@ -55,10 +55,14 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
+class NotFinite(ValueError):
+    """An objective value or sample is NaN or infinite: the trial failed (it is no measurement)."""
+
+
 def _finite(value: float, what: str = "objective value") -> float:
     # inf/-inf would win (or lose) every comparison and NaN none: a failure, never a measurement.
     if not math.isfinite(value):
-        raise ValueError(f"{what} {value} is not finite")
+        raise NotFinite(f"{what} {value} is not finite")
     return value
 
 
@@ -145,7 +149,9 @@ def evaluate(objective: Objective, config: Any, metric: str | None,
     except TrialTimeout as error:
         return ended(Status.TIMEOUT, str(error) or "timeout")
     except Exception as error:  # the objective is user code: any exception is a failed trial
-        reason = f"{type(error).__name__}: {error}".strip()
+        # NotFinite is read as the ValueError it is: the stored reasons keep their words.
+        kind = "ValueError" if isinstance(error, NotFinite) else type(error).__name__
+        reason = f"{kind}: {error}".strip()
         return ended(Status.FAILED, reason[:2000])
     return Outcome(Status.OK, value=value, metrics=metrics, samples=samples, started_at=started,
                    finished_at=time.time(), worker=_worker_name(), published=published,

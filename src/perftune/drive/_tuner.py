@@ -26,7 +26,14 @@ import numpy as np
 from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._context import EvalContext, Incumbent, takes_context
-from perftune.drive._evaluate import Outcome, RepeatedObjective, check_metrics, interpret
+from perftune.drive._evaluate import (
+    NotFinite,
+    Outcome,
+    RepeatedObjective,
+    _finite,
+    check_metrics,
+    interpret,
+)
 from perftune.drive._executors import Executor, InlineExecutor, ProcessExecutor
 from perftune.drive._fidelity import ASHA, Fidelity, takes_trial
 from perftune.drive._progress import ProgressLine, ProgressSettings
@@ -747,7 +754,9 @@ class Tuner:
 
         ``tell(trial, 1.23)`` reports success; ``tell(trial, error="reason")`` or
         ``tell(trial, status=Status.TIMEOUT)`` a failure; ``tell(trial, {"time": 1.2, "size": 300})``
-        a mapping of metrics (``metric=`` of the tuner names the optimised one).
+        a mapping of metrics (``metric=`` of the tuner names the optimised one). A NaN or infinite
+        value (or sample) is a failed trial with that reason, as an objective's is in :func:`tune`; a
+        value together with ``error=`` or a failing ``status=`` is refused.
 
         ``started_at`` and ``finished_at`` (``time.time()`` instants) are when the evaluation ran, as
         measured by whoever ran it; they are stored with the trial. Both default to the time of this
@@ -769,7 +778,11 @@ class Tuner:
         started = finished if started_at is None else float(started_at)
         if started > finished:
             raise PerftuneError(f"tell(): started_at {started} is after finished_at {finished}")
-        if error is not None or (status is not None and status is not Status.OK):
+        failed = error is not None or (status is not None and status is not Status.OK)
+        if failed and (value is not None or metrics is not None or samples):
+            raise PerftuneError("tell(): a value (or metrics=, samples=) and a failure (error=, status=) "
+                                "at once: give one or the other")
+        if failed:
             st = status if status is not None and status is not Status.OK else Status.FAILED
             outcome = Outcome(st, reason=error or st.value, started_at=started, finished_at=finished)
         else:
@@ -784,14 +797,20 @@ class Tuner:
                 raise PerftuneError("tell(): give a value, metrics=, samples=, error= or status=")
             try:
                 if isinstance(raw, Mapping) and "__value__" in raw:
-                    v = float(raw["__value__"])
+                    v = _finite(float(raw["__value__"]))
                     ms = {k: float(x) for k, x in raw.items() if k != "__value__"}
                 else:
                     v, ms, _ = interpret(raw, self.metric)
+                for s in samples or ():
+                    _finite(float(s), "sample")
+            except NotFinite as exc:
+                # As an objective's NaN is in tune() (and Optuna's tell): a failed trial with its reason.
+                outcome = Outcome(Status.FAILED, reason=str(exc), started_at=started, finished_at=finished)
             except ValueError as exc:
                 raise PerftuneError(f"tell(): {exc}") from None
-            outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
-                              started_at=started, finished_at=finished)
+            else:
+                outcome = Outcome(Status.OK, value=v, metrics=ms, samples=list(samples or []),
+                                  started_at=started, finished_at=finished)
         self._heartbeat()  # an ask/tell run keeps its lease alive too
         return self._record(ticket, outcome)
 
@@ -1407,6 +1426,14 @@ class Tuner:
                 self._store.finish_run(self._run.id, status)
             finally:
                 self._release_lease()
+                self._fold_log()
+
+    def _fold_log(self) -> None:
+        """The store's file holds every trial by itself once a run ends (a copy of it alone is whole)."""
+        fold = getattr(self._store, "fold_log", None)
+        if fold is not None:
+            with contextlib.suppress(Exception):
+                fold()
 
     def result(self) -> Result:
         """The run's result so far."""
@@ -1425,6 +1452,7 @@ class Tuner:
                 self._store.finish_run(self._run.id, status)
             finally:
                 self._release_lease()
+                self._fold_log()
 
 
 class _Progress:

@@ -224,6 +224,11 @@ class Dialect(abc.ABC):
         self._raw = self._cursor = None
         return kept
 
+    def fold_log(self) -> None:
+        """Make the database file whole by itself, where the engine keeps a separate log (SQLite's);
+        nothing elsewhere."""
+        return None
+
     def close(self) -> None:
         """Close the hot path's connection; a broken one is closed quietly."""
         if self._raw is None:

@@ -142,15 +142,19 @@ class SqliteDialect(Dialect):
         _warn_if_readable_by_others(path)
         return False  # an existing file is a perftune store or is refused: never initialised here
 
-    def close(self) -> None:
-        """Fold the write-ahead log into the database file, then close the hot path's connection: the
-        ``.db`` file then holds every trial by itself (a copy or a backup of it alone is whole). The
-        checkpoint is PASSIVE: it waits for no one, and frames another process still reads stay in
-        the log until the last connection closes (SQLite folds them in then)."""
+    def fold_log(self) -> None:
+        """Fold the write-ahead log into the database file: the ``.db`` file then holds every trial by
+        itself (a copy or a backup of it alone is whole). The checkpoint is PASSIVE: it waits for no
+        one, and frames another process still reads stay in the log until the last connection closes
+        (SQLite folds them in then)."""
         conn = self.dbapi_connection
         if conn is not None and not is_memory(self.url):
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def close(self) -> None:
+        """Fold the write-ahead log into the database file, then close the hot path's connection."""
+        self.fold_log()
         super().close()
 
     def check_fork(self) -> None:

@@ -1589,6 +1589,15 @@ class Store:
         return keyset_page(self, run_id, after=after, before=before, limit=limit, order_by=order_by,
                            descending=descending, status=status, technique=technique, text=text, count=count)
 
+    def fold_log(self) -> None:
+        """Make the database file hold every result by itself (SQLite: fold its write-ahead log into
+        it), so that a copy of that one file is whole; the store stays open. Runs call it when they end."""
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            if not self._closed:
+                self._dialect.fold_log()
+
     def close(self) -> None:
         """Release the database connections; calling it again does nothing."""
         if self._pid != os.getpid():  # a forked child: leave the parent's connections alone
