@@ -56,3 +56,15 @@ def test_a_budget_of_the_wrong_type_is_one_error_at_once(kwargs: dict) -> None:
 def test_numpy_numbers_make_a_budget() -> None:
     b = Budget(evals=np.int64(5), seconds=np.float64(2.5), target=np.float32(1.5))
     assert (b.evals, b.seconds) == (5, 2.5)
+
+
+def test_hypervolume_says_what_its_reference_should_be() -> None:
+    import perftune
+
+    result = perftune.tune(lambda c: {"time": 5.0 - c["x"], "acc": c["x"] / 10}, SPACE, budget=6, seed=0,
+                           goal={"time": "min", "acc": "max"})
+    with pytest.raises(PerftuneError, match=r"expected a mapping \{objective: value\} .* time, acc"):
+        result.hypervolume([3, 0.0])  # type: ignore[arg-type]
+    with pytest.raises(PerftuneError, match="no value for acc; not an objective: 'accuracy'"):
+        result.hypervolume({"time": 6, "accuracy": 0})
+    assert result.hypervolume({"time": 6, "acc": 0}) > 0

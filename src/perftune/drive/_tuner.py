@@ -128,9 +128,16 @@ class Result:
         from perftune.search import Objectives, hypervolume
 
         objectives = self.objectives or Objectives(("value",), (self.goal,))
-        missing = [n for n in objectives.names if n not in reference]
-        if missing:
-            raise PerftuneError(f"hypervolume(): reference has no value for {', '.join(missing)}")
+        names = objectives.names
+        if not isinstance(reference, Mapping):
+            raise PerftuneError(f"hypervolume(): expected a mapping {{objective: value}} with a value for "
+                                f"each of {', '.join(names)}; got {type(reference).__name__} {reference!r}")
+        unknown = [str(k) for k in reference if k not in names]
+        missing = [n for n in names if n not in reference]
+        if missing or unknown:
+            extra = f"; not an objective: {', '.join(map(repr, unknown))}" if unknown else ""
+            raise PerftuneError(f"hypervolume(): reference has no value for {', '.join(missing) or '-'}"
+                                f"{extra} (the objectives: {', '.join(names)})")
         ref = tuple(float(reference[n]) if g == "min" else -float(reference[n])
                     for n, g in zip(objectives.names, objectives.goals, strict=True))
         points = [v for v in (objectives.losses(t) for t in self.pareto) if v is not None]

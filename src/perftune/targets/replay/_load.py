@@ -256,7 +256,9 @@ def load(
     t4 = read_json(t4_path, "T4")
     results = t4.get("results") if isinstance(t4, Mapping) else None
     if not isinstance(results, list):
-        raise PerftuneError(f"{t4_path}: no 'results' list (not a T4 file)")
+        cache = isinstance(t4, Mapping) and "cache" in t4
+        hint = "; a Kernel Tuner cache loads with replay.load_kt" if cache else ""
+        raise PerftuneError(f"{t4_path}: no 'results' list (not a T4 file{hint})")
     names = tuple(space.names)
     records: dict[tuple[Any, ...], _Record] = {}
     n_failed = n_outside = 0
