@@ -577,9 +577,15 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     # this run must not do. While another driver drives it, this stops here (exit 2, naming it).
     lease = st.acquire_lease(info.id)
     try:
-        spec = load_task(task)
         recorded = (info.settings or {}).get("task_fingerprint")
-        if recorded and recorded != _task_fingerprint(task):
+        if not isinstance(recorded, str) or not recorded:
+            # The task path comes from the store: without the fingerprint nothing says it is the task
+            # the run was made with (a store from elsewhere could name any task file here).
+            raise PerftuneError(f"resume: run {info.name!r} records no fingerprint of its task file, so "
+                                f"{task} cannot be checked to be its task; start a new run "
+                                f"(perftune run TASK --warm-start {info.name})")
+        spec = load_task(task)
+        if recorded != _task_fingerprint(task):
             raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) "
                                 f"since run {info.name!r} started; "
                                 f"start a new run (perftune run --warm-start {info.name})")
@@ -665,7 +671,10 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
             raise PerftuneError(f"work: the task file of run {info.name!r} is not on this machine: {task} "
                                 "(give its path here with --task)")
         recorded = (info.settings or {}).get("task_fingerprint")
-        if recorded and recorded != _task_fingerprint(task):
+        if not isinstance(recorded, str) or not recorded:
+            raise PerftuneError(f"work: run {info.name!r} records no fingerprint of its task file, so "
+                                f"{task} cannot be checked to be its task")
+        if recorded != _task_fingerprint(task):
             raise PerftuneError(f"work: {task} is not the task of run {info.name!r} (its build, run, "
                                 "objective or check differ)")
     assert task is not None

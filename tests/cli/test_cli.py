@@ -216,3 +216,23 @@ def test_run_dispatches_a_flags_target_task(tmp_path):
     bad.write_text('[target]\nkind = "rust"\n')
     result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'p.db'}", "run", str(bad)])
     assert result.exit_code == 2 and "target.kind" in result.output
+
+
+def test_resume_refuses_a_run_without_the_fingerprint_of_its_task(tmp_path):
+    # The task path comes from the store: a store from elsewhere could name any task file on this machine.
+    import sqlite3
+
+    task = write_task(tmp_path)
+    db_file = tmp_path / "p.db"
+    db = f"sqlite:///{db_file}"
+    assert invoke("--store", db, "run", str(task), "--budget", "3", "--seed", "2").exit_code == 0
+    with sqlite3.connect(db_file) as conn:
+        (settings,) = conn.execute("select settings from runs").fetchone()
+        data = json.loads(settings)
+        del data["task_fingerprint"]
+        conn.execute("update runs set settings = ?", (json.dumps(data),))
+    result = CliRunner().invoke(cli, ["--store", db, "resume", "latest", "--budget", "+2"])
+    assert result.exit_code != 0
+    assert "records no fingerprint of its task file" in result.output and "Traceback" not in result.output
+    shown = json.loads(invoke("--store", db, "show", "latest", "--json").output)
+    assert len(shown["trials"]) == 3  # nothing ran, nothing lost
