@@ -28,7 +28,8 @@ def llvm_passes(
 ) -> None:
     """Runs :func:`~perftune.targets.llvm.tune_passes` and prints the outcome.
 
-    ``seconds`` is the search time; ``evals``, when given, caps the sequences evaluated as well. With
+    ``seconds`` is the search time; ``evals``, when given, caps the evaluations as well (every phase
+    counts; the validation of the winner does not: docs/llvm-actions.md). With
     ``progress``, a progress line on stderr (the driver's :class:`~perftune.drive.ProgressLine`):
     sequences evaluated (of ``evals``), failures, the lowest instruction count so far, the time left.
 

@@ -9,7 +9,9 @@ URIs follow CompilerGym's shape:
 - ``generator://llvm-stress-v0/SEED``: a random IR module from llvm-stress-14; not runnable;
 - ``file:///path/x.c`` (or a bare path) to a ``.c``, ``.ll`` or ``.bc`` file of yours.
 
-The short forms ``perftune-v0/NAME``, ``csmith-v0/SEED`` and ``llvm-stress-v0/SEED`` work too.
+The short forms ``perftune-v0/NAME``, ``csmith-v0/SEED`` and ``llvm-stress-v0/SEED`` work too. Other
+text of that shape (``DATASET-vN/...``, such as CompilerGym's ``cbench-v1/crc32``) that is not a path
+names a dataset perftune does not have: it gets the "unknown dataset" error of its URI form.
 Compiled bitcode is cached in ``~/.cache/perftune/llvm-benchmarks/``.
 
 Example:
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -232,6 +235,17 @@ def _user_file(uri: str, path: Path) -> Benchmark:
     raise BenchmarkError(f"{uri}: expected a .c, .ll or .bc file")
 
 
+#: The short form of a dataset's URI: ``DATASET-vN/`` then the benchmark (``cbench-v1/crc32``).
+_SHORT_FORM = re.compile(r"[A-Za-z][\w.-]*-v\d+/")
+
+
+def _unknown_dataset(text: str) -> BenchmarkError:
+    return BenchmarkError(
+        f"{text}: unknown dataset (expected benchmark://perftune-v0/NAME, generator://csmith-v0/SEED, "
+        "generator://llvm-stress-v0/SEED or a .c/.ll/.bc file)"
+    )
+
+
 def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
     """Resolves a benchmark URI (see the module docstring), compiling or generating it if needed.
 
@@ -247,6 +261,10 @@ def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
             scheme = "benchmark" if short == "perftune-v0/" else "generator"
             text = f"{scheme}://{text}"
     if "://" not in text:
+        if _SHORT_FORM.match(text) and not os.path.exists(text) and not os.path.isdir(text.partition("/")[0]):
+            # Another dataset's short form (CompilerGym's cbench-v1/crc32), not a file: a folder of
+            # that name would make it a path, and then "no such file" is the right answer.
+            raise _unknown_dataset(text)
         return _user_file(text, Path(text))
     parsed = urlparse(text)
     dataset, _, rest = (parsed.netloc + parsed.path).partition("/")
@@ -270,7 +288,4 @@ def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
         return _csmith(_seed(text, rest))
     if parsed.scheme == "generator" and dataset == "llvm-stress-v0":
         return _llvm_stress(_seed(text, rest))
-    raise BenchmarkError(
-        f"{text}: unknown dataset (expected benchmark://perftune-v0/NAME, generator://csmith-v0/SEED, "
-        "generator://llvm-stress-v0/SEED or a .c/.ll/.bc file)"
-    )
+    raise _unknown_dataset(text)

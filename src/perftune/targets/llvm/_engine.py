@@ -121,6 +121,7 @@ class HelperEngine(Engine):
         self._saved: dict[str, Path] = {}
         self._base: Path | None = None  # file the current module derives from ...
         self._history: list[str] = []  # ... by applying these pipelines
+        self._closed = False
         self._start()
 
     # -- process management ------------------------------------------------------------------
@@ -173,7 +174,9 @@ class HelperEngine(Engine):
 
     def _command(self, line: str, *, timeout_s: float | None = None) -> str:
         """Sends one command; returns the text after "ok". Restarts the helper on a crash or hang."""
-        assert self._proc is not None and self._proc.stdin is not None
+        if self._closed or self._proc is None or self._proc.stdin is None:
+            what = "closed" if self._closed else "not running (its restart failed)"
+            raise LlvmError(f"the LLVM helper engine is {what}: make a new one (command: {line[:200]})")
         try:
             self._proc.stdin.write((line + "\n").encode())
             self._proc.stdin.flush()
@@ -291,6 +294,7 @@ class HelperEngine(Engine):
         return count
 
     def close(self) -> None:
+        self._closed = True
         if self._proc is not None and self._proc.poll() is None and self._proc.stdin is not None:
             try:
                 self._proc.stdin.write(b"quit\n")
@@ -328,6 +332,10 @@ class OptEngine(Engine):
         self._saved: dict[str, Path] = {}
         self._n = 0
 
+    def _check_open(self) -> None:
+        if not self._cleanup.alive:  # close() removed the folder the module lives in
+            raise LlvmError("the opt engine is closed: make a new one")
+
     def _run_opt(self, src: Path, pipeline: str, dst: Path, timeout_s: float | None = None) -> None:
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
@@ -356,6 +364,7 @@ class OptEngine(Engine):
         return self._dir / f"m{self._n}.ll"
 
     def load(self, path: str | os.PathLike[str]) -> int:
+        self._check_open()
         try:
             self._run_opt(Path(path), "verify", self._initial)
         except PipelineError as exc:
@@ -365,12 +374,14 @@ class OptEngine(Engine):
         return self.count()
 
     def apply(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        self._check_open()
         out = self._next()
         self._run_opt(self._current, pipeline, out, timeout_s)
         os.replace(out, self._current)
         return self.count()
 
     def trial(self, pipeline: str, *, timeout_s: float | None = None) -> int:
+        self._check_open()
         out = self._next()
         self._run_opt(self._current, pipeline, out, timeout_s)
         count = count_instructions(out.read_text())
@@ -378,15 +389,18 @@ class OptEngine(Engine):
         return count
 
     def count(self) -> int:
+        self._check_open()
         return count_instructions(self._current.read_text())
 
     def instcount(self) -> dict[str, int]:
+        self._check_open()
         return opcode_counts(self._current.read_text())
 
     def autophase(self) -> dict[str, int]:
         raise LlvmError("the Autophase observation needs the LLVM helper (engine='helper')")
 
     def text_size(self, pipeline: str | None = None) -> int:
+        self._check_open()
         src = self._current
         if pipeline:
             src = self._next()
@@ -403,6 +417,7 @@ class OptEngine(Engine):
         return elf_text_size(obj.read_bytes())
 
     def write_bitcode(self, path: str | os.PathLike[str]) -> None:
+        self._check_open()
         result = subprocess.run(
             [self._opt, "-passes=verify", str(self._current), "-preserve-bc-uselistorder", "-o", str(path)],
             capture_output=True, text=True, timeout=self.timeout_s,
@@ -411,24 +426,29 @@ class OptEngine(Engine):
             raise LlvmError(f"writing bitcode failed: {result.stderr.strip()[:200]}")
 
     def ir(self) -> str:
+        self._check_open()
         return self._current.read_text()
 
     def save(self, name: str) -> None:
+        self._check_open()
         target = self._dir / f"saved-{len(self._saved)}.ll"
         shutil.copyfile(self._current, target)
         self._saved[name] = target
 
     def restore(self, name: str) -> int:
+        self._check_open()
         if name not in self._saved:
             raise LlvmError(f"no saved module named {name!r}")
         shutil.copyfile(self._saved[name], self._current)
         return self.count()
 
     def reset(self) -> int:
+        self._check_open()
         shutil.copyfile(self._initial, self._current)
         return self.count()
 
     def load_state(self, path: str | os.PathLike[str]) -> int:
+        self._check_open()
         self._run_opt(Path(path), "verify", self._current)
         return self.count()
 

@@ -9,7 +9,9 @@ cut down to the passes that matter (:func:`_local_search`).
 
 Time is the driver's: the command starts one :class:`perftune.drive.Countdown`, and every phase
 (the ensemble's Tuner budget, the local search, the greedy extension, the baselines, the validation
-of the winner) runs on that clock or its share of it, with no clock of its own.
+of the winner) runs on that clock or its share of it, with no clock of its own. A number budget
+(``evals``) is the evaluator's: :attr:`SequenceEvaluator.max_evaluations` caps every evaluation,
+whichever phase makes it.
 
 Evaluations keep in-memory snapshots of the module after common prefixes (one every
 ``_SNAPSHOT_EVERY`` passes), so a sequence that differs from earlier ones only near its end
@@ -172,7 +174,10 @@ class PassTuneResult:
         count_start: Instruction count of the unoptimised module.
         count_result: Instruction count after ``actions``.
         count_oz: Instruction count after ``opt -Oz``.
-        n_evaluations: Sequences (perftune, random) or single-pass trials (greedy) evaluated.
+        n_evaluations: Evaluations made, all that ``evals`` counts: instruction counts of a sequence
+            (the search's, the removal of passes that do not help, the repairs), of one more pass
+            (the greedy extension and search) or of one more action (random search). Validating
+            candidates is not one of them.
         elapsed_s: Wall time of the search.
         validation: The replay check of the winning sequence, when requested.
     """
@@ -245,6 +250,14 @@ class SequenceTooSlow(LlvmError):
     """An evaluation passed its time limit (:meth:`SequenceEvaluator.count`)."""
 
 
+class EvaluationsSpent(LlvmError):
+    """An evaluation was asked for past :attr:`SequenceEvaluator.max_evaluations`.
+
+    The searches ask :meth:`SequenceEvaluator.left` first, so this is never raised by them: it only
+    guards the cap.
+    """
+
+
 class SequenceEvaluator:
     """Instruction count after a pass sequence, reusing snapshots of common prefixes.
 
@@ -264,8 +277,22 @@ class SequenceEvaluator:
         self.n_evaluations = 0
         self.n_failed = 0
         self.best_count: int | None = None
+        #: Cap on :attr:`n_evaluations` (None: no cap); :func:`tune_passes` sets it from ``evals``.
+        self.max_evaluations: int | None = None
         #: Called after every evaluation (the command's progress line reads the counters above).
         self.on_evaluation: Callable[[], None] | None = None
+
+    def left(self) -> int | None:
+        """Evaluations left under :attr:`max_evaluations` (None when there is no cap)."""
+        if self.max_evaluations is None:
+            return None
+        return max(0, self.max_evaluations - self.n_evaluations)
+
+    def _spend(self) -> None:
+        """Counts one evaluation, or raises EvaluationsSpent when the cap is reached."""
+        if self.max_evaluations is not None and self.n_evaluations >= self.max_evaluations:
+            raise EvaluationsSpent(f"no evaluation left: the cap is {self.max_evaluations}")
+        self.n_evaluations += 1
 
     def record(self, count: int | None) -> None:
         """One evaluation ended, with its instruction count, or None when a pass failed."""
@@ -283,8 +310,11 @@ class SequenceEvaluator:
         :class:`SequenceTooSlow` between two passes (a single pass gets three times the limit
         before the engine is restarted): a pass that blows the module up makes every later pass
         slow, and one such sequence could eat a large part of a short search.
+
+        Each call is one evaluation (:attr:`n_evaluations`); past :attr:`max_evaluations` it raises
+        :class:`EvaluationsSpent` without evaluating.
         """
-        self.n_evaluations += 1
+        self._spend()
         try:
             count = self._count(tuple(actions), time_limit_s)
         except Exception:
@@ -370,8 +400,8 @@ class SequenceEvaluator:
         )
 
     def trial(self, action: int, *, timeout_s: float | None = None) -> int:
-        """Count after one more action on the current module, without keeping it."""
-        self.n_evaluations += 1
+        """Count after one more action on the current module, without keeping it (one evaluation)."""
+        self._spend()
         try:
             count = self.engine.trial(ACTIONS[action].pipeline, timeout_s=timeout_s)
         except Exception as error:
@@ -540,6 +570,79 @@ def _apply_edit(seq: list[int], move: tuple[str, int, int]) -> list[int]:
     return seq[:p] + [seq[p + 1], seq[p]] + seq[p + 2 :]
 
 
+def _affordable(ev: SequenceEvaluator, reserve: int = 0) -> bool:
+    """Whether one more evaluation still leaves ``reserve`` of them under the evaluator's cap."""
+    left = ev.left()
+    return left is None or left > reserve
+
+
+def _loads(ev: SequenceEvaluator, actions: list[int]) -> bool:
+    """Makes ACTIONS' module the engine's current one (one evaluation); False if a pass fails."""
+    try:
+        ev.count(actions)
+    except (EngineCrash, PipelineError):
+        return False
+    return True
+
+
+@dataclass
+class _Reduction:
+    """How far :func:`_reduce` got on ``original``: what is left of it, and the next position to try."""
+
+    original: tuple[int, ...]
+    actions: list[int]
+    count: int
+    removed: int = 0
+    position: int = -1  # the next position to try (they are tried last first); -1: all were tried
+    loaded: bool = False  # the last evaluation of the latest call was of ``actions`` (the engine holds it)
+
+    @property
+    def todo(self) -> int:
+        """Evaluations that finishing the reduction takes (one per position not tried yet)."""
+        return self.position + 1
+
+
+def _reduce(
+    ev: SequenceEvaluator,
+    actions: list[int],
+    count: int,
+    clock: Countdown,
+    *,
+    max_evals: int | None = None,
+    resume: _Reduction | None = None,
+) -> _Reduction:
+    """Removes passes, last first, whose removal does not increase the instruction count.
+
+    One evaluation per position tried, while ``clock`` lasts, ``max_evals`` allows and the evaluator
+    has evaluations left; the removals found by then stand (each one kept or lowered the count of
+    a sequence that was evaluated, so a reduction cut short is still a correct count, only a
+    longer sequence). ``resume``, an earlier reduction of the same sequence, goes on from where it
+    stopped (it is updated in place).
+    """
+    red = resume if resume is not None else _Reduction(
+        tuple(actions), list(actions), count, position=len(actions) - 1
+    )
+    red.loaded = False
+    n = 0
+    while red.position >= 0 and not clock.expired() and (max_evals is None or n < max_evals):
+        if not _affordable(ev):
+            break
+        candidate = red.actions[: red.position] + red.actions[red.position + 1 :]
+        n += 1
+        try:
+            new: int | None = ev.count(candidate)
+        except (EngineCrash, PipelineError):
+            new = None
+        if new is not None and new <= red.count:
+            red.actions, red.count = candidate, new
+            red.removed += 1
+            red.loaded = True
+        else:
+            red.loaded = False
+        red.position -= 1
+    return red
+
+
 def _local_search(
     ev: SequenceEvaluator,
     start: list[int],
@@ -550,6 +653,7 @@ def _local_search(
     history: list[Any],
     check_output: bool,
     durations: list[float],
+    reductions: dict[tuple[int, ...], _Reduction] | None = None,
 ) -> tuple[list[int], int]:
     """First-improvement local search over single edits of the (shortened) best sequence.
 
@@ -564,35 +668,64 @@ def _local_search(
     restarts from the best sequence with two random edits.
 
     It runs until ``clock`` (the driver's :class:`~perftune.drive.Countdown`, the search's share of
-    the budget) has expired or ``max_evals`` sequences have been evaluated, whichever comes first.
+    the budget) has expired, or ``max_evals`` evaluations have been made (all of them: the
+    reduction, the walk, the extensions and the kicks), or, under the evaluator's cap
+    (:attr:`SequenceEvaluator.max_evaluations`), when one more evaluation would leave fewer than
+    the final reduction of the best sequence takes (:func:`tune_passes` reduces its answer). The
+    reduction of the start is recorded in ``reductions`` (by the start), for that final step to
+    go on from.
     """
     rng = np.random.default_rng(seed + 7919)
+    reductions = {} if reductions is None else reductions
     best, best_count = list(start), start_count
-    n = 0
+    begun = ev.n_evaluations
+
+    def own_left() -> int | None:
+        return None if max_evals is None else max(0, max_evals - (ev.n_evaluations - begun))
+
+    def reserve(seq: list[int]) -> int:
+        """Evaluations the final reduction of SEQ would take."""
+        known = reductions.get(tuple(seq))
+        return len(seq) if known is None else known.todo
+
+    def room() -> bool:
+        left = own_left()
+        return (left is None or left > 0) and _affordable(ev, reserve(best))
+
     if ev.count_start >= _EXTEND_FIRST:
         # Large modules: every evaluation is slow and the walk covers little of the neighbourhood;
         # the greedy extension first, which costs one pass per candidate.
-        extended = _extend_greedily(ev, best, best_count, clock, max_evals, history, check_output, durations)
-        n += extended.n_evaluated
+        extended = _extend_greedily(
+            ev, best, best_count, clock, own_left(), history, check_output, durations, reserve=reserve
+        )
         best, best_count = extended.actions, extended.count
-    current, current_count, _ = _drop_useless(ev, best, best_count, clock)
+    reduction = _reduce(ev, best, best_count, clock, max_evals=own_left())
+    reductions[tuple(best)] = reduction
+    current, current_count = list(reduction.actions), reduction.count
     if current_count < best_count:  # a removal lowered the count: a new best, if it runs right
-        if check_output and not ev.output_ok():
-            current, current_count = list(best), best_count
-        else:
+        runs_right = True
+        if check_output:
+            if not reduction.loaded:  # the engine must hold the sequence to build it
+                left = own_left()
+                runs_right = (left is None or left > 0) and _affordable(ev) and _loads(ev, current)
+            runs_right = runs_right and ev.output_ok()
+        if runs_right:
             best, best_count = list(current), current_count
             history.append((clock.elapsed_s(), best_count, list(best)))
+        else:
+            # Miscompiled (or not checked: no evaluation left): the answer must not be this reduction.
+            reductions[tuple(best)] = _Reduction(tuple(best), list(best), best_count)
+            current, current_count = list(best), best_count
     extended_from = tuple(best)  # the extension of this best has been tried (or is equivalent)
     rejected: set[tuple[int, ...]] = set()
-    while not clock.expired() and (max_evals is None or n < max_evals):
+    while not clock.expired() and room():
         improved = False
         for move in _edits(current, rng):
-            if clock.expired() or (max_evals is not None and n >= max_evals):
+            if clock.expired() or not room():
                 break
             candidate = _apply_edit(current, move)
             if tuple(candidate) in rejected:
                 continue
-            n += 1
             try:
                 count = _timed_count(ev, candidate, durations)
             except (EngineCrash, PipelineError, SequenceTooSlow):
@@ -608,22 +741,22 @@ def _local_search(
                 history.append((clock.elapsed_s(), count, list(candidate)))
             improved = True
             break
-        if not improved and not clock.expired():
+        if not improved and not clock.expired() and room():
             # A local optimum. First try to extend the best sequence pass by pass (cheap: one pass
             # per candidate); when that brings nothing, kick the best sequence with two random
             # edits and walk on from there.
             if tuple(best) != extended_from:
-                left = None if max_evals is None else max_evals - n
                 extended = _extend_greedily(
-                    ev, best, best_count, clock, left, history, check_output, durations
+                    ev, best, best_count, clock, own_left(), history, check_output, durations, reserve=reserve
                 )
-                n += extended.n_evaluated
                 extended_from = tuple(best)
                 if extended.count < best_count:
                     best, best_count = extended.actions, extended.count
                     current, current_count = list(best), best_count
                     extended_from = tuple(best)
                     continue
+                if not room():
+                    break
             kicked = list(best)
             for _ in range(2):
                 edits = _edits(kicked, rng)
@@ -651,6 +784,8 @@ def _extend_greedily(
     history: list[Any],
     check_output: bool,
     durations: list[float],
+    *,
+    reserve: Callable[[list[int]], int] | None = None,
 ) -> _Extension:
     """Appends to START, one pass at a time, the action that lowers the count most (CompilerGym's
     greedy search, but from START's module instead of the unoptimised one).
@@ -659,45 +794,58 @@ def _extend_greedily(
     whole sequences are expensive: on 10k-instruction modules the local search's neighbourhood
     is far too large to walk in a minute, and an action appended at the end (csmith 4:
     ``attributor``, -118 instructions) may be among the moves it never reaches. Stops at the
-    first step without improvement, when ``clock`` has expired or ``max_evals`` evaluations are
-    spent, or when an improvement miscompiles.
+    first step without improvement, when ``clock`` has expired, when ``max_evals`` evaluations
+    are spent (the rebuilds of the module count) or one more would leave fewer than
+    ``reserve(sequence so far)`` under the evaluator's cap, or when an improvement miscompiles.
     """
-    seq, count, n = list(start), start_count, 0
+    seq, count = list(start), start_count
+    begun = ev.n_evaluations
+
+    def used() -> int:
+        return ev.n_evaluations - begun
+
+    def room() -> bool:
+        if max_evals is not None and used() >= max_evals:
+            return False
+        return _affordable(ev, 0 if reserve is None else reserve(seq))
+
+    if not room():
+        return _Extension(seq, count, 0)
     try:
         ev.count(seq)
     except (EngineCrash, PipelineError, SequenceTooSlow):
-        return _Extension(list(start), start_count, 1)
-    n += 1
+        return _Extension(seq, count, used())
     # One pass gets what a single pass of a whole sequence gets (see SequenceEvaluator.count).
     sequence_limit = _slow_limit(durations)
     limit = None if sequence_limit is None else 3.0 * sequence_limit
-    while not clock.expired() and (max_evals is None or n < max_evals):
+    while not clock.expired() and room():
         best_action, best_count = None, count
         for action in range(len(ACTIONS)):
-            if clock.expired() or (max_evals is not None and n >= max_evals):
+            if clock.expired() or not room():
                 break
-            n += 1
             try:
                 trial_count = ev.trial(action, timeout_s=limit)
             except (EngineCrash, PipelineError):
+                if not room():
+                    return _Extension(seq, count, used())  # no evaluation left to rebuild the module
                 try:
                     ev.count(seq)  # the engine restarted: rebuild the module
                 except (EngineCrash, PipelineError):
-                    return _Extension(seq, count, n)  # what was appended so far stands
+                    return _Extension(seq, count, used())  # what was appended so far stands
                 continue
             if trial_count < best_count:
                 best_action, best_count = action, trial_count
         if best_action is None:
             break
         try:
-            new_count = ev.engine.apply(ACTIONS[best_action].pipeline)
+            new_count = ev.engine.apply(ACTIONS[best_action].pipeline)  # known: its trial was counted
         except (EngineCrash, PipelineError):
             break
         if check_output and not ev.output_ok():
             break  # the cheapest next step miscompiles: leave it to the local search's checks
         seq, count = [*seq, best_action], new_count
         history.append((clock.elapsed_s(), count, list(seq)))
-    return _Extension(seq, count, n)
+    return _Extension(seq, count, used())
 
 
 def _search_random(
@@ -708,18 +856,23 @@ def _search_random(
     max_evals: int | None,
     history: list[Any],
 ) -> list[int]:
-    """CompilerGym's random search: episodes of random actions until ``clock`` or ``max_evals`` runs out."""
+    """CompilerGym's random search: episodes of random actions until ``clock`` or ``max_evals`` (or
+    the evaluator's cap) runs out. Each action is one evaluation (the count of the episode so far)."""
     rng = np.random.default_rng(seed)
     best_count, best = ev.count_start, []
     n = 0
-    while not clock.expired() and (max_evals is None or n < max_evals):
+
+    def room() -> bool:
+        return (max_evals is None or n < max_evals) and _affordable(ev)
+
+    while not clock.expired() and room():
         ev.engine.reset()
         episode: list[int] = []
         episode_best, since = ev.count_start, 0
-        while since < patience and not clock.expired():
+        while since < patience and not clock.expired() and room():
             action = int(rng.integers(len(ACTIONS)))
             n += 1
-            ev.n_evaluations += 1
+            ev._spend()
             try:
                 count = ev.engine.apply(ACTIONS[action].pipeline)
             except (EngineCrash, PipelineError):
@@ -745,26 +898,14 @@ def _search_greedy(ev: SequenceEvaluator, clock: Countdown, history: list[Any]) 
 def _drop_useless(
     ev: SequenceEvaluator, actions: list[int], count: int, clock: Countdown
 ) -> tuple[list[int], int, int]:
-    """Removes passes, last first, whose removal does not increase the instruction count.
+    """Removes passes, last first, whose removal does not increase the instruction count
+    (:func:`_reduce`): the shorter sequence, its count and the number of passes removed.
 
-    Tries the positions while ``clock`` lasts; the removals found by then stand.
+    Tries the positions while ``clock`` lasts and the evaluator has evaluations left; the removals
+    found by then stand.
     """
-    seq = list(actions)
-    removed = 0
-    position = len(seq) - 1
-    while position >= 0 and not clock.expired():
-        candidate = seq[:position] + seq[position + 1 :]
-        try:
-            new = ev.count(candidate)
-        except (EngineCrash, PipelineError):
-            new = count + 1
-        if new <= count:
-            seq, count = candidate, new
-            removed += 1
-        position -= 1
-    if removed:
-        count = ev.count(seq)
-    return seq, count, removed
+    red = _reduce(ev, actions, count, clock)
+    return red.actions, red.count, red.removed
 
 
 def _remaining_s(clock: Countdown) -> float:
@@ -794,7 +935,10 @@ def tune_passes(
     Args:
         benchmark: URI or file (see :func:`~perftune.targets.llvm.get_benchmark`).
         seconds: Wall-clock budget of the search.
-        evals: Optional cap on the number of evaluated sequences.
+        evals: Optional cap on the evaluations, all of them (``n_evaluations`` of the result, which
+            never exceeds it; docs/llvm-actions.md says what counts). The perftune search gives 40%
+            of them to the ensemble, and stops its local search where what is left is what dropping
+            useless passes from its best takes.
         search: ``"perftune"`` (the ensemble, then a local search around its best), ``"random"`` or
             ``"greedy"``.
         length: Number of positions of the sequence (perftune search).
@@ -817,6 +961,8 @@ def tune_passes(
         raise LlvmError(f"unknown search {search!r}: expected 'perftune', 'random' or 'greedy'")
     if seconds <= 0:
         raise LlvmError(f"seconds must be positive, got {seconds!r}")
+    if evals is not None and (isinstance(evals, bool) or not isinstance(evals, int) or evals < 1):
+        raise LlvmError(f"evals must be a positive integer, got {evals!r}")
     if length < 1:
         raise LlvmError(f"length must be at least 1, got {length!r}")
     bench = get_benchmark(benchmark)
@@ -824,6 +970,8 @@ def tune_passes(
     if ev.count_start == 0:
         ev.engine.close()
         raise LlvmError(f"{bench.uri}: the module has no instructions: there is nothing to optimise")
+    # Every evaluation of the command, whichever phase makes it, counts against ``evals``.
+    ev.max_evaluations = evals
     if on_evaluation is not None:
         def notify() -> None:
             on_evaluation(ev.n_evaluations, ev.best_count, ev.n_failed)
@@ -844,10 +992,14 @@ def tune_passes(
                             "fix the program, or search without running it (--no-run / run=False)")
     # One clock for the whole command; each phase runs on its share of it. perftune: the ensemble,
     # then a local search around its best; the last twentieth of the time goes to validating the
-    # winner and dropping passes that do not help (a shorter command line).
+    # winner and dropping passes that do not help (a shorter command line). With ``evals``, the
+    # ensemble gets its share of them, and the local search stops where what is left is what the
+    # final reduction of its best takes (so that a budget is used exactly, and a larger one never
+    # makes fewer evaluations).
     clock = Countdown(seconds)
     search_clock = clock.share(0.95) if search == "perftune" else clock
     history: list[Any] = []  # (seconds, count, actions) at every improvement
+    reductions: dict[tuple[int, ...], _Reduction] = {}  # the local search's, for the final one
     validation = None
     n_removed = 0
     try:
@@ -860,21 +1012,21 @@ def tune_passes(
                 ensemble_evals, history, clock, check, durations, seeds_s=_remaining_s(search_clock),
             )
             if best:
-                local_evals = None if evals is None else max(0, evals - ev.n_evaluations)
                 _local_search(
-                    ev, best, best_count, search_clock, seed, local_evals, history, check, durations
+                    ev, best, best_count, search_clock, seed, None, history, check, durations, reductions
                 )
         elif search == "random":
             _search_random(ev, search_clock, seed, patience, evals, history)
         else:
             _search_greedy(ev, search_clock, history)
-        # Candidates, best first. The search optimises the count only, and some passes miscompile
-        # (LLVM 14's -attributor does on some csmith programs): the winner is the best candidate
-        # that validates (opt replay, and the program's output against -O0 when it is runnable).
-        candidates: list[list[int]] = []
-        for _, _, actions in sorted(history, key=lambda h: h[1]):
-            if actions not in candidates:
-                candidates.append(actions)
+        # Candidates, best first, with their counts. The search optimises the count only, and some
+        # passes miscompile (LLVM 14's -attributor does on some csmith programs): the winner is the
+        # best candidate that validates (opt replay, and the program's output against -O0 when it
+        # is runnable). Validating is not an evaluation: the counts are the search's.
+        candidates: list[tuple[list[int], int]] = []
+        for _, found, actions in sorted(history, key=lambda h: h[1]):
+            if all(actions != seen for seen, _ in candidates):
+                candidates.append((list(actions), found))
         candidates = candidates[:_MAX_CANDIDATES]
         from perftune.targets.llvm._validate import validate_actions
 
@@ -882,33 +1034,50 @@ def tune_passes(
         rejections: list[str] = []
         notes: list[str] = []
         count = ev.count_start
-        i = 0
         first: list[int] = []
-        for i, actions in enumerate(candidates):
+        for i, (actions, actions_count) in enumerate(candidates):
             if i > 0 and clock.expired():
                 # The best candidate is always validated (within its own run limits); the next
                 # ones only while the budget lasts.
                 notes.append(f"{len(candidates) - i} more candidate(s) not validated: "
                              "the time budget ran out")
                 break
-            count = ev.count(actions)
+            tries = [(actions, actions_count, 0)]
             if i == 0:
-                actions, count, n_removed = _drop_useless(ev, actions, count, clock)
-                first = actions
-            if not validate:
-                best = actions
+                # Passes that do not help are dropped from the best candidate (a shorter command
+                # line), going on from the local search's reduction of it when there is one.
+                reduction = _reduce(ev, actions, actions_count, clock, resume=reductions.get(tuple(actions)))
+                first = reduction.actions
+                if reduction.todo:
+                    spent = "time" if clock.expired() else "evaluation"
+                    notes.append(f"{reduction.todo} of the best sequence's passes not tried for removal: "
+                                 f"the {spent} budget ran out")
+                if reduction.removed:
+                    # Without the removals next: a reduction that does not validate does not lose
+                    # the candidate.
+                    tries.insert(0, (reduction.actions, reduction.count, reduction.removed))
+            for j, (tried, tried_count, removed) in enumerate(tries):
+                if j > 0 and clock.expired():
+                    notes.append("the best candidate with all its passes not validated: "
+                                 "the time budget ran out")
+                    break
+                if validate:
+                    validation = validate_actions(bench, tried, tried_count, run=run)
+                    if not validation.ok:
+                        rejections.append("; ".join(validation.errors))
+                        continue
+                best, count, n_removed = tried, tried_count, removed
                 break
-            validation = validate_actions(bench, actions, count, run=run)
-            if validation.ok:
-                best = actions
+            if best is not None:
                 break
-            rejections.append("; ".join(validation.errors))
-            n_removed = 0
         if best is None and first:
             # Every candidate failed: they usually share the culprit. Try the best one without all
             # occurrences of one of its passes, most promising first.
             repairs = []
             for action in dict.fromkeys(first):
+                if not _affordable(ev):
+                    notes.append("no more repairs of the best candidate tried: the evaluation budget ran out")
+                    break
                 repaired = [a for a in first if a != action]
                 try:
                     repairs.append((ev.count(repaired), repaired))
@@ -918,7 +1087,6 @@ def tune_passes(
                 if clock.expired():
                     notes.append("no more repairs of the best candidate tried: the time budget ran out")
                     break
-                i += 1
                 count = repaired_count
                 validation = validate_actions(bench, repaired, count, run=run)
                 if validation.ok:
@@ -928,7 +1096,6 @@ def tune_passes(
         if best is None:
             best, count = [], ev.count_start
             validation = validate_actions(bench, best, count, run=run) if validate else None
-            i += 1
         elapsed = clock.elapsed_s()
         result = PassTuneResult(
             benchmark=bench.uri,
@@ -944,7 +1111,7 @@ def tune_passes(
             compile_command=bench.compile_command,
             n_removed=n_removed,
             validation=validation,
-            n_rejected=i,
+            n_rejected=len(rejections),
             rejections=rejections,
             notes=notes,
         )
