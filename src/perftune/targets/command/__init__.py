@@ -42,7 +42,7 @@ Schema (names are stable)::
                                         # one run, a stdout value one run when the default printed
                                         # the same value twice
 
-    [check]                             # compare with the default configuration's output
+    [check]                             # compare with the default configuration's output, every run
     stdout = "exact"                    # exact | numeric | none
     files = ["{scratch}/out.txt"]
     rtol = 1e-6                         # numeric tolerance (implies numeric comparison)

@@ -5,6 +5,11 @@ What the worker processes of one run share reaches them through the driver's
 timeout), and, published by earlier evaluations, whether the metric is deterministic and the
 verifier's risk model. The reference outputs of the default configuration, written once before the
 search starts, are files of a per-task state directory.
+
+Every measured run of a candidate (warm-ups and repeats) and every run of the reference starts from its
+scratch directory as the build step left it (see :mod:`perftune.targets.command._scratch_state`), and
+every measured run of a full evaluation passes the cheap output check, not only the first: a candidate
+cannot do the work once and replay it fast.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from perftune.measure import (
     read_for_candidate,
     size_for_candidate,
 )
+from perftune.targets.command._scratch_state import ScratchError, ScratchState
 from perftune.targets.command._specs import TIME_LIKE, FidelitySpec, StepSpec, static_template
 from perftune.trial import Pruned, Status, TrialTimeout
 
@@ -180,6 +186,7 @@ class CommandObjective:
             isolate_files=bool(o.get("isolate_files", True)),
             scratch_root=o.get("scratch_root"),
             cpu_affinity=self.timing.pin_cpus,
+            hide_dirs=[self.state_dir],  # the reference outputs, the incumbent: the tuner's alone
         )
 
     def check_executables(self, error: Callable[[str, str], TaskError] | None = None) -> None:
@@ -411,7 +418,18 @@ class CommandObjective:
                         raise TaskError(
                             f"{self.task_path}: build: the default configuration fails to build: {r.reason}"
                         )
+                try:
+                    state = ScratchState.record(scratch.path)
+                except ScratchError as error:
+                    raise TaskError(f"{self.task_path}: build: the default configuration: {error}") from None
                 for index, input_path in enumerate(self._reference_inputs()):
+                    # Each reference input's run starts from the files the build left, as a candidate's.
+                    problem = state.restore() if index else None
+                    if problem:
+                        raise TaskError(
+                            f"{self.task_path}: run: the default configuration, before its run on "
+                            f"{os.path.basename(input_path or '')}: {problem} (write outputs to new files)"
+                        )
                     ctx = self._context(config, scratch.path, input_path)
                     r = self._step(sandbox, self.run, ctx, scratch.path, self.run.timeout_s)
                     if not r.ok:
@@ -639,6 +657,10 @@ class CommandObjective:
                     raise TrialTimeout(f"build: {r.reason}")
                 if not r.ok:
                     raise CandidateError(f"build: {r.reason}")
+            try:
+                state = ScratchState.record(scratch.path)
+            except ScratchError as error:
+                raise CandidateError(f"build: {error}") from None
             timeout = self.run.timeout_s
             adaptive = False
             if incumbent and incumbent.get("wall_s"):
@@ -648,10 +670,21 @@ class CommandObjective:
             walls: list[float] = []
             cpus: list[float] = []
             rss: list[int] = []
-            checked_output = False
+            n_runs = 0
+            planned = self._planned_runs(shared)
+            of = f" of {planned}" if planned else ""
+            check = ref is not None and self.check.active
 
             def run_once() -> float:
-                nonlocal checked_output
+                # Warm-ups too: each run starts from the files the build left (a marker or a
+                # replaced program of an earlier run is gone, or the trial fails), and each run of a
+                # full evaluation passes the cheap check (a later one cannot replay the first's output).
+                nonlocal n_runs
+                n_runs += 1
+                if n_runs > 1:
+                    problem = state.restore()
+                    if problem:
+                        raise CandidateError(f"before run {n_runs}{of}: {problem}")
                 r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
                 if r.status is Status.TIMEOUT:
                     why = (
@@ -662,11 +695,13 @@ class CommandObjective:
                     raise TrialTimeout(f"run: {r.reason}{why}")
                 if not r.ok:
                     raise CandidateError(f"run: {r.reason}")
-                if ref is not None and not checked_output and self.check.active:
+                if check:
+                    assert ref is not None
                     problem = self._cheap_check(r, ctx, ref["inputs"]["0"])
-                    if problem:
+                    if problem and n_runs == 1:
                         raise CandidateError(f"wrong output: {problem}")
-                    checked_output = True
+                    if problem:
+                        raise CandidateError(f"wrong output on run {n_runs}{of}: {problem}")
                 value = self._metric(r, ctx, scratch.path)
                 walls.append(r.wall_s)
                 cpus.append(r.cpu_s)
@@ -694,6 +729,17 @@ class CommandObjective:
             "n_runs": float(result.n_runs),
             "verified": verified,
         }
+
+    def _planned_runs(self, shared: _Shared) -> int | None:
+        """How many runs (warm-ups included) one evaluation makes, when that is known before it starts:
+        one for a deterministic metric, ``warmup_runs + n`` for ``repeats = n``; else None."""
+        mode = self._mode(shared)
+        if mode is True:
+            return 1
+        s = self.timing.settings
+        if mode is False and s.min_runs == s.max_runs == s.first_runs:
+            return s.warmup_runs + s.max_runs
+        return None
 
     def _mode(self, shared: _Shared) -> bool | None | str:
         """How to measure this task's metric, as ``measure_adaptively(deterministic=...)`` takes it.
@@ -832,6 +878,9 @@ class CommandObjective:
         timeout_s: float,
         repeats: int,
     ) -> str | None:
+        # The verification's runs are not measured: they run on from what the measured runs left
+        # (scratch is not put back), and every one of them is checked, so a replayed output of input 0
+        # fails the other inputs, and the repeats show a run that depends on the runs before it.
         for index, input_path in enumerate(inputs):
             ctx = self._context(config, scratch, input_path)
             first_hash = None
