@@ -243,6 +243,8 @@ RULES = [
          lambda i: _under(i.imported, "perftune.integration")),
     Rule("_atomic (the atomic file write) imports nothing of perftune",
          lambda m: m == "perftune._atomic", lambda i: True),
+    Rule("_jsonfile (reading a JSON file someone else wrote) imports nothing of perftune",
+         lambda m: m == "perftune._jsonfile", lambda i: True),
     # What the two registries share sits beside the errors: any layer with a registry may use it.
     Rule("_plugins (the registries' shared lookup) imports only the errors",
          lambda m: m == "perftune._plugins", _only(("perftune._plugins", "perftune.errors"))),
@@ -425,7 +427,8 @@ def test_the_collector_sees_lazy_typing_relative_and_string_imports(tmp_path: Pa
     ("perftune.drive._tuner", "perftune.integration.optuna", 9),
     ("perftune.integration.optuna._sampler", "perftune.cli", 5),
     ("perftune._atomic", "perftune.errors", 10),
-    ("perftune._plugins", "perftune.space", 11),
+    ("perftune._jsonfile", "perftune.errors", 11),
+    ("perftune._plugins", "perftune.space", 12),
     ("perftune.search._registry", "perftune.store", 2),
 ])
 def test_each_rule_catches_its_violation(importer: str, imported: str, rule_index: int) -> None:

@@ -36,6 +36,8 @@ Example:
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import threading
 import warnings
@@ -61,6 +63,10 @@ FORMAT_VERSION = 1
 DISPATCH_FILE_NAME = "perftune-dispatch.json"
 DISPATCH_ENV_VAR = "PERFTUNE_DISPATCH"
 _ENTRY_KEYS = ("target", "fingerprint", "columns", "landmarks", "model")
+#: Most landmarks and feature columns an entry may have (a learned one has a few of each): each landmark
+#: is parsed by the site at its first call, so a file of millions would stall that call.
+MAX_LANDMARKS = 10_000
+MAX_COLUMNS = 10_000
 
 
 class DispatchFileWarning(UserWarning):
@@ -77,6 +83,105 @@ def dispatch_path(path: str | os.PathLike[str] | None = None) -> Path:
     from perftune.targets.choice import choices_path
 
     return choices_path().parent / DISPATCH_FILE_NAME
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python prints
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _real(v: Any) -> float | None:
+    """``v`` as a finite float, or None when it is not a finite number of JSON (bools are not numbers)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+#: Landmark kinds whose stored form does not depend on the site: a selector for a choice site, an
+#: object (a configuration) for the others.
+_SELECTOR_TARGETS = ("site",)
+_CONFIG_TARGETS = ("objective", "command", "triton")
+
+
+def _check_landmark(target: str, landmark: Any, at: str) -> None:
+    if target in _CONFIG_TARGETS and not isinstance(landmark, dict):
+        raise AdaptError(f"{at}: a landmark must be an object (a configuration), got {_short(landmark)}")
+    if target in _SELECTOR_TARGETS:
+        if not isinstance(landmark, dict) or set(landmark) != {"cutoffs", "choices"}:
+            raise AdaptError(f"{at}: a landmark must be an object with 'cutoffs' and 'choices', "
+                             f"got {_short(landmark)}")
+        cutoffs, choices = landmark["cutoffs"], landmark["choices"]
+        if not isinstance(cutoffs, list) or not all(type(c) is int for c in cutoffs):
+            raise AdaptError(f"{at}: landmark cutoffs must be a list of integers, got {_short(cutoffs)}")
+        if not isinstance(choices, list) or not all(isinstance(c, str) and c for c in choices):
+            raise AdaptError(f"{at}: landmark choices must be a list of names, got {_short(choices)}")
+
+
+def _check_growth(growth: Any, at: str) -> None:
+    """The numbers of an asymptotic check: finite, sizes >= 0, and > 0 where a landmark has a law.
+
+    Its shape (keys, one row per landmark) is :meth:`GrowthCheck.from_dict`'s to check, at the site.
+    """
+    if not isinstance(growth, dict):
+        return  # GrowthCheck.from_dict refuses it, at the site
+    stack: list[Any] = [growth]
+    while stack:  # every number in it (the nesting is bounded by the reader)
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif v is not None and _real(v) is None:
+            raise AdaptError(f"{at}: growth holds {_short(v)}, not a finite number")
+    sizes, fits = growth.get("max_size"), growth.get("fits")
+    if isinstance(sizes, list):
+        if any(not isinstance(s, int | float) or s < 0 for s in sizes):
+            raise AdaptError(f"{at}: growth max_size must be sizes >= 0, got {_short(sizes)}")
+        if isinstance(fits, list) and len(fits) == len(sizes):
+            for k, (size, row) in enumerate(zip(sizes, fits, strict=True)):
+                if isinstance(row, list) and k < len(row) and row[k] is not None and not size > 0:
+                    raise AdaptError(
+                        f"{at}: growth max_size[{k}] is {size!r}, yet landmark {k} has a growth law")
+
+
+def _check_entry(name: str, entry: Any, where: str) -> None:
+    """One entry of the file, as far as it does not depend on the site; raises :class:`AdaptError`."""
+    at = f"{where}dispatcher {name!r}"
+    if not isinstance(entry, dict):
+        raise AdaptError(f"{at}: expected an object")
+    missing = [k for k in _ENTRY_KEYS if k not in entry]
+    if missing:
+        raise AdaptError(f"{at}: missing {', '.join(missing)}")
+    for key in ("target", "fingerprint"):
+        if not isinstance(entry[key], str):
+            raise AdaptError(f"{at}: {key!r} must be a string, got {_short(entry[key])}")
+    columns, landmarks = entry["columns"], entry["landmarks"]
+    if not isinstance(columns, list) or not isinstance(landmarks, list):
+        raise AdaptError(f"{at}: 'columns' and 'landmarks' must be lists")
+    if not all(isinstance(c, str) for c in columns):
+        raise AdaptError(f"{at}: 'columns' must be feature names (strings), got {_short(columns)}")
+    if not landmarks:
+        raise AdaptError(f"{at}: no landmarks")
+    if len(landmarks) > MAX_LANDMARKS or len(columns) > MAX_COLUMNS:
+        raise AdaptError(f"{at}: {len(landmarks)} landmarks and {len(columns)} columns, more than the "
+                         f"{MAX_LANDMARKS} and {MAX_COLUMNS} perftune reads")
+    for i, landmark in enumerate(landmarks):
+        _check_landmark(entry["target"], landmark, f"{at}: landmark {i}")
+    if not isinstance(entry["model"], dict):
+        raise AdaptError(f"{at}: 'model' must be an object, got {_short(entry['model'])}")
+    for key in ("trained", "one_level"):
+        if key in entry and not isinstance(entry[key], dict):
+            raise AdaptError(f"{at}: {key!r} must be an object, got {_short(entry[key])}")
+    if entry.get("growth") is not None:
+        _check_growth(entry["growth"], at)
 
 
 class DispatchFile:
@@ -101,14 +206,20 @@ class DispatchFile:
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "") -> DispatchFile:
-        """Parse a document; raises :class:`AdaptError` naming the offending key."""
+        """Parse a document; raises :class:`AdaptError` naming the offending key.
+
+        What does not depend on the site is checked here, for every entry (see :func:`_check_entry`);
+        what does (its fingerprint, the landmarks it can run) and the model (:func:`model_from_dict`)
+        are checked by the site when it loads its entry, so that one bad entry leaves the others usable.
+        """
         if not isinstance(doc, dict):
             raise AdaptError(f"{where}expected a JSON object at top level")
         if doc.get("format") != FORMAT_NAME:
-            raise AdaptError(f"{where}format {doc.get('format')!r} is not {FORMAT_NAME!r}")
-        if doc.get("version") != FORMAT_VERSION:
+            raise AdaptError(f"{where}format {_short(doc.get('format'))} is not {FORMAT_NAME!r}")
+        version = doc.get("version")
+        if isinstance(version, bool) or version != FORMAT_VERSION:
             raise AdaptError(
-                f"{where}version {doc.get('version')!r} is not supported "
+                f"{where}version {_short(version)} is not supported "
                 f"(this perftune reads {FORMAT_VERSION})"
             )
         entries = doc.get("dispatchers")
@@ -116,33 +227,27 @@ class DispatchFile:
             raise AdaptError(f"{where}'dispatchers' must be an object")
         out = cls()
         for name, entry in entries.items():
-            if not isinstance(entry, dict):
-                raise AdaptError(f"{where}dispatcher {name!r}: expected an object")
-            missing = [k for k in _ENTRY_KEYS if k not in entry]
-            if missing:
-                raise AdaptError(f"{where}dispatcher {name!r}: missing {', '.join(missing)}")
-            if not isinstance(entry["columns"], list) or not isinstance(entry["landmarks"], list):
-                raise AdaptError(f"{where}dispatcher {name!r}: 'columns' and 'landmarks' must be lists")
-            if not entry["landmarks"]:
-                raise AdaptError(f"{where}dispatcher {name!r}: no landmarks")
+            _check_entry(name, entry, where)
             out.dispatchers[name] = entry
         return out
 
     @classmethod
     def read(cls, path: str | os.PathLike[str] | None = None) -> DispatchFile:
-        """Read strictly: raises :class:`AdaptError` when the file is missing or malformed."""
+        """Read strictly: raises :class:`AdaptError` when the file is missing or malformed.
+
+        Only a regular file of at most 8 MB of UTF-8 JSON, nested at most 64 deep, is read
+        (:func:`perftune._jsonfile.read_json_file`); then :meth:`from_dict` checks it.
+        """
+        from perftune._jsonfile import read_json_file
+
         p = dispatch_path(path)
+        doc = read_json_file(p, "dispatcher", AdaptError)
         try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AdaptError(f"{p}: dispatcher file not found") from None
-        except OSError as e:
-            raise AdaptError(f"{p}: cannot read dispatcher file: {e.strerror or e}") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise AdaptError(f"{p}:{e.lineno}: not valid JSON: {e.msg}") from None
-        out = cls.from_dict(doc, where=f"{p}: ")
+            out = cls.from_dict(doc, where=f"{p}: ")
+        except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError) as e:
+            # A check that missed a case: still one line naming the file, never a traceback.
+            why = f"{type(e).__name__}: {str(e)[:160]}"
+            raise AdaptError(f"{p}: malformed dispatcher file ({why})") from None
         out.source = p
         return out
 

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,8 @@ class TreeModel:
                 raise AdaptError(f"dispatcher tree: node {i} has children {list(kids)} out of order")
             if not inner and self.leaf[i] < 0:
                 raise AdaptError(f"dispatcher tree: leaf {i} has no landmark")
+            if inner and not math.isfinite(self.threshold[i]):
+                raise AdaptError(f"dispatcher tree: node {i} has threshold {self.threshold[i]!r}, not finite")
 
     @classmethod
     def constant(cls, landmark: int) -> TreeModel:
@@ -161,6 +164,8 @@ class ForestModel:
     def __post_init__(self) -> None:
         if not self.trees:
             raise AdaptError("dispatcher forest: no trees")
+        if not all(isinstance(t, TreeModel) for t in self.trees):
+            raise AdaptError("dispatcher forest: a forest holds trees only")
 
     @property
     def columns(self) -> set[int]:
@@ -205,6 +210,8 @@ class CentroidModel:
             raise AdaptError("dispatcher centroids: arrays of different lengths")
         if len(self.landmark) != len(self.centroids):
             raise AdaptError("dispatcher centroids: one landmark per centroid is needed")
+        if any(not s > 0 for s in self.scale):
+            raise AdaptError("dispatcher centroids: every scale must be > 0")
 
     @property
     def columns(self) -> set[int]:
@@ -647,113 +654,260 @@ class LinearModel:
 Model = TreeModel | ForestModel | CentroidModel | GuardedModel | NeighbourModel | LinearModel | FamilyModel
 
 
+#: A model read from a dispatcher file has at most this many trees in a forest (a learned one has a few) ...
+MAX_TREES = 1000
+#: ... and a tree at most this many levels (the nodes one decision walks; a learned one has about four).
+MAX_TREE_DEPTH = 1000
+
+
+class _Malformed(Exception):
+    """A field of a stored model is wrong; :func:`model_from_dict` says so as an :class:`AdaptError`."""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python prints
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _get(doc: dict[str, Any], key: str) -> Any:
+    if key not in doc:
+        raise _Malformed(f"missing {key!r}")
+    return doc[key]
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Malformed(f"{what} must be a list, got {_short(value)}")
+    return value
+
+
+def _int(value: Any, what: str, low: int | None = None) -> int:
+    """An integer of the file (not a bool, not a float), at least ``low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _Malformed(f"{what} must be an integer, got {_short(value)}")
+    out = int(value)
+    if low is not None and out < low:
+        raise _Malformed(f"{what} is {out}, less than {low}")
+    return out
+
+
+def _float(value: Any, what: str, *, positive: bool = False, low: float | None = None) -> float:
+    """A finite number of the file (not a bool): NaN or an infinity would make every comparison moot."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _Malformed(f"{what} must be a number, got {_short(value)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise _Malformed(f"{what} is {_short(value)}, out of a float's range") from None
+    if not math.isfinite(out):
+        raise _Malformed(f"{what} is {out!r}, not a finite number")
+    if positive and not out > 0:
+        raise _Malformed(f"{what} is {out!r}, not > 0")
+    if low is not None and out < low:
+        raise _Malformed(f"{what} is {out!r}, less than {low:g}")
+    return out
+
+
+def _ints(doc: dict[str, Any], key: str, low: int | None = None) -> list[int]:
+    return [_int(v, f"{key}[{i}]", low) for i, v in enumerate(_list(_get(doc, key), key))]
+
+
+def _floats(doc: dict[str, Any], key: str, **kw: Any) -> list[float]:
+    return [_float(v, f"{key}[{i}]", **kw) for i, v in enumerate(_list(_get(doc, key), key))]
+
+
+def _rows(value: Any, what: str, *, low: float | None = None) -> list[list[float]]:
+    """A list of lists of finite numbers."""
+    return [[_float(v, f"{what}[{i}][{j}]", low=low) for j, v in enumerate(_list(row, f"{what}[{i}]"))]
+            for i, row in enumerate(_list(value, what))]
+
+
 def _size_high_of(doc: dict[str, Any]) -> list[float | None] | None:
     high = doc.get("size_high")
-    return None if high is None else [None if v is None else float(v) for v in high]
+    if high is None:
+        return None
+    values = _list(high, "size_high")
+    return [None if v is None else _float(v, f"size_high[{i}]") for i, v in enumerate(values)]
+
+
+def _tree_from(doc: dict[str, Any]) -> tuple[TreeModel, set[int]]:
+    """A tree and the landmarks of its leaves; every node checked (kind, children, depth, values)."""
+    left, right, feature, leaf = (_ints(doc, k, -1) for k in ("left", "right", "feature", "leaf"))
+    threshold = _floats(doc, "threshold")
+    n = len(left)
+    if n == 0 or not all(len(v) == n for v in (right, feature, threshold, leaf)):
+        raise _Malformed("node arrays are empty or of different lengths")
+    parents = [0] * n
+    depth = [0] * n
+    for i in range(n):
+        kids = (left[i], right[i])
+        if feature[i] >= 0:  # an inner node: two later children, no landmark
+            if not all(i < k < n for k in kids):
+                raise _Malformed(f"node {i} has children {list(kids)} out of order")
+            if leaf[i] != -1:
+                raise _Malformed(f"inner node {i} names landmark {leaf[i]} (an inner node has -1)")
+            for k in kids:
+                parents[k] += 1
+                depth[k] = depth[i] + 1
+        else:  # a leaf: no children, a landmark
+            if kids != (-1, -1):
+                raise _Malformed(f"leaf {i} has children {list(kids)} (a leaf has -1, -1)")
+            if leaf[i] < 0:
+                raise _Malformed(f"leaf {i} has no landmark")
+    orphans = [i for i in range(1, n) if parents[i] != 1]
+    if orphans or parents[0]:
+        i = orphans[0] if orphans else 0
+        raise _Malformed(f"node {i} has {parents[i]} parents (every node but the root has one)")
+    if max(depth) > MAX_TREE_DEPTH:
+        raise _Malformed(f"the tree is {max(depth)} levels deep, more than {MAX_TREE_DEPTH}")
+    model = TreeModel(left=left, right=right, feature=feature, threshold=threshold, leaf=leaf)
+    return model, {leaf[i] for i in range(n) if feature[i] < 0}
+
+
+def _forest_from(doc: dict[str, Any]) -> tuple[ForestModel, set[int]]:
+    trees = _list(_get(doc, "trees"), "trees")
+    if not trees:
+        raise _Malformed("no trees")
+    if len(trees) > MAX_TREES:
+        raise _Malformed(f"{len(trees)} trees, more than {MAX_TREES}")
+    parsed: list[TreeModel] = []
+    leaves: set[int] = set()
+    for i, t in enumerate(trees):
+        if not isinstance(t, dict) or t.get("kind") != "tree":  # checked before anything is parsed
+            raise _Malformed(f"trees[{i}] is not a tree (a forest holds trees only), got {_short(t)}")
+        try:
+            tree, its = _tree_from(t)
+        except _Malformed as e:
+            raise _Malformed(f"trees[{i}]: {e}") from None
+        parsed.append(tree)
+        leaves |= its
+    return ForestModel(parsed), leaves
+
+
+def _parse(doc: dict[str, Any], kind: Any, n_landmarks: int) -> tuple[Model, set[int]]:
+    """The model of ``kind`` in ``doc`` and the landmarks it names; raises :class:`_Malformed`."""
+    model: Model
+    if kind == "tree":
+        return _tree_from(doc)
+    if kind == "forest":
+        return _forest_from(doc)
+    if kind == "guarded":
+        inner_doc = _get(doc, "inner")
+        inner_kind = inner_doc.get("kind") if isinstance(inner_doc, dict) else None
+        if inner_kind not in ("tree", "forest"):  # checked before recursing: nothing nests deeper
+            raise AdaptError("dispatcher guard: the inner model must be a tree or a forest")
+        try:
+            inner, leaves = _tree_from(inner_doc) if inner_kind == "tree" else _forest_from(inner_doc)
+        except _Malformed as e:
+            raise _Malformed(f"inner {inner_kind}: {e}") from None
+        model = GuardedModel(
+            inner=inner,
+            guard=_ints(doc, "guard", 0),
+            center=_floats(doc, "center"),
+            scale=_floats(doc, "scale", positive=True),
+            points=_rows(_get(doc, "points"), "points"),
+            radius=_float(_get(doc, "radius"), "radius", low=0.0),
+            fallback=_int(_get(doc, "fallback"), "fallback", 0),
+            size_high=_size_high_of(doc),
+        )
+        return model, leaves | {model.fallback}
+    if kind == "neighbours":
+        radius = _get(doc, "radius")
+        model = NeighbourModel(
+            features=_ints(doc, "features", 0),
+            center=_floats(doc, "center"),
+            scale=_floats(doc, "scale", positive=True),
+            points=_rows(_get(doc, "points"), "points"),
+            ratio=_rows(_get(doc, "ratio"), "ratio", low=0.0),
+            k=_int(_get(doc, "k"), "k", 1),
+            radius=None if radius is None else _float(radius, "radius", low=0.0),
+            fallback=_int(_get(doc, "fallback"), "fallback", 0),
+            size_high=_size_high_of(doc),
+        )
+        if model.n_landmarks != n_landmarks:
+            raise AdaptError(
+                f"dispatcher neighbours: ratios for {model.n_landmarks} landmarks, expected {n_landmarks}"
+            )
+        return model, {model.fallback}
+    if kind == "linear":
+        model = LinearModel(
+            features=_ints(doc, "features", 0),
+            center=_floats(doc, "center"),
+            scale=_floats(doc, "scale", positive=True),
+            low=_floats(doc, "low"),
+            high=_floats(doc, "high"),
+            coef=_rows(_get(doc, "coef"), "coef"),
+        )
+        if any(lo > hi for lo, hi in zip(model.low, model.high, strict=True)):
+            raise _Malformed("a column's low is above its high")
+        if model.n_landmarks != n_landmarks:
+            raise AdaptError(
+                f"dispatcher linear model: {model.n_landmarks} landmarks, expected {n_landmarks}"
+            )
+        return model, set()  # every landmark may be chosen; the count was checked above
+    if kind == "families":
+        required = _get(doc, "required")
+        families = _list(_get(doc, "families"), "families")
+        if not all(isinstance(v, str) for v in families):
+            raise _Malformed(f"families must be names, got {_short(families)}")
+        model = FamilyModel(
+            features=_ints(doc, "features", 0),
+            center=_floats(doc, "center"),
+            scale=_floats(doc, "scale", positive=True),
+            centroids=_rows(_get(doc, "centroids"), "centroids"),
+            families=list(families),
+            sizes=_ints(doc, "sizes", 0),
+            required=None if required is None else _int(required, "required", 0),
+            at=[_rows(fam, f"at[{g}]") for g, fam in enumerate(_list(_get(doc, "at"), "at"))],
+            level=_rows(_get(doc, "level"), "level"),
+            regret=[_rows(fam, f"regret[{g}]") for g, fam in enumerate(_list(_get(doc, "regret"), "regret"))],
+            bare_at=_rows(doc.get("bare_at", []), "bare_at"),
+            bare_landmark=_ints(doc, "bare_landmark", 0) if "bare_landmark" in doc else [],
+        )
+        if model.n_landmarks != n_landmarks:
+            raise AdaptError(
+                f"dispatcher families: regrets for {model.n_landmarks} landmarks, expected {n_landmarks}"
+            )
+        return model, set(model.bare_landmark or [])  # any landmark may be chosen; the count was checked
+    if kind == "centroids":
+        model = CentroidModel(
+            center=_floats(doc, "center"),
+            scale=_floats(doc, "scale", positive=True),
+            centroids=_rows(_get(doc, "centroids"), "centroids"),
+            landmark=_ints(doc, "landmark", 0),
+        )
+        return model, set(model.landmark)
+    raise AdaptError(
+        f"dispatcher model: kind {_short(kind)} is not 'tree', 'forest', 'guarded', 'neighbours', "
+        "'linear', 'families' or 'centroids'"
+    )
 
 
 def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
-    """Parse a model; raises :class:`AdaptError` when it is malformed or names unknown columns/landmarks."""
+    """Parse a model; raises :class:`AdaptError` when it is malformed or names unknown columns/landmarks.
+
+    Every field is checked before it is used: its type, numbers finite (a NaN threshold would send every
+    input one way), indices in range, a tree's nodes (children after their parent, one parent each,
+    leaves with a landmark, at most :data:`MAX_TREE_DEPTH` levels), a forest of at most
+    :data:`MAX_TREES` trees (trees only), a guard around a tree or a forest. Nothing else is raised.
+    """
     if not isinstance(doc, dict):
         raise AdaptError("dispatcher model: expected an object")
     kind = doc.get("kind")
+    label = kind if isinstance(kind, str) and len(kind) <= 20 else _short(kind, 20)
     try:
-        model: Model
-        if kind == "tree":
-            model = TreeModel(
-                left=[int(v) for v in doc["left"]],
-                right=[int(v) for v in doc["right"]],
-                feature=[int(v) for v in doc["feature"]],
-                threshold=[float(v) for v in doc["threshold"]],
-                leaf=[int(v) for v in doc["leaf"]],
-            )
-            leaves = {k for k in model.leaf if k >= 0}
-        elif kind == "forest":
-            model = ForestModel([model_from_dict(t, n_columns, n_landmarks) for t in doc["trees"]])  # type: ignore[misc]
-            leaves = {k for t in model.trees for k in t.leaf if k >= 0}
-        elif kind == "guarded":
-            inner = model_from_dict(doc["inner"], n_columns, n_landmarks)
-            if not isinstance(inner, TreeModel | ForestModel):
-                raise AdaptError("dispatcher guard: the inner model must be a tree or a forest")
-            model = GuardedModel(
-                inner=inner,
-                guard=[int(v) for v in doc["guard"]],
-                center=[float(v) for v in doc["center"]],
-                scale=[float(v) for v in doc["scale"]],
-                points=[[float(v) for v in p] for p in doc["points"]],
-                radius=float(doc["radius"]),
-                fallback=int(doc["fallback"]),
-                size_high=_size_high_of(doc),
-            )
-            leaves = {model.fallback}
-        elif kind == "neighbours":
-            model = NeighbourModel(
-                features=[int(v) for v in doc["features"]],
-                center=[float(v) for v in doc["center"]],
-                scale=[float(v) for v in doc["scale"]],
-                points=[[float(v) for v in p] for p in doc["points"]],
-                ratio=[[float(v) for v in r] for r in doc["ratio"]],
-                k=int(doc["k"]),
-                radius=None if doc["radius"] is None else float(doc["radius"]),
-                fallback=int(doc["fallback"]),
-                size_high=_size_high_of(doc),
-            )
-            if model.n_landmarks != n_landmarks:
-                raise AdaptError(
-                    f"dispatcher neighbours: ratios for {model.n_landmarks} landmarks, expected {n_landmarks}"
-                )
-            leaves = {model.fallback}
-        elif kind == "linear":
-            model = LinearModel(
-                features=[int(v) for v in doc["features"]],
-                center=[float(v) for v in doc["center"]],
-                scale=[float(v) for v in doc["scale"]],
-                low=[float(v) for v in doc["low"]],
-                high=[float(v) for v in doc["high"]],
-                coef=[[float(v) for v in c] for c in doc["coef"]],
-            )
-            if model.n_landmarks != n_landmarks:
-                raise AdaptError(
-                    f"dispatcher linear model: {model.n_landmarks} landmarks, expected {n_landmarks}"
-                )
-            leaves = set()  # every landmark may be chosen; the count was checked above
-        elif kind == "families":
-            model = FamilyModel(
-                features=[int(v) for v in doc["features"]],
-                center=[float(v) for v in doc["center"]],
-                scale=[float(v) for v in doc["scale"]],
-                centroids=[[float(v) for v in c] for c in doc["centroids"]],
-                families=[str(v) for v in doc["families"]],
-                sizes=[int(v) for v in doc["sizes"]],
-                required=None if doc["required"] is None else int(doc["required"]),
-                at=[[[float(v) for v in a] for a in fam] for fam in doc["at"]],
-                level=[[float(v) for v in fam] for fam in doc["level"]],
-                regret=[[[float(v) for v in r] for r in fam] for fam in doc["regret"]],
-                bare_at=[[float(v) for v in a] for a in doc.get("bare_at", [])],
-                bare_landmark=[int(v) for v in doc.get("bare_landmark", [])],
-            )
-            if model.n_landmarks != n_landmarks:
-                raise AdaptError(
-                    f"dispatcher families: regrets for {model.n_landmarks} landmarks, expected {n_landmarks}"
-                )
-            leaves = set(model.bare_landmark or [])  # any landmark may be chosen; the count was checked above
-        elif kind == "centroids":
-            model = CentroidModel(
-                center=[float(v) for v in doc["center"]],
-                scale=[float(v) for v in doc["scale"]],
-                centroids=[[float(v) for v in c] for c in doc["centroids"]],
-                landmark=[int(v) for v in doc["landmark"]],
-            )
-            leaves = set(model.landmark)
-            if len(model.center) != n_columns:
-                raise AdaptError(f"dispatcher centroids: {len(model.center)} columns, expected {n_columns}")
-        else:
-            raise AdaptError(
-                f"dispatcher model: kind {kind!r} is not 'tree', 'forest', 'guarded', 'neighbours', "
-                "'linear', 'families' or 'centroids'"
-            )
-    except (KeyError, TypeError, ValueError) as e:
-        raise AdaptError(f"dispatcher model: malformed {kind} ({type(e).__name__}: {e})") from None
+        model, leaves = _parse(doc, kind, n_landmarks)
+    except _Malformed as e:
+        raise AdaptError(f"dispatcher model: malformed {label} ({e})") from None
+    except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError) as e:
+        why = f"{type(e).__name__}: {str(e)[:120]}"
+        raise AdaptError(f"dispatcher model: malformed {label} ({why})") from None
+    if isinstance(model, CentroidModel) and len(model.center) != n_columns:
+        raise AdaptError(f"dispatcher centroids: {len(model.center)} columns, expected {n_columns}")
     bad_columns = [c for c in model.columns if not 0 <= c < n_columns]
     if bad_columns:
         raise AdaptError(f"dispatcher model: columns {sorted(bad_columns)} out of range (have {n_columns})")

@@ -27,6 +27,8 @@ Example:
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import warnings
 from collections.abc import Sequence
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune._atomic import write_text_atomic
+from perftune._jsonfile import read_json_file
 from perftune.errors import PerftuneError
 
 __all__ = [
@@ -52,6 +55,9 @@ FORMAT_NAME = "perftune-choices"
 FORMAT_VERSION = 1
 DEFAULT_CHOICES_PATH = "perftune-choices.json"
 ENV_VAR = "PERFTUNE_CHOICES"
+#: The largest cutoff a selector read from a file may have (an input size).
+MAX_CUTOFF = (1 << 63) - 1
+_TABLE_KINDS = ("accuracy", "levels")
 
 
 class ChoiceError(PerftuneError):
@@ -70,33 +76,142 @@ def choices_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else Path(DEFAULT_CHOICES_PATH)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _finite(v: Any) -> bool:
+    """A number of JSON (not a bool) that is finite as a float."""
+    if not _is_number(v):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python prints
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def check_selector(
-    name: str, cutoffs: Sequence[Any], choices: Sequence[Any], where: str = ""
+    name: str, cutoffs: Sequence[Any], choices: Sequence[Any], where: str = "", *, from_file: bool = False
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """Validate one selector; return it as tuples. Raises ChoiceError with one line naming the problem."""
+    """Validate one selector; return it as tuples. Raises ChoiceError with one line naming the problem.
+
+    ``from_file``: the selector was read from a file, so its lists are JSON arrays and every cutoff is
+    an input size, ``1 <= cutoff <= 2**63 - 1``.
+    """
     at = f"{where}site {name!r}"
+    if from_file and not isinstance(cutoffs, list):
+        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {_short(cutoffs)}")
+    if from_file and not isinstance(choices, list):
+        raise ChoiceError(f"{at}: choices must be a list of names, got {_short(choices)}")
     if isinstance(cutoffs, (str, bytes)) or not isinstance(cutoffs, Sequence):
-        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {cutoffs!r}")
+        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {_short(cutoffs)}")
     if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence):
-        raise ChoiceError(f"{at}: choices must be a list of names, got {choices!r}")
+        raise ChoiceError(f"{at}: choices must be a list of names, got {_short(choices)}")
     cut: list[int] = []
     for c in cutoffs:
         if isinstance(c, bool) or not isinstance(c, int):
             if isinstance(c, float) and c.is_integer():
                 c = int(c)
             else:
-                raise ChoiceError(f"{at}: cutoff {c!r} is not an integer")
+                raise ChoiceError(f"{at}: cutoff {_short(c)} is not an integer")
+        if from_file and not 1 <= c <= MAX_CUTOFF:
+            raise ChoiceError(f"{at}: cutoff {_short(c)} is not an input size (1 to 2**63 - 1)")
         cut.append(int(c))
     if any(b <= a for a, b in zip(cut, cut[1:], strict=False)):
-        raise ChoiceError(f"{at}: cutoffs {cut} are not strictly increasing")
+        raise ChoiceError(f"{at}: cutoffs {_short(cut)} are not strictly increasing")
     if len(choices) != len(cut) + 1:
         raise ChoiceError(f"{at}: {len(cut)} cutoffs need {len(cut) + 1} choices, got {len(choices)}")
     names: list[str] = []
     for c in choices:
         if not isinstance(c, str) or not c:
-            raise ChoiceError(f"{at}: choice {c!r} is not a non-empty string")
+            raise ChoiceError(f"{at}: choice {_short(c)} is not a non-empty string")
         names.append(c)
     return tuple(cut), tuple(names)
+
+
+def _check_number(d: dict[str, Any], key: str, at: str, *, required: bool = False, finite: bool = True,
+                  low: float | None = None) -> None:
+    """``d[key]`` is a number (finite unless not ``finite``; at least ``low``), or absent/null if allowed."""
+    if key not in d or d[key] is None:
+        if required:
+            raise ChoiceError(f"{at}: {key!r} is missing")
+        return
+    v = d[key]
+    ok = _finite(v) if finite else _is_number(v)
+    if ok and low is not None:
+        ok = float(v) >= low
+    if not ok:
+        want = "a finite number" if finite else "a number"
+        raise ChoiceError(f"{at}: {key!r} must be {want}{'' if low is None else f' >= {low:g}'}, "
+                          f"got {_short(v)}")
+
+
+def _check_table_header(table: dict[str, Any], at: str) -> None:
+    if "metric" in table and not isinstance(table["metric"], str):
+        raise ChoiceError(f"{at}: 'metric' must be a string, got {_short(table['metric'])}")
+    if "higher_is_better" in table and not isinstance(table["higher_is_better"], bool):
+        got = _short(table["higher_is_better"])
+        raise ChoiceError(f"{at}: 'higher_is_better' must be true or false, got {got}")
+
+
+def _check_accuracy_table(table: dict[str, Any], at: str) -> None:
+    """An accuracy table as ``AccuracyTable.to_dict`` writes it; raises ChoiceError naming the field."""
+    _check_table_header(table, at)
+    n = table.get("n_measurements", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ChoiceError(f"{at}: 'n_measurements' must be an integer >= 0, got {_short(n)}")
+    bins = table.get("bins")
+    if not isinstance(bins, list):
+        raise ChoiceError(f"{at}: 'bins' must be a list, got {_short(bins)}")
+    for i, b in enumerate(bins):
+        where = f"{at}: bin {i}"
+        if not isinstance(b, dict):
+            raise ChoiceError(f"{where}: expected an object, got {_short(b)}")
+        _check_number(b, "target", where, required=True)
+        config = b.get("config")
+        if config is not None and not isinstance(config, dict):
+            raise ChoiceError(f"{where}: 'config' must be an object or null, got {_short(config)}")
+        _check_number(b, "time_s", where, low=0.0)
+        _check_number(b, "accuracy", where)
+        _check_number(b, "verified_accuracy", where)
+        _check_number(b, "best_accuracy", where, finite=False)  # only reported: may be -inf (none found)
+
+
+def _check_table(name: str, table: Any, where: str) -> None:
+    """A table of the file: an accuracy table or a level table (one accuracy table per level)."""
+    at = f"{where}table {name!r}"
+    if not isinstance(table, dict) or "kind" not in table:
+        raise ChoiceError(f"{at}: expected an object with a 'kind' key")
+    kind = table["kind"]
+    if kind == "accuracy":
+        _check_accuracy_table(table, at)
+        return
+    if kind != "levels":
+        raise ChoiceError(f"{at}: kind {_short(kind)} is not {' or '.join(map(repr, _TABLE_KINDS))}")
+    _check_table_header(table, at)
+    targets = table.get("targets")
+    if not isinstance(targets, list) or not all(_finite(t) for t in targets):
+        raise ChoiceError(f"{at}: 'targets' must be a list of finite numbers, got {_short(targets)}")
+    rows = table.get("rows")
+    if not isinstance(rows, dict):
+        raise ChoiceError(f"{at}: 'rows' must be an object (level -> accuracy table), got {_short(rows)}")
+    for level, row in rows.items():
+        try:
+            int(level)
+        except ValueError:
+            raise ChoiceError(f"{at}: row {_short(level)} is not a level (an integer)") from None
+        if not isinstance(row, dict) or row.get("kind") != "accuracy":
+            raise ChoiceError(f"{at}: row {level}: expected an accuracy table")
+        _check_accuracy_table(row, f"{at}[{level}]")
 
 
 class ChoicesFile:
@@ -142,48 +257,53 @@ class ChoicesFile:
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "") -> ChoicesFile:
-        """Parse a JSON document; raises ChoiceError naming the offending key."""
+        """Parse a JSON document; raises ChoiceError naming the offending key.
+
+        Every value is checked (types, cutoffs that are input sizes, tables of a known kind with finite
+        numbers), so a document this accepts makes every site and table lookup meaningful.
+        """
         if not isinstance(doc, dict):
             raise ChoiceError(f"{where}expected a JSON object at top level")
         if doc.get("format", FORMAT_NAME) != FORMAT_NAME:
-            raise ChoiceError(f"{where}format {doc.get('format')!r} is not {FORMAT_NAME!r}")
+            raise ChoiceError(f"{where}format {_short(doc.get('format'))} is not {FORMAT_NAME!r}")
         version = doc.get("version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
+        if isinstance(version, bool) or version != FORMAT_VERSION:
             raise ChoiceError(
-                f"{where}version {version!r} is not supported (this perftune reads {FORMAT_VERSION})"
+                f"{where}version {_short(version)} is not supported (this perftune reads {FORMAT_VERSION})"
             )
         out = cls()
         sites = doc.get("sites", {})
         if not isinstance(sites, dict):
-            raise ChoiceError(f"{where}'sites' must be an object")
+            raise ChoiceError(f"{where}'sites' must be an object, got {_short(sites)}")
         for name, entry in sites.items():
             if not isinstance(entry, dict):
                 raise ChoiceError(f"{where}site {name!r}: expected an object with 'cutoffs' and 'choices'")
-            out.sites[name] = check_selector(name, entry.get("cutoffs", []), entry.get("choices", ()), where)
+            out.sites[name] = check_selector(
+                name, entry.get("cutoffs", []), entry.get("choices", []), where, from_file=True
+            )
         tables = doc.get("tables", {})
         if not isinstance(tables, dict):
-            raise ChoiceError(f"{where}'tables' must be an object")
+            raise ChoiceError(f"{where}'tables' must be an object, got {_short(tables)}")
         for name, table in tables.items():
-            if not isinstance(table, dict) or "kind" not in table:
-                raise ChoiceError(f"{where}table {name!r}: expected an object with a 'kind' key")
+            _check_table(name, table, where)
             out.tables[name] = table
         return out
 
     @classmethod
     def read(cls, path: str | os.PathLike[str] | None = None) -> ChoicesFile:
-        """Read a file strictly: raises ChoiceError if it is missing or malformed."""
+        """Read a file strictly: raises ChoiceError if it is missing or malformed.
+
+        Only a regular file of at most :data:`perftune._jsonfile.MAX_FILE_BYTES` of UTF-8 JSON is read (see
+        :func:`perftune._jsonfile.read_json_file`); every value is then checked (:meth:`from_dict`).
+        """
         p = choices_path(path)
+        doc = read_json_file(p, "tuned-choices", ChoiceError)
         try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ChoiceError(f"{p}: tuned-choices file not found") from None
-        except OSError as e:
-            raise ChoiceError(f"{p}: cannot read tuned-choices file: {e.strerror or e}") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ChoiceError(f"{p}:{e.lineno}: not valid JSON: {e.msg}") from None
-        out = cls.from_dict(doc, where=f"{p}: ")
+            out = cls.from_dict(doc, where=f"{p}: ")
+        except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError) as e:
+            # A check above that missed a case: still one line naming the file, never a traceback.
+            why = f"{type(e).__name__}: {str(e)[:160]}"
+            raise ChoiceError(f"{p}: malformed tuned-choices file ({why})") from None
         out.source = p
         return out
 
