@@ -14,13 +14,22 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_FILE_BYTES", "MAX_NESTING", "read_json_file"]
+__all__ = ["DEFAULT_INPUT_MAX_MB", "INPUT_LIMIT_ENV", "MAX_FILE_BYTES", "MAX_NESTING", "input_limit_bytes",
+           "read_input_text", "read_json_file"]
+
+INPUT_LIMIT_ENV = "PERFTUNE_INPUT_MAX_MB"
+"""Environment variable: the most MiB a T1, T4, Kernel Tuner or warm-start file may hold (decompressed)."""
+DEFAULT_INPUT_MAX_MB = 512
+_MiB = 1024 * 1024
 
 #: The largest tuned-choices (or dispatcher) file read, in bytes: a larger one is corrupt, not read.
 MAX_FILE_BYTES = 8 << 20
@@ -118,3 +127,58 @@ def read_json_file(
     if _nesting_deeper_than(doc, max_nesting):
         raise error(f"{p}: {what} file nests arrays or objects more than {max_nesting} deep")
     return doc
+
+
+def input_limit_bytes(error: type[Exception]) -> int:
+    """The most bytes an input file may hold once decompressed: ``$PERFTUNE_INPUT_MAX_MB`` (512) MiB.
+
+    Files received from others (T1/T4 files, Kernel Tuner caches, warm-start files) are read through
+    this cap: a 600 KB gzip file can expand to gigabytes. A bad value of the variable raises ``error``.
+    """
+    text = os.environ.get(INPUT_LIMIT_ENV, str(DEFAULT_INPUT_MAX_MB))
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = math.nan
+    if not (mb > 0 and math.isfinite(mb)):
+        raise error(f"{INPUT_LIMIT_ENV}: expected a positive number of MiB, got {text!r}")
+    return int(mb * _MiB)
+
+
+def read_input_text(path: str | os.PathLike[str], what: str, error: type[Exception]) -> str:
+    """The UTF-8 text of a file, gunzipped when its name ends in ``.gz``, read through a size cap.
+
+    The file is read in chunks and refused as soon as it holds more than :func:`input_limit_bytes`
+    (decompressed), so a gzip bomb never gets into memory.
+
+    Raises:
+        error: the file is missing, not a regular file, unreadable, not UTF-8, or larger than the cap
+            (one line naming the file, and the cap and how to raise it).
+    """
+    p = Path(path)
+    limit = input_limit_bytes(error)
+    packed = p.name.endswith(".gz")
+    too_large = error(
+        f"{p}: {what} file is larger than {limit / _MiB:g} MiB{' once decompressed' if packed else ''}; "
+        f"set {INPUT_LIMIT_ENV} to read larger files"
+    )
+    try:
+        info = os.stat(p)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block, /dev/zero never ends
+            raise error(f"{p}: {what} file is not a regular file")
+        if info.st_size > limit:
+            raise too_large
+        data = bytearray()
+        with gzip.open(p, "rb") if packed else open(p, "rb") as f:
+            while chunk := f.read(min(_MiB, limit + 1 - len(data))):
+                data += chunk
+                if len(data) > limit:
+                    raise too_large
+    except FileNotFoundError:
+        raise error(f"{p}: {what} file not found") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise error(f"{p}: cannot read the {what} file ({e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{p}: not a valid {what} JSON file ({e})") from None

@@ -24,8 +24,6 @@ configurations that are valid in the new space are used, the others dropped (ref
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -264,47 +262,111 @@ def _from_store(store: Any, run: str | int | None, space: Space, label: str
 
 
 def _load_json(path: Path) -> Any:
+    """The JSON document of a warm-start file, read in chunks through the size cap of every input file
+    (``$PERFTUNE_INPUT_MAX_MB``, default 512 MiB decompressed: :mod:`perftune._jsonfile`): a gzip bomb
+    is refused before it is in memory.
+
+    Raises:
+        PerftuneError: not a regular file, unreadable, larger than the cap, not UTF-8, not JSON or
+            nested too deeply; one line naming the file.
+    """
+    import json
+
+    from perftune._jsonfile import read_input_text
+
     try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as error:
-        raise PerftuneError(f"warm_start: {path}: cannot read it ({error})") from None
+        text = read_input_text(path, "warm-start", PerftuneError)
+    except PerftuneError as error:
+        raise PerftuneError(f"warm_start: {error}") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise PerftuneError(f"warm_start: {path}: cannot read it (JSON nested too deeply)") from None
+    except ValueError as error:  # not JSON, or an integer of more digits than Python converts
+        detail = " ".join(str(error).split())[:300]
+        raise PerftuneError(f"warm_start: {path}: cannot read it ({detail})") from None
 
 
 def _from_file(path: Path, space: Space) -> dict[Config, float]:
-    """Losses (times) of a T4 results file or a Kernel Tuner cache file; failures left out."""
+    """Losses (times) of a T4 results file or a Kernel Tuner cache file; failures left out.
+
+    Every row is checked when the file is read: its parameters (the space's, each a hashable value),
+    its ``objectives`` and ``measurements``; a malformed row is one line naming the file and the row.
+    """
+    import math
+
     doc = _load_json(path)
-    rows: list[tuple[Mapping[str, Any], Any]] = []
+    label = f"warm_start: {path.name}"
+    rows: list[tuple[dict[str, Any], Any]] = []
+    names = list(space.params)
+
+    def param_value(raw: Any, where: str, name: str, depth: int = 0) -> Any:
+        # A parameter value as a configuration holds it: hashable (lists as tuples), finite.
+        kind = type(raw)
+        if kind is str or kind is bool or raw is None or (kind is float and math.isfinite(raw)):
+            return raw
+        if kind is int and -(2**63) <= raw <= 2**63:
+            return raw
+        if isinstance(raw, list) and depth < 4 and len(raw) <= 100_000:
+            return tuple(param_value(v, where, name, depth + 1) for v in raw)
+        what = "a JSON object" if isinstance(raw, Mapping) else f"{type(raw).__name__} value"
+        if kind is int:
+            what = f"an integer of {raw.bit_length()} bits"
+        elif kind is float:
+            what = repr(raw)
+        elif isinstance(raw, list):
+            what = "a list nested too deeply or too long"
+        raise PerftuneError(f"{where}: parameter {name!r}: {what} is not a parameter value")
+
+    def parameters(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+        missing = [n for n in names if n not in raw]
+        if missing:
+            raise PerftuneError(f"{where} lacks parameter {', '.join(missing)}")
+        return {n: param_value(raw[n], where, n) for n in names}
+
     if isinstance(doc, Mapping) and isinstance(doc.get("results"), list):  # T4
-        for r in doc["results"]:
+        for i, r in enumerate(doc["results"]):
+            where = f"{label}: results[{i}]"
             conf = r.get("configuration") if isinstance(r, Mapping) else None
             if not isinstance(conf, Mapping):
                 raise PerftuneError(f"warm_start: {path.name}: a result has no configuration")
+            if i == 0:
+                _check_names(path.name, conf, space)
             objectives = r.get("objectives") or ["time"]
+            if not isinstance(objectives, list) or not isinstance(objectives[0], str):
+                raise PerftuneError(f"{where}: objectives must be a list of measurement names")
+            measurements = r.get("measurements") or []
+            if not isinstance(measurements, list):
+                kind = type(measurements).__name__
+                raise PerftuneError(f"{where}: measurements must be a list, not {kind}")
             value = None
             if str(r.get("invalidity", "correct")) == "correct":
-                for m in r.get("measurements") or []:
+                for m in measurements:
                     if isinstance(m, Mapping) and m.get("name") == objectives[0]:
                         value = m.get("value")
-            rows.append((conf, value))
+            rows.append((parameters(conf, where), value))
     elif isinstance(doc, Mapping) and isinstance(doc.get("cache"), Mapping):  # Kernel Tuner cache
         keys = doc.get("tune_params_keys")
         if isinstance(keys, list):
             _check_names(path.name, [str(k) for k in keys], space)
-        rows = [(entry, entry.get("time")) for entry in doc["cache"].values() if isinstance(entry, Mapping)]
+        entries = [(k, e) for k, e in doc["cache"].items() if isinstance(e, Mapping)]
+        if entries:  # a cache entry holds its measurements beside the parameters: only missing ones tell
+            _check_names(path.name, [n for n in names if n in entries[0][1]], space)
+        for key, entry in entries:
+            where = f"{label}: cache entry {key[:100]!r}"
+            rows.append((parameters(entry, where), entry.get("time")))
     else:
         raise PerftuneError(f"warm_start: {path.name}: neither a T4 results file nor a Kernel Tuner cache")
-    if rows and not isinstance(doc.get("cache"), Mapping):
-        _check_names(path.name, rows[0][0], space)
-    elif rows:  # a cache entry holds its measurements beside the parameters: only missing ones tell
-        _check_names(path.name, [n for n in space.params if n in rows[0][0]], space)
     losses: dict[Config, float] = {}
     for conf, value in rows:
         # Failures are strings (Kernel Tuner) or a non-"correct" invalidity (T4): no rank to learn.
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             continue
+        try:
+            loss = float(value)
+        except OverflowError:
+            continue  # an integer beyond any float: not a measured time
         config = _config(conf, space)
         if config is not None:
-            losses[config] = float(value)
+            losses[config] = loss
     return losses

@@ -9,6 +9,9 @@ that satisfies the constraints but failed, or is missing from the T4 results, is
 Any perftune run can be written back as a T4 file with :func:`export_t4` / :func:`export_run_t4`, so
 that it can be compared with the autotuning-methodology tools.
 
+Every file is read through a size cap, ``$PERFTUNE_INPUT_MAX_MB`` (default 512) MiB once
+decompressed, and checked when it is loaded: a malformed file is one line naming it and the problem.
+
 Kernel Tuner cache files (``*.kt.json(.gz)``) load with :func:`load_kt`, with a T1 file for their
 restrictions, into the same kind of problem (``CompilationFailedConfig`` and the other failure strings
 become failed measurements with that string as the reason); :func:`export_kt` / :func:`export_run_kt`
@@ -31,16 +34,19 @@ from __future__ import annotations
 from perftune.targets.replay._export import export_run_t4, export_t4, t4_document
 from perftune.targets.replay._ktcache import KT_ERRORS, export_kt, export_run_kt, kt_cache_document, load_kt
 from perftune.targets.replay._load import (
+    INPUT_LIMIT_ENV,
     ReplayFailure,
     ReplayObjective,
     ReplayProblem,
     dev_problem_files,
+    input_limit_bytes,
     load,
     read_json,
     space_from_t1,
 )
 
 __all__ = [
+    "INPUT_LIMIT_ENV",
     "KT_ERRORS",
     "ReplayFailure",
     "ReplayObjective",
@@ -50,6 +56,7 @@ __all__ = [
     "export_run_kt",
     "export_run_t4",
     "export_t4",
+    "input_limit_bytes",
     "kt_cache_document",
     "load",
     "load_kt",

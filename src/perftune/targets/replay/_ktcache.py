@@ -33,7 +33,12 @@ from perftune.targets.replay._load import (
     ReplayProblem,
     _number,
     _Record,
+    _shown,
+    at,
+    json_value,
+    parse_json,
     read_json,
+    read_text,
     space_from_t1,
 )
 from perftune.trial import Status, Trial
@@ -50,27 +55,20 @@ _EXC_PREFIX = re.compile(r"^\w+(Error|Failure|Exception|Warning): ")
 
 
 def _read_cache_text(path: Path) -> Any:
+    # Read through the input cap (a gzip bomb is refused before it is in memory).
+    text = read_text(path, "Kernel Tuner cache")
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                text = f.read()
-        else:
-            text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PerftuneError(f"{path}: Kernel Tuner cache file not found") from None
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise PerftuneError(f"{path}: cannot read the Kernel Tuner cache ({e})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as first:
+        return parse_json(text, path, "Kernel Tuner cache")
+    except PerftuneError as first:
         # Kernel Tuner appends ``"key": {...},`` while tuning and closes the file at the end; a
         # session that was interrupted leaves it open. Close it the way Kernel Tuner does.
         body = text.rstrip()
         body = body.removesuffix(",")
+        del text
         try:
-            return json.loads(body + "}\n}")
-        except json.JSONDecodeError:
-            raise PerftuneError(f"{path}: not a valid Kernel Tuner cache JSON file ({first})") from None
+            return parse_json(body + "}\n}", path, "Kernel Tuner cache")
+        except PerftuneError:
+            raise first from None
 
 
 def load_kt(
@@ -115,6 +113,9 @@ def load_kt(
     keys = doc.get("tune_params_keys") if isinstance(doc, Mapping) else None
     if not isinstance(cache, Mapping) or not isinstance(keys, list):
         raise PerftuneError(f"{kt_path}: no 'tune_params_keys' and 'cache' (not a Kernel Tuner cache file)")
+    if not all(isinstance(k, str) for k in keys):
+        raise PerftuneError(f"{kt_path}: tune_params_keys must be a list of parameter names, "
+                            f"not {_shown(keys)}")
     names = tuple(space.names)
     if set(keys) != set(names):
         only_kt = sorted(set(keys) - set(names))
@@ -132,23 +133,23 @@ def load_kt(
     best_value = math.inf
     best_key: tuple[Any, ...] | None = None
     for key_text, entry in cache.items():
+        where = f"{kt_path}: cache entry {_shown(key_text)}"
         if not isinstance(entry, Mapping):
-            raise PerftuneError(f"{kt_path}: cache entry {key_text!r} is not an object")
+            raise PerftuneError(f"{where} is not an object")
         try:
-            cfg = Config({n: tuple(entry[n]) if isinstance(entry[n], list) else entry[n] for n in names})
+            cfg = Config({n: json_value(entry[n], at(where, "parameter ", n)) for n in names})
         except KeyError as e:
-            raise PerftuneError(
-                f"{kt_path}: cache entry {key_text!r} lacks parameter {e.args[0]!r}"
-            ) from None
+            raise PerftuneError(f"{where} lacks parameter {e.args[0]!r}") from None
         if not space.is_valid(cfg):
             n_outside += 1
             continue
         key = tuple(cfg[n] for n in names)
         metrics = {
-            str(k): f for k, v in entry.items() if k not in names and (f := _number(v)) is not None
+            str(k): f for k, v in entry.items()
+            if k not in names and (f := _number(v, at(where, "", k))) is not None
         }
         raw = entry.get(obj_name)
-        value = _number(raw)
+        value = _number(raw, at(where, "", obj_name))
         if value is None:
             n_failed += 1
             reason = raw if isinstance(raw, str) and raw else f"no numeric {obj_name!r}"

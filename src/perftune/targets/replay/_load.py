@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
-import gzip
+import functools
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perftune.errors import PerftuneError
+from perftune import _jsonfile
+from perftune.errors import PerftuneError, SpaceError
 
-__all__ = ["ReplayFailure", "ReplayObjective", "ReplayProblem", "load", "read_json", "space_from_t1"]
+__all__ = [
+    "INPUT_LIMIT_ENV",
+    "ReplayFailure",
+    "ReplayObjective",
+    "ReplayProblem",
+    "Where",
+    "at",
+    "input_limit_bytes",
+    "json_value",
+    "load",
+    "parse_json",
+    "read_json",
+    "read_text",
+    "space_from_t1",
+]
+
+INPUT_LIMIT_ENV = _jsonfile.INPUT_LIMIT_ENV
+DEFAULT_INPUT_MAX_MB = _jsonfile.DEFAULT_INPUT_MAX_MB
+_MAX_VALUES = 100_000  # values of one T1 parameter, nested items included
+_MAX_VALUE_DEPTH = 4  # [[1, 2], [3, 4]] is depth 2
+_MAX_INT = 2**63  # parameter values are 64-bit integers at most
 
 
 class ReplayFailure(Exception):
@@ -23,27 +44,115 @@ class ReplayFailure(Exception):
     """
 
 
-def read_json(path: str | os.PathLike[str], what: str) -> Any:
-    """Read a JSON file, gzip-compressed when its name ends in ``.gz``.
+def input_limit_bytes() -> int:
+    """The most bytes an input file may hold once decompressed: ``$PERFTUNE_INPUT_MAX_MB`` (512) MiB.
+
+    Files received from others (T1/T4 files, Kernel Tuner caches, warm-start files) are read through
+    this cap: a 600 KB gzip file can expand to gigabytes.
+    """
+    return _jsonfile.input_limit_bytes(PerftuneError)
+
+
+def read_text(path: str | os.PathLike[str], what: str) -> str:
+    """The UTF-8 text of a file, gunzipped when its name ends in ``.gz``, read through a size cap
+    (:func:`input_limit_bytes`): a gzip bomb never gets into memory.
 
     Raises:
-        PerftuneError: the file is missing or is not JSON (one line naming the file).
+        PerftuneError: the file is missing, not a regular file, unreadable, not UTF-8, or larger than
+            the cap (one line naming the file, and the cap and how to raise it).
     """
-    p = Path(path)
+    return _jsonfile.read_input_text(path, what, PerftuneError)
+
+
+def parse_json(text: str, path: str | os.PathLike[str], what: str) -> Any:
+    """``json.loads(text)``, with one line naming the file for anything it cannot take.
+
+    Raises:
+        PerftuneError: not JSON, nested too deeply, or an integer of more than 4,300 digits.
+    """
     try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rt", encoding="utf-8") as f:
-                return json.load(f)
-        with open(p, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise PerftuneError(f"{p}: {what} file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
-        raise PerftuneError(f"{p}: not a valid {what} JSON file ({e})") from None
+        return json.loads(text)
+    except RecursionError:
+        raise PerftuneError(f"{path}: not a valid {what} JSON file (nested too deeply)") from None
+    except MemoryError:
+        raise PerftuneError(f"{path}: {what} file is too large to parse") from None
+    except ValueError as e:  # JSONDecodeError, and int() of a number with too many digits
+        detail = " ".join(str(e).split())
+        raise PerftuneError(f"{path}: not a valid {what} JSON file ({detail[:300]})") from None
+
+
+def read_json(path: str | os.PathLike[str], what: str) -> Any:
+    """Read a JSON file, gzip-compressed when its name ends in ``.gz``, through a size cap.
+
+    Raises:
+        PerftuneError: the file is missing, larger than :func:`input_limit_bytes`, or is not JSON
+            (one line naming the file).
+    """
+    return parse_json(read_text(path, what), Path(path), what)
+
+
+Where = str | Callable[[], str]
+"""Where a value is, for an error message: the text, or a function that makes it (only on error)."""
+
+
+def _place(where: Where) -> str:
+    return where if isinstance(where, str) else where()
+
+
+def _describe(where: str, label: str, key: Any) -> str:
+    return f"{where}: {label}{_shown(key)}"
+
+
+def at(where: str, label: str, key: Any) -> Callable[[], str]:
+    """``"{where}: {label}{key!r}"``, made only if an error message needs it (files have many values)."""
+    return functools.partial(_describe, where, label, key)
+
+
+def json_value(raw: Any, where: Where, *, budget: list[int] | None = None, depth: int = 0) -> Any:
+    """A parameter value read from a file: hashable (lists as tuples), finite, 64-bit integers.
+
+    Raises:
+        PerftuneError: a JSON object, NaN or infinity, an integer beyond 2**63, lists nested more than
+            four levels deep or holding more than 100,000 items; the message starts with ``where``.
+    """
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise PerftuneError(f"{_place(where)}: more than {_MAX_VALUES} values")
+    kind = type(raw)
+    if kind is str or kind is bool or raw is None:
+        return raw
+    if kind is int:
+        if not -_MAX_INT <= raw <= _MAX_INT:
+            bits = raw.bit_length()
+            raise PerftuneError(f"{_place(where)}: integer of {bits} bits is too large (at most 2**63)")
+        return raw
+    if kind is float:
+        if not math.isfinite(raw):
+            raise PerftuneError(f"{_place(where)}: {raw!r} is not a usable value")
+        return raw
+    if isinstance(raw, list | tuple):
+        if depth >= _MAX_VALUE_DEPTH:
+            raise PerftuneError(f"{_place(where)}: lists nested more than {_MAX_VALUE_DEPTH} levels deep")
+        items = budget if budget is not None else [_MAX_VALUES]
+        return tuple(json_value(v, where, budget=items, depth=depth + 1) for v in raw)
+    what = "a JSON object" if isinstance(raw, Mapping) else type(raw).__name__
+    raise PerftuneError(
+        f"{_place(where)}: {what} is not a parameter value (numbers, strings, booleans, lists)"
+    )
 
 
 def _is_int_value(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shown(raw: Any) -> str:
+    """``repr(raw)`` for a one-line message: shortened, and safe for deeply nested values."""
+    try:
+        text = repr(raw)
+    except (RecursionError, ValueError):  # ValueError: an integer of more than 4,300 digits
+        return f"a {type(raw).__name__} nested too deeply to show"
+    return text if len(text) <= 200 else text[:160] + f"... ({len(text)} characters)"
 
 
 def _parse_values(raw: Any, where: str) -> list[Any]:
@@ -52,6 +161,8 @@ def _parse_values(raw: Any, where: str) -> list[Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
+        except RecursionError:
+            raise PerftuneError(f"{where}: Values is nested too deeply") from None
         except json.JSONDecodeError:
             from perftune.errors import ExpressionError
             from perftune.space import evaluate_constant
@@ -59,12 +170,18 @@ def _parse_values(raw: Any, where: str) -> list[Any]:
             try:
                 raw = evaluate_constant(raw)
             except ExpressionError as e:
-                raise PerftuneError(f"{where}: Values {raw!r} is not a list: {e}") from None
+                raise PerftuneError(f"{where}: Values {_shown(raw)} is not a list: {e}") from None
+        except ValueError as e:  # an integer of more than 4,300 digits
+            detail = " ".join(str(e).split())
+            raise PerftuneError(f"{where}: Values is not a usable list ({detail})") from None
     if not isinstance(raw, list | tuple) or not raw:
         raise PerftuneError(f"{where}: Values must be a non-empty list")
-    values = [tuple(v) if isinstance(v, list) else v for v in raw]
+    if len(raw) > _MAX_VALUES:
+        raise PerftuneError(f"{where}: Values has {len(raw)} values (at most {_MAX_VALUES})")
+    budget = [_MAX_VALUES]
+    values = [json_value(v, f"{where}: Values[{i}]", budget=budget) for i, v in enumerate(raw)]
     if len(set(values)) != len(values):
-        raise PerftuneError(f"{where}: Values {list(values)!r} has duplicates")
+        raise PerftuneError(f"{where}: Values {_shown(list(values))} has duplicates")
     return values
 
 
@@ -82,7 +199,7 @@ def _param_for(values: list[Any], declared_type: str, default: Any) -> Any:
     ordered = sorted(values)
     if all(_is_int_value(v) for v in values):
         lo, hi = ordered[0], ordered[-1]
-        if ordered == list(range(lo, hi + 1)):
+        if hi - lo + 1 == len(ordered):  # distinct integers: consecutive (never list a huge range)
             return Int(lo, hi, default=default)
         if lo >= 1 and all(v & (v - 1) == 0 for v in ordered):
             n = int(math.log2(hi)) - int(math.log2(lo)) + 1
@@ -107,28 +224,43 @@ def space_from_t1(t1: Mapping[str, Any], where: str = "T1") -> Any:
     """
     from perftune.space import Space
 
-    try:
-        cs = t1["ConfigurationSpace"]
-        params_raw = cs["TuningParameters"]
-    except (KeyError, TypeError):
-        raise PerftuneError(f"{where}: no ConfigurationSpace.TuningParameters") from None
+    cs = t1.get("ConfigurationSpace") if isinstance(t1, Mapping) else None
+    params_raw = cs.get("TuningParameters") if isinstance(cs, Mapping) else None
+    if params_raw is None:
+        raise PerftuneError(f"{where}: no ConfigurationSpace.TuningParameters")
+    if not isinstance(params_raw, list):
+        raise PerftuneError(f"{where}: ConfigurationSpace.TuningParameters must be a list, "
+                            f"not {type(params_raw).__name__}")
+    assert isinstance(cs, Mapping)
     params: dict[str, Any] = {}
-    for i, p in enumerate(params_raw):
-        name = p.get("Name") if isinstance(p, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise PerftuneError(f"{where}: TuningParameters[{i}] has no Name")
-        if name in params:
-            raise PerftuneError(f"{where}: parameter {name!r} declared twice")
-        pwhere = f"{where}: parameter {name!r}"
-        values = _parse_values(p.get("Values"), pwhere)
-        params[name] = _param_for(values, str(p.get("Type", "")).lower(), p.get("Default"))
-    constraints: list[str] = []
-    for i, c in enumerate(cs.get("Conditions", []) or []):
-        expr = c.get("Expression") if isinstance(c, Mapping) else c
-        if not isinstance(expr, str) or not expr.strip():
-            raise PerftuneError(f"{where}: Conditions[{i}] has no Expression")
-        constraints.append(expr)
-    return Space(params, constraints)
+    try:
+        for i, p in enumerate(params_raw):
+            name = p.get("Name") if isinstance(p, Mapping) else None
+            if not isinstance(name, str) or not name:
+                raise PerftuneError(f"{where}: TuningParameters[{i}] has no Name")
+            if name in params:
+                raise PerftuneError(f"{where}: parameter {_shown(name)} declared twice")
+            pwhere = f"{where}: parameter {_shown(name)}"
+            values = _parse_values(p.get("Values"), pwhere)
+            try:
+                default = json_value(p.get("Default"), pwhere)
+            except PerftuneError:
+                default = None  # as for a default outside the list: the natural one
+            kind = p.get("Type", "")
+            params[name] = _param_for(values, kind.lower() if isinstance(kind, str) else "", default)
+        conditions = cs.get("Conditions", []) or []
+        if not isinstance(conditions, list):
+            raise PerftuneError(f"{where}: ConfigurationSpace.Conditions must be a list, "
+                                f"not {type(conditions).__name__}")
+        constraints: list[str] = []
+        for i, c in enumerate(conditions):
+            expr = c.get("Expression") if isinstance(c, Mapping) else c
+            if not isinstance(expr, str) or not expr.strip():
+                raise PerftuneError(f"{where}: Conditions[{i}] has no Expression")
+            constraints.append(expr)
+        return Space(params, constraints)
+    except SpaceError as e:  # a bad default, condition or value list: say which file it is in
+        raise type(e)(f"{where}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -212,17 +344,46 @@ class ReplayProblem:
         return [r.value for r in self.objective.records.values() if r.value is not None]
 
 
-def _measurement(record: Mapping[str, Any], name: str) -> Any:
-    for m in record.get("measurements", []) or []:
-        if isinstance(m, Mapping) and m.get("name") == name:
+def _measurements(record: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
+    """A T4 record's ``measurements`` (entries that are not objects are left out)."""
+    raw = record.get("measurements")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise PerftuneError(f"{where}: measurements must be a list, not {type(raw).__name__}")
+    return [m for m in raw if isinstance(m, Mapping)]
+
+
+def _objectives(record: Mapping[str, Any], where: str) -> list[str]:
+    """A T4 record's ``objectives`` (default ``["time"]``)."""
+    raw = record.get("objectives")
+    if raw is None or raw == []:
+        return ["time"]
+    if not isinstance(raw, list) or not all(isinstance(o, str) for o in raw):
+        raise PerftuneError(f"{where}: objectives must be a list of measurement names, not {_shown(raw)}")
+    return raw
+
+
+def _measurement(measurements: list[Mapping[str, Any]], name: str) -> Any:
+    for m in measurements:
+        if m.get("name") == name:
             return m.get("value")
     return None
 
 
-def _number(v: Any) -> float | None:
+def _number(v: Any, where: Where = "") -> float | None:
+    """``v`` as a finite float, None when it is not a number (a failure string, NaN, infinity).
+
+    Raises:
+        PerftuneError: an integer too large for a float (``where`` starts the message).
+    """
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        bits = v.bit_length() if isinstance(v, int) else 0
+        raise PerftuneError(f"{_place(where)}: integer of {bits} bits is too large for a number") from None
     return f if math.isfinite(f) else None
 
 
@@ -267,30 +428,33 @@ def load(
     obj_name = objective
     from perftune.space import Config
 
+    metadata = t4.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise PerftuneError(f"{t4_path}: metadata must be an object, not {type(metadata).__name__}")
     for i, r in enumerate(results):
+        where = f"{t4_path}: results[{i}]"
         conf = r.get("configuration") if isinstance(r, Mapping) else None
         if not isinstance(conf, Mapping):
-            raise PerftuneError(f"{t4_path}: results[{i}] has no configuration")
+            raise PerftuneError(f"{where} has no configuration")
         try:
-            values = {n: conf[n] for n in names}
+            values = {n: json_value(conf[n], at(where, "parameter ", n)) for n in names}
         except KeyError as e:
-            raise PerftuneError(
-                f"{t4_path}: results[{i}] lacks parameter {e.args[0]!r} declared in {t1_path}"
-            ) from None
-        cfg = Config({n: tuple(v) if isinstance(v, list) else v for n, v in values.items()})
+            raise PerftuneError(f"{where} lacks parameter {e.args[0]!r} declared in {t1_path}") from None
+        measurements = _measurements(r, where)
+        objectives = _objectives(r, where)
+        cfg = Config(values)
         if not space.is_valid(cfg):
             n_outside += 1
             continue
         key = tuple(cfg[n] for n in names)
         if obj_name is None:
-            objs = r.get("objectives") or ["time"]
-            obj_name = str(objs[0])
+            obj_name = objectives[0]
         invalidity = str(r.get("invalidity", "correct"))
-        raw = _measurement(r, obj_name)
-        value = _number(raw)
+        raw = _measurement(measurements, obj_name)
+        value = _number(raw, at(where, "", obj_name))
         metrics = {}
-        for m in r.get("measurements", []) or []:
-            mv = _number(m.get("value")) if isinstance(m, Mapping) else None
+        for m in measurements:
+            mv = _number(m.get("value"), at(where, "measurement ", m.get("name")))
             if mv is not None:
                 metrics[str(m.get("name"))] = mv
         if invalidity != "correct" or value is None:
@@ -318,7 +482,7 @@ def load(
         n_results=len(results),
         n_failed=n_failed,
         n_outside=n_outside,
-        metadata=dict(t4.get("metadata") or {}),
+        metadata=dict(metadata or {}),
     )
 
 
