@@ -174,11 +174,13 @@ def _opt(ctx: click.Context, key: str, value: Any) -> Any:
     return value
 
 
-def _open(ctx: click.Context, store: str | None = None, *, must_exist: bool = True) -> Any:
-    """The store; commands that only read (and resume) refuse to create an empty one from a typo."""
+def _open(ctx: click.Context, store: str | None = None, *, must_exist: bool = True,
+          read_only: bool = False) -> Any:
+    """The store; commands that only read (and resume) refuse to create an empty one from a typo, and
+    commands that only read (``read_only``) write nothing to it: no schema upgrade, no WAL switch."""
     from perftune.store import open_store
 
-    st = open_store(_opt(ctx, "store", store), must_exist=must_exist)
+    st = open_store(_opt(ctx, "store", store), must_exist=must_exist, read_only=read_only)
     # Closed when the command ends, error or not: a SQLite store's log is folded into its file then.
     ctx.call_on_close(st.close)
     return st
@@ -537,7 +539,7 @@ def _when(timestamp: Any) -> str:
 
     try:
         return datetime.datetime.fromtimestamp(float(timestamp)).strftime("%Y-%m-%d %H:%M:%S")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, OSError):
         return str(timestamp)
 
 
@@ -564,6 +566,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
 
     st = _open(ctx, store)
     info = st.get_run(run)
+    st.require_intact(info)  # a damaged run: one line naming the column, before its settings are used
     task = (info.settings or {}).get("task")
     if (info.settings or {}).get("target") == "flags":
         raise PerftuneError(f"resume: run {info.name!r} is a gcc flags run, which cannot be resumed (its "
@@ -730,18 +733,32 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         ctx.obj["runs_store"] = store
         return
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     from perftune.report import FinalAnswer, answer_of
+    from perftune.store import StoreDamageError
 
     rows = []
+    damaged: list[str] = []
     for info in st.list_runs():
-        best = st.best(info.id)
-        # The recorded final answer (what show and report print), else, as they do, the best trial
-        # against the default one: found by an index walk, not by reading every run's trials.
-        answer = FinalAnswer.from_json((info.settings or {}).get("result"))
-        if answer is None:
-            _, first = st.trial_keyset_page(info.id, technique="default", limit=1, count=False)
-            answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
+        try:
+            # A damaged run (or best or default trial) is listed as damaged: it must not hide the others,
+            # and `perftune runs delete` removes it.
+            st.require_intact(info)
+            best = st.best(info.id)
+            # The recorded final answer (what show and report print), else, as they do, the best trial
+            # against the default one: found by an index walk, not by reading every run's trials.
+            answer = FinalAnswer.from_json((info.settings or {}).get("result"))
+            if answer is None:
+                _, first = st.trial_keyset_page(info.id, technique="default", limit=1, count=False)
+                answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
+        except StoreDamageError as error:
+            what = error.detail if error.trial_id is None else f"trial {error.trial_id}: {error.field}"
+            damaged.append(f"run {info.name!r} (id {info.id}) is damaged: {what} "
+                           f"(perftune runs delete {info.id} removes it)")
+            rows.append({"id": info.id, "name": info.name, "status": "damaged", "goal": info.goal,
+                         "created_at": info.created_at, "trials": st.count(info.id), "best": None,
+                         "improvement": None, "damaged": str(error)})
+            continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
@@ -762,6 +779,8 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                       str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
                       "-" if imp is None else f"{imp['estimate']:.3f}x", _when(r["created_at"]))
     _console().print(table)
+    for line in damaged:
+        click.echo(f"perftune: {_printable(line)}", err=True)
 
 
 @cli.command("show")
@@ -773,7 +792,7 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     """Show one run (name, id or 'latest'): best, baseline, failures, history."""
     from perftune.report import final_answer
 
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     trials = st.trials(info.id)
     best = st.best(info.id)
@@ -876,7 +895,7 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
 @click.pass_context
 def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
     """Print the best configuration of RUN as JSON."""
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     best = st.best(info.id)
     if best is None:
@@ -896,14 +915,19 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
 def export_cmd(
     ctx: click.Context, run: str, fmt: str | None, output: str, store: str | None, kernel_name: str | None
 ) -> None:
-    """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file."""
+    """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file.
+
+    In the CSV, a text cell starting with =, +, -, @, a tab or a carriage return gets a leading '
+    (against formula injection: the text comes from the store; a spreadsheet would run it as a formula).
+    Numbers are written as they are.
+    """
     named = _export_format_of(output)
     # A Kernel Tuner cache is a .json file: --format kt and a plain .json name agree.
     if fmt is not None and named is not None and (named == "csv") != (fmt == "csv"):
         raise click.UsageError(f"--format {fmt}, but {output!r} is named as {named}: "
                                "name the file for its format, or leave --format out")
     fmt = fmt or named or "csv"
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     if fmt == "kt":
         from perftune.targets.replay import export_run_kt
@@ -1185,23 +1209,32 @@ def _print_flags_result(result: Any, as_json: bool, store: Any = None) -> None:
 @cli.command("report")
 @click.argument("run")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
-              help="HTML file to write (default: report-RUN.html).")
+              help="HTML file to write (default: report-RUN.html in the current folder, RUN's name made safe "
+                   "for a file name; a symbolic link of that name is refused, not followed). A file named "
+                   "here that is a symbolic link is followed.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.pass_context
 def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | None) -> None:
     """Write an HTML report of RUN: convergence, technique credits, failures by reason, best configuration.
 
     The plots need Plotly (pip install 'perftune[plot]'); without it the page has the tables only.
+
+    The default file name comes from the run's name, which the store holds: characters other than
+    letters, digits and -_.,+@= become _, leading dots are dropped, and a name that changed gets the run's
+    id (report-a_b-7.html). The file is replaced atomically (a new file renamed over it: never written
+    through a link); a symbolic link at the default name is an error, one given with -o is followed.
     """
-    from perftune.report import plots_available, write_html
+    from perftune.report import plots_available, report_file_name, write_html
 
     if output is not None and "." in os.path.basename(output).lstrip(".") \
             and not output.lower().endswith((".html", ".htm")):
         raise click.UsageError(f"{output!r}: the report is an HTML page; give a .html file")
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     plots = plots_available()
-    path = write_html(st, info.id, output or f"report-{info.name}.html", plots=plots)
+    # A name the user gave is followed if it is a link; the default one, made of the store's run name, is not.
+    path = write_html(st, info.id, output or report_file_name(info.name, info.id), plots=plots,
+                      follow_symlinks=output is not None)
     click.echo(f"wrote {path}" if plots else
                f"wrote {path} (tables only; for the plots: pip install 'perftune[plot]')")
 
@@ -1316,7 +1349,8 @@ def dashboard_cmd(ctx: click.Context, store: str | None, host: str, port: int, t
     """
     from perftune.dashboard import serve
 
-    serve(_open(ctx, store), host=host, port=port, token=token, echo=lambda line: click.echo(line, err=True))
+    serve(_open(ctx, store, read_only=True), host=host, port=port, token=token,
+          echo=lambda line: click.echo(line, err=True))
 
 
 @runs_cmd.command("delete")
@@ -1361,7 +1395,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
     """
     from perftune.report import compare_view
 
-    st = _open(ctx, store)
+    st = _open(ctx, store, read_only=True)
     if len(runs) < 2:
         raise PerftuneError("compare: give two or more runs")
     view = compare_view(st, list(runs))

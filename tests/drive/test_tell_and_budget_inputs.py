@@ -68,3 +68,10 @@ def test_hypervolume_says_what_its_reference_should_be() -> None:
     with pytest.raises(PerftuneError, match="no value for acc; not an objective: 'accuracy'"):
         result.hypervolume({"time": 6, "accuracy": 0})
     assert result.hypervolume({"time": 6, "acc": 0}) > 0
+
+
+def test_metrics_may_go_with_a_failure_and_are_kept() -> None:
+    # The online racer tells a lost candidate as failed with its wins and races.
+    tuner = Tuner(SPACE, seed=1)
+    told = tuner.tell(tuner.ask(), error="lost the race", metrics={"wins": 2, "races": 5})
+    assert told.status is Status.FAILED and told.metrics == {"wins": 2.0, "races": 5.0}

@@ -7,6 +7,7 @@ import html
 import ipaddress
 import secrets
 import threading
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,56 @@ _READ_METHODS = ("GET", "HEAD")
 _COOKIE = "perftune_token"
 _PAGE_LIMIT_MAX = 500
 _WARM_RUNS = 5
+# The policy of every response that sets none of its own (JSON, assets, error pages): nothing runs.
+_DEFAULT_CSP = b"default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+# What follows /api/runs/RUN/ (nothing: the run's views).
+_RUN_RESOURCES = ("version", "trials", "parameters", "pareto")
+
+
+def _split_refs(query_string: bytes, key: str = "runs") -> list[str]:
+    """The runs of ``?runs=a,b`` split at the commas of the URL as sent, then decoded: a name holding a
+    comma or a slash is sent encoded (``%2C``, ``%2F``), so it stays one name.
+
+    Example:
+        >>> _split_refs(b"runs=a%2Fb%2Cc,beta&token=x")
+        ['a/b,c', 'beta']
+    """
+    refs: list[str] = []
+    for pair in query_string.decode("latin-1").split("&"):
+        name, _, value = pair.partition("=")
+        if urllib.parse.unquote_plus(name) == key:
+            refs += [urllib.parse.unquote_plus(part, encoding="utf-8") for part in value.split(",") if part]
+    return refs
+
+
+def _run_path(scope: Any) -> tuple[str, str] | None:
+    """``(run, resource)`` of ``/api/runs/RUN[/RESOURCE]``, or None for another path.
+
+    Read from the path as it was sent (``raw_path``), where a run name holding ``/`` is one segment
+    (``%2F``); the decoded path would split it.
+
+    Example:
+        >>> _run_path({"raw_path": b"/api/runs/a%2Fb/trials", "path": "/api/runs/a/b/trials"})
+        ('a/b', 'trials')
+    """
+    raw = scope.get("raw_path")
+    if raw:
+        segments = raw.decode("latin-1").split("?", 1)[0].split("/")
+        if len(segments) not in (4, 5) or segments[:3] != ["", "api", "runs"]:
+            return None
+        ref = urllib.parse.unquote(segments[3], encoding="utf-8")
+        resource = segments[4] if len(segments) == 5 else ""
+    else:  # a server that gives no raw path: the last segment, when it names a resource, is one
+        path = str(scope.get("path", ""))
+        if not path.startswith("/api/runs/"):
+            return None
+        rest = path[len("/api/runs/"):]
+        ref, _, resource = rest.rpartition("/")
+        if resource not in _RUN_RESOURCES:
+            ref, resource = rest, ""
+    if not ref or resource not in ("", *_RUN_RESOURCES):
+        return None
+    return ref, resource
 
 
 def _starlette() -> Any:
@@ -100,6 +151,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from perftune import report
+    from perftune.report._page import DASHBOARD_CSP
     from perftune.store import TRIAL_ORDERS
 
     if isinstance(store, str) or store is None:
@@ -130,9 +182,12 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     def page(kind: str, title: str, request: Request, **config: Any) -> Response:
         nav = "<a href='.'>runs</a>"
         body = "<p class='muted'>loading...</p><noscript>The dashboard needs JavaScript.</noscript>"
+        # A nonce of this response allows the page's own inline script, and only it (DASHBOARD_CSP).
+        nonce = secrets.token_urlsafe(18)
         text = report.page_html(kind, title=title, config={"mode": "live", **config}, inline=False, body=body,
-                                nav=nav)
-        return HTMLResponse(text, headers={"Cache-Control": "no-store"})
+                                nav=nav, nonce=nonce)
+        return HTMLResponse(text, headers={"Cache-Control": "no-store",
+                                           "Content-Security-Policy": DASHBOARD_CSP.format(nonce=nonce)})
 
     def runs_page(request: Request) -> Response:
         return page("runs", f"perftune runs: {st.location}", request)
@@ -144,15 +199,18 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         except StoreError as error:
             return HTMLResponse(f"<!doctype html><title>no such run</title><p>{html.escape(str(error))}</p>"
                                 "<p><a href='/'>all runs</a></p>", status_code=404)
-        return page("run", f"perftune run {info.name}", request, run=info.name)
+        # The page asks the API for the run by its id: a name may hold any character ("/", ",").
+        return page("run", f"perftune run {info.name}", request, run=info.name, run_id=info.id)
 
     def compare_page(request: Request) -> Response:
-        refs = [r for r in request.query_params.get("runs", "").split(",") if r]
+        refs = _split_refs(request.scope.get("query_string", b""))
         try:
-            names = [st.get_run(r).name for r in refs]
+            infos = [st.get_run(r) for r in refs]
         except StoreError as error:
             return HTMLResponse(f"<!doctype html><p>{html.escape(str(error))}</p>", status_code=404)
-        return page("compare", "perftune compare: " + " vs ".join(names), request, runs=names)
+        names = [i.name for i in infos]
+        return page("compare", "perftune compare: " + " vs ".join(names), request, runs=names,
+                    run_ids=[i.id for i in infos])
 
     def static(name: str, media_type: str, read: Callable[[], str]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
@@ -169,15 +227,15 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         key = ("runs", *[(i.id, i.status, i.finished_at, st.count(i.id)) for i in infos])
         return {"runs": cache.get(key, lambda: report.runs_view(st)), "store": st.location}
 
-    def api_run(request: Request) -> Any:
-        key = version_key(request.path_params["ref"])
+    def api_run(request: Request, ref: str) -> Any:
+        key = version_key(ref)
         return cache.get(("run", *key), lambda: report.run_view(st, key[0]))
 
-    def api_version(request: Request) -> Any:
-        _, n, status, finished = version_key(request.path_params["ref"])
+    def api_version(request: Request, ref: str) -> Any:
+        _, n, status, finished = version_key(ref)
         return {"n_trials": n, "status": status, "finished_at": finished}
 
-    def api_trials(request: Request) -> Any:
+    def api_trials(request: Request, ref: str) -> Any:
         q = request.query_params
         try:
             offset = max(0, int(q.get("offset", 0)))
@@ -189,9 +247,10 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
                                 f"use one of {', '.join(TRIAL_ORDERS)}")
         filters = {"status": q.get("status") or None, "technique": q.get("technique") or None,
                    "text": q.get("text") or None}
-        key = ("count", *version_key(request.path_params["ref"]), *filters.values())
+        version = version_key(ref)
+        key = ("count", *version, *filters.values())
         total = cache.peek(key)
-        view = report.trials_view(st, request.path_params["ref"], offset=offset, limit=limit,
+        view = report.trials_view(st, version[0], offset=offset, limit=limit,
                                   sort=q.get("sort", "trial"),
                                   descending=q.get("descending") in ("1", "true"),
                                   total=total, after=q.get("after") or None, before=q.get("before") or None,
@@ -200,17 +259,28 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
             cache.get(key, lambda: view["total"])
         return view
 
-    def api_parameters(request: Request) -> Any:
-        key = version_key(request.path_params["ref"])
+    def api_parameters(request: Request, ref: str) -> Any:
+        key = version_key(ref)
         return cache.get(("params", *key), lambda: report.parameter_view(st, key[0]))
 
-    def api_pareto(request: Request) -> Any:
-        key = version_key(request.path_params["ref"])
+    def api_pareto(request: Request, ref: str) -> Any:
+        key = version_key(ref)
         return {"pareto": cache.get(("pareto", *key), lambda: report.pareto_view(st, key[0]))}
 
+    run_resources: dict[str, Callable[[Request, str], Any]] = {
+        "": api_run, "version": api_version, "trials": api_trials, "parameters": api_parameters,
+        "pareto": api_pareto}
+
+    def api_run_resource(request: Request) -> Any:
+        # One route for /api/runs/RUN[/RESOURCE], split on the path as sent: RUN may hold "/" (as %2F).
+        found = _run_path(request.scope)
+        if found is None:
+            raise StoreError(f"no such API path: {request.url.path}")
+        ref, resource = found
+        return run_resources[resource](request, ref)
+
     def api_compare(request: Request) -> Any:
-        refs = [r for r in request.query_params.get("runs", "").split(",") if r]
-        return report.compare_view(st, refs)
+        return report.compare_view(st, _split_refs(request.scope.get("query_string", b"")))
 
     class ReadOnly:
         """Refuses every method but GET and HEAD, and (with a token) every request without it."""
@@ -249,7 +319,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
             await self.app(scope, receive, send)
 
     class Headers:
-        """No framing by other sites, no type sniffing."""
+        """No framing by other sites, no type sniffing, and a Content-Security-Policy on every response (the
+        pages set their own, DASHBOARD_CSP)."""
 
         def __init__(self, app: ASGIApp) -> None:
             self.app = app
@@ -257,7 +328,10 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
             async def wrapped(message: Any) -> None:
                 if message["type"] == "http.response.start":
-                    message["headers"] = [*message.get("headers", []), (b"x-frame-options", b"DENY"),
+                    headers = list(message.get("headers", []))
+                    if not any(name.lower() == b"content-security-policy" for name, _ in headers):
+                        headers.append((b"content-security-policy", _DEFAULT_CSP))
+                    message["headers"] = [*headers, (b"x-frame-options", b"DENY"),
                                           (b"x-content-type-options", b"nosniff")]
                 await send(message)
             await self.app(scope, receive, wrapped if scope["type"] == "http" else send)
@@ -272,11 +346,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         Route("/static/views.css", static("views.css", "text/css", lambda: report.view_asset("views.css"))),
         Route("/api/runs", api(api_runs)),
         Route("/api/compare", api(api_compare)),
-        Route("/api/runs/{ref}/version", api(api_version)),
-        Route("/api/runs/{ref}/trials", api(api_trials)),
-        Route("/api/runs/{ref}/parameters", api(api_parameters)),
-        Route("/api/runs/{ref}/pareto", api(api_pareto)),
-        Route("/api/runs/{ref}", api(api_run)),
+        Route("/api/runs/{rest:path}", api(api_run_resource)),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Headers), Middleware(ReadOnly)])
     def warm_up() -> None:

@@ -763,7 +763,8 @@ class Tuner:
         ``tell(trial, status=Status.TIMEOUT)`` a failure; ``tell(trial, {"time": 1.2, "size": 300})``
         a mapping of metrics (``metric=`` of the tuner names the optimised one). A NaN or infinite
         value (or sample) is a failed trial with that reason, as an objective's is in :func:`tune`; a
-        value together with ``error=`` or a failing ``status=`` is refused.
+        value or samples together with ``error=`` or a failing ``status=`` are refused (``metrics=`` are
+        kept with a failure).
 
         ``started_at`` and ``finished_at`` (``time.time()`` instants) are when the evaluation ran, as
         measured by whoever ran it; they are stored with the trial. Both default to the time of this
@@ -786,12 +787,17 @@ class Tuner:
         if started > finished:
             raise PerftuneError(f"tell(): started_at {started} is after finished_at {finished}")
         failed = error is not None or (status is not None and status is not Status.OK)
-        if failed and (value is not None or metrics is not None or samples):
-            raise PerftuneError("tell(): a value (or metrics=, samples=) and a failure (error=, status=) "
-                                "at once: give one or the other")
+        if failed and (value is not None or samples):
+            raise PerftuneError("tell(): a value (or samples=) and a failure (error=, status=) at once: "
+                                "give one or the other (metrics= may go with a failure)")
         if failed:
             st = status if status is not None and status is not Status.OK else Status.FAILED
-            outcome = Outcome(st, reason=error or st.value, started_at=started, finished_at=finished)
+            try:
+                kept = {str(k): float(v) for k, v in (metrics or {}).items()}
+            except (TypeError, ValueError) as exc:
+                raise PerftuneError(f"tell(): metrics must be numbers ({exc})") from None
+            outcome = Outcome(st, reason=error or st.value, metrics=kept, started_at=started,
+                              finished_at=finished)
         else:
             raw: Any = value
             if raw is None and metrics is not None:
@@ -913,6 +919,7 @@ class Tuner:
 
         try:
             d = payload["driver"]
+            Tuner._check_driver(d, space, what)
             deterministic = d["seed"] is not None
             from perftune.search import Objectives
 
@@ -941,8 +948,89 @@ class Tuner:
             raise
         except PerftuneError as exc:
             raise _checkpoint.CheckpointError(f"{what} does not fit this perftune: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise _checkpoint.CheckpointError(f"{what} is corrupt: {type(exc).__name__}: {exc}") from None
+
+    @staticmethod
+    def _check_driver(d: Any, space: Any, what: str) -> None:
+        """Check every field of a checkpoint's driver state: its type, its range, and that its tickets agree
+        with each other (a checkpoint is input from whoever could write the store: ``lag = -1`` would make
+        the resumed run wait for ever, ``next_id = -100`` would store trials under negative tickets).
+
+        Raises:
+            CheckpointError: ``WHAT is corrupt: driver.FIELD: ...``, naming the field.
+        """
+        # The fields _checkpoint_payload writes ("objectives" only with several objectives), and the
+        # largest ticket or count accepted: 2**53, what every JSON reader keeps exact.
+        keys = ("fingerprint", "goal", "metric", "technique_name", "technique_seed", "seed", "lag", "rng",
+                "next_id", "applied_upto", "queue", "pending", "n_since_best", "default_id")
+        most = 2**53
+
+        def corrupt(detail: str) -> _checkpoint.CheckpointError:
+            return _checkpoint.CheckpointError(f"{what} is corrupt: {detail}")
+
+        def bad(key: str, expected: str) -> _checkpoint.CheckpointError:
+            return corrupt(f"driver.{key}: expected {expected}, got {repr(d.get(key))[:60]}")
+
+        def integer(key: str, low: int, high: int, *, optional: bool = False) -> int:
+            value = d.get(key)
+            if value is None and optional:
+                return low
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise bad(key, f"an integer from {low} to {high}" + (" or null" if optional else ""))
+            return value
+
+        def text(key: str, *, optional: bool = False) -> None:
+            value = d.get(key)
+            if not (isinstance(value, str) and value) and not (optional and value is None):
+                raise bad(key, "a non-empty string" + (" or null" if optional else ""))
+
+        def rows(key: str, n: int) -> list[Any]:
+            value = d.get(key)
+            if not isinstance(value, list | tuple) or not all(
+                    isinstance(item, list | tuple) and len(item) == n and isinstance(item[-1], str)
+                    for item in value):
+                shape = "[configuration, origin] pairs" if n == 2 else "[ticket, config, origin] triples"
+                raise bad(key, f"a list of {shape}")
+            return list(value)
+
+        if not isinstance(d, Mapping):
+            raise corrupt(f"driver: expected an object, got {type(d).__name__}")
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise corrupt(f"driver: no {', '.join(missing)}")
+        text("fingerprint")
+        if space is not None and d["fingerprint"] != space.fingerprint():
+            raise corrupt("driver.fingerprint: it was written for another search space than the run's")
+        if d["goal"] not in ("min", "max"):
+            raise bad("goal", "'min' or 'max'")
+        text("metric", optional=True)
+        text("technique_name")
+        for key in ("seed", "technique_seed"):
+            value = d[key]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise bad(key, "an integer or null")
+        if not isinstance(d["rng"], Mapping):
+            raise bad("rng", "an object")
+        next_id = integer("next_id", 0, most)
+        integer("lag", 0, most)
+        integer("applied_upto", 0, next_id)
+        integer("n_since_best", 0, most)
+        if d["default_id"] is not None:
+            if next_id == 0:
+                raise bad("default_id", "null before any ticket is issued")
+            integer("default_id", 0, next_id - 1)
+        rows("queue", 2)
+        tickets = [item[0] for item in rows("pending", 3)]
+        for ticket in tickets:
+            if isinstance(ticket, bool) or not isinstance(ticket, int) or not 0 <= ticket < next_id:
+                raise corrupt(f"driver.pending: ticket {repr(ticket)[:40]} is not one issued before "
+                              f"driver.next_id ({next_id})")
+        if len(set(tickets)) != len(tickets):
+            raise corrupt("driver.pending: a ticket is pending twice")
+        objectives = d.get("objectives")
+        if objectives is not None and not isinstance(objectives, Mapping):
+            raise bad("objectives", "an object or null")
 
     # ------------------------------------------------------------------ the lease
 

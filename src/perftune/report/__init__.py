@@ -17,7 +17,13 @@ is :class:`Improvement` (one definition: the speedup with a confidence interval)
 
 from __future__ import annotations
 
-from perftune.report._html import credit_history, failure_counts, plots_available, write_html
+from perftune.report._html import (
+    credit_history,
+    failure_counts,
+    plots_available,
+    report_file_name,
+    write_html,
+)
 from perftune.report._improvement import (
     FinalAnswer,
     Improvement,
@@ -59,6 +65,7 @@ __all__ = [
     "plotly_js",
     "plots_available",
     "record_final_answer",
+    "report_file_name",
     "run_view",
     "runs_view",
     "trial_speedup",

@@ -6,15 +6,17 @@ import datetime
 import html
 import json
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError
 from perftune.trial import Status, Trial
 
-__all__ = ["credit_history", "failure_counts", "plots_available", "write_html"]
+__all__ = ["credit_history", "failure_counts", "plots_available", "report_file_name", "write_html"]
 
 # What a user without plotly installs to get the plots.
 _PLOT_EXTRA_HINT = "pip install 'perftune[plot]'"
@@ -86,6 +88,11 @@ def credit_history(trials: Sequence[Trial], goal: str = "min") -> dict[str, list
     return out
 
 
+def _text(v: Any) -> str:
+    """Any value as HTML text: everything this page shows comes from the store, and is escaped."""
+    return html.escape(str(v))
+
+
 def _value(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
@@ -96,7 +103,7 @@ def _improvements_table(conv: dict[str, Any]) -> str:
     """The trials that improved the best so far: the convergence curve as a table."""
     # The curve's last point repeats the best at the last trial (to draw the line to the end).
     steps = list(zip(conv["best_trial"], conv["best_value"], conv["best_technique"], strict=False))
-    rows = [f"<tr><td>{i}</td><td>{_value(v)}</td><td>{html.escape(str(t))}</td></tr>" for i, v, t in steps]
+    rows = [f"<tr><td>{_text(i)}</td><td>{_value(v)}</td><td>{_text(t)}</td></tr>" for i, v, t in steps]
     return ("<table><tr><th>trial</th><th>new best</th><th>technique</th></tr>" + "".join(rows)
             + "</table>")
 
@@ -111,33 +118,37 @@ def _no_plot(what: str, plotly_missing: bool) -> str:
 def _when(t: float | None) -> str:
     if not t:
         return "-"
-    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return _text(t)  # not a time (a damaged store): shown as it is
 
 
 def _best_html(best: dict[str, Any] | None) -> list[str]:
     if best is None:
         return ["<p>No successful trial.</p>"]
-    parts = [f"<p>value <b>{_value(best['value'])}</b> (trial {best['trial']}, proposed by "
+    parts = [f"<p>value <b>{_value(best['value'])}</b> (trial {_text(best['trial'])}, proposed by "
              f"<code>{html.escape(str(best['technique']))}</code>)</p>"]
     parts += [f"<p class='improvement'><b>{html.escape(line)}</b></p>" for line in best["lines"]]
     if best["command_line"]:
         parts.append(f"<p>command line:</p><code class='cmd'>{html.escape(best['command_line'])}</code>")
     params = []
     if best["only_differing"]:
-        params.append(f"<p class='muted'>{best['n_differing']} of {best['n_params']} parameters differ from "
-                      "the default (the others are at their default):</p>")
+        params.append(f"<p class='muted'>{_text(best['n_differing'])} of {_text(best['n_params'])} "
+                      "parameters differ from the default (the others are at their default):</p>")
     for group, items in best["groups"].items():
-        params.append(f"<div class='group'>{html.escape(group)} ({len(items)})</div><div class='grid'>")
+        params.append(f"<div class='group'>{_text(group)} ({len(items)})</div><div class='grid'>")
         params += [f"<div><code>{html.escape(str(k))}</code> = {_value(v)}</div>" for k, v, _ in items]
         params.append("</div>")
     if best["final_flags"] is None:
         return parts + params
-    parts.append(f"<p>{best['n_final_flags']} options besides the sources:</p>")
+    parts.append(f"<p>{_text(best['n_final_flags'])} options besides the sources:</p>")
     for group, flags in best["final_flags"].items():
         parts.append(f"<div class='flags'><b>{html.escape(group)} ({len(flags)}):</b> "
                      f"<code>{html.escape(' '.join(flags))}</code></div>")
-    return [*parts, f"<details><summary>the best trial of the search (trial {best['trial']}): "
-            f"{best['n_differing']} of {best['n_params']} parameters differ from the default</summary>",
+    return [*parts, f"<details><summary>the best trial of the search (trial {_text(best['trial'])}): "
+            f"{_text(best['n_differing'])} of {_text(best['n_params'])} parameters differ from the default"
+            "</summary>",
             *params, "</details>"]
 
 
@@ -149,16 +160,16 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
     for status, f in conv["failed"].items():
         counts[status] += len(f["trial"])
     parts = ["<table id='run-summary'>",
-             f"<tr><th>run</th><td>{html.escape(run['name'])} (id {run['id']})</td></tr>",
+             f"<tr><th>run</th><td>{_text(run['name'])} (id {_text(run['id'])})</td></tr>",
              f"<tr><th>status</th><td>{html.escape(str(run['status']))}</td></tr>",
-             f"<tr><th>kind</th><td>{html.escape(run['kind'])}</td></tr>",
+             f"<tr><th>kind</th><td>{_text(run['kind'])}</td></tr>",
              f"<tr><th>created</th><td>{_when(run['started_at'])}</td></tr>",
              f"<tr><th>finished</th><td>{_when(run['finished_at'])}</td></tr>",
              f"<tr><th>machine</th><td>{html.escape(str(run['machine'] or '-'))}</td></tr>",
              f"<tr><th>goal</th><td>{html.escape(str(run['goal']))}imise "
-             f"{html.escape(run['metric'] or 'the objective')}</td></tr>",
-             f"<tr><th>trials</th><td>{view['n_trials']} ("
-             + ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(counts.items()) if n) + ")</td></tr>"]
+             f"{_text(run['metric'] or 'the objective')}</td></tr>",
+             f"<tr><th>trials</th><td>{_text(view['n_trials'])} ("
+             + ", ".join(f"{_text(n)} {_text(s)}" for s, n in sorted(counts.items()) if n) + ")</td></tr>"]
     if run["settings"]:
         settings = json.dumps(run["settings"], default=str, sort_keys=True)
         parts.append(f"<tr><th>settings</th><td><code>{html.escape(settings)}</code></td></tr>")
@@ -177,20 +188,21 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
             parts.append(_no_plot("credits", missing))
         parts.append("<table><tr><th>technique</th><th>trials</th><th>successful</th>"
                      "<th>share of improvements</th></tr>")
-        parts += [f"<tr><td>{html.escape(t['technique'])}</td><td>{t['trials']}</td><td>{t['ok']}</td>"
-                  f"<td>{t['credit']:.0%}</td></tr>" for t in view["techniques"]]
+        parts += [f"<tr><td>{_text(t['technique'])}</td><td>{_text(t['trials'])}</td>"
+                  f"<td>{_text(t['ok'])}</td><td>{t['credit']:.0%}</td></tr>" for t in view["techniques"]]
         parts.append("</table>")
     else:
         parts.append("<p>No trials yet.</p>")
     parts.append("<h2>Failures by reason</h2>")
     if view.get("pruned"):
-        parts.append(f"<p>{view['pruned']} trials pruned early by the fidelity schedule (not failures).</p>")
+        parts.append(f"<p>{_text(view['pruned'])} trials pruned early by the fidelity schedule (not "
+                     "failures).</p>")
     if view["failures"]:
         if not plots:
             parts.append(_no_plot("failures", missing))
         parts.append("<table><tr><th>status</th><th>reason</th><th>trials</th></tr>")
-        parts += [f"<tr><td>{html.escape(f['status'])}</td><td>{html.escape(f['label'])}</td>"
-                  f"<td>{f['count']}</td></tr>" for f in view["failures"]]
+        parts += [f"<tr><td>{_text(f['status'])}</td><td>{_text(f['label'])}</td>"
+                  f"<td>{_text(f['count'])}</td></tr>" for f in view["failures"]]
         parts.append("</table>")
     else:
         parts.append("<p>No failed, timed-out or cancelled trial.</p>")
@@ -201,8 +213,54 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
 REPORT_MAX_TRIALS = 5000
 
 
+# The characters a run's name keeps in a report's default file name; any other becomes "_".
+_NAME_PUNCTUATION = frozenset("-_.,+@=")
+_NAME_MAX_BYTES = 120
+
+
+def report_file_name(name: str, run_id: int) -> str:
+    """The default file name of a run's report, ``report-NAME.html``, with NAME made safe for a file name.
+
+    The run's name comes from the store, which whoever wrote it chose: a ``/`` (another folder), a leading
+    dot, control and format characters (a terminal's escape sequences, right-to-left overrides), spaces and
+    any other punctuation become ``_``; a long name is cut. A name that had to change gets the run's id
+    (``report-a_b-7.html`` for run 7, ``a/b``), so that two runs never share a file.
+
+    Example:
+        >>> report_file_name("tune-gemm", 3), report_file_name("../x", 4), report_file_name("a/b", 7)
+        ('report-tune-gemm.html', 'report-_x-4.html', 'report-a_b-7.html')
+    """
+    text = str(name)
+    safe = "".join(ch if (ch.isalnum() and unicodedata.category(ch)[0] in "LN") or ch in _NAME_PUNCTUATION
+                   else "_" for ch in text)
+    safe = safe.lstrip(".")
+    safe = safe.encode("utf-8")[:_NAME_MAX_BYTES].decode("utf-8", errors="ignore")
+    if not safe.strip("_"):
+        return f"report-run-{int(run_id)}.html"
+    return f"report-{safe}.html" if safe == text else f"report-{safe}-{int(run_id)}.html"
+
+
+def _write_page(path: str | os.PathLike[str], page: str, *, follow_symlinks: bool) -> Path:
+    """Write ``page`` to ``path`` atomically: a file of its own, renamed over ``path`` (never written through
+    a hard link, never half written). A symbolic link at ``path`` is followed (the file it points to is
+    replaced) only with ``follow_symlinks``; otherwise it is refused: the rename would replace the link,
+    never what it points to, even if the link appears after this check."""
+    out = Path(path)
+    target = out
+    if out.is_symlink():
+        if not follow_symlinks:
+            raise PerftuneError(f"{out} is a symbolic link: a report is not written through a link to a file "
+                                "it did not name (remove the link, or name the file: -o FILE)")
+        target = Path(os.path.realpath(out))
+    try:
+        write_text_atomic(target, page)
+    except OSError as e:
+        raise PerftuneError(f"{out}: cannot write the report ({e.strerror or e})") from None
+    return out
+
+
 def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
-               plots: bool | None = None) -> Path:
+               plots: bool | None = None, follow_symlinks: bool = True) -> Path:
     """Write a self-contained HTML report of one stored run: the dashboard's run page, offline.
 
     The page holds the same views as ``perftune dashboard``'s run page, drawn by the same script from
@@ -219,19 +277,26 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
         run: Run name, numeric id or ``"latest"``.
         path: The HTML file to write.
         plots: Draw the interactive plots; ``None`` (the default) draws them when plotly is installed.
+        follow_symlinks: When ``path`` is a symbolic link, replace the file it points to; when False the
+            link is refused (``perftune report`` does so for its default file name, which comes from the
+            store). The file is written atomically either way (a new file renamed over the old one).
+
+    Everything the page shows comes from the store and is escaped; the page carries a
+    Content-Security-Policy (``<meta>``) that runs its own scripts only and makes no request.
 
     Returns:
         The path written.
 
     Raises:
-        PerftuneError: unknown run (from the store), ``plots=True`` without plotly, or the file
-            cannot be written.
+        PerftuneError: unknown run (from the store), a trial id that is not an integer (a damaged store),
+            ``plots=True`` without plotly, the file cannot be written, or a symbolic link without
+            ``follow_symlinks``.
 
     Example:
         >>> from perftune.store import open_store
         >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
     """
-    from perftune.report._page import page_html, plotly_js, view_asset
+    from perftune.report._page import REPORT_CSP_NO_SCRIPT, csp_meta, page_html, plotly_js, view_asset
     from perftune.report._views import parameter_view, pareto_view, run_view, trials_view
 
     missing = not plots_available()
@@ -243,22 +308,18 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
     view = run_view(store, info.id)
     body = _fallback_body(view, plots, missing)
     title = f"perftune run {info.name}"
+    footer = (f"<p class='muted' style='text-align:center'>written by perftune on "
+              f"{datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}</p>")
     if plots:
         trials = trials_view(store, info.id, limit=REPORT_MAX_TRIALS)
         data = {"run": view, "params": parameter_view(store, info.id), "pareto": pareto_view(store, info.id),
                 "trials": trials["rows"],
                 "n_trials_inlined": len(trials["rows"])}
         page = page_html("run", title=title, config={"mode": "static", "run": info.name, "data": data},
-                         inline=True, body=body)
+                         inline=True, body=body, footer=footer)
     else:
-        page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+        page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                f"{csp_meta(REPORT_CSP_NO_SCRIPT)}<link rel='icon' href='data:,'>"
                 f"<title>{html.escape(title)}</title><style>{view_asset('views.css')}</style></head><body>"
-                f"<header><h1>{html.escape(title)}</h1></header><main>{body}</main></body></html>")
-    page = page.replace("</body>", f"<p class='muted' style='text-align:center'>written by perftune on "
-                        f"{datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}</p></body>")
-    out = Path(path)
-    try:
-        out.write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise PerftuneError(f"{out}: cannot write the report ({e.strerror or e})") from None
-    return out
+                f"<header><h1>{html.escape(title)}</h1></header><main>{body}</main>{footer}</body></html>")
+    return _write_page(path, page, follow_symlinks=follow_symlinks)

@@ -8,6 +8,7 @@ Plotly's interactive plot then replaces.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html
 import json
@@ -18,7 +19,8 @@ from typing import Any
 
 from perftune.errors import PerftuneError
 
-__all__ = ["asset_version", "page_html", "plotly_js", "view_asset", "view_json"]
+__all__ = ["DASHBOARD_CSP", "REPORT_CSP_NO_SCRIPT", "asset_version", "csp_meta", "page_html", "plotly_js",
+           "view_asset", "view_json"]
 
 _EXTRA_HINT = "pip install 'perftune[plot]'"
 
@@ -38,8 +40,11 @@ def view_json(obj: Any) -> str:
         text = json.dumps(obj, separators=(",", ":"), default=str, allow_nan=False)
     except ValueError:
         text = json.dumps(clean(obj), separators=(",", ":"), default=str, allow_nan=False)
-    # "</script>" or "<!--" inside a string must not end the script element.
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    # "</script>" or "<!--" inside a string must not end the script element. json.dumps escapes every
+    # non-ASCII character (U+2028 and U+2029 too, line ends to older JavaScript): replaced here as well, in
+    # case that ever changes.
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 @cache
@@ -76,12 +81,50 @@ def asset_version(name: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+# The pages' Content-Security-Policy: their scripts are perftune's own (views.js, plotly.js, the inline
+# ``window.PERFTUNE`` data, allowed by its hash in the report and by a per-response nonce in the dashboard),
+# so that markup that reached the page from the store (an event handler, a <script>) never runs. Plotly
+# needs inline styles (it sets them on its elements) and 'unsafe-eval' (its parallel coordinates compile
+# their WebGL code with Function: without it they are silently not drawn); neither lets markup run script.
+_CSP_COMMON = ("object-src 'none'; base-uri 'self'; form-action 'none'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data: blob:; font-src 'self' data:")
+#: The dashboard's pages (``{nonce}``: the response's nonce); also sent with frame-ancestors 'none'.
+DASHBOARD_CSP = ("default-src 'self'; script-src 'self' 'nonce-{nonce}' 'unsafe-eval'; connect-src 'self'; "
+                 + _CSP_COMMON + "; frame-ancestors 'none'")
+#: A report without scripts (no plotly): no script at all, and no request.
+REPORT_CSP_NO_SCRIPT = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
+                        "form-action 'none'; style-src 'unsafe-inline'; img-src data:")
+
+
+def _script_hash(text: str) -> str:
+    """The CSP source of an inline script of this text (the browser hashes it with its line ends as LF)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+@cache
+def _asset_hash(name: str) -> str:
+    return _script_hash(plotly_js() if name == "plotly.min.js" else view_asset(name))
+
+
+def _report_csp(config_script: str) -> str:
+    """The report's policy: its three inline scripts by hash, and no request at all (default-src 'none')."""
+    hashes = " ".join([_script_hash(config_script), _asset_hash("views.js"), _asset_hash("plotly.min.js")])
+    return (f"default-src 'none'; script-src {hashes} 'unsafe-eval'; object-src 'none'; base-uri 'none'; "
+            "form-action 'none'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:")
+
+
+def csp_meta(policy: str) -> str:
+    """A ``<meta>`` element that applies ``policy`` to the page (a file has no HTTP headers)."""
+    return f'<meta http-equiv="Content-Security-Policy" content="{html.escape(policy)}">'
+
+
 def _static(name: str) -> str:
     return f"static/{name}?v={asset_version(name)}"
 
 
 def page_html(page: str, *, title: str, config: dict[str, Any], inline: bool, body: str = "",
-              nav: str = "") -> str:
+              nav: str = "", nonce: str | None = None, footer: str = "") -> str:
     """A whole page: header, the fallback ``body`` (replaced by the script), the assets and ``config``.
 
     Args:
@@ -91,13 +134,18 @@ def page_html(page: str, *, title: str, config: dict[str, Any], inline: bool, bo
         inline: Inline the assets (the self-contained report) instead of linking the served ones.
         body: HTML shown until (or without) the script.
         nav: Extra links for the header.
+        nonce: The dashboard's per-response CSP nonce, put on its inline script (see :data:`DASHBOARD_CSP`).
+        footer: HTML after the content (not replaced by the script).
+
+    The report (``inline``) carries its Content-Security-Policy in a ``<meta>`` element: its inline scripts
+    are allowed by their hashes, and nothing else runs or is fetched.
     """
     if inline:
-        cfg = view_json({"page": page, **config})
-        head = f"<style>{view_asset('views.css')}</style>"
+        config_script = f"window.PERFTUNE={view_json({'page': page, **config})};"
+        head = f"{csp_meta(_report_csp(config_script))}<style>{view_asset('views.css')}</style>"
         # views.js first: it draws the tables and static SVG plots, and Plotly's plots replace those once
         # the inlined plotly.js (4.8 MB to compile) has run.
-        scripts = (f"<script>window.PERFTUNE={cfg};</script>\n<script>{view_asset('views.js')}</script>\n"
+        scripts = (f"<script>{config_script}</script>\n<script>{view_asset('views.js')}</script>\n"
                    f"<script>{plotly_js()}</script>")
     else:
         # plotly.js is 4.8 MB of script: compiling it takes longer than reading a run of 100,000 trials. It
@@ -108,7 +156,9 @@ def page_html(page: str, *, title: str, config: dict[str, Any], inline: bool, bo
         head = f'<base href="/"><link rel="stylesheet" href="{_static("views.css")}">'
         # views.js inserts plotly.js once its own requests have left (compiling it holds the main thread);
         # the preload starts the download at once.
-        scripts = f'<script>window.PERFTUNE={cfg};</script>\n<script src="{_static("views.js")}"></script>'
+        attr = "" if nonce is None else f' nonce="{html.escape(nonce)}"'
+        scripts = (f'<script{attr}>window.PERFTUNE={cfg};</script>\n'
+                   f'<script src="{_static("views.js")}"{attr}></script>')
         if page != "runs":
             head += f'<link rel="preload" as="script" href="{plotly}">'
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
@@ -116,4 +166,4 @@ def page_html(page: str, *, title: str, config: dict[str, Any], inline: bool, bo
             # No favicon request: a dashboard page logs no 404, and a report makes no request at all.
             f"<link rel='icon' href='data:,'><title>{html.escape(title)}</title>{head}</head><body>"
             f"<header><h1>{html.escape(title)}</h1>{nav}</header><main><div id='content'>{body}</div></main>"
-            f"{scripts}</body></html>")
+            f"{footer}{scripts}</body></html>")

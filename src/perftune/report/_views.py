@@ -21,10 +21,10 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, StoreError
 from perftune.report._improvement import FinalAnswer, improvement_of
 from perftune.trial import Status
 
@@ -72,6 +72,29 @@ def failure_label(status: str, reason: str | None) -> str:
     if re.match(rf"{re.escape(status)}\b\W*", first, flags=re.IGNORECASE):
         return first
     return f"{status}: {first}"
+
+
+def _trial_id(value: Any, info: Any) -> int:
+    """A trial id read from the store, checked to be an integer.
+
+    SQLite keeps whatever type a row was given: a store written by someone else may hold a trial id that
+    is text, such as HTML. The ids go into the pages (the dashboard's JSON, the report's script), so a run
+    with such a row is refused with one line rather than shown.
+
+    Raises:
+        StoreError: ``value`` is not an integer.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise StoreError(f"run {info.name!r}: a trial id is not an integer ({repr(value)[:60]}): the store is "
+                     "damaged or was edited; this run cannot be shown")
+
+
+def _trial_ids(values: Iterable[Any], info: Any) -> None:
+    """Check that every trial id of ``values`` is an integer (see :func:`_trial_id`)."""
+    for value in values:
+        if type(value) is not int:  # the fast path of a run of 100,000 trials: one type check each
+            _trial_id(value, info)
 
 
 def _run_total(settings: dict[str, Any]) -> tuple[int | None, float | None]:
@@ -135,8 +158,23 @@ def _n_failed(store: Any, run_id: int, n_trials: int, n_ok: int) -> int:
 
 
 def runs_view(store: Any) -> list[dict[str, Any]]:
-    """One row per run: status, progress, best, improvement with its interval, machine, start and end."""
-    return [_run_row(store, info) for info in store.list_runs()]
+    """One row per run: status, progress, best, improvement with its interval, machine, start and end.
+
+    A run whose trials cannot be read (a damaged store: :class:`~perftune.errors.StoreError`) has a row
+    of its name, status and ``error`` (one line), so that it does not hide the other runs.
+    """
+    rows = []
+    for info in store.list_runs():
+        try:
+            rows.append(_run_row(store, info))
+        except StoreError as error:
+            rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
+                         "metric": info.metric, "kind": _kind(info), "n_trials": None, "budget_evals": None,
+                         "budget_seconds": None, "progress": None, "best": None, "improvement": None,
+                         "machine": None, "cpu": None, "started_at": info.created_at,
+                         "finished_at": info.finished_at, "space_fingerprint": info.space_fingerprint,
+                         "n_failed": None, "error": str(error)})
+    return rows
 
 
 def _thin(n: int, limit: int) -> list[int]:
@@ -205,6 +243,7 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
         trial = found[0] if found else best
     if trial is None:
         return None
+    trial_id = _trial_id(trial.id, info)
     config = json.loads(trial.config.to_json())
     default = _default_config(info) or {}
     kind = _kind(info)
@@ -220,7 +259,7 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
     n_final = len(flags) if isinstance(flags, list) and is_flags else None
     return {
         "final_flags": final_flags, "n_final_flags": n_final,
-        "trial": trial.id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
+        "trial": trial_id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
         "n_params": len(config), "n_differing": len(differing), "only_differing": len(config) > 20,
         "groups": groups, "command_line": answer.command_line,
         "improvement": None if answer.improvement is None else answer.improvement.to_json(),
@@ -240,6 +279,7 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     info = store.get_run(ref)
     goal = info.goal or "min"
     rows = store.trial_summaries(info.id)
+    _trial_ids((r.trial_id for r in rows), info)
     t0 = min((r.started_at for r in rows if r.started_at is not None), default=info.created_at)
     ids, values, elapsed, ok_ids = [], [], [], []
     best_ids: list[int] = []
@@ -373,6 +413,7 @@ def pareto_view(store: Any, ref: str | int, *,
     names, goals = objectives
     # Store.pareto's front without reading the run twice: the same objectives over the same trials.
     everything = store.trials(info.id)
+    _trial_ids((t.id for t in everything), info)
     front = Objectives.from_dict((info.settings or {})["objectives"]).pareto(everything)
     ok = [t for t in everything if t.status is Status.OK]
     points = [(t, v) for t in ok if (v := _objective_values(t, names)) is not None]
@@ -442,6 +483,7 @@ def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50,
     else:
         counted, page = store.trial_page(info.id, offset=offset, limit=limit, **filters)
     total = counted if total is None else total
+    _trial_ids((t.id for t in page), info)
     return {
         "total": total, "offset": offset, "limit": limit, "sort": sort, "descending": descending,
         # Where the page starts and ends in its order: ``after=last`` reads the next page, ``before=first``
@@ -530,6 +572,7 @@ def parameter_view(store: Any, ref: str | int, *, max_trials: int = 2000) -> dic
         _, sample = store.trial_page(info.id, trial_ids=[i for i in rest if i not in taken], limit=None,
                                      count=False)
         trials = sorted(best + sample, key=lambda t: t.id)
+    _trial_ids((t.id for t in trials), info)
     trials = [t for t in trials if t.value is not None and math.isfinite(t.value)]
     configs = [json.loads(t.config.to_json()) for t in trials]
     names: list[str] = []

@@ -24,7 +24,8 @@ from sqlalchemy.engine import URL, Connection, Engine
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
 
-__all__ = ["LOCK_WAIT_S", "SAMPLE_KEYS", "TRIAL_KEYS", "Dialect", "LockWait", "TrialRow", "store_error"]
+__all__ = ["LOCK_WAIT_S", "SAMPLE_KEYS", "TRIAL_KEYS", "Dialect", "LockWait", "TrialRow", "refusal",
+           "store_error"]
 
 #: How long a writer keeps retrying while other processes hold the SQLite write lock.
 LOCK_WAIT_S = 120.0
@@ -60,6 +61,12 @@ def one_line(exc: BaseException) -> str:
     """The first line of a database error, without SQLAlchemy's wrapping."""
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+def refusal(location: str, found: str) -> StoreError:
+    """The one line that refuses a store holding views, triggers (or rules, virtual tables): ``found``."""
+    return StoreError(f"store {location} is refused: it holds {found}, which perftune never creates "
+                      "(they would run inside perftune's own reads and writes)")
 
 
 def store_error(location: str, exc: BaseException, what: str) -> StoreError:
@@ -111,6 +118,9 @@ class Dialect(abc.ABC):
     def __init__(self, url: URL, location: str) -> None:
         self.url = url
         self.location = location
+        #: Opened by a command that only reads: the database is neither written nor upgraded (set before
+        #: :meth:`create_engine`).
+        self.read_only = False
         self._raw: Any = None  # SQLAlchemy's pool wrapper around the DBAPI connection
         self._cursor: Any = None
 
@@ -149,6 +159,15 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def is_locked(self, exc: BaseException) -> bool:
         """Whether ``exc`` means "another process holds the lock: try again"."""
+
+    def raise_if_interrupted(self, exc: BaseException) -> None:
+        """Raise KeyboardInterrupt when ``exc`` says a signal (Ctrl-C, SIGTERM) stopped the statement."""
+        return None
+
+    def foreign_objects(self, conn: Connection) -> str | None:
+        """What the database holds that perftune never creates and that would run inside its statements
+        (views, triggers), as words; None when there is none."""
+        return None
 
     @abc.abstractmethod
     def lock_schema(self, conn: Connection) -> None:

@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
 from perftune.errors import StoreError
+from perftune.store import _schema as schema
 from perftune.store._dialect import TRIAL_KEYS, Dialect, TrialRow, store_error
 
 __all__ = ["PG_DRIVERS", "POSTGRES_CONNECT_TIMEOUT_S", "PostgresDialect"]
@@ -24,6 +26,33 @@ POSTGRES_CONNECT_TIMEOUT_S = 10
 PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
 # Any constant will do, as long as every perftune driver takes the same one.
 _MIGRATION_LOCK = 7410526
+# What would run inside perftune's statements on its own tables, in the schema they are found in: one of
+# them replaced by a view (or another kind of relation), a trigger on one, a rule on one.
+_FOREIGN_OBJECTS_SQL = sa.text("""
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table'
+       ELSE 'relation' END, c.relname
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(:names) AND c.relkind NOT IN ('r', 'p')
+UNION ALL
+SELECT 'trigger', t.tgname
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(:names) AND NOT t.tgisinternal
+UNION ALL
+SELECT 'rule', r.rulename
+  FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(:names) AND c.relkind IN ('r', 'p')
+LIMIT 3
+""")
+
+
+def _read_only_session(dbapi_connection: Any, _record: Any) -> None:
+    # A store opened by a command that only reads: the server refuses every write of this session.
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()
 
 
 class PostgresDialect(Dialect):
@@ -53,11 +82,14 @@ class PostgresDialect(Dialect):
                 f"store {self.location!r} needs {module}: pip install 'perftune[postgres]' "
                 f"(or pip install '{package}')"
             ) from None
-        return sa.create_engine(
+        engine = sa.create_engine(
             url,
             pool_pre_ping=True,
             connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "perftune"},
         )
+        if self.read_only:
+            event.listen(engine, "connect", _read_only_session)
+        return engine
 
     def check_fork(self) -> None:
         pass  # a forked child opens connections of its own to the same server
@@ -67,6 +99,10 @@ class PostgresDialect(Dialect):
 
     def is_locked(self, exc: BaseException) -> bool:
         return False  # PostgreSQL waits for locks itself; an error that reaches here is final
+
+    def foreign_objects(self, conn: Connection) -> str | None:
+        rows = conn.execute(_FOREIGN_OBJECTS_SQL, {"names": sorted(schema.metadata.tables)}).all()
+        return ", ".join(f"{kind} {str(name)!r}" for kind, name in rows) if rows else None
 
     def lock_schema(self, conn: Connection) -> None:
         # Several drivers may open a fresh database at once: one migrates, the others wait.

@@ -5,13 +5,21 @@ deferred transactions, two writers can both hold a read lock and deadlock when t
 writer that finds the database locked waits and retries (:class:`~perftune.store._dialect.LockWait`).
 A new store file is built beside its path, mode 0600, and linked into place only when complete, so
 that a path that exists always holds a whole store.
+
+An existing file is input from whoever could write it: anything but a regular file is refused before
+SQLite opens it (a FIFO would block the open for ever), and so is a database holding a view or a
+trigger (perftune creates none: a view named like one of its tables could make every read run for
+ever, a trigger would run on perftune's own writes). Long statements stay interruptible: SQLite calls
+a progress handler, in which Python runs the handlers of Ctrl-C and SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,9 +34,10 @@ from sqlalchemy.pool import StaticPool
 
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
-from perftune.store._dialect import SAMPLE_KEYS, TRIAL_KEYS, Dialect, LockWait, TrialRow, store_error
+from perftune.store._dialect import SAMPLE_KEYS, TRIAL_KEYS, Dialect, LockWait, TrialRow, refusal, store_error
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "SQLITE_MAGIC", "SqliteDialect", "is_memory"]
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "SQLITE_MAGIC", "SQLITE_PROGRESS_STEPS", "SqliteDialect",
+           "foreign_objects", "is_memory"]
 
 # A writer waits this long inside SQLite for the lock before the retry loop in Python takes over.
 SQLITE_BUSY_TIMEOUT_MS = 5_000
@@ -36,6 +45,14 @@ SQLITE_BUSY_TIMEOUT_MS = 5_000
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 4_000
 #: The first 16 bytes of every SQLite database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: SQLite calls the progress handler every this many virtual-machine steps (a fraction of a millisecond):
+#: Python runs pending signal handlers there, so that Ctrl-C and SIGTERM end a long statement.
+SQLITE_PROGRESS_STEPS = 50_000
+
+# What sqlite_master may hold that perftune does not create: views and triggers, and virtual tables.
+_FOREIGN_OBJECTS_SQL = ("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') "
+                        "OR (type = 'table' AND upper(substr(sql, 1, 20)) = 'CREATE VIRTUAL TABLE') "
+                        "ORDER BY type, name LIMIT 3")
 
 _warned_modes: set[str] = set()  # store files warned about, once per process
 
@@ -45,13 +62,33 @@ def is_memory(url: URL) -> bool:
     return url.database in (None, "", ":memory:")
 
 
-def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+def _progress() -> int:
+    # Calling Python at all is the point: the interpreter runs pending signal handlers here, and one that
+    # raises (Ctrl-C, the CLI's SIGTERM) makes SQLite abort the statement ("interrupted").
+    return 0
+
+
+def foreign_objects(rows: Sequence[tuple[Any, Any]]) -> str | None:
+    """What a store holds that perftune never creates (``(type, name)`` rows of sqlite_master), as words."""
+    if not rows:
+        return None
+    kind = {"table": "virtual table"}
+    return ", ".join(f"{kind.get(str(t), str(t))} {str(n)!r}" for t, n in rows)
+
+
+def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any, *, read_only: bool = False) -> None:
     # The store issues BEGIN IMMEDIATE itself for writes: with the driver's implicit deferred
     # transactions, two writers can both hold a read lock and deadlock when they upgrade.
     dbapi_connection.isolation_level = None
+    dbapi_connection.set_progress_handler(_progress, SQLITE_PROGRESS_STEPS)
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if read_only:
+            # Nothing is written, not even the switch to WAL mode: a command that only reads a store
+            # leaves its file as it was.
+            cursor.execute("PRAGMA query_only = ON")
+            return
         cursor.execute("PRAGMA journal_mode = WAL")
         # In WAL mode NORMAL is crash-safe for the database; a power cut may lose the last commits.
         cursor.execute("PRAGMA synchronous = NORMAL")
@@ -78,6 +115,14 @@ def _is_locked(exc: BaseException) -> bool:
         return False
     text = str(orig).lower()
     return "locked" in text or "busy" in text
+
+
+def _raise_if_interrupted(exc: BaseException) -> None:
+    """A statement that SQLite aborted because a signal handler raised in the progress handler (Ctrl-C,
+    SIGTERM): that exception was swallowed by sqlite3, so it is raised again as KeyboardInterrupt."""
+    orig = getattr(exc, "orig", exc)
+    if isinstance(orig, sqlite3.OperationalError) and str(orig) == "interrupted":
+        raise KeyboardInterrupt from None
 
 
 class SqliteDialect(Dialect):
@@ -116,11 +161,23 @@ class SqliteDialect(Dialect):
             if must_exist and _read_only_place(path):
                 # A store on a read-only file system (an archive, a snapshot): SQLite cannot make the
                 # -wal and -shm files WAL mode needs, so it is opened immutable, for reading only.
-                return sa.create_engine(
+                engine = sa.create_engine(
                     "sqlite://",
                     creator=lambda: sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True,
                                                     check_same_thread=False, isolation_level=None),
                 )
+                event.listen(engine, "connect", functools.partial(_on_connect, read_only=True))
+                return engine
+            if self.read_only:
+                # A command that only reads: SQLite itself refuses every write (no WAL switch, no upgrade).
+                engine = sa.create_engine(
+                    url,
+                    creator=lambda: sqlite3.connect(
+                        f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                        isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000),
+                )
+                event.listen(engine, "connect", functools.partial(_on_connect, read_only=True))
+                return engine
             engine = sa.create_engine(
                 url,
                 connect_args={
@@ -148,7 +205,7 @@ class SqliteDialect(Dialect):
         one, and frames another process still reads stay in the log until the last connection closes
         (SQLite folds them in then)."""
         conn = self.dbapi_connection
-        if conn is not None and not is_memory(self.url):
+        if conn is not None and not is_memory(self.url) and not self.read_only:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
@@ -166,6 +223,12 @@ class SqliteDialect(Dialect):
 
     def is_locked(self, exc: BaseException) -> bool:
         return _is_locked(exc)
+
+    def raise_if_interrupted(self, exc: BaseException) -> None:
+        _raise_if_interrupted(exc)
+
+    def foreign_objects(self, conn: Connection) -> str | None:
+        return foreign_objects([(r[0], r[1]) for r in conn.exec_driver_sql(_FOREIGN_OBJECTS_SQL)])
 
     def lock_schema(self, conn: Connection) -> None:
         pass  # BEGIN IMMEDIATE has made the migrating writer the only one already
@@ -201,6 +264,7 @@ class SqliteDialect(Dialect):
             except sqlite3.OperationalError as exc:
                 if conn.in_transaction:
                     conn.rollback()
+                _raise_if_interrupted(exc)
                 if not _is_locked(exc):
                     raise store_error(self.location, exc, what) from None
                 wait.sleep()
@@ -213,13 +277,40 @@ class SqliteDialect(Dialect):
                 raise
 
 
-def _check_file(path: Path) -> None:
-    """Refuse, untouched, a file that is not a perftune store (nor a new, empty one of ours)."""
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def _not_a_regular_file(path: Path, mode: int) -> StoreError | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((words for test, words in _FILE_KINDS if test(mode)), "not a regular file")
+    return StoreError(f"store {str(path)!r} is {kind}, not a SQLite file")
+
+
+def _read_head(path: Path) -> bytes:
+    """The first bytes of ``path``, which must be a regular file: anything else (a FIFO, whose open blocks
+    until a writer comes; a device) is refused before it is opened for reading, and again once opened."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
+        refused = _not_a_regular_file(path, os.stat(path).st_mode)
+        if refused is not None:
+            raise refused
+        # O_NONBLOCK: a FIFO put in its place since cannot block the open either.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        try:
+            refused = _not_a_regular_file(path, os.fstat(fd).st_mode)
+            if refused is not None:
+                raise refused
+            return os.read(fd, len(SQLITE_MAGIC))
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise StoreError(f"cannot open store {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _check_file(path: Path) -> None:
+    """Refuse, untouched, a file that is not a perftune store (nor a new, empty one of ours)."""
+    head = _read_head(path)
     if not head:
         raise StoreError(f"{str(path)!r} is not a perftune store (an empty file); "
                          "give a new path to create a store")
@@ -230,9 +321,13 @@ def _check_file(path: Path) -> None:
     query = "immutable=1" if _read_only_place(path) else "mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)) as conn:
+            # Only sqlite_master is read: no view or trigger of the file runs here.
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            found = foreign_objects(conn.execute(_FOREIGN_OBJECTS_SQL).fetchall())
     except sqlite3.Error:
         return  # locked or unreadable: the store's own checks report it
+    if found is not None:
+        raise refusal(repr(str(path)), found)
     if not names:
         raise StoreError(f"{str(path)!r} is not a perftune store (an empty SQLite database)")
     if "meta" not in names:

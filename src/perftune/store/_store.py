@@ -28,9 +28,11 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
-from perftune.errors import StoreError
+from perftune.errors import PerftuneError, StoreError
+from perftune.store import _decode
 from perftune.store import _schema as schema
-from perftune.store._dialect import Dialect, LockWait, TrialRow, store_error
+from perftune.store._decode import Damage, StoreDamageError
+from perftune.store._dialect import Dialect, LockWait, TrialRow, refusal, store_error
 from perftune.store._environment import capture_environment
 from perftune.store._keyset import keyset_page, trial_filters
 from perftune.store._names import generate_run_name
@@ -50,6 +52,7 @@ __all__ = [
     "LeaseError",
     "RunInfo",
     "Store",
+    "StoreDamageError",
     "MAX_ISSUES",
     "TRIAL_ORDERS",
     "TrialLease",
@@ -66,6 +69,9 @@ EXPORT_SCHEMA = 1
 #: A lease whose heartbeat is older than this is stale: another driver may take the run over.
 LEASE_TIMEOUT_S = 600.0
 _RESERVED_NAMES = frozenset({"latest"})
+# What decoding a stored space or configuration raises on input perftune never wrote (besides
+# RecursionError, for JSON nested too deeply).
+_DECODING_ERRORS = (PerftuneError, ValueError, TypeError, LookupError, ArithmeticError, AttributeError)
 _MAX_NAME_LEN = 200
 _NAME_ATTEMPTS = 50
 
@@ -86,6 +92,10 @@ class RunInfo:
         settings: Run settings (budget, technique, seed, ...) as JSON-compatible values.
         environment: Machine, OS, Python, compilers and git commit where the run was created.
         finished_at: When :meth:`Store.finish_run` was called, else None.
+        damaged: None, or which columns of the run's row hold what perftune never writes there (one
+            line, ``"settings: not valid JSON"``). Those fields then hold neutral values (``{}``, None);
+            the run is listed and can be deleted, and whatever reads its trials refuses it
+            (:class:`StoreDamageError`).
 
     Example:
         >>> store = open_store("sqlite://")
@@ -105,6 +115,7 @@ class RunInfo:
     settings: dict[str, Any]
     environment: dict[str, Any]
     finished_at: float | None = None
+    damaged: str | None = None
 
     def load_space(self) -> Space:
         """Rebuild the run's :class:`~perftune.space.Space` (``Space.from_dict``).
@@ -114,13 +125,26 @@ class RunInfo:
         """
         from perftune.space import Space
 
+        if any(part.startswith("space:") for part in (self.damaged or "").split("; ")):
+            raise StoreDamageError(f"run {self.name!r} (id {self.id}) is damaged: {self.damaged}",
+                                   run_id=self.id, run_name=self.name, field="space", detail=self.damaged)
         if self.space is None:
             raise StoreError(f"run {self.name!r} was recorded without a search space")
-        return Space.from_dict(self.space)
+        try:
+            return Space.from_dict(self.space)
+        except RecursionError:
+            detail = "nested too deeply"
+        except _DECODING_ERRORS as exc:  # a stored space perftune never wrote
+            detail = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise StoreDamageError(f"run {self.name!r} (id {self.id}) is damaged: space: {detail}",
+                               run_id=self.id, run_name=self.name, field="space", detail=detail)
 
     def to_dict(self) -> dict[str, Any]:
-        """The run as JSON-compatible values."""
-        return dataclasses.asdict(self)
+        """The run as JSON-compatible values (``damaged`` only when the run is damaged)."""
+        out = dataclasses.asdict(self)
+        if out["damaged"] is None:
+            del out["damaged"]
+        return out
 
 
 class LeaseError(StoreError):
@@ -414,9 +438,11 @@ class Store:
         schema_version: int = schema.SCHEMA_VERSION,
         create: bool = True,
         dialect: Dialect | None = None,
+        read_only: bool = False,
     ) -> None:
         self._engine = engine
-        self._may_create = create
+        self._may_create = create and not read_only
+        self.read_only = read_only
         self._url = url
         self.location = describe(url)
         self._dialect = dialect if dialect is not None else dialect_for(url)
@@ -479,6 +505,8 @@ class Store:
     def _run(self, fn: Callable[[Connection], T], what: str, *, write: bool) -> T:
         """Run ``fn`` in one transaction; retry while SQLite is locked by another writer."""
         self._check_open()
+        if write and self.read_only:
+            raise StoreError(f"store {self.location}: {what}: the store was opened for reading only")
         wait = LockWait(self.location, what)
         while True:
             with self._lock:
@@ -491,6 +519,7 @@ class Store:
                             conn.commit()
                         return result
                 except sa.exc.DBAPIError as exc:
+                    self._dialect.raise_if_interrupted(exc)
                     if not self._dialect.is_locked(exc):
                         raise store_error(self.location, exc, what) from None
             wait.sleep()
@@ -498,6 +527,11 @@ class Store:
     # ------------------------------------------------------------------ schema
 
     def _read_version(self, conn: Connection) -> int:
+        # First, before any table is read: a view named like one of ours would run instead of the table
+        # (one that never ends makes every command hang), a trigger would run inside our writes.
+        found = self._dialect.foreign_objects(conn)
+        if found is not None:
+            raise refusal(self.location, found)
         names = set(sa.inspect(conn).get_table_names())
         if "meta" not in names:
             if names:
@@ -542,6 +576,11 @@ class Store:
         if version == 0 and not self._may_create:
             raise StoreError(f"{self.location} is not a perftune store (an empty SQLite database)")
         self._check_version(version)
+        if version < target and self.read_only:
+            raise StoreError(
+                f"store {self.location}: its schema v{version} is older than this perftune's "
+                f"(v{schema.SCHEMA_VERSION}) and this command only reads; a command that writes "
+                "(perftune run or resume) upgrades it, after which older perftunes cannot open it")
         if version < target:
             self._run(lambda conn: self._upgrade(conn, target), "cannot upgrade the schema", write=True)
 
@@ -574,6 +613,9 @@ class Store:
         row = trial_row(run_id, trial)
         samples = [float(v) for v in trial.samples]
         self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {self.location}: cannot record trial {trial.id}: the store was opened "
+                             "for reading only")
         with self._lock:
             return self._dialect.add_trial(run_id, trial.id, row, samples)
 
@@ -652,21 +694,47 @@ class Store:
             conn.execute(self._checkpoint_upsert(run_id, 0, checkpoint))
         return run_id
 
-    def _row_to_run(self, row: sa.Row[Any]) -> RunInfo:
-        m = row._mapping
-        return RunInfo(
-            id=m["id"],
-            name=m["name"],
-            created_at=m["created_at"],
-            status=m["status"],
-            goal=m["goal"],
-            metric=m["metric"],
-            space=json.loads(m["space"]) if m["space"] else None,
-            space_fingerprint=m["space_fingerprint"],
-            settings=json.loads(m["settings"]) if m["settings"] else {},
-            environment=json.loads(m["environment"]) if m["environment"] else {},
-            finished_at=m["finished_at"],
-        )
+    @staticmethod
+    def _row_to_run(row: sa.Row[Any]) -> RunInfo:
+        # Never raises for a damaged column (the run is listed as damaged, and can be deleted).
+        fields, damaged = _decode.run_fields(row._mapping)
+        return RunInfo(**fields, damaged="; ".join(damaged) if damaged else None)
+
+    def require_intact(self, run: RunInfo) -> None:
+        """Refuse a damaged run (:attr:`RunInfo.damaged`) before its contents are read.
+
+        Raises:
+            StoreDamageError: one line naming the store, the run and the damaged columns.
+        """
+        if run.damaged is not None:
+            raise StoreDamageError(
+                f"store {self.location}: run {run.name!r} (id {run.id}) is damaged: {run.damaged} "
+                f"(perftune runs delete {run.id} removes it)",
+                run_id=run.id, run_name=run.name, field=run.damaged.split(":", 1)[0], detail=run.damaged)
+
+    def _run_name(self, run_id: Any) -> str | None:
+        """The name of a run for an error message (None when it cannot be read)."""
+        try:
+            name = self._run(lambda conn: conn.execute(sa.select(schema.runs.c.name)
+                                                       .where(schema.runs.c.id == run_id)).scalar(),
+                             "cannot read runs", write=False)
+        except StoreError:
+            return None
+        return name if isinstance(name, str) or name is None else _decode.show(name)
+
+    def _damaged(self, run_id: Any, damage: Damage, *, trial_id: Any = None,
+                 what: str = "trial") -> StoreDamageError:
+        """One line naming the store, the run, the trial (or the run's other row) and the damaged column."""
+        name = self._run_name(run_id)
+        who = f"run {name!r} (id {run_id})" if name is not None else f"run id {_decode.show(run_id)}"
+        if trial_id is not None:
+            who += f", {what} {trial_id if isinstance(trial_id, int) else _decode.show(trial_id)}"
+        elif what not in ("trial", "run"):
+            who += f", its {what}"
+        return StoreDamageError(
+            f"store {self.location}: {who} is damaged: {damage.field}: {damage.detail}",
+            run_id=run_id if isinstance(run_id, int) else None, run_name=name, trial_id=trial_id,
+            field=damage.field, detail=damage.detail)
 
     def get_run(self, ref: str | int) -> RunInfo:
         """Find a run by numeric id, name, or ``"latest"`` (the most recently created).
@@ -691,7 +759,7 @@ class Store:
         return self._row_to_run(row)
 
     def list_runs(self) -> list[RunInfo]:
-        """Every run, oldest first."""
+        """Every run, oldest first; a damaged one too (:attr:`RunInfo.damaged` says which columns)."""
         rows = self._run(
             lambda conn: conn.execute(sa.select(schema.runs).order_by(schema.runs.c.id)).all(),
             "cannot read runs",
@@ -749,7 +817,10 @@ class Store:
             row = conn.execute(sa.select(runs.c.settings).where(runs.c.id == run_id)).first()
             if row is None:
                 return 0
-            settings = json.loads(row.settings) if row.settings else {}
+            try:
+                settings = _decode.json_object(row.settings, "settings") or {}
+            except Damage as damage:
+                raise self._damaged(run_id, damage, what="run") from None
             for key, value in changes.items():
                 if value is None:
                     settings.pop(key, None)
@@ -766,38 +837,33 @@ class Store:
             raise StoreError(f"store {self.location}: no run with id {run_id}")
 
     def _space(self, run_id: int) -> Space | None:
+        """The run's space, read once; a damaged run is refused here, before its trials are decoded."""
         if run_id not in self._spaces:
             run = self.get_run(run_id)
-            self._spaces[run_id] = run.load_space() if run.space is not None else None
+            self.require_intact(run)
+            try:
+                space = run.load_space() if run.space is not None else None
+            except StoreDamageError as exc:
+                raise self._damaged(run_id, Damage("space", exc.detail or "damaged"), what="run") from None
+            self._spaces[run_id] = space
         return self._spaces[run_id]
 
     # ------------------------------------------------------------------ trials
 
     def _trial_from_row(self, m: Mapping[str, Any], samples: list[float], space: Space | None) -> Trial:
-        from perftune.space import Config
-
-        return Trial(
-            id=m["trial_id"],
-            config=Config.from_json(m["config"], space=space),
-            status=Status(m["status"]),
-            value=m["value"],
-            loss=m["loss"],
-            metrics=json.loads(m["metrics"]) if m["metrics"] else {},
-            samples=samples,
-            reason=m["reason"],
-            technique=m["technique"],
-            worker=m["worker"],
-            started_at=m["started_at"],
-            finished_at=m["finished_at"],
-            intermediate={int(k): v for k, v in json.loads(m["intermediate"]).items()}
-            if m.get("intermediate") else {},
-        )
+        """A stored trial, every column checked (StoreDamageError naming the run, trial and column)."""
+        try:
+            return _decode.trial_from_row(m, samples, space)
+        except Damage as damage:
+            raise self._damaged(m.get("run_id"), damage, trial_id=m.get("trial_id")) from None
 
     def trials(self, run_id: int) -> list[Trial]:
         """Every stored trial of a run in ticket order, with configurations decoded by the run's space.
 
         Raises:
             StoreError: no such run.
+            StoreDamageError: the run, or one of its trials, holds what perftune never writes (one line
+                naming the run, the trial and the column).
         """
         space = self._space(run_id)
         t, s = schema.trials, schema.samples
@@ -889,6 +955,10 @@ class Store:
             "cannot read trials",
             write=False,
         )
+        for trial_id in ids:
+            if isinstance(trial_id, bool) or not isinstance(trial_id, int):
+                raise self._damaged(run_id, Damage("trial_id", f"not an integer ({_decode.show(trial_id)})"),
+                                    trial_id=trial_id)
         return set(ids)
 
     def history(self, run_id: int) -> list[HistoryPoint]:
@@ -897,7 +967,7 @@ class Store:
         Raises:
             StoreError: no such run.
         """
-        self.get_run(run_id)  # StoreError for an unknown run
+        self.require_intact(self.get_run(run_id))  # StoreError for an unknown (or damaged) run
         t = schema.trials
         rows = self._run(
             lambda conn: conn.execute(
@@ -911,7 +981,8 @@ class Store:
         points: list[HistoryPoint] = []
         best_loss = math.inf
         best_value: float | None = None
-        for trial_id, status, value, loss in rows:
+        for row in rows:
+            trial_id, status, value, loss, *_ = self._summary_fields(run_id, (*row, *[None] * 5))
             if status == Status.OK.value and loss is not None and loss < best_loss:
                 best_loss, best_value = loss, value
             points.append(HistoryPoint(trial_id, status, value, best_value))
@@ -939,7 +1010,15 @@ class Store:
             return rows
 
         rows = self._run(read, "cannot read trials", write=False)
-        return [TrialSummary(*r) for r in rows]
+        if rows:
+            self.require_intact(self.get_run(run_id))
+        return [TrialSummary(*self._summary_fields(run_id, r)) for r in rows]
+
+    def _summary_fields(self, run_id: int, row: Sequence[Any]) -> tuple[Any, ...]:
+        try:
+            return _decode.summary_fields(*row)
+        except Damage as damage:
+            raise self._damaged(run_id, damage, trial_id=row[0]) from None
 
     def trial_page(
         self,
@@ -1032,7 +1111,10 @@ class Store:
             LeaseError: a live driver holds the run's lease (stop it first).
             StoreError: no such run.
         """
-        lease = self.get_lease(run_id)
+        try:
+            lease = self.get_lease(run_id)
+        except StoreDamageError:
+            lease = None  # no live driver writes a lease like that: it goes with the run
         if lease is not None:
             stale = time.time() - lease.heartbeat_at > LEASE_TIMEOUT_S or (
                 lease.host == socket.gethostname() and not _pid_alive(lease.pid))
@@ -1088,16 +1170,37 @@ class Store:
             return row
 
         row = self._run(read, "cannot read the checkpoint", write=False)
-        return None if row is None else (int(row.n_trials), bytes(row.blob))
+        if row is None:
+            return None
+        blob = row.blob
+        if isinstance(blob, memoryview | bytearray):
+            blob = bytes(blob)
+        try:
+            n_trials = _decode.integer(row.n_trials, "checkpoints.n_trials")
+            if n_trials < 0:
+                raise Damage("checkpoints.n_trials", f"negative ({n_trials})")
+            if not isinstance(blob, bytes):
+                raise Damage("checkpoints.blob", f"not a blob ({_decode.show(blob)})")
+        except Damage as damage:
+            raise self._damaged(run_id, damage, what="checkpoint") from None
+        return n_trials, blob
 
     # ------------------------------------------------------------------ leases
 
-    @staticmethod
-    def _lease_from_row(row: sa.Row[Any]) -> Lease:
+    def _lease_from_row(self, row: sa.Row[Any]) -> Lease:
         m = row._mapping
-        timeout = m.get("timeout_s")
-        return Lease(int(m["run_id"]), m["token"], m["host"], int(m["pid"]), float(m["started_at"]),
-                     float(m["heartbeat_at"]), None if timeout is None else float(timeout))
+        try:
+            run_id = _decode.integer(m["run_id"], "leases.run_id")
+            token, host = _decode.text(m["token"], "leases.token"), _decode.text(m["host"], "leases.host")
+            pid = _decode.integer(m["pid"], "leases.pid")
+            started, heartbeat = (_decode.timestamp(m["started_at"], "leases.started_at"),
+                                  _decode.timestamp(m["heartbeat_at"], "leases.heartbeat_at"))
+            timeout = _decode.number(m.get("timeout_s"), "leases.timeout_s")
+            if token is None or host is None or started is None or heartbeat is None:
+                raise Damage("leases", "a column is missing")
+        except Damage as damage:
+            raise self._damaged(m.get("run_id"), damage, what="lease") from None
+        return Lease(run_id, token, host, pid, started, heartbeat, timeout)
 
     def get_lease(self, run_id: int) -> Lease | None:
         """Who holds the run's lease (stale or not), or None."""
@@ -1176,9 +1279,19 @@ class Store:
     # ------------------------------------------------------------------ trial leases (shared runs)
 
     def _trial_lease_from_row(self, row: sa.Row[Any], space: Space | None) -> TrialLease:
+        m = row._mapping
+        try:
+            return self._decode_trial_lease(m, space)
+        except RecursionError:
+            damage = Damage("trial_leases", "JSON nested too deeply")
+        except _DECODING_ERRORS as exc:
+            damage = Damage("trial_leases", (str(exc).splitlines() or [type(exc).__name__])[0][:200])
+        raise self._damaged(m.get("run_id"), damage, trial_id=m.get("trial_id"), what="trial lease")
+
+    @staticmethod
+    def _decode_trial_lease(m: Mapping[Any, Any], space: Space | None) -> TrialLease:
         from perftune.space import Config
 
-        m = row._mapping
         return TrialLease(
             run_id=int(m["run_id"]), trial_id=int(m["trial_id"]),
             config=Config.from_json(m["config"], space=space),
@@ -1454,6 +1567,7 @@ class Store:
 
     def _export_rows(self, run_id: int) -> tuple[RunInfo, list[dict[str, Any]]]:
         run = self.get_run(run_id)
+        self.require_intact(run)
         t, s = schema.trials, schema.samples
 
         def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any]]:
@@ -1470,23 +1584,29 @@ class Store:
         out = []
         for r in rows:
             m = r._mapping
-            started, finished = m["started_at"], m["finished_at"]
+            try:
+                f = _decode.trial_fields(m, by_trial.get(m["trial_id"], []))
+                config = _decode.config_object(m["config"])
+                config_hash = _decode.text(m["config_hash"], "config_hash")
+            except Damage as damage:
+                raise self._damaged(run_id, damage, trial_id=m["trial_id"]) from None
+            started, finished = f["started_at"], f["finished_at"]
             out.append(
                 {
-                    "trial": m["trial_id"],
-                    "status": m["status"],
-                    "value": m["value"],
-                    "loss": m["loss"],
-                    "reason": m["reason"],
-                    "technique": m["technique"],
-                    "worker": m["worker"],
+                    "trial": f["id"],
+                    "status": f["status"].value,
+                    "value": f["value"],
+                    "loss": f["loss"],
+                    "reason": f["reason"],
+                    "technique": f["technique"],
+                    "worker": f["worker"],
                     "started_at": started,
                     "finished_at": finished,
                     "duration_s": None if started is None or finished is None else finished - started,
-                    "config": json.loads(m["config"]),
-                    "config_hash": m["config_hash"],
-                    "metrics": json.loads(m["metrics"]) if m["metrics"] else {},
-                    "samples": by_trial.get(m["trial_id"], []),
+                    "config": config,
+                    "config_hash": config_hash,
+                    "metrics": f["metrics"],
+                    "samples": f["samples"],
                 }
             )
         return run, out
@@ -1524,8 +1644,14 @@ class Store:
         The JSON holds ``{"schema": EXPORT_SCHEMA, "run": {...}, "trials": [...]}`` with the samples
         of every trial. ``path`` may be an open text file (e.g. ``sys.stdout``).
 
+        In the CSV, a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+        gets a leading ``'`` (OWASP's advice against formula injection: a spreadsheet would run the
+        stored text as a formula). Numbers are written as they are (``-1.5`` stays a number). A row with
+        a carriage return in a cell has its text cells quoted, so that no reader splits it in two.
+
         Raises:
             StoreError: no such run, or an unknown format.
+            StoreDamageError: the run, or one of its trials, holds what perftune never writes.
         """
         if fmt not in ("csv", "json"):
             raise StoreError(f"unknown export format {fmt!r}: use 'csv' or 'json'")
@@ -1537,8 +1663,19 @@ class Store:
         else:
             columns, flat = self._flatten(run, rows)
             writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(flat)
+            # csv quotes a cell that holds "\n" but not one that holds "\r" (not in this line end): a row with
+            # one is written all quoted, so that no reader splits it into a row of its own.
+            quoted = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n",
+                                    quoting=csv.QUOTE_NONNUMERIC)
+            (quoted if any("\r" in c for c in columns) else writer).writeheader()
+            # Text that a spreadsheet would read as a formula is quoted with a leading "'"; numbers are not
+            # text (a negative value stays a number).
+            formula = ("=", "+", "-", "@", "\t", "\r")
+            for row in flat:
+                cells = {k: "'" + v if isinstance(v, str) and v.startswith(formula) else v
+                         for k, v in row.items()}
+                cr = any(isinstance(v, str) and "\r" in v for v in cells.values())
+                (quoted if cr else writer).writerow(cells)
         if isinstance(path, str | os.PathLike):
             try:
                 Path(path).write_text(buf.getvalue())
@@ -1646,7 +1783,8 @@ def _perftune_version() -> str:
 
 
 def open_store(
-    url: str | os.PathLike[str] | None = None, *, must_exist: bool = False, _schema_version: int | None = None
+    url: str | os.PathLike[str] | None = None, *, must_exist: bool = False, read_only: bool = False,
+    _schema_version: int | None = None,
 ) -> Store:
     """Open (and create or upgrade) a results store.
 
@@ -1655,10 +1793,14 @@ def open_store(
             ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``. None means ``$PERFTUNE_STORE``,
             else ``sqlite:///perftune.db`` in the current folder.
         must_exist: Refuse to create a new SQLite file (for commands that only read).
+        read_only: For commands that only read: nothing is written, not even a schema upgrade (a store
+            of an older schema is refused, saying so) or SQLite's switch to WAL mode; every write
+            raises StoreError. Implies ``must_exist``.
 
     Raises:
-        StoreError: malformed URL, unsupported backend, unreachable database, not a perftune store,
-            or a schema newer than this perftune knows. Nothing is written in these cases.
+        StoreError: malformed URL, unsupported backend, unreachable database, not a perftune store
+            (a SQLite path that is not a regular file, a store holding views or triggers), or a schema
+            newer than this perftune knows. Nothing is written in these cases.
 
     Example:
         >>> with open_store("sqlite://") as store:
@@ -1667,7 +1809,8 @@ def open_store(
     """
     resolved = resolve_url(url)
     dialect = dialect_for(resolved)
-    engine = dialect.create_engine(must_exist=must_exist)
+    dialect.read_only = read_only
+    engine = dialect.create_engine(must_exist=must_exist or read_only)
     target = schema.SCHEMA_VERSION if _schema_version is None else _schema_version
 
     def initialise(new: URL) -> None:
@@ -1675,4 +1818,4 @@ def open_store(
         Store(fresh.create_engine(), new, schema_version=target, dialect=fresh).close()
 
     create = dialect.prepare_database(initialise)
-    return Store(engine, resolved, schema_version=target, create=create, dialect=dialect)
+    return Store(engine, resolved, schema_version=target, create=create, dialect=dialect, read_only=read_only)

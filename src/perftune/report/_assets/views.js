@@ -3,6 +3,11 @@
  * window.PERFTUNE = {mode: "live" | "static", page: "runs" | "run" | "compare", run, runs, data}.
  * Live: data comes from the dashboard's read-only JSON API and is polled every second.
  * Static (the report): every view's data is inlined in the page; nothing is fetched.
+ *
+ * Every value of the data comes from a store that someone else may have written: whatever this script puts
+ * into HTML goes through esc() (text and attribute values, numbers included) or num(), or is set as
+ * textContent; URLs are built with encodeURIComponent. The pages' Content-Security-Policy runs no other
+ * script, but the escaping does not rely on it.
  */
 (function () {
   "use strict";
@@ -11,9 +16,12 @@
   const COLOURS = {failed: "#d62728", timeout: "#ff7f0e", cancelled: "#7f7f7f"};
   const $ = (id) => document.getElementById(id);
   const FLAG_PREFIX = {"-f flags on": "-f", "-f flags off": "-fno-", "--param values": "--param "};
+  // A table's own entry (a key from the store such as "constructor" is not one).
+  const own = (table, key) => Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined;
   const shorten = (flag, prefix) => flag.startsWith(prefix) ? flag.slice(prefix.length) :
     flag.startsWith("--param=") ? flag.slice(8) : flag;
 
+  // The one escape of this script: any value as HTML text or a quoted attribute's value.
   function esc(s) {
     return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g,
       (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -24,16 +32,28 @@
     return Math.abs(v) >= 1e5 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(4) : String(+v.toPrecision(6));
   }
   function when(t) {
-    return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "-";
+    if (!t) return "-";
+    const d = new Date(t * 1000);
+    return isNaN(d.getTime()) ? esc(t) : d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
   }
   function improvement(imp) {
     if (!imp) return "-";
-    if (imp.is_baseline || !imp.interval) return imp.estimate.toFixed(3) + "x";
-    return imp.estimate.toFixed(3) + "x (" + imp.low.toFixed(3) + "x to " + imp.high.toFixed(3) + "x)";
+    const x = (v) => typeof v === "number" ? v.toFixed(3) + "x" : esc(v);
+    if (imp.is_baseline || !imp.interval) return x(imp.estimate);
+    return x(imp.estimate) + " (" + x(imp.low) + " to " + x(imp.high) + ")";
+  }
+  // A run's page: by name (the URL says which run), by id where a name would be a dot segment of the path.
+  function runHref(r) {
+    return "runs/" + (r.name === "." || r.name === ".." ? esc(r.id) : encodeURIComponent(r.name));
   }
   async function get(path) {
     const r = await fetch(path, {headers: {"Accept": "application/json"}, credentials: "same-origin"});
-    if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
+    if (!r.ok) {
+      // The API's errors are {"error": "one line"}: that line is the message.
+      let text = await r.text();
+      try { const body = JSON.parse(text); if (body && typeof body.error === "string") text = body.error; } catch (e) { /* not JSON */ }
+      throw new Error(path + ": " + r.status + " " + text);
+    }
     return r.json();
   }
   // The dashboard inserts plotly.js (P.plotly_src) once the page has drawn its first data, so that compiling
@@ -185,7 +205,7 @@
     traces.forEach((t, i) => {
       const pts = shown[i], mode = String(t.mode), colour = colourOf(t, i);
       s += '<g class="quick-trace" data-name="' + esc(t.name || "") + '" data-points="' + pts.length + '"' +
-        (pts.length ? ' data-last="' + pts[pts.length - 1][2] + '"' : "") + ">";
+        (pts.length ? ' data-last="' + esc(pts[pts.length - 1][2]) + '"' : "") + ">";
       if (mode.includes("lines") && pts.length) {
         const shape = t.line && t.line.shape;
         let d = "M" + f(sx(pts[0][0])) + " " + f(sy(pts[0][1]));
@@ -193,10 +213,10 @@
           const X = f(sx(pts[k][0])), Y = f(sy(pts[k][1]));
           d += shape === "hv" ? "H" + X + "V" + Y : shape === "vh" ? "V" + Y + "H" + X : "L" + X + " " + Y;
         }
-        s += '<path d="' + d + '" fill="none" stroke="' + colour + '" stroke-width="' + ((t.line && t.line.width) || 1.5) + '"/>';
+        s += '<path d="' + d + '" fill="none" stroke="' + colour + '" stroke-width="' + esc((t.line && t.line.width) || 1.5) + '"/>';
       }
       if (mode.includes("markers")) {
-        const mk = t.marker || {}, r = (mk.size || 6) / 2, op = mk.opacity === undefined ? 1 : mk.opacity;
+        const mk = t.marker || {}, r = (Number(mk.size) || 6) / 2, op = mk.opacity === undefined ? 1 : esc(mk.opacity);
         if (mk.symbol === "x") {
           let d = "";
           for (const [x, y] of pts) { const X = sx(x), Y = sy(y); d += "M" + f(X - r) + " " + f(Y - r) + "l" + 2 * r + " " + 2 * r + "m0 " + -2 * r + "l" + -2 * r + " " + 2 * r; }
@@ -284,14 +304,20 @@
         (!state.status || r.status === state.status) && (!state.kind || r.kind === state.kind) &&
         (!state.q || [r.name, r.kind, r.machine].join(" ").toLowerCase().includes(state.q)));
       $("runs").tBodies[0].innerHTML = rows.map((r) => {
+        if (r.error) {  // a damaged run: its name and what is wrong, the other runs as usual
+          return '<tr data-run="' + esc(r.name) + '"><td></td><td><a href="' + runHref(r) + '">' + esc(r.name) + "</a></td><td>" +
+            esc(r.kind) + '</td><td class="status-' + esc(r.status) + '">' + esc(r.status) + '</td><td colspan="8" class="error">' +
+            esc(r.error) + "</td></tr>";
+        }
         const total = r.budget_evals ? " of " + r.budget_evals : "";
-        const bar = r.progress === null ? '<span class="muted">' + (r.budget_seconds ? r.budget_seconds + " s budget" : "-") + "</span>"
-          : '<span class="bar"><span style="width:' + Math.round(100 * r.progress) + '%"></span></span> ' + Math.round(100 * r.progress) + "%";
+        const pct = esc(Math.round(100 * r.progress));
+        const bar = r.progress === null ? '<span class="muted">' + (r.budget_seconds ? esc(r.budget_seconds) + " s budget" : "-") + "</span>"
+          : '<span class="bar"><span style="width:' + pct + '%"></span></span> ' + pct + "%";
         return '<tr data-run="' + esc(r.name) + '"><td><input type="checkbox" class="pick" value="' + esc(r.name) + '"' +
           (state.chosen.has(r.name) ? " checked" : "") + "></td>" +
-          '<td><a href="runs/' + encodeURIComponent(r.name) + '">' + esc(r.name) + "</a></td><td>" + esc(r.kind) +
+          '<td><a href="' + runHref(r) + '">' + esc(r.name) + "</a></td><td>" + esc(r.kind) +
           '</td><td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><td>" + bar + "</td><td>" +
-          r.n_trials + esc(total) + "</td><td>" + r.n_failed + "</td><td>" + num(r.best) + "</td><td>" +
+          esc(r.n_trials) + esc(total) + "</td><td>" + esc(r.n_failed) + "</td><td>" + num(r.best) + "</td><td>" +
           improvement(r.improvement) + "</td><td>" + esc(r.machine || "-") + "</td><td>" + when(r.started_at) +
           "</td><td>" + when(r.finished_at) + "</td></tr>";
       }).join("");
@@ -324,6 +350,11 @@
 
   function section(id, title, body) {
     return '<h2 id="h-' + id + '">' + esc(title) + "</h2>" + (body || '<div id="' + id + '" class="plot"></div>');
+  }
+
+  // The run's API by its id (a name may hold "/" or ","); by name where the page gave no id.
+  function runApi(path) {
+    return "api/runs/" + encodeURIComponent(P.run_id !== undefined ? P.run_id : P.run) + path;
   }
 
   function runPage() {
@@ -390,7 +421,7 @@
       const v = state.view, r = v.run;
       const budget = v.budget.evals ? r.n_trials + " of " + v.budget.evals + " trials" :
         v.budget.seconds ? r.n_trials + " trials (time budget " + v.budget.seconds + " s)" : r.n_trials + " trials";
-      $("summary").innerHTML = '<table id="run-summary"><tr><th>run</th><td>' + esc(r.name) + " (id " + r.id + ")</td><th>status</th>" +
+      $("summary").innerHTML = '<table id="run-summary"><tr><th>run</th><td>' + esc(r.name) + " (id " + esc(r.id) + ")</td><th>status</th>" +
         '<td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><th>kind</th><td>" + esc(r.kind) + "</td></tr>" +
         "<tr><th>progress</th><td>" + esc(budget) + "</td><th>best</th><td>" + num(r.best) + "</td><th>goal</th><td>" +
         esc(r.goal) + "imise " + esc(r.metric || "the objective") + "</td></tr><tr><th>started</th><td>" + when(r.started_at) +
@@ -404,31 +435,31 @@
     function drawBest() {
       const b = state.view.best;
       if (!b) { $("best").innerHTML = "<p>No successful trial yet.</p>"; return; }
-      let out = '<p class="tight">value <b>' + num(b.value) + "</b> (trial " + b.trial + ", proposed by <code>" + esc(b.technique) +
-        "</code>, " + b.samples.length + " samples)</p>";
+      let out = '<p class="tight">value <b>' + num(b.value) + "</b> (trial " + esc(b.trial) + ", proposed by <code>" + esc(b.technique) +
+        "</code>, " + esc(b.samples.length) + " samples)</p>";
       for (const line of b.lines) out += '<p class="improvement tight"><b>' + esc(line) + "</b></p>";
       if (b.command_line) {
         out += '<div class="controls"><b>command line</b><button id="copy">copy</button></div><code class="cmd" id="command-line">' +
           esc(b.command_line) + "</code>";
       }
-      let params = b.only_differing ? '<p class="muted">' + b.n_differing + " of " + b.n_params +
+      let params = b.only_differing ? '<p class="muted">' + esc(b.n_differing) + " of " + esc(b.n_params) +
         " parameters differ from the default (the others are at their default):</p>" : "";
       for (const [group, items] of Object.entries(b.groups)) {
-        params += '<div class="group">' + esc(group) + " (" + items.length + ')</div><div class="grid">' +
+        params += '<div class="group">' + esc(group) + " (" + esc(items.length) + ')</div><div class="grid">' +
           items.map(([k, v, d]) => '<div title="default: ' + esc(JSON.stringify(d)) + '"><code>' + esc(k) + "</code> = " +
             esc(typeof v === "string" ? v : JSON.stringify(v)) + "</div>").join("") + "</div>";
       }
       if (b.final_flags) {
         // A flags run answers with a (reduced) option set: that is the answer; the search's best trial is detail.
-        out += '<div id="final-flags"><p class="tight">' + b.n_final_flags + " options besides the sources:</p>";
+        out += '<div id="final-flags"><p class="tight">' + esc(b.n_final_flags) + " options besides the sources:</p>";
         for (const [group, flags] of Object.entries(b.final_flags)) {
           // The group names the prefix, so each option is shown without it: hundreds fit one screen.
-          const prefix = FLAG_PREFIX[group];
-          out += '<div class="flags"><b>' + esc(group) + " (" + flags.length + (prefix ? ", shown without " + prefix : "") +
+          const prefix = own(FLAG_PREFIX, group);
+          out += '<div class="flags"><b>' + esc(group) + " (" + esc(flags.length) + (prefix ? ", shown without " + esc(prefix) : "") +
             "):</b> <code>" + flags.map((f) => esc(prefix ? shorten(f, prefix) : f)).join(" ") + "</code></div>";
         }
-        out += "</div><details><summary>the best trial of the search (trial " + b.trial + "): " + b.n_differing + " of " +
-          b.n_params + " parameters differ from the default</summary>" + params + "</details>";
+        out += "</div><details><summary>the best trial of the search (trial " + esc(b.trial) + "): " + esc(b.n_differing) + " of " +
+          esc(b.n_params) + " parameters differ from the default</summary>" + params + "</details>";
       } else {
         out += params;
       }
@@ -468,7 +499,7 @@
         complete = complete && kf === 1;
         traces.push({type: kf === 1 && f.trial.length > 2000 ? "scattergl" : "scatter", mode: "markers",
                      name: status + " (" + f.trial.length + ")", x: every(time ? f.elapsed_s : f.trial, kf),
-                     y: every(f.trial, kf).map(() => top), marker: {symbol: "x", size: 6, color: COLOURS[status] || "#d62728"}});
+                     y: every(f.trial, kf).map(() => top), marker: {symbol: "x", size: 6, color: own(COLOURS, status) || "#d62728"}});
       }
       const thinned = !complete ? " (a first sample of every " + kv + "th value; all " + c.n_shown + " are being drawn)"
         : c.n_shown < c.n_points ? " (values of " + c.n_shown + " of the " + c.n_points +
@@ -519,11 +550,11 @@
       }
       const shown = order.slice(0, 200);
       $("pareto-table").innerHTML = "<tr><th>trial</th>" + p.objectives.map((o) => "<th>" + esc(label(o)) + "</th>").join("") +
-        "<th>technique</th><th>config</th></tr>" + shown.map((i) => '<tr data-trial="' + f.trial[i] + '"><td>' + f.trial[i] + "</td>" +
+        "<th>technique</th><th>config</th></tr>" + shown.map((i) => '<tr data-trial="' + esc(f.trial[i]) + '"><td>' + esc(f.trial[i]) + "</td>" +
           names.map((n) => "<td>" + num(f.values[n][i]) + "</td>").join("") + "<td>" + esc(f.technique[i]) +
           '</td><td class="config">' + esc(f.config[i]) + "</td></tr>").join("") +
-        (order.length > shown.length ? '<tr><td colspan="' + (names.length + 3) + '" class="muted">and ' +
-          (order.length - shown.length) + " more</td></tr>" : "");
+        (order.length > shown.length ? '<tr><td colspan="' + esc(names.length + 3) + '" class="muted">and ' +
+          esc(order.length - shown.length) + " more</td></tr>" : "");
     }
 
     function drawCredits() {
@@ -535,22 +566,22 @@
         x: pr.trial, y: pr.share[n]})), {title: {text: "share of proposals (window of " + pr.window + " trials)", font: {size: 12}},
         xaxis: {title: {text: "trial"}}, yaxis: {range: [0, 1], tickformat: ".0%"}, showlegend: true});
       $("techniques").innerHTML = "<tr><th>technique</th><th>trials</th><th>successful</th><th>share of improvements</th></tr>" +
-        v.techniques.map((t) => "<tr><td>" + esc(t.technique) + "</td><td>" + t.trials + "</td><td>" + t.ok + "</td><td>" +
-          Math.round(100 * t.credit) + "%</td></tr>").join("");
+        v.techniques.map((t) => "<tr><td>" + esc(t.technique) + "</td><td>" + esc(t.trials) + "</td><td>" + esc(t.ok) + "</td><td>" +
+          esc(Math.round(100 * t.credit)) + "%</td></tr>").join("");
     }
 
     function drawFailures() {
       const f = state.view.failures;
-      const pruned = state.view.pruned ? "<p>" + state.view.pruned +
+      const pruned = state.view.pruned ? "<p>" + esc(state.view.pruned) +
         " trials pruned early by the fidelity schedule (not failures).</p>" : "";
       if (!f.length) { $("failures").innerHTML = pruned + "<p>No failed, timed-out or cancelled trial.</p>"; return; }
       const top = f.slice(0, 15).reverse();
       $("failures").innerHTML = pruned + '<div id="failures-plot" class="plot"></div><table id="failure-table"><tr><th>status</th>' +
         "<th>reason</th><th>trials</th></tr>" + f.map((r) => "<tr><td>" + esc(r.status) + "</td><td>" + esc(r.label) +
-        "</td><td>" + r.count + "</td></tr>").join("") + "</table>";
+        "</td><td>" + esc(r.count) + "</td></tr>").join("") + "</table>";
       plot("failures-plot", [{type: "bar", orientation: "h", x: top.map((r) => r.count),
         y: top.map((r) => r.label.length > 70 ? r.label.slice(0, 67) + "..." : r.label),
-        marker: {color: top.map((r) => COLOURS[r.status] || "#d62728")}, hovertext: top.map((r) => r.label), hoverinfo: "text+x"}],
+        marker: {color: top.map((r) => own(COLOURS, r.status) || "#d62728")}, hovertext: top.map((r) => r.label), hoverinfo: "text+x"}],
         {height: 80 + 28 * top.length, margin: {l: 380, r: 20, t: 10, b: 35}, xaxis: {title: {text: "trials"}}});
     }
 
@@ -608,9 +639,9 @@
         th.classList.toggle("sorted", th.dataset.sort === t.sort);
         th.textContent = th.textContent.replace(/ [▲▼]$/, "") + (th.dataset.sort === t.sort ? (t.descending ? " ▼" : " ▲") : "");
       }
-      $("trial-table").tBodies[0].innerHTML = page.rows.map((r) => '<tr data-trial="' + r.trial + '"><td>' + r.trial +
+      $("trial-table").tBodies[0].innerHTML = page.rows.map((r) => '<tr data-trial="' + esc(r.trial) + '"><td>' + esc(r.trial) +
         '</td><td class="status">' + esc(r.status) + '</td><td class="value">' + num(r.value) + "</td><td>" + esc(r.technique) +
-        "</td><td>" + esc(r.worker || "-") + "</td><td>" + num(r.duration_s) + "</td><td>" + r.samples + "</td><td>" +
+        "</td><td>" + esc(r.worker || "-") + "</td><td>" + num(r.duration_s) + "</td><td>" + esc(r.samples) + "</td><td>" +
         esc(r.reason || "") + '</td><td class="config">' + esc(r.config) + "</td></tr>").join("");
     }
 
@@ -636,17 +667,17 @@
                                      status: t.status, technique: t.technique, text: t.text});
       if (t.after) q.set("after", t.after);
       if (t.before) q.set("before", t.before);
-      return get("api/runs/" + encodeURIComponent(P.run) + "/trials?" + q);
+      return get(runApi("/trials?") + q);
     }
 
     async function loadParams() {
-      state.params = P.mode === "static" ? P.data.params : await get("api/runs/" + encodeURIComponent(P.run) + "/parameters");
+      state.params = P.mode === "static" ? P.data.params : await get(runApi("/parameters"));
       state.paramsAt = Date.now();
       drawParams();
     }
 
     async function loadPareto() {
-      state.pareto = P.mode === "static" ? P.data.pareto : (await get("api/runs/" + encodeURIComponent(P.run) + "/pareto")).pareto;
+      state.pareto = P.mode === "static" ? P.data.pareto : (await get(runApi("/pareto"))).pareto;
       state.paretoAt = Date.now();
       drawPareto();
     }
@@ -684,9 +715,9 @@
 
     async function refresh() {
       // The first time, the run's views are asked for with its version, not after it: one round trip less.
-      const first = state.version === null ? [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()] : null;
+      const first = state.version === null ? [get(runApi("")), fetchTable()] : null;
       if (first) for (const p of first) p.catch(() => {});  // a failure is reported once, below
-      const version = await get("api/runs/" + encodeURIComponent(P.run) + "/version");
+      const version = await get(runApi("/version"));
       const key = version.n_trials + "/" + version.status;
       // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
       // no new trial may still owe it the last ones (and the end of the run at once).
@@ -700,7 +731,7 @@
       // The table and the run's views are read together and shown in the same task: the summary and the
       // table never disagree about the trials there are.
       const seq = tableSeq;
-      const [view, page] = await Promise.all(first || [get("api/runs/" + encodeURIComponent(P.run)), fetchTable()]);
+      const [view, page] = await Promise.all(first || [get(runApi("")), fetchTable()]);
       state.view = view;
       // Read alongside the version, the views may be of a few trials before it: the next poll catches up.
       if (first) state.version = view.n_trials + "/" + view.run.status;
@@ -723,7 +754,10 @@
     } else {
       // plotly.js is fetched (preloaded) meanwhile, but compiled and run only once the first data are on the
       // screen (drawAll starts it): the table and the static plots come first. A failure shows in each plot.
-      refresh().catch((e) => console.error(e.message)).then(() => loadPlotly().catch(() => {}));
+      refresh().catch((e) => {
+        console.error(e.message);
+        if (!state.view) $("summary").innerHTML = '<p class="error">' + esc(e.message) + "</p>";
+      }).then(() => loadPlotly().catch(() => {}));
       poll(refresh, 1000);
     }
   }
@@ -759,12 +793,12 @@
         {height: 440, xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
          yaxis: {title: {text: "best value so far"}}, showlegend: true});
       $("compare-table").innerHTML = "<tr><th>run</th><th>status</th><th>trials</th><th>best</th><th>improvement (95% CI)</th>" +
-        "<th>machine</th><th>started</th></tr>" + d.runs.map((r) => '<tr><td><a href="runs/' + encodeURIComponent(r.run.name) + '">' +
-        esc(r.run.name) + "</a></td><td>" + esc(r.run.status) + "</td><td>" + r.n_trials + "</td><td>" + num(r.run.best) + "</td><td>" +
+        "<th>machine</th><th>started</th></tr>" + d.runs.map((r) => '<tr><td><a href="' + runHref(r.run) + '">' +
+        esc(r.run.name) + "</a></td><td>" + esc(r.run.status) + "</td><td>" + esc(r.n_trials) + "</td><td>" + num(r.run.best) + "</td><td>" +
         improvement(r.run.improvement) + "</td><td>" + esc(r.run.machine || "-") + "</td><td>" + when(r.run.started_at) + "</td></tr>").join("");
     }
     async function refresh() {
-      state.data = await get("api/compare?runs=" + P.runs.map(encodeURIComponent).join(","));
+      state.data = await get("api/compare?runs=" + (P.run_ids || P.runs).map(encodeURIComponent).join(","));
       draw();
     }
     if (P.mode === "static") draw();
