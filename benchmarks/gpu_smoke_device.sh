@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A GPU smoke run on the lent GPU machine (benchmarks/results/gpu-smoke.md), from a copy of this tree at the
+# repository root there: the Triton softmax example, every test under tests/triton and tests/torchc (the
+# gpu-marked ones on the real card, the others as CI runs them) but the max-autotune compile (400 s).
+# python3 there has torch and Triton; SQLAlchemy and greenlet travel as wheels in .whl/ (carry it).
+# Writes ${OUT:-.}/gpu-smoke.log.
+set -uo pipefail
+out=${OUT:-.}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+{
+  date -u
+  python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.current.sm,clocks.current.memory,power.draw,power.limit,temperature.gpu --format=csv
+  echo "## softmax example"
+  python3 -m perftune.examples.gpu.triton_softmax 4096 8192; echo "rc=$?"
+  echo "## tests/triton and tests/torchc"
+  python3 -m pytest tests/triton tests/torchc -m "gpu or not gpu" -q -p no:cacheprovider \
+      -k "not test_tune_compile_on_cuda" 2>&1 | tail -40; echo "rc=${PIPESTATUS[0]}"
+  nvidia-smi --query-gpu=name,driver_version,clocks.current.sm,clocks.current.memory,power.draw,power.limit,temperature.gpu --format=csv
+  date -u
+} 2>&1 | tee "$out/gpu-smoke.log"
