@@ -64,8 +64,11 @@ class _Limits(NamedTuple):
     length: int  # items of a built sequence (nested items and characters included)
 
 
-_EXPRESSION_LIMITS = _Limits(text=50_000, nodes=5_000, depth=100, length=10_000)
 _CONSTANT_LIMITS = _Limits(text=1_000_000, nodes=300_000, depth=100, length=_MAX_ITEMS * 10)
+# Constraints get the same room for their text: perftune writes long ones itself (a Triton kernel's list
+# of configurations is one membership test, `(BLOCK_M, ...) in {(16, 64, ...), ...}`, thousands of
+# tuples); what bounds a hostile one is the cost of each operation, checked before it runs.
+_EXPRESSION_LIMITS = _Limits(text=1_000_000, nodes=300_000, depth=100, length=10_000)
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, type(None)})
