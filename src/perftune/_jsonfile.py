@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_INPUT_MAX_MB", "INPUT_LIMIT_ENV", "MAX_FILE_BYTES", "MAX_NESTING", "input_limit_bytes",
-           "read_input_text", "read_json_file"]
+           "read_input_text", "read_json_file", "shown"]
 
 INPUT_LIMIT_ENV = "PERFTUNE_INPUT_MAX_MB"
 """Environment variable: the most MiB a T1, T4, Kernel Tuner or warm-start file may hold (decompressed)."""
@@ -182,3 +182,12 @@ def read_input_text(path: str | os.PathLike[str], what: str, error: type[Excepti
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise error(f"{p}: not a valid {what} JSON file ({e})") from None
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to about ``limit`` characters: a value from such a file in a one-line message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python prints
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune._atomic import write_text_atomic
+from perftune._jsonfile import read_json_file, shown
 from perftune.adapt._features import AdaptError
 
 __all__ = [
@@ -85,13 +86,9 @@ def dispatch_path(path: str | os.PathLike[str] | None = None) -> Path:
     return choices_path().parent / DISPATCH_FILE_NAME
 
 
+
 def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer of more digits than Python prints
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shown(value, limit)
 
 
 def _real(v: Any) -> float | None:
@@ -238,8 +235,6 @@ class DispatchFile:
         Only a regular file of at most 8 MB of UTF-8 JSON, nested at most 64 deep, is read
         (:func:`perftune._jsonfile.read_json_file`); then :meth:`from_dict` checks it.
         """
-        from perftune._jsonfile import read_json_file
-
         p = dispatch_path(path)
         doc = read_json_file(p, "dispatcher", AdaptError)
         try:

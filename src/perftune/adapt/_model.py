@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perftune._jsonfile import shown
 from perftune.adapt._features import AdaptError
 
 __all__ = [
@@ -664,13 +665,9 @@ class _Malformed(Exception):
     """A field of a stored model is wrong; :func:`model_from_dict` says so as an :class:`AdaptError`."""
 
 
+
 def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer of more digits than Python prints
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shown(value, limit)
 
 
 def _get(doc: dict[str, Any], key: str) -> Any:

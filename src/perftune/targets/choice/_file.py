@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune._atomic import write_text_atomic
-from perftune._jsonfile import read_json_file
+from perftune._jsonfile import read_json_file, shown
 from perftune.errors import PerftuneError
 
 __all__ = [
@@ -90,13 +90,9 @@ def _finite(v: Any) -> bool:
         return False
 
 
+
 def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to about ``limit`` characters (a warning stays one short line)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer of more digits than Python prints
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shown(value, limit)
 
 
 def check_selector(
