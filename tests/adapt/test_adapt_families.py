@@ -188,9 +188,15 @@ def test_tune_inputs_with_named_families_learns_the_family_model_and_saves_it(tm
             assert site((kind, 30000)) == sum(range(30000 * (1 if landmark["algo"] == kind else 30)))
     finally:
         use_dispatch(DispatchFile())
-    # Each landmark is 30x faster on its own family than the others: no near tie to report. With a
-    # model that has one, the summary names it.
-    assert "near ties" not in result.summary()
+    # Each landmark is 30x faster on its own family than the others: where every family got its own
+    # landmark there is no near tie to report. A budget of 12 does not always give family c one (the
+    # searches measure times: about one run in three ends with landmarks a and b only, here and before
+    # this test was changed); then a and b are equally slow on c, a near tie on c and on no other family.
+    algos = {landmark["algo"] for landmark in result.landmarks}
+    assert set(result.model.near_ties()) <= {"a", "b", "c"} - algos
+    if algos == {"a", "b", "c"}:
+        assert "near ties" not in result.summary()
+    # With a model that has one, the summary names it.
     result.model = _model_with([[0.0, 0.01, 0.3], [0.01, 0.0, 0.3]], [10.0, 10.0])
     assert "near ties" in result.summary() and "a: landmark 0 ~ 1" in result.summary()
 
