@@ -329,3 +329,67 @@ warmup_runs = 0
     ladder = _Ladder()
     out = task.objective({"cheat": "1"}, trial=ladder)  # type: ignore[arg-type]
     assert ladder.reports == {1: 1.0, 2: 1.0} and out["samples"] == [1.0, 1.0, 1.0]
+
+
+# Runs of different lengths (a random 10-90 ms each): the warm-up's time must not reach the value.
+JITTER = 'n=$(od -An -N1 -tu1 /dev/urandom); sleep "0.0$(( n % 9 + 1 ))"; echo "result 42"\n'
+
+JITTER_TASK = """
+[space]
+x = { type = "choice", options = ["a", "b"] }
+
+[run]
+command = ["sh", "{task_dir}/cand.sh", "{x}"]
+timeout_s = 30
+
+[objective]
+metric = "METRIC"
+
+[timing]
+repeats = 4
+warmup_runs = 1
+"""
+
+
+@pytest.mark.parametrize("metric", ["wall_time", "cpu_time"])
+def test_a_time_metric_is_the_median_of_its_samples_without_the_warm_up(tmp_path: Path, metric: str) -> None:
+    import statistics
+
+    task = load_task(write(tmp_path, JITTER_TASK.replace("METRIC", metric), {"cand.sh": JITTER}))
+    out = task.objective({"x": "a"})
+    assert out["n_runs"] == 5.0 and len(out["samples"]) == 4
+    # The value, and the time of the same name, are the median of the four measured runs (before, the
+    # time of all five runs, the warm-up's included, overwrote the value).
+    assert out[metric] == statistics.median(out["samples"])
+
+
+# A score that gets better the longer the program runs: its best configuration is also its slowest.
+SLOW_IS_BETTER = 'sleep "$(( $1 / 10 )).$(( $1 % 10 ))"; echo "size: $(( 100 - $1 ))"\n'
+
+SLOW_IS_BETTER_TASK = """
+[space]
+x = { type = "choice", options = ["1", "15"] }
+
+[run]
+command = ["sh", "{task_dir}/cand.sh", "{x}"]
+timeout_s = 30
+
+[objective]
+metric = "stdout_regex"
+pattern = 'size: ([0-9]+)'
+goal = "min"
+"""
+
+
+def test_a_metric_that_is_not_a_time_gets_no_adaptive_run_limit(tmp_path: Path) -> None:
+    path = write(tmp_path, SLOW_IS_BETTER_TASK, {"cand.sh": SLOW_IS_BETTER})
+    task = load_task(path)
+    fast = task.objective({"x": "1"})  # 0.1 s: the incumbent
+    slow = task.objective({"x": "15"})  # 1.5 s: more than 3x the incumbent and than min_timeout_s
+    assert fast["stdout_regex"] == 99.0 and slow["stdout_regex"] == 85.0
+    # Set in the task, the factor applies to any metric: the same run is then cut at 1 s.
+    task = load_task(write(tmp_path, SLOW_IS_BETTER_TASK + "\n[timing]\ntimeout_factor = 3\n",
+                           {"cand.sh": SLOW_IS_BETTER}))
+    task.objective({"x": "1"})
+    with pytest.raises(Exception, match="adaptive limit: 3x"):
+        task.objective({"x": "15"})

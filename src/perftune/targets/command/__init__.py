@@ -28,7 +28,7 @@ Schema (names are stable)::
 
     [run]
     command = ["{scratch}/mm", "{input}"]
-    timeout_s = 30                      # upper bound; the adaptive limit is timeout_factor x best time
+    timeout_s = 30                      # upper bound; for a time metric also timeout_factor x best time
     stdin = "{input}"                   # optional
 
     [objective]
@@ -63,7 +63,8 @@ Schema (names are stable)::
     confidence = 0.95
     futility_confidence = 0.8           # optional: stop hopeless candidates sooner
     repeats = 5                         # instead: exactly this many runs
-    timeout_factor = 3.0                # adaptive run limit = 3 x the incumbent's time ...
+    timeout_factor = 3.0                # adaptive run limit = 3 x the incumbent's time (default: 3 for
+                                        # wall_time/cpu_time to minimise, none for other metrics) ...
     min_timeout_s = 1.0                 # ... but at least this
     pin_cpus = [1]                      # cores this process may use (os.sched_getaffinity)
 

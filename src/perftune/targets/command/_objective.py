@@ -65,7 +65,9 @@ class TimingOptions:
     """``[timing]``: repeats, sequential test, warm-up, adaptive timeout, core pinning."""
 
     settings: TimingSettings
-    timeout_factor: float = 3.0
+    #: The adaptive run limit, a multiple of the incumbent's wall time. None (not set in the task): 3 when
+    #: the metric is a time to minimise, off otherwise (a slower run may have the better size or score).
+    timeout_factor: float | None = None
     min_timeout_s: float = 1.0
     pin_cpus: tuple[int, ...] | None = None
     repeats: int | None = None  # ``repeats = n``: exactly n runs, whatever the metric
@@ -97,8 +99,8 @@ class TimingOptions:
         pin = table.get("pin_cpus")
         if pin is not None and (not isinstance(pin, list) or not all(isinstance(c, int) for c in pin)):
             raise ValueError(f"pin_cpus must be an array of core numbers, got {pin!r}")
-        factor = float(table.get("timeout_factor", 3.0))
-        if factor < 1:
+        factor = float(table["timeout_factor"]) if "timeout_factor" in table else None
+        if factor is not None and factor < 1:
             raise ValueError(f"timeout_factor must be at least 1, got {factor}")
         return cls(
             settings,
@@ -663,8 +665,9 @@ class CommandObjective:
                 raise CandidateError(f"build: {error}") from None
             timeout = self.run.timeout_s
             adaptive = False
-            if incumbent and incumbent.get("wall_s"):
-                limit = max(self.timing.min_timeout_s, self.timing.timeout_factor * incumbent["wall_s"])
+            factor = self.timeout_factor
+            if factor is not None and incumbent and incumbent.get("wall_s"):
+                limit = max(self.timing.min_timeout_s, factor * incumbent["wall_s"])
                 if limit < timeout:
                     timeout, adaptive = limit, True
             walls: list[float] = []
@@ -688,7 +691,7 @@ class CommandObjective:
                 r = self._step(sandbox, self.run, ctx, scratch.path, timeout)
                 if r.status is Status.TIMEOUT:
                     why = (
-                        f" (adaptive limit: {self.timing.timeout_factor:g}x the best time so far)"
+                        f" (adaptive limit: {factor:g}x the best time so far)"
                         if adaptive
                         else ""
                     )
@@ -710,6 +713,9 @@ class CommandObjective:
 
             result = self._measure(config, run_once, incumbent, shared, full=full)
             value = statistics.median(result.samples)
+            # The warm-up runs come first; the times describe the measured runs, as the value does.
+            n_warm = max(0, len(walls) - len(result.samples))
+            walls, cpus = walls[n_warm:] or walls, cpus[n_warm:] or cpus
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
                 problem, verified = self._maybe_verify(
@@ -720,8 +726,7 @@ class CommandObjective:
                     raise CandidateError(f"verification failed: {problem}")
             if full and result.decision is Decision.BETTER:
                 shared.offer_incumbent(result.samples, value, statistics.median(walls), self._better)
-        return {
-            self.metric: value,
+        metrics = {
             "samples": result.samples,
             "wall_time": statistics.median(walls),
             "cpu_time": statistics.median(cpus),
@@ -729,6 +734,20 @@ class CommandObjective:
             "n_runs": float(result.n_runs),
             "verified": verified,
         }
+        metrics[self.metric] = value  # last: a metric named wall_time is the median of its samples
+        return metrics
+
+    @property
+    def timeout_factor(self) -> float | None:
+        """The adaptive run limit's multiple of the incumbent's wall time, or None (no adaptive limit).
+
+        ``[timing] timeout_factor`` when the task sets it; else 3 for a time to minimise (a run 3x slower
+        than the best cannot win) and none for other metrics (a size, a score, a count: a slow run may
+        still be the best, and only ``run.timeout_s`` bounds it).
+        """
+        if self.timing.timeout_factor is not None:
+            return self.timing.timeout_factor
+        return 3.0 if self.metric in ("wall_time", "cpu_time") and self.goal == "min" else None
 
     def _planned_runs(self, shared: _Shared) -> int | None:
         """How many runs (warm-ups included) one evaluation makes, when that is known before it starts:
