@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -94,10 +95,22 @@ def _emit_json(payload: dict[str, Any]) -> None:
     click.echo(json.dumps({"schema": JSON_SCHEMA_VERSION, **payload}, indent=2, default=str))
 
 
+#: Trials of a run when neither --budget nor the task file's tuning.budget says.
+DEFAULT_EVALS = 50
+
+
+def _factor(imp: dict[str, Any], key: str) -> str:
+    """One number of an improvement's JSON as the text prints it: ``3.871x``, or ``+100.0%`` where the values
+    reach 0 or below and there is no ratio (``"ratio": false``)."""
+    value = float(imp[key])
+    return f"{value:.3f}x" if imp.get("ratio", True) else f"{(value - 1) * 100:+.1f}%"
+
+
 def _budget_option(f: Any) -> Any:
     return click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
-                        help="Trials (200) or wall time (90s, 10m, 1h); "
-                             "give twice for both, the first reached ends the run.")(f)
+                        help="Trials (200) or wall time (90s, 10m, 1h); give twice for both, the first "
+                             f"reached ends the run. Default: the task's tuning.budget, else {DEFAULT_EVALS} "
+                             "trials.")(f)
 
 
 def _progress_options(f: Any) -> Any:
@@ -291,7 +304,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
     spec = command_target.task
     limit = parse_budget(_opt(ctx, "budget", budget)) if _opt(ctx, "budget", budget) else spec.budget
     if limit is None:
-        limit = Budget(evals=50)
+        limit = Budget(evals=DEFAULT_EVALS)
     seed = _opt(ctx, "seed", seed) if _opt(ctx, "seed", seed) is not None else spec.seed
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
     st = _open(ctx, store, must_exist=False)
@@ -377,7 +390,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
     from perftune.report import answer_of, record_final_answer
     from perftune.targets import TargetObjective
 
-    limit = parse_budget(list(items)) if items else Budget(evals=50)
+    limit = parse_budget(list(items)) if items else Budget(evals=DEFAULT_EVALS)
     _warn_lag(seed, lag, workers)
     st = _open(ctx, store, must_exist=False)
     sources = [_warm_start_source(st, source) for source in warm_start]
@@ -457,13 +470,19 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
 
     spec = target.task
 
-    if store is not None and tuner.run_id is not None and tuner.n_trials:
-        store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
     try:
+        if store is not None and tuner.run_id is not None and tuner.n_trials:
+            store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
                            progress=_current_progress(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
+        # Stopped before its loop began (Ctrl-C or SIGTERM while it started): the run is marked as the loop
+        # would have marked it, not left 'running'.
+        with contextlib.suppress(Exception):
+            if store is not None and tuner.run_id is not None and \
+                    store.get_run(tuner.run_id).status == "running":
+                tuner.close("interrupted")
         click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
         sys.exit(130)
     searched = result.best
@@ -609,16 +628,21 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
         limit = Budget(evals=evals, seconds=more.seconds).merged(limit)
     if limit is None:
         stored = (info.settings or {}).get("budget") or {}
-        limit = Budget(**{k: v for k, v in stored.items() if v is not None}) if stored else Budget(evals=50)
+        kept = {k: v for k, v in stored.items() if v is not None}
+        limit = Budget(**kept) if stored else Budget(evals=DEFAULT_EVALS)
     n_workers = _opt(ctx, "workers", workers) or spec.workers or 1
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
+    if limit.evals is not None and tuner.n_trials >= limit.evals:
+        # Nothing to do: the run, its budget, its end and its answer stay as they are.
+        st.release_lease(lease)
+        click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
+                   f"{limit.evals} allows: nothing to measure, the run is unchanged (--budget +N measures "
+                   f"N more; its result: perftune show {info.name})", err=True)
+        return
     # The run's settings say the budget it runs with now (show and the report print them).
     st.update_settings(info.id, {"budget": limit.__dict__})
-    if limit.evals is not None and tuner.n_trials >= limit.evals:
-        click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
-                   f"{limit.evals} allows: nothing to measure (--budget +N measures N more)", err=True)
     _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
 
 
@@ -662,9 +686,21 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
     items = _opt(ctx, "budget", budget)
     seed = _opt(ctx, "seed", seed)
     if info is not None:
-        if items or seed is not None:
-            raise PerftuneError(f"work: run {info.name!r} exists and keeps its budget and seed "
-                                "(--budget and --seed set those of a run created here)")
+        # Every worker may run the same line: a --budget or --seed equal to the run's is fine (a worker that
+        # joins later, a restarted array job); a different one cannot change the run and is refused.
+        kept = info.settings or {}
+        if items:
+            def given(b: Any) -> dict[str, Any]:
+                return {k: v for k, v in (b or {}).items() if v is not None}
+
+            have = given(kept.get("budget"))
+            if given(parse_budget(list(items)).__dict__) != have:
+                raise PerftuneError(f"work: run {info.name!r} exists with budget {have}; --budget "
+                                    f"{' '.join(items)} differs (a run keeps the budget it was created with: "
+                                    "leave --budget out to join it)")
+        if seed is not None and seed != kept.get("seed"):
+            raise PerftuneError(f"work: run {info.name!r} exists with seed {kept.get('seed')}; --seed {seed} "
+                                "differs (leave --seed out to join it)")
         stored_task = (info.settings or {}).get("task")
         if not stored_task:
             raise PerftuneError(f"work: run {info.name!r} was not started from a task file; "
@@ -693,7 +729,8 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
                       technique=spec.technique or "default",
                       settings={"task": os.path.abspath(task), "task_fingerprint": _task_fingerprint(task)},
                       environment=capture_environment(os.path.dirname(os.path.abspath(task))))
-    worker = Tuner.attach(run, store=st, space=spec.space, budget=Budget.coerce(limit) or Budget(evals=50),
+    worker = Tuner.attach(run, store=st, space=spec.space,
+                          budget=Budget.coerce(limit) or Budget(evals=DEFAULT_EVALS),
                           heartbeat_s=heartbeat_s, timeout_s=timeout_s, **create)
     try:
         summary = worker.work(spec.objective, max_trials=max_trials)
@@ -777,7 +814,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         # Text cells: a name like "[/]" is printed, not parsed as markup.
         table.add_row(str(r["id"]), _text(str(r["name"])), _text(str(r["status"])), _text(str(r["goal"])),
                       str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
-                      "-" if imp is None else f"{imp['estimate']:.3f}x", _when(r["created_at"]))
+                      "-" if imp is None else _factor(imp, "estimate"), _when(r["created_at"]))
     _console().print(table)
     for line in damaged:
         click.echo(f"perftune: {_printable(line)}", err=True)
@@ -894,13 +931,27 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.pass_context
 def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
-    """Print the best configuration of RUN as JSON."""
+    """Print the configuration RUN answered as JSON (what show prints as its final answer: the best trial,
+    or the one that passed its check; for a gcc flags run, its flags and command line)."""
+    from perftune.report import final_answer
+
     st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
-    best = st.best(info.id)
-    if best is None:
-        raise PerftuneError(f"run {info.name!r} has no successful trial")
-    click.echo(best.config.to_json())
+    trials = st.trials(info.id)
+    answer = final_answer(st, info, trials)
+    chosen = next((t for t in trials if answer.trial is not None and t.id == answer.trial and t.ok), None)
+    if chosen is not None:
+        click.echo(chosen.config.to_json())
+    elif answer.trial is None and answer.config is not None:  # an answer that is no trial (gcc flags)
+        extra = {} if answer.command_line is None else {"command_line": answer.command_line}
+        click.echo(json.dumps({**answer.config, **extra}))
+    elif answer.note:
+        raise PerftuneError(f"run {info.name!r} has no final answer: {answer.note}")
+    else:
+        best = st.best(info.id)
+        if best is None:
+            raise PerftuneError(f"run {info.name!r} has no successful trial")
+        click.echo(best.config.to_json())
 
 
 @cli.command("export")
@@ -908,7 +959,8 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(["csv", "json", "kt"]), default=None,
               help="csv, json, or kt: a Kernel Tuner cache file, replayable with tune_kernel(..., "
                    "simulation_mode=True). Default: from the file's name (.csv, .json, .kt.json), else csv.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write; - writes CSV or JSON to standard output.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
 @click.pass_context
@@ -921,12 +973,15 @@ def export_cmd(
     (against formula injection: the text comes from the store; a spreadsheet would run it as a formula).
     Numbers are written as they are.
     """
-    named = _export_format_of(output)
+    to_stdout = output == "-"
+    named = None if to_stdout else _export_format_of(output)
     # A Kernel Tuner cache is a .json file: --format kt and a plain .json name agree.
     if fmt is not None and named is not None and (named == "csv") != (fmt == "csv"):
         raise click.UsageError(f"--format {fmt}, but {output!r} is named as {named}: "
                                "name the file for its format, or leave --format out")
     fmt = fmt or named or "csv"
+    if to_stdout and fmt == "kt":
+        raise click.UsageError("-o -: a Kernel Tuner cache is a file Kernel Tuner opens; name one (.kt.json)")
     st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     if fmt == "kt":
@@ -936,6 +991,9 @@ def export_cmd(
     else:
         if kernel_name is not None:
             raise click.UsageError("--kernel-name is only for --format kt")
+        if to_stdout:
+            st.export(info.id, fmt, sys.stdout)
+            return
         st.export(info.id, fmt, output)
     click.echo(f"wrote {output}")
 
@@ -1005,7 +1063,8 @@ def entry() -> None:
 @click.argument("benchmark")
 @click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
               help="Wall time (90s, 10m; default 60s) or sequences evaluated (500); give twice for both, "
-                   "the first reached ends the search.")
+                   "the first reached ends the search. The search only: preparing the benchmark (the "
+                   "helper's build on first use, the -O0 reference run) comes before it.")
 @click.option("--seconds", type=float, default=None, metavar="S",
               help="Deprecated alias: --seconds 30 is --budget 30s.")
 @click.option("--search", type=click.Choice(["perftune", "random", "greedy"]), default="perftune",
@@ -1414,8 +1473,8 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
         table.add_row(_text(r["name"]), _text(str(r["status"])), str(r["n_trials"]),
                       "-" if r["best"] is None else f"{r['best']:.6g}",
                       "(reference)" if r is rows[0] else "-" if imp is None else
-                      (f"{imp['estimate']:.3f}x" + ("" if not imp["interval"] else
-                                                    f" ({imp['low']:.3f}x to {imp['high']:.3f}x)")),
+                      (_factor(imp, "estimate") + ("" if not imp["interval"] else
+                                                   f" ({_factor(imp, 'low')} to {_factor(imp, 'high')})")),
                       *["-" if r["best_at"].get(m) is None else f"{r['best_at'][m]:.6g}" for m in marks])
     _console().print(table)
     for r in rows[1:]:

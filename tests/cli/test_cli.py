@@ -71,6 +71,14 @@ def test_run_runs_show_best_export_and_json(tmp_path):
     out = tmp_path / "trials.csv"
     assert invoke("--store", db, "export", "square", "--format", "csv", "-o", str(out)).exit_code == 0
     assert len(out.read_text().strip().splitlines()) == 13
+    # -o - is standard output (it wrote a file named "-"), the same rows; a Kernel Tuner cache needs a file.
+    piped = invoke("--store", db, "export", "square", "--format", "csv", "-o", "-")
+    assert piped.exit_code == 0 and piped.output == out.read_text()
+    as_json = invoke("--store", db, "export", "square", "--format", "json", "-o", "-").output
+    assert len(json.loads(as_json)["trials"]) == 12
+    assert not (Path.cwd() / "-").exists()
+    kt = CliRunner().invoke(cli, ["--store", db, "export", "square", "--format", "kt", "-o", "-"])
+    assert kt.exit_code == 2 and "a Kernel Tuner cache is a file" in kt.output
 
     # A second run of the same task gets its own name.
     again = json.loads(invoke("--store", db, "run", str(task), "--budget", "3", "--json").output)

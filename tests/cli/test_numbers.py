@@ -153,6 +153,30 @@ def test_show_and_report_print_the_recorded_final_answer_not_the_best_trial(tmp_
     data = json.loads(invoke("--store", db, "show", "fallback", "--json"))
     assert data["improvement"]["estimate"] == 2.0 and data["final"]["trial"] == 1
     assert "failed its check" in data["note"]
+    # best prints the same answer (it printed the best trial, x=2, which failed its check).
+    assert json.loads(invoke("--store", db, "best", "fallback")) == {"x": 1}
+
+
+def test_best_prints_an_answer_that_is_no_trial_and_says_when_there_is_none(tmp_path):
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    run_id = _stored_run(db)
+    store = open_store(db)
+    try:
+        # A gcc flags run answers a flag set and its command line, not one of its trials.
+        store.record_result(run_id, FinalAnswer(None, config={"flags": ["-O3", "-funroll-loops"]},
+                                                command_line="gcc -O3 -funroll-loops m.c -o prog").to_json())
+    finally:
+        store.close()
+    assert json.loads(invoke("--store", db, "best", "fallback")) == {
+        "flags": ["-O3", "-funroll-loops"], "command_line": "gcc -O3 -funroll-loops m.c -o prog"}
+    store = open_store(db)
+    try:
+        store.record_result(run_id, FinalAnswer(None, note="no verified winner among the best trials: the "
+                                                           "run has no final answer").to_json())
+    finally:
+        store.close()
+    res = CliRunner().invoke(cli, ["--store", db, "best", "fallback"])
+    assert res.exit_code == 2 and "has no final answer: no verified winner" in res.output
 
 
 def test_improvement_text_is_one_format():
@@ -223,3 +247,22 @@ def test_record_result_replaces_forgets_and_refuses_unknown_runs(tmp_path):
             store.record_result(99, {"note": "x"})
     finally:
         store.close()
+
+
+def test_an_interval_that_includes_no_improvement_says_so():
+    # A flags run on a loaded machine: 1.171x with an interval from 0.605x (3 runs each).
+    assert Improvement(1.171, 0.605, 2.264, baseline="-O3").text() == (
+        "improvement over -O3: 1.171x (95% CI 0.605x to 2.264x: within the noise, not shown to be better)")
+    assert Improvement(1.171, 1.02, 1.3).text().endswith("(95% CI 1.020x to 1.300x)")
+
+
+def test_a_best_of_zero_is_no_ratio_and_says_so():
+    # The default 0.08, the best exactly 0: there is no ratio, and "2.000x" read as twice as good.
+    default = Trial(0, Config({"x": 0}), Status.OK, value=0.08, samples=[0.08])
+    best = Trial(1, Config({"x": 1}), Status.OK, value=0.0, samples=[0.0])
+    imp = improvement_of(best, default)
+    assert imp is not None and not imp.ratio
+    assert imp.text() == ("improvement over the default configuration: +100.0% (relative to its value: a "
+                          "value is 0 or below, so there is no ratio) (one measurement each: no confidence "
+                          "interval)")
+    assert Improvement.from_json(imp.to_json()) == Improvement(2.0, 2.0, 2.0, interval=False, ratio=False)

@@ -254,8 +254,15 @@ def test_resume_with_a_budget_already_spent_says_so(tmp_path):
     task.write_text(HOSTILE)
     db = str(tmp_path / "p.db")
     invoke("--store", db, "run", str(task), "--budget", "3", "--seed", "0", "--name", "r")
+    before = json.loads(invoke("--store", db, "show", "r", "--json"))
     said = invoke("--store", db, "resume", "r", "--budget", "2")
     assert "run 'r' has 3 trials, as many as a budget of 2 allows: nothing to measure" in said
+    # ... and the run is left as it was: its budget, its end and its answer (a no-op resume wrote a budget
+    # of 2 and a new end time into a run of 3 trials).
+    after = json.loads(invoke("--store", db, "show", "r", "--json"))
+    assert after == before
+    # A later plain resume still reads the run's own budget.
+    assert "as many as a budget of 3 allows" in invoke("--store", db, "resume", "r")
 
 
 def test_the_store_file_alone_holds_every_trial_when_a_command_ends(tmp_path):
@@ -292,3 +299,24 @@ def test_flags_contributions_never_print_a_negative_slowdown(capsys):
     assert "-fno-plt: 1.3% faster without it in the last check (kept:" in out
     assert "-ffast-math: required for the output" in out
     assert "-1.3%" not in out and "+25.0%" not in out
+
+
+def test_an_interrupt_before_the_loop_begins_leaves_an_interrupted_run_and_the_resume_line(
+        tmp_path, monkeypatch):
+    # SIGTERM 1.9 s after start reached the command between the run's creation and its loop: the run stayed
+    # 'running' for ever and no resume line was printed.
+    from perftune.drive import Tuner
+
+    def stopped(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Tuner, "run", stopped)
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = str(tmp_path / "p.db")
+    result = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--budget", "3", "--name", "r"])
+    assert result.exit_code == 130
+    assert "perftune: interrupted; resume with: perftune resume r" in result.output
+    monkeypatch.undo()
+    listed = json.loads(invoke("--store", db, "runs", "--json"))["runs"]
+    assert [(r["name"], r["status"]) for r in listed] == [("r", "interrupted")]

@@ -124,7 +124,11 @@ def test_perftune_work_shares_a_task_file_run(zlib_task: Path, tmp_path: Path) -
     again = subprocess.run([str(PERFTUNE), "work", "zl", "--store", store, "--budget", "3"],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and again.stderr.strip().count("\n") == 0
-    assert "run 'zl' exists and keeps its budget and seed" in again.stderr
+    assert "run 'zl' exists with budget {'evals': 8}; --budget 3 differs" in again.stderr
+    # The line every worker runs, from a worker that joins late: the same budget and task are fine.
+    late = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert late.returncode == 0, late.stderr[-2000:]
+    assert json.loads(late.stdout)["n_measured"] == 0 and json.loads(late.stdout)["stop_reason"] == "budget"
     missing = subprocess.run([str(PERFTUNE), "work", "nope", "--store", store], capture_output=True,
                              text=True, timeout=120)
     assert missing.returncode == 2 and "no run 'nope'" in missing.stderr

@@ -188,3 +188,22 @@ def test_finish_and_claim_records_and_claims_in_one_go(url: str, store: Store) -
     accepted, last = store.finish_and_claim(nxt, _result(1, 1.0), timeout_s=30)
     assert not accepted and last is None  # no longer its claim: refused, and nothing left to claim
     assert [t.id for t in store.trials(run_id)] == [0]
+
+
+def test_tickets_a_resumed_driver_stored_are_not_measured_again(url: str, store: Store) -> None:
+    # Both workers of a shared run died; a driver resumed the run (Tuner.resume) and measured the tickets
+    # they had in hand, and one more, without the trial leases. A worker that joins later must not measure
+    # those again (it did: 205 measurements for 200 trials), and a claim finished after the driver stored
+    # the ticket is no result of this worker's.
+    run_id = _issue(store, 4)
+    held = store.claim_trial(run_id, timeout_s=30)
+    assert held is not None and held.trial_id == 0
+    _play_dead(url, run_id, 0)
+    for ticket in (0, 1):
+        store.add_trial(run_id, _result(ticket, 1.0 + ticket))  # what the resumed driver stored
+    claim = store.claim_trial(run_id, timeout_s=30)
+    assert claim is not None and claim.trial_id == 2  # not 0 (a dead worker's) nor 1 (pending): stored
+    assert store.count_trial_leases(run_id) == {"pending": 1, "claimed": 1, "done": 2}
+    store.add_trial(run_id, _result(2, 9.0))
+    assert not store.finish_claim(claim, _result(2, 3.0))  # stored by the driver first: not this worker's
+    assert [t.value for t in store.trials(run_id)] == [1.0, 2.0, 9.0]

@@ -258,3 +258,66 @@ def test_a_seeded_run_is_the_same_in_another_process(technique):
     digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout.strip() for h in (1, 2, 3)}
     assert len(digests) == 1, digests
+
+
+def test_improvement_is_the_number_show_prints(tmp_path) -> None:  # noqa: ANN001
+    # With repeats, Result.improvement is the ratio of geometric means that perftune show, the report and
+    # --json print for the same run (it was the ratio of the two medians: 12.277 in Python, 12.714x shown).
+    import json
+    import random
+
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    noise = random.Random(3)
+
+    def objective(config):  # noqa: ANN001, ANN202
+        return (1.0 + config["x"]) * noise.choice([0.8, 1.0, 1.0, 1.5, 2.0])
+
+    db = tmp_path / "rep.db"
+    result = perftune.tune(objective, Space({"x": Int(0, 20, default=20)}), budget=12, seed=1, repeats=5,
+                           store=f"sqlite:///{db}", name="rep")
+    shown = json.loads(CliRunner().invoke(cli, ["--store", str(db), "show", "rep", "--json"]).output)
+    assert result.improvement == pytest.approx(shown["improvement"]["estimate"], abs=5e-4)  # 3 decimals
+    assert result.improvement == pytest.approx(result.speedup().estimate, rel=1e-12)
+
+
+@pytest.mark.parametrize("stop_at", [100, 150, 163])
+def test_a_seeded_run_extended_from_its_checkpoint_matches_the_uninterrupted_run(tmp_path, stop_at) -> None:  # noqa: ANN001
+    # The review's case: stopped anywhere from ticket ~110 to 163, the resumed run proposed another
+    # configuration at ticket 164 (the bandit told the restored best trial twice: it compared by identity).
+    space = Space({"x": Float(0, 1, default=0.5), "y": Int(0, 9, default=5)})
+
+    def objective(config):  # noqa: ANN001, ANN202
+        return (config["x"] - 0.3) ** 2 + (config["y"] - 3) ** 2 * 0.01
+
+    whole = perftune.tune(objective, space, budget=210, seed=3, store=f"sqlite:///{tmp_path / 'a.db'}")
+    db = f"sqlite:///{tmp_path / 'b.db'}"
+    perftune.tune(objective, space, budget=stop_at, seed=3, store=db, name="part")
+    resumed = Tuner.resume("part", db, space=space).run(objective, 210)
+    assert [(t.id, t.technique, t.config) for t in resumed.trials] == \
+        [(t.id, t.technique, t.config) for t in whole.trials]
+
+
+def test_a_resumed_run_counts_the_same_deciding_work_as_the_uninterrupted_one(tmp_path) -> None:  # noqa: ANN001
+    # A seeded bandit charges its arms counted work: the model's enumeration of a finite space, rebuilt
+    # after a resume, was counted a second time (6252 units against 9122 here), which can change its choices.
+    space = Space({"x": Int(0, 40, default=20), "y": Int(0, 9, default=5), "b": Pow2(1, 64, default=8)})
+
+    def objective(config):  # noqa: ANN001, ANN202
+        return (config["x"] - 13) ** 2 + (config["y"] - 3) ** 2 * 0.5 + abs(config["b"] - 16) * 0.1
+
+    whole = Tuner(space, seed=3, store=f"sqlite:///{tmp_path / 'a.db'}", name="a")
+    whole.run(objective, 200)
+    db = f"sqlite:///{tmp_path / 'b.db'}"
+    Tuner(space, seed=3, store=db, name="b").run(objective, 120)
+    resumed = Tuner.resume("b", db, space=space)
+    resumed.run(objective, 200)
+
+    def work(tuner: Tuner) -> dict[str, float]:
+        staged = tuner._technique
+        return {"design": staged.design.work_done,
+                **{arm.name: arm.work_done for arm in staged.bandit.techniques}}
+
+    assert work(resumed) == work(whole)

@@ -249,3 +249,24 @@ def test_pruned_trials_are_counted_apart_from_the_failures(tmp_path: Path) -> No
     failures_part = page[start:page.index("</table>", start)]
     assert f"{n_pruned} trials pruned early" in failures_part
     assert "stopped at step 1" not in failures_part
+
+
+def test_cancelled_trials_are_not_counted_as_failures(tmp_path: Path) -> None:
+    from perftune.drive import Tuner
+    from perftune.report import run_view, runs_view
+
+    path = f"sqlite:///{tmp_path / 'cancel.db'}"
+    tuner = Tuner(Space({"x": Int(0, 41)}), seed=0, store=path, name="cx")
+    for i in range(6):
+        trial = tuner.ask()
+        if i < 3:
+            tuner.tell(trial, float(trial.config["x"]))
+        elif i == 3:
+            tuner.tell(trial, error="crashed")
+        else:  # what a time budget does to evaluations in flight at its end
+            tuner.tell(trial, status=Status.CANCELLED, error="time budget reached")
+    tuner.close()
+    store = open_store(path)
+    assert run_view(store, "cx")["run"]["n_failed"] == 1
+    [row] = [r for r in runs_view(store) if r["name"] == "cx"]
+    assert row["n_failed"] == 1 and row["n_trials"] == 6

@@ -14,6 +14,7 @@ that promise.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections import deque
@@ -147,8 +148,10 @@ class Result:
     def improvement(self) -> float | None:
         """How many times better the best is than the default configuration (>1 is better).
 
-        Defined for positive values (times, sizes, rates); a best of exactly 0 when minimising is
-        infinitely better. None when there is no baseline or the values change sign.
+        The ratio of the geometric means of their samples: the number ``perftune show``, the report and
+        ``--json`` print for the run (:meth:`speedup`'s estimate; with one sample each, the ratio of the
+        values). Defined for positive values (times, sizes, rates); a best of exactly 0 when minimising
+        is infinitely better. None when there is no baseline or the values change sign.
         """
         if self.best is None or self.default is None or not self.default.ok:
             return None
@@ -157,7 +160,17 @@ class Result:
         low, high = (b, d) if self.goal == "min" else (d, b)
         if low < 0 or high <= 0:
             return None
-        return high / low if low > 0 else float("inf")
+        if low == 0:
+            return float("inf")
+        if len(self.best.samples) <= 1 and len(self.default.samples) <= 1:
+            return high / low  # one value each: their ratio is the geometric means' ratio, exactly
+        try:
+            ci = self.speedup()
+        except (ValueError, ZeroDivisionError, OverflowError):
+            ci = None  # samples that a geometric mean cannot take: the values' ratio
+        if ci is not None and math.isfinite(ci.estimate) and ci.estimate > 0:
+            return ci.estimate
+        return high / low
 
     def speedup(self, confidence: float = 0.95) -> SpeedupCI | None:
         """Speedup of the best over the default configuration with its interval, from their samples.

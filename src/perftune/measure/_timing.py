@@ -276,14 +276,20 @@ class SpeedupCI:
     """Speedup of the winner over the baseline (ratio of geometric means) with its interval.
 
     ``estimate > 1`` means the winner is better (faster when minimising, higher when maximising).
+    ``ratio`` is False when a sample is 0 or negative: there is no ratio then, and the numbers are 1 plus
+    the relative improvement (the difference of the means over the baseline's mean).
     """
 
     estimate: float
     lo: float
     hi: float
     confidence: float
+    ratio: bool = True
 
     def __str__(self) -> str:
+        if not self.ratio:
+            return (f"{(self.estimate - 1) * 100:+.1f}% [{(self.lo - 1) * 100:+.1f}%, "
+                    f"{(self.hi - 1) * 100:+.1f}%] at {self.confidence:.0%} (relative, not a ratio)")
         return f"{self.estimate:.3f}x [{self.lo:.3f}, {self.hi:.3f}] at {self.confidence:.0%}"
 
 
@@ -303,4 +309,4 @@ def speedup_ci(
     if log_scale:
         return SpeedupCI(math.exp(-d), math.exp(-hi), math.exp(-lo), confidence)
     # Non-positive metrics: report the relative improvement + 1 instead of a ratio.
-    return SpeedupCI(1 - d, 1 - hi, 1 - lo, confidence)
+    return SpeedupCI(1 - d, 1 - hi, 1 - lo, confidence, ratio=False)

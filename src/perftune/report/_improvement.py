@@ -48,6 +48,8 @@ class Improvement:
         baseline: What the answer is compared with, as printed ("the default configuration", "-O3").
         is_baseline: The final answer is the baseline itself (the estimate is 1 by definition).
         interval: False when a side has a single measurement: there is no noise to bound then.
+        ratio: False when a value is 0 or negative (no ratio exists): the numbers are then 1 plus the
+            relative improvement, and the text prints that improvement in percent.
 
     Example:
         >>> Improvement(1.0, 1.0, 1.0, baseline="-O3", is_baseline=True).text()
@@ -61,16 +63,26 @@ class Improvement:
     baseline: str = DEFAULT_BASELINE
     is_baseline: bool = False
     interval: bool = True
+    ratio: bool = True
+
+    def _number(self, value: float) -> str:
+        return f"{value:.{_DIGITS}f}x" if self.ratio else f"{(value - 1) * 100:+.1f}%"
 
     def text(self) -> str:
         """The one line every view prints."""
-        head = f"improvement over {self.baseline}: {self.estimate:.{_DIGITS}f}x"
+        head = f"improvement over {self.baseline}: {self._number(self.estimate)}"
+        if not self.ratio:
+            # A value of 0 or below has no ratio (a best of 0 read as "2.000x" before).
+            head += " (relative to its value: a value is 0 or below, so there is no ratio)"
         if self.is_baseline:
             return f"{head} (the final answer is {self.baseline} itself)"
         if not self.interval:
             return f"{head} (one measurement each: no confidence interval)"
-        return (f"{head} ({self.confidence:.0%} CI {self.low:.{_DIGITS}f}x "
-                f"to {self.high:.{_DIGITS}f}x)")
+        ci = f"{self.confidence:.0%} CI {self._number(self.low)} to {self._number(self.high)}"
+        if self.low < 1.0 < self.high:
+            # The noise allows no improvement at all: say so where the number is.
+            return f"{head} ({ci}: within the noise, not shown to be better)"
+        return f"{head} ({ci})"
 
     def to_json(self) -> dict[str, Any]:
         """The numbers as printed (rounded to the printed digits) and the printed line."""
@@ -82,6 +94,7 @@ class Improvement:
             "baseline": self.baseline,
             "is_baseline": self.is_baseline,
             "interval": self.interval,
+            "ratio": self.ratio,
             "text": self.text(),
         }
 
@@ -98,7 +111,7 @@ class Improvement:
             return None
         return cls(*numbers, baseline=str(data.get("baseline") or DEFAULT_BASELINE),
                    is_baseline=bool(data.get("is_baseline", False)),
-                   interval=bool(data.get("interval", True)))
+                   interval=bool(data.get("interval", True)), ratio=bool(data.get("ratio", True)))
 
 
 @dataclass(frozen=True)
@@ -197,7 +210,8 @@ def improvement_of(best: Any, default: Any, *, goal: str = "min", confidence: fl
         return None
     return Improvement(ci.estimate, ci.lo, ci.hi, ci.confidence, baseline=baseline,
                        is_baseline=best.id == default.id,
-                       interval=min(len(_samples(best)), len(_samples(default))) >= 2)
+                       interval=min(len(_samples(best)), len(_samples(default))) >= 2,
+                       ratio=getattr(ci, "ratio", True))
 
 
 def answer_of(best: Any, default: Any, *, goal: str = "min", note: str | None = None) -> FinalAnswer:

@@ -148,13 +148,15 @@ def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> di
 
 
 def _n_failed(store: Any, run_id: int, n_trials: int, n_ok: int) -> int:
-    """Trials that failed: neither ok, nor still pending, nor pruned early by a fidelity schedule."""
+    """Trials that failed: neither ok, nor still pending, nor pruned early by a fidelity schedule, nor
+    cancelled (stopped by the run's end, no fault of theirs)."""
     if not n_trials:
         return 0
     n_ok = n_ok if n_ok >= 0 else store.count(run_id, Status.OK)
     if n_ok == n_trials:
         return 0
-    return n_trials - n_ok - store.count(run_id, Status.PRUNED) - store.count(run_id, Status.PENDING)
+    not_failed = (Status.PRUNED, Status.PENDING, Status.CANCELLED)
+    return n_trials - n_ok - sum(store.count(run_id, status) for status in not_failed)
 
 
 def runs_view(store: Any) -> list[dict[str, Any]]:

@@ -197,6 +197,7 @@ class Boundary(BaseTechnique):
         self._now: dict[str, float] = {}  # the trends the proposal being made leans on
         self._valid_index: tuple[list[Any], np.ndarray] | None = None  # for the nearest repair
         self._codes: dict[str, dict[str, int]] = {}
+        self._index_counted = False  # the enumeration's work is counted once, not again after a resume
 
     def _after_load(self) -> None:
         self._valid_index, self._codes = None, {}
@@ -291,7 +292,9 @@ class Boundary(BaseTechnique):
         infinite) to enumerate within ``enumerate_limit``."""
         if self._valid_index is None:
             valid, n_enumerated = enumerate_within(self.space, self.settings.enumerate_limit)
-            self.work_done += n_enumerated
+            if not self._index_counted:
+                self.work_done += n_enumerated
+                self._index_counted = True
             if not valid:
                 self._valid_index = ([], np.zeros((0, 0)))
             else:

@@ -256,6 +256,9 @@ class ModelBased(BaseTechnique):
         self._enum: list[Config] | None = None  # every valid configuration of a small finite space
         self._enum_x: np.ndarray | None = None
         self._enum_tried = False
+        # Whether the enumeration's work was counted: a resumed run rebuilds it, and must not count it twice
+        # (the bandit charges counted work, so a second count changed a seeded run's choices).
+        self._enum_counted = False
         # (x, y, random states, bootstrap indices or None) of the last fit: enough to refit it exactly.
         self._fit_record: tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray] | None] | None = None
 
@@ -278,7 +281,9 @@ class ModelBased(BaseTechnique):
         if not self._enum_tried:
             self._enum_tried = True
             configs, n_enumerated = enumerate_within(self.space, self.settings.enumerate_limit)
-            self.work_done += n_enumerated
+            if not self._enum_counted:
+                self.work_done += n_enumerated
+                self._enum_counted = True
             if configs is not None:
                 self._enum = configs
                 self._enum_x = self._features.rows(configs).astype(np.float32)

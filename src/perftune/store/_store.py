@@ -1407,6 +1407,13 @@ class Store:
                 return None
         space = self._space(run_id)
 
+        trials_t = schema.trials
+
+        def stored(conn: Connection, trial_id: int) -> bool:
+            query = sa.select(trials_t.c.trial_id).where(trials_t.c.run_id == run_id,
+                                                          trials_t.c.trial_id == trial_id)
+            return conn.execute(query).first() is not None
+
         def claim(conn: Connection) -> TrialLease | None:
             if _finishing is not None:
                 done, trial, accepted = _finishing
@@ -1422,6 +1429,10 @@ class Store:
             for row in conn.execute(stale_q).all() if stale_ids else ():
                 m = row._mapping
                 if not is_stale(m, now):
+                    continue
+                if stored(conn, int(m["trial_id"])):
+                    conn.execute(sa.update(tl).where(tl.c.run_id == run_id, tl.c.trial_id == m["trial_id"],
+                                                     tl.c.token == m["token"]).values(status="done"))
                     continue
                 lost = [*(json.loads(m["lost"]) if m["lost"] else []),
                         {"worker": f"{m['host']}:{m['pid']}", "claimed_at": m["claimed_at"],
@@ -1441,10 +1452,17 @@ class Store:
                     return dataclasses.replace(claimed, status="claimed", token=token, host=host, pid=pid,
                                                n_issues=claimed.n_issues + 1, lost=tuple(lost),
                                                claimed_at=now, heartbeat_at=now)
-            first = conn.execute(sql.pending, {"b_run": run_id}).first()
-            if first is None:
-                return None
-            row = first
+            while True:
+                pending = conn.execute(sql.pending, {"b_run": run_id}).first()
+                if pending is None:
+                    return None
+                row = pending
+                if not stored(conn, int(row.trial_id)):
+                    break
+                # Measured and stored already (a driver resumed the run and measured the tickets in
+                # flight): the lease is done, not issued again.
+                conn.execute(sa.update(tl).where(tl.c.run_id == run_id, tl.c.trial_id == row.trial_id,
+                                                 tl.c.status == "pending").values(status="done"))
             result = conn.execute(sql.claim_pending, {
                 "b_run": run_id, "b_trial": row.trial_id, "b_token": token, "b_host": host, "b_pid": pid,
                 "b_now": now, "b_issues": int(row.n_issues) + 1})
@@ -1508,8 +1526,9 @@ class Store:
                   "b_now": time.time()}
         if conn.execute(_lease_sql().finish, params).rowcount != 1:
             return False
-        self._insert_trial(conn, claim.run_id, trial)
-        return True
+        # False when the ticket is stored already (a driver that resumed the run measured it): the result
+        # is not this worker's, and the lease is done either way.
+        return self._insert_trial(conn, claim.run_id, trial)
 
     def finish_and_claim(self, claim: TrialLease, trial: Trial, *, timeout_s: float,
                          max_issues: int = MAX_ISSUES) -> tuple[bool, TrialLease | None]:

@@ -67,3 +67,29 @@ def test_quiet_and_json_print_no_progress(flag: str) -> None:
     assert _progress(proc.stderr) == [] and "llvm-passes:" not in proc.stderr
     if flag == "--json":
         assert json.loads(proc.stdout)["n_evaluations"] > 0
+
+
+def test_the_line_starts_with_the_search_not_with_preparing_the_benchmark(monkeypatch, capsys) -> None:  # noqa: ANN001
+    # Preparing (the helper's first build: 17 s on a fresh machine) is not the budget's: a line started
+    # before it said "0:17 elapsed, 0:03 left" of a 20 s budget, and the search then ran 20 s more.
+    import time
+
+    from perftune.drive import ProgressSettings
+    from perftune.targets.llvm import _cli, _tune
+    from perftune.targets.llvm._errors import LlvmError
+
+    def prepared_slowly(benchmark, *, on_evaluation, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        time.sleep(2.2)  # the preparation
+        on_evaluation(1, 100, 0)  # the search's first evaluation
+        time.sleep(0.3)
+        on_evaluation(2, 90, 0)  # a plain line is due (every 0.1 s)
+        raise LlvmError("stop here")  # the test needs no result
+
+    monkeypatch.setattr(_tune, "tune_passes", prepared_slowly)
+    with pytest.raises(LlvmError):
+        _cli.llvm_passes(BENCH, seconds=3.0, search="perftune", length=6, engine="opt", run=False,
+                         as_json=False, seed=0, emit_json=print, echo=print,
+                         progress=ProgressSettings(every_s=0.1, tty=False))
+    err = capsys.readouterr().err
+    lines = _progress(err)
+    assert lines and all(" 0:00 elapsed, 0:03 left" in m[0] for m in lines), err

@@ -379,3 +379,18 @@ def test_a_hub_cache_round_trips_through_a_perftune_run(tmp_path: Path) -> None:
     for key, rec in original.objective.records.items():
         back = again.objective.records[key]
         assert (back.value, back.reason) == (rec.value, rec.reason)  # RuntimeFailedConfig stays itself
+
+
+def test_a_maximised_run_is_not_written_as_times_to_minimise(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    space, objective = _small_problem()
+    db = tmp_path / "max.db"
+    perftune.tune(objective, space, budget=5, seed=0, store=str(db), name="gflops", goal="max")
+    out = tmp_path / "max.kt.json"
+    res = CliRunner().invoke(cli, ["export", "gflops", "--format", "kt", "-o", str(out), "--store", str(db)])
+    # Kernel Tuner replays its cache's objective as a time to minimise: the best would come out last.
+    assert res.exit_code == 2 and "maximises" in res.output and "export it as CSV or JSON" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not out.exists()

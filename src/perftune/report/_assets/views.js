@@ -38,7 +38,10 @@
   }
   function improvement(imp) {
     if (!imp) return "-";
-    const x = (v) => typeof v === "number" ? v.toFixed(3) + "x" : esc(v);
+    // No ratio when a value is 0 or below: 1 + the relative improvement, shown in percent.
+    const x = (v) => typeof v !== "number" ? esc(v)
+      : imp.ratio === false ? ((v - 1) * 100 >= 0 ? "+" : "") + ((v - 1) * 100).toFixed(1) + "%"
+      : v.toFixed(3) + "x";
     if (imp.is_baseline || !imp.interval) return x(imp.estimate);
     return x(imp.estimate) + " (" + x(imp.low) + " to " + x(imp.high) + ")";
   }

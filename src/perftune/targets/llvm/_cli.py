@@ -38,12 +38,16 @@ def llvm_passes(
     """
     from perftune.targets.llvm._tune import tune_passes
 
-    line = None
-    if progress is not None:
-        line = ProgressLine(evals=evals, seconds=seconds, settings=progress, label="perftune llvm-passes")
+    # The line starts with the search (its first evaluation), as the budget's clock does: preparing the
+    # benchmark (the helper's first build, the -O0 reference) is not the budget's, and a line started
+    # before it showed "0:17 elapsed, 0:03 left" and then ran 19 s more.
+    line: ProgressLine | None = None
 
     def on_evaluation(n_evaluations: int, best_count: int | None, n_failed: int) -> None:
-        assert line is not None
+        nonlocal line
+        assert progress is not None
+        if line is None:
+            line = ProgressLine(evals=evals, seconds=seconds, settings=progress, label="perftune llvm-passes")
         line.update(n_evaluations, best=None if best_count is None else f"{best_count} instructions",
                     failures=n_failed)
 
@@ -58,7 +62,7 @@ def llvm_passes(
             seed=seed,
             validate=True,
             run=run,
-            on_evaluation=None if line is None else on_evaluation,
+            on_evaluation=None if progress is None else on_evaluation,
         )
     finally:
         if line is not None:

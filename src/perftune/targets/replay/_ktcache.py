@@ -368,6 +368,13 @@ def export_run_kt(
     with opened_store(store) as st:
         info = st.get_run(run)
         run_id = getattr(info, "id", info)
+        goal = getattr(info, "goal", "min")
+        if goal not in (None, "min"):
+            # Kernel Tuner minimises the cache's objective: a maximised value written as "time" would replay
+            # with its worst configurations first.
+            metric = getattr(info, "metric", None) or "its value"
+            raise PerftuneError(f"run {getattr(info, 'name', run_id)!r} maximises {metric} (goal {goal}); a "
+                                "Kernel Tuner cache holds a time to minimise: export it as CSV or JSON")
         space = info.load_space() if getattr(info, "space", None) else None
         name = kernel_name or getattr(info, "name", None) or str(run_id)
         return export_kt(st.trials(run_id), path, space=space, kernel_name=name, device_name=device_name,
