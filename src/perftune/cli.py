@@ -109,8 +109,9 @@ def _factor(imp: dict[str, Any], key: str) -> str:
 def _budget_option(f: Any) -> Any:
     return click.option("--budget", "budget", multiple=True, metavar="N|DURATION",
                         help="Trials (200) or wall time (90s, 10m, 1h); give twice for both, the first "
-                             f"reached ends the run. Default: the task's tuning.budget, else {DEFAULT_EVALS} "
-                             "trials.")(f)
+                             "reached ends the run. Default: the task's tuning.budget, else "
+                             f"{DEFAULT_EVALS} trials (a gcc flags task: 5m); resume: the run's own budget, "
+                             "+N for N more.")(f)
 
 
 def _progress_options(f: Any) -> Any:
@@ -229,8 +230,10 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
 
     answer = answer if answer is not None else FinalAnswer(None)
     imp = answer.improvement
-    ci = None if imp is None else {"speedup": imp.estimate, "low": imp.low, "high": imp.high,
-                                   "confidence": imp.confidence}
+    # The older flat fields hold ratios: none where the values reach 0 or below ("improvement" says why).
+    ratio = imp if imp is not None and imp.ratio else None
+    ci = None if ratio is None else {"speedup": ratio.estimate, "low": ratio.low, "high": ratio.high,
+                                     "confidence": ratio.confidence}
     objectives: Any = getattr(result, "objectives", None)
     multi = objectives is not None and objectives.is_multi
     if as_json:
@@ -238,7 +241,8 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
             "run": {"id": result.run_id, "name": result.run_name}, "stop_reason": result.stop_reason,
             "counts": result.counts(), "best": _trial_json(result.best),
             "default": _trial_json(result.default),
-            "improvement_over_default": None if imp is None else imp.to_json()["estimate"], "speedup_ci": ci,
+            "improvement_over_default": None if ratio is None else ratio.to_json()["estimate"],
+            "speedup_ci": ci,
             "improvement": None if imp is None else imp.to_json(), "note": answer.note,
         }
         if multi:
@@ -470,19 +474,26 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
 
     spec = target.task
 
+    previous = None
     try:
         if store is not None and tuner.run_id is not None and tuner.n_trials:
+            previous = (store.get_run(tuner.run_id).settings or {}).get("result")
             store.record_result(tuner.run_id, None)  # resumed: the old final answer no longer holds
         result = tuner.run(spec.objective, limit, workers=workers, executor=executor, scheduler=scheduler,
                            progress=_current_progress(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
-        # Stopped before its loop began (Ctrl-C or SIGTERM while it started): the run is marked as the loop
-        # would have marked it, not left 'running'.
-        with contextlib.suppress(Exception):
-            if store is not None and tuner.run_id is not None and \
-                    store.get_run(tuner.run_id).status == "running":
-                tuner.close("interrupted")
+        if store is not None and tuner.run_id is not None and tuner.holds_lease:
+            # Stopped before its loop began (Ctrl-C or SIGTERM while it started; the loop ends a run it
+            # stops itself): nothing new was measured. A new run is marked interrupted (not left
+            # 'running'); a resumed one stays as it was, with its answer.
+            with contextlib.suppress(Exception):
+                if store.get_run(tuner.run_id).status == "running":
+                    tuner.close("interrupted")
+                else:
+                    tuner.release()
+                    if previous is not None:
+                        store.record_result(tuner.run_id, previous)
         click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
         sys.exit(130)
     searched = result.best
@@ -634,8 +645,9 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
     if tuner.seed is not None and n_workers > tuner.lag + 1:
         click.echo(f"perftune: warning: this seeded run keeps at most lag+1 = {tuner.lag + 1} "
                    "evaluations in flight", err=True)
-    if limit.evals is not None and tuner.n_trials >= limit.evals:
-        # Nothing to do: the run, its budget, its end and its answer stay as they are.
+    if limit.evals is not None and tuner.n_trials >= limit.evals and not tuner.n_waiting:
+        # Nothing to do (no ticket of a killed driver waits to be measured again either): the run, its
+        # budget, its end and its answer stay as they are.
         st.release_lease(lease)
         click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
                    f"{limit.evals} allows: nothing to measure, the run is unchanged (--budget +N measures "
@@ -840,7 +852,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     reasons: dict[str, int] = {}
     for t in trials:
         counts[t.status.value] = counts.get(t.status.value, 0) + 1
-        if t.reason and t.status.value not in ("ok", "pruned"):  # pruning is no failure (docs/fidelity.md)
+        # Pruning (docs/fidelity.md) and a cancellation by the run's end are no failures.
+        if t.reason and t.status.value not in ("ok", "pruned", "cancelled"):
             key = t.reason.splitlines()[0][:120]
             reasons[key] = reasons.get(key, 0) + 1
     if as_json:
@@ -851,7 +864,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
                             "settings": info.settings, "environment": getattr(info, "environment", None)},
                     "counts": counts, "failures": reasons, "best": _trial_json(best),
                     "default": _trial_json(default), "trials": [_trial_json(t) for t in trials],
-                    "improvement_over_default": None if imp is None else imp.to_json()["estimate"],
+                    "improvement_over_default": (None if imp is None or not imp.ratio
+                                                 else imp.to_json()["estimate"]),
                     "improvement": None if imp is None else imp.to_json(), "note": answer.note,
                     "final": answer.to_json(), "pareto": pareto})
         return
@@ -861,6 +875,9 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     console.print(f"run [bold]{_escape(str(info.name))}[/] (id {info.id}), {_escape(str(info.status))}, "
                   f"goal {_escape(str(info.goal))}, {len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    if counts.get("cancelled"):
+        console.print(f"cancelled: {counts['cancelled']} trials stopped by the run's end (a time budget, an "
+                      "interrupt); they are not failures")
     if counts.get("pruned"):
         console.print(f"pruned: {counts['pruned']} trials stopped early by the pruner; they are not full "
                       "evaluations and do not count against the budget")

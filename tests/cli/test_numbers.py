@@ -254,6 +254,10 @@ def test_an_interval_that_includes_no_improvement_says_so():
     assert Improvement(1.171, 0.605, 2.264, baseline="-O3").text() == (
         "improvement over -O3: 1.171x (95% CI 0.605x to 2.264x: within the noise, not shown to be better)")
     assert Improvement(1.171, 1.02, 1.3).text().endswith("(95% CI 1.020x to 1.300x)")
+    # Decided on the printed digits, so that show (which reads the stored, rounded numbers) says the same.
+    edge = Improvement(1.1, 0.9996, 1.2)
+    assert edge.text() == Improvement.from_json(edge.to_json()).text()
+    assert "noise" not in edge.text()
 
 
 def test_a_best_of_zero_is_no_ratio_and_says_so():
@@ -266,3 +270,16 @@ def test_a_best_of_zero_is_no_ratio_and_says_so():
                           "value is 0 or below, so there is no ratio) (one measurement each: no confidence "
                           "interval)")
     assert Improvement.from_json(imp.to_json()) == Improvement(2.0, 2.0, 2.0, interval=False, ratio=False)
+
+
+def test_show_json_gives_no_ratio_where_a_value_is_zero(tmp_path):
+    import perftune
+    from perftune.space import Int, Space
+
+    db = f"sqlite:///{tmp_path / 'z.db'}"
+    perftune.tune(lambda c: float(c["x"]), Space({"x": Int(0, 3, default=2)}), budget=4, seed=0, store=db,
+                  name="z")
+    data = json.loads(invoke("--store", db, "show", "z", "--json"))
+    assert data["best"]["value"] == 0.0 and data["improvement"]["ratio"] is False
+    assert data["improvement_over_default"] is None  # the flat field is a ratio, and there is none
+    assert "+100.0%" in data["improvement"]["text"]

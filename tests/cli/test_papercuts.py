@@ -320,3 +320,51 @@ def test_an_interrupt_before_the_loop_begins_leaves_an_interrupted_run_and_the_r
     monkeypatch.undo()
     listed = json.loads(invoke("--store", db, "runs", "--json"))["runs"]
     assert [(r["name"], r["status"]) for r in listed] == [("r", "interrupted")]
+
+
+def test_a_plain_resume_measures_the_tickets_a_killed_driver_left_in_flight(tmp_path):
+    # The budget is spent by tickets issued and never measured (the driver was killed): a plain resume must
+    # measure them and end the run, not say "nothing to measure".
+    from perftune.drive import Tuner
+    from perftune.store import open_store
+    from perftune.targets.command import load_task
+
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = str(tmp_path / "p.db")
+    invoke("--store", db, "run", str(task), "--budget", "1", "--seed", "0", "--name", "r")
+    killed = Tuner.resume("r", db, space=load_task(task).space)
+    in_flight = [killed.ask(), killed.ask()]  # issued, then the driver "dies" before measuring them
+    assert all(t is not None for t in in_flight)
+    killed.checkpoint()
+    killed.release()
+    with open_store(db) as st:
+        st.update_settings(st.get_run("r").id, {"budget": {"evals": 3}})
+    said = invoke("--store", db, "resume", "r")
+    assert "nothing to measure" not in said
+    with open_store(db) as st:
+        trials = st.trials(st.get_run("r").id)
+    assert sorted(t.id for t in trials) == [0, 1, 2]  # the two tickets in flight, measured (ok or failed)
+
+
+def test_a_resume_interrupted_before_its_loop_leaves_the_run_as_it_was(tmp_path, monkeypatch):
+    from perftune.drive import Tuner
+
+    task = tmp_path / "task.toml"
+    task.write_text(HOSTILE)
+    db = str(tmp_path / "p.db")
+    invoke("--store", db, "run", str(task), "--budget", "2", "--seed", "0", "--name", "r")
+    before = json.loads(invoke("--store", db, "show", "r", "--json"))
+
+    def stopped(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Tuner, "run", stopped)
+    result = CliRunner().invoke(cli, ["--store", db, "resume", "r", "--budget", "+2"])
+    assert result.exit_code == 130 and "resume with: perftune resume r" in result.output
+    monkeypatch.undo()
+    after = json.loads(invoke("--store", db, "show", "r", "--json"))
+    # Its status and final answer as they were (the answer was erased), and the lease given back: a
+    # resume runs at once (it was refused, "being driven by", until the lease timed out).
+    assert after["run"]["status"] == before["run"]["status"] and after["final"] == before["final"]
+    assert "run r (id 1): 3 trials" in invoke("--store", db, "resume", "r", "--budget", "+2")  # all 3 configs

@@ -267,6 +267,13 @@ def test_cancelled_trials_are_not_counted_as_failures(tmp_path: Path) -> None:
             tuner.tell(trial, status=Status.CANCELLED, error="time budget reached")
     tuner.close()
     store = open_store(path)
-    assert run_view(store, "cx")["run"]["n_failed"] == 1
+    view = run_view(store, "cx")
+    assert view["run"]["n_failed"] == 1 and view["cancelled"] == 2
+    assert [(f["status"], f["count"]) for f in view["failures"]] == [("failed", 1)]  # listed apart
     [row] = [r for r in runs_view(store) if r["name"] == "cx"]
     assert row["n_failed"] == 1 and row["n_trials"] == 6
+    assert failure_counts(store.trials(store.get_run("cx").id)) == [("failed", "crashed", 1)]
+    page = write_html(store, "cx", tmp_path / "cx.html").read_text()
+    assert "2 trials cancelled by the run" in page
+    shown = CliRunner().invoke(cli, ["--store", path, "show", "cx"]).output
+    assert "cancelled: 2 trials stopped by the run's end" in shown and "time budget reached" not in shown

@@ -168,9 +168,9 @@ class Result:
             ci = self.speedup()
         except (ValueError, ZeroDivisionError, OverflowError):
             ci = None  # samples that a geometric mean cannot take: the values' ratio
-        if ci is not None and math.isfinite(ci.estimate) and ci.estimate > 0:
+        if ci is not None and ci.ratio and math.isfinite(ci.estimate) and ci.estimate > 0:
             return ci.estimate
-        return high / low
+        return high / low  # a sample of 0 or below: no geometric mean, the values' ratio
 
     def speedup(self, confidence: float = 0.95) -> SpeedupCI | None:
         """Speedup of the best over the default configuration with its interval, from their samples.
@@ -1072,6 +1072,21 @@ class Tuner:
             self._lease, self._lease_lost = None, True
             raise
         self._last_heartbeat_t = time.monotonic()
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether this tuner holds its run's lease (it drives the run: ``run()`` not ended, or not begun)."""
+        return self._lease is not None
+
+    @property
+    def n_waiting(self) -> int:
+        """Tickets of a resumed run that were in flight when it stopped, waiting to be measured again."""
+        return len(getattr(self, "_reissue", ()))
+
+    def release(self) -> None:
+        """Give the run's lease back without ending the run (a driver that stops before its loop begins):
+        another driver may then resume it. ``run()`` and :meth:`close` give it back themselves."""
+        self._release_lease()
 
     def _release_lease(self) -> None:
         lease, self._lease = self._lease, None

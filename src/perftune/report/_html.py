@@ -46,7 +46,7 @@ def _loss(trial: Trial, goal: str) -> float | None:
 
 def failure_counts(trials: Sequence[Trial]) -> list[tuple[str, str, int]]:
     """``(status, reason, count)`` for every kind of failed trial, most frequent first (pruned trials,
-    stopped early by a fidelity schedule, are not failures).
+    stopped early by a fidelity schedule, and cancelled ones, stopped by the run's end, are not failures).
 
     Example:
         >>> from perftune.space import Config
@@ -55,7 +55,7 @@ def failure_counts(trials: Sequence[Trial]) -> list[tuple[str, str, int]]:
     """
     counts: Counter[tuple[str, str]] = Counter()
     for t in trials:
-        if t.status in (Status.OK, Status.PENDING, Status.PRUNED):
+        if t.status in (Status.OK, Status.PENDING, Status.PRUNED, Status.CANCELLED):
             continue
         text = (t.reason or "").strip()
         reason = text.splitlines()[0] if text else t.status.value
@@ -197,6 +197,9 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
     if view.get("pruned"):
         parts.append(f"<p>{_text(view['pruned'])} trials pruned early by the fidelity schedule (not "
                      "failures).</p>")
+    if view.get("cancelled"):
+        parts.append(f"<p>{_text(view['cancelled'])} trials cancelled by the run's end (a time budget, "
+                     "an interrupt; not failures).</p>")
     if view["failures"]:
         if not plots:
             parts.append(_no_plot("failures", missing))
@@ -205,7 +208,7 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
                   f"<td>{_text(f['count'])}</td></tr>" for f in view["failures"]]
         parts.append("</table>")
     else:
-        parts.append("<p>No failed, timed-out or cancelled trial.</p>")
+        parts.append("<p>No failed or timed-out trial.</p>")
     return "\n".join(parts)
 
 

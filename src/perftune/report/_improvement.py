@@ -79,7 +79,7 @@ class Improvement:
         if not self.interval:
             return f"{head} (one measurement each: no confidence interval)"
         ci = f"{self.confidence:.0%} CI {self._number(self.low)} to {self._number(self.high)}"
-        if self.low < 1.0 < self.high:
+        if round(self.low, _DIGITS) < 1.0 < round(self.high, _DIGITS):  # as printed: the same after JSON
             # The noise allows no improvement at all: say so where the number is.
             return f"{head} ({ci}: within the noise, not shown to be better)"
         return f"{head} ({ci})"

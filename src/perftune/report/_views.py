@@ -296,8 +296,10 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     ok_by_tech = Counter[str]()
     failures = Counter[tuple[str, str]]()
     n_pruned = 0
+    n_cancelled = 0
     # Looked up once: this loop sees every trial.
     ok, pending, pruned = Status.OK.value, Status.PENDING.value, Status.PRUNED.value
+    cancelled = Status.CANCELLED.value
     for r in rows:
         techniques[r.technique or "?"] += 1
         when = None if r.finished_at is None else round(r.finished_at - t0, 3)
@@ -323,6 +325,8 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
             f[1].append(when)
             if r.status == pruned:  # stopped early by the fidelity schedule: not a failure
                 n_pruned += 1
+            elif r.status == cancelled:  # stopped by the run's end (a time budget): not a failure either
+                n_cancelled += 1
             else:
                 failures[(r.status, failure_label(r.status, r.reason))] += 1
     keep = _thin(len(ids), _MAX_SCATTER_POINTS)
@@ -361,6 +365,7 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
                        for n, _ in techniques.most_common()],
         "failures": [{"status": s, "label": label, "count": c} for (s, label), c in failures.most_common()],
         "pruned": n_pruned,
+        "cancelled": n_cancelled,
         "best": _best_view(store, info, answer),
         # The front has its own view (it reads every trial's metrics): the page loads it when this is set.
         "objectives": None if (found := _objectives_of(info)) is None

@@ -562,9 +562,9 @@ class AUCBandit(Stateful):
             return
         batch: list[Trial] = []
         best = self.best_trial
-        # By configuration, not identity: a checkpoint restores the best trial and the inboxes as separate
-        # objects (by identity, a resumed run told the best twice, and its seeded history diverged).
-        if self._evicted[i] and best is not None and all(t.config != best.config for t in (*other, *own)):
+        # By ticket, not identity: a checkpoint restores the best trial and the inboxes as separate objects
+        # (by identity, a resumed run told the best twice, and its seeded history diverged).
+        if self._evicted[i] and best is not None and all(t.id != best.id for t in (*other, *own)):
             batch.append(best)  # the best result always reaches everyone
         batch.extend(other)
         batch.extend(own)

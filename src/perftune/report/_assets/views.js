@@ -575,9 +575,11 @@
 
     function drawFailures() {
       const f = state.view.failures;
-      const pruned = state.view.pruned ? "<p>" + esc(state.view.pruned) +
-        " trials pruned early by the fidelity schedule (not failures).</p>" : "";
-      if (!f.length) { $("failures").innerHTML = pruned + "<p>No failed, timed-out or cancelled trial.</p>"; return; }
+      const pruned = (state.view.pruned ? "<p>" + esc(state.view.pruned) +
+        " trials pruned early by the fidelity schedule (not failures).</p>" : "") +
+        (state.view.cancelled ? "<p>" + esc(state.view.cancelled) +
+        " trials cancelled by the run's end (a time budget, an interrupt; not failures).</p>" : "");
+      if (!f.length) { $("failures").innerHTML = pruned + "<p>No failed or timed-out trial.</p>"; return; }
       const top = f.slice(0, 15).reverse();
       $("failures").innerHTML = pruned + '<div id="failures-plot" class="plot"></div><table id="failure-table"><tr><th>status</th>' +
         "<th>reason</th><th>trials</th></tr>" + f.map((r) => "<tr><td>" + esc(r.status) + "</td><td>" + esc(r.label) +

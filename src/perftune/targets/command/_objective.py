@@ -715,7 +715,7 @@ class CommandObjective:
             value = statistics.median(result.samples)
             # The warm-up runs come first; the times describe the measured runs, as the value does.
             n_warm = max(0, len(walls) - len(result.samples))
-            walls, cpus = walls[n_warm:] or walls, cpus[n_warm:] or cpus
+            walls, cpus, rss = walls[n_warm:] or walls, cpus[n_warm:] or cpus, rss[n_warm:] or rss
             verified = 0.0
             if self.check.expensive is not None and ref is not None:
                 problem, verified = self._maybe_verify(
@@ -734,7 +734,8 @@ class CommandObjective:
             "n_runs": float(result.n_runs),
             "verified": verified,
         }
-        metrics[self.metric] = value  # last: a metric named wall_time is the median of its samples
+        # Last: a metric named wall_time, cpu_time or max_rss is the median of its samples, as every metric.
+        metrics[self.metric] = value
         return metrics
 
     @property

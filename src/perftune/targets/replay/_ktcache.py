@@ -359,6 +359,9 @@ def export_run_kt(
         device_name: Written as the cache's device (simulation mode takes it from the file).
         problem_size: Written when given; Kernel Tuner then checks it against its own.
 
+    Raises:
+        PerftuneError: the run maximises its metric (Kernel Tuner minimises a cache's objective).
+
     Example:
         >>> from perftune.store import open_store
         >>> export_run_kt(open_store("perftune.db"), "latest", "latest.kt.json")  # doctest: +SKIP
