@@ -83,12 +83,12 @@ def test_a_new_trial_appears_within_two_seconds(filled_store: str, start: Any, p
         page.wait_for_function("() => document.getElementById('t-range').textContent === '1–3 of 3'")
         _wait_drawn(page, "convergence")
         assert "3 of 20 trials" in page.inner_text("#run-summary")
-        added = time.monotonic()
         store.add_trial(run.id, Trial(3, Config({"x": 3}), Status.OK, value=1.5, loss=1.5, technique="model",
                                       started_at=time.time(), finished_at=time.time()))
+        # Within 2 s of the store's write: the browser's own timeout is the bound (a second clock read after
+        # it returned added its return to the 2 s, and failed at 2.004 s on a loaded machine).
         page.wait_for_function("() => document.getElementById('t-range').textContent === '1–4 of 4'",
                                timeout=2000)
-        assert time.monotonic() - added < 2.0
         assert "4 of 20 trials" in page.inner_text("#run-summary")
         page.wait_for_function("() => document.getElementById('best').textContent.includes('value 1.5')",
                                timeout=2000)
