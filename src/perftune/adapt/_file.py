@@ -86,11 +86,6 @@ def dispatch_path(path: str | os.PathLike[str] | None = None) -> Path:
     return choices_path().parent / DISPATCH_FILE_NAME
 
 
-
-def _short(value: Any, limit: int = 80) -> str:
-    return shown(value, limit)
-
-
 def _real(v: Any) -> float | None:
     """``v`` as a finite float, or None when it is not a finite number of JSON (bools are not numbers)."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
@@ -110,16 +105,16 @@ _CONFIG_TARGETS = ("objective", "command", "triton")
 
 def _check_landmark(target: str, landmark: Any, at: str) -> None:
     if target in _CONFIG_TARGETS and not isinstance(landmark, dict):
-        raise AdaptError(f"{at}: a landmark must be an object (a configuration), got {_short(landmark)}")
+        raise AdaptError(f"{at}: a landmark must be an object (a configuration), got {shown(landmark)}")
     if target in _SELECTOR_TARGETS:
         if not isinstance(landmark, dict) or set(landmark) != {"cutoffs", "choices"}:
             raise AdaptError(f"{at}: a landmark must be an object with 'cutoffs' and 'choices', "
-                             f"got {_short(landmark)}")
+                             f"got {shown(landmark)}")
         cutoffs, choices = landmark["cutoffs"], landmark["choices"]
         if not isinstance(cutoffs, list) or not all(type(c) is int for c in cutoffs):
-            raise AdaptError(f"{at}: landmark cutoffs must be a list of integers, got {_short(cutoffs)}")
+            raise AdaptError(f"{at}: landmark cutoffs must be a list of integers, got {shown(cutoffs)}")
         if not isinstance(choices, list) or not all(isinstance(c, str) and c for c in choices):
-            raise AdaptError(f"{at}: landmark choices must be a list of names, got {_short(choices)}")
+            raise AdaptError(f"{at}: landmark choices must be a list of names, got {shown(choices)}")
 
 
 def _check_growth(growth: Any, at: str) -> None:
@@ -137,11 +132,11 @@ def _check_growth(growth: Any, at: str) -> None:
         elif isinstance(v, list):
             stack.extend(v)
         elif v is not None and _real(v) is None:
-            raise AdaptError(f"{at}: growth holds {_short(v)}, not a finite number")
+            raise AdaptError(f"{at}: growth holds {shown(v)}, not a finite number")
     sizes, fits = growth.get("max_size"), growth.get("fits")
     if isinstance(sizes, list):
         if any(not isinstance(s, int | float) or s < 0 for s in sizes):
-            raise AdaptError(f"{at}: growth max_size must be sizes >= 0, got {_short(sizes)}")
+            raise AdaptError(f"{at}: growth max_size must be sizes >= 0, got {shown(sizes)}")
         if isinstance(fits, list) and len(fits) == len(sizes):
             for k, (size, row) in enumerate(zip(sizes, fits, strict=True)):
                 if isinstance(row, list) and k < len(row) and row[k] is not None and not size > 0:
@@ -159,12 +154,12 @@ def _check_entry(name: str, entry: Any, where: str) -> None:
         raise AdaptError(f"{at}: missing {', '.join(missing)}")
     for key in ("target", "fingerprint"):
         if not isinstance(entry[key], str):
-            raise AdaptError(f"{at}: {key!r} must be a string, got {_short(entry[key])}")
+            raise AdaptError(f"{at}: {key!r} must be a string, got {shown(entry[key])}")
     columns, landmarks = entry["columns"], entry["landmarks"]
     if not isinstance(columns, list) or not isinstance(landmarks, list):
         raise AdaptError(f"{at}: 'columns' and 'landmarks' must be lists")
     if not all(isinstance(c, str) for c in columns):
-        raise AdaptError(f"{at}: 'columns' must be feature names (strings), got {_short(columns)}")
+        raise AdaptError(f"{at}: 'columns' must be feature names (strings), got {shown(columns)}")
     if not landmarks:
         raise AdaptError(f"{at}: no landmarks")
     if len(landmarks) > MAX_LANDMARKS or len(columns) > MAX_COLUMNS:
@@ -173,10 +168,10 @@ def _check_entry(name: str, entry: Any, where: str) -> None:
     for i, landmark in enumerate(landmarks):
         _check_landmark(entry["target"], landmark, f"{at}: landmark {i}")
     if not isinstance(entry["model"], dict):
-        raise AdaptError(f"{at}: 'model' must be an object, got {_short(entry['model'])}")
+        raise AdaptError(f"{at}: 'model' must be an object, got {shown(entry['model'])}")
     for key in ("trained", "one_level"):
         if key in entry and not isinstance(entry[key], dict):
-            raise AdaptError(f"{at}: {key!r} must be an object, got {_short(entry[key])}")
+            raise AdaptError(f"{at}: {key!r} must be an object, got {shown(entry[key])}")
     if entry.get("growth") is not None:
         _check_growth(entry["growth"], at)
 
@@ -212,11 +207,11 @@ class DispatchFile:
         if not isinstance(doc, dict):
             raise AdaptError(f"{where}expected a JSON object at top level")
         if doc.get("format") != FORMAT_NAME:
-            raise AdaptError(f"{where}format {_short(doc.get('format'))} is not {FORMAT_NAME!r}")
+            raise AdaptError(f"{where}format {shown(doc.get('format'))} is not {FORMAT_NAME!r}")
         version = doc.get("version")
         if isinstance(version, bool) or version != FORMAT_VERSION:
             raise AdaptError(
-                f"{where}version {_short(version)} is not supported "
+                f"{where}version {shown(version)} is not supported "
                 f"(this perftune reads {FORMAT_VERSION})"
             )
         entries = doc.get("dispatchers")

@@ -665,11 +665,6 @@ class _Malformed(Exception):
     """A field of a stored model is wrong; :func:`model_from_dict` says so as an :class:`AdaptError`."""
 
 
-
-def _short(value: Any, limit: int = 60) -> str:
-    return shown(value, limit)
-
-
 def _get(doc: dict[str, Any], key: str) -> Any:
     if key not in doc:
         raise _Malformed(f"missing {key!r}")
@@ -678,14 +673,14 @@ def _get(doc: dict[str, Any], key: str) -> Any:
 
 def _list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
-        raise _Malformed(f"{what} must be a list, got {_short(value)}")
+        raise _Malformed(f"{what} must be a list, got {shown(value, 60)}")
     return value
 
 
 def _int(value: Any, what: str, low: int | None = None) -> int:
     """An integer of the file (not a bool, not a float), at least ``low``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise _Malformed(f"{what} must be an integer, got {_short(value)}")
+        raise _Malformed(f"{what} must be an integer, got {shown(value, 60)}")
     out = int(value)
     if low is not None and out < low:
         raise _Malformed(f"{what} is {out}, less than {low}")
@@ -695,11 +690,11 @@ def _int(value: Any, what: str, low: int | None = None) -> int:
 def _float(value: Any, what: str, *, positive: bool = False, low: float | None = None) -> float:
     """A finite number of the file (not a bool): NaN or an infinity would make every comparison moot."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _Malformed(f"{what} must be a number, got {_short(value)}")
+        raise _Malformed(f"{what} must be a number, got {shown(value, 60)}")
     try:
         out = float(value)
     except OverflowError:
-        raise _Malformed(f"{what} is {_short(value)}, out of a float's range") from None
+        raise _Malformed(f"{what} is {shown(value, 60)}, out of a float's range") from None
     if not math.isfinite(out):
         raise _Malformed(f"{what} is {out!r}, not a finite number")
     if positive and not out > 0:
@@ -775,7 +770,7 @@ def _forest_from(doc: dict[str, Any]) -> tuple[ForestModel, set[int]]:
     leaves: set[int] = set()
     for i, t in enumerate(trees):
         if not isinstance(t, dict) or t.get("kind") != "tree":  # checked before anything is parsed
-            raise _Malformed(f"trees[{i}] is not a tree (a forest holds trees only), got {_short(t)}")
+            raise _Malformed(f"trees[{i}] is not a tree (a forest holds trees only), got {shown(t, 60)}")
         try:
             tree, its = _tree_from(t)
         except _Malformed as e:
@@ -850,7 +845,7 @@ def _parse(doc: dict[str, Any], kind: Any, n_landmarks: int) -> tuple[Model, set
         required = _get(doc, "required")
         families = _list(_get(doc, "families"), "families")
         if not all(isinstance(v, str) for v in families):
-            raise _Malformed(f"families must be names, got {_short(families)}")
+            raise _Malformed(f"families must be names, got {shown(families, 60)}")
         model = FamilyModel(
             features=_ints(doc, "features", 0),
             center=_floats(doc, "center"),
@@ -879,7 +874,7 @@ def _parse(doc: dict[str, Any], kind: Any, n_landmarks: int) -> tuple[Model, set
         )
         return model, set(model.landmark)
     raise AdaptError(
-        f"dispatcher model: kind {_short(kind)} is not 'tree', 'forest', 'guarded', 'neighbours', "
+        f"dispatcher model: kind {shown(kind, 60)} is not 'tree', 'forest', 'guarded', 'neighbours', "
         "'linear', 'families' or 'centroids'"
     )
 
@@ -895,7 +890,7 @@ def model_from_dict(doc: Any, n_columns: int, n_landmarks: int) -> Model:
     if not isinstance(doc, dict):
         raise AdaptError("dispatcher model: expected an object")
     kind = doc.get("kind")
-    label = kind if isinstance(kind, str) and len(kind) <= 20 else _short(kind, 20)
+    label = kind if isinstance(kind, str) and len(kind) <= 20 else shown(kind, 20)
     try:
         model, leaves = _parse(doc, kind, n_landmarks)
     except _Malformed as e:

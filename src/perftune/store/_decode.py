@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perftune._jsonfile import shown
 from perftune.errors import PerftuneError, StoreError
 from perftune.trial import Status, Trial
 
@@ -83,8 +84,7 @@ def show(value: Any) -> str:
     """A short, printable picture of a stored value for an error message."""
     if isinstance(value, bytes | bytearray | memoryview):
         return f"a blob of {len(bytes(value))} bytes"
-    text_ = repr(value)
-    return text_ if len(text_) <= 40 else text_[:37] + "..."
+    return shown(value, 40)
 
 
 def _is_number(value: Any) -> bool:

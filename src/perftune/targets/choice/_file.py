@@ -90,11 +90,6 @@ def _finite(v: Any) -> bool:
         return False
 
 
-
-def _short(value: Any, limit: int = 80) -> str:
-    return shown(value, limit)
-
-
 def check_selector(
     name: str, cutoffs: Sequence[Any], choices: Sequence[Any], where: str = "", *, from_file: bool = False
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -105,31 +100,31 @@ def check_selector(
     """
     at = f"{where}site {name!r}"
     if from_file and not isinstance(cutoffs, list):
-        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {_short(cutoffs)}")
+        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {shown(cutoffs)}")
     if from_file and not isinstance(choices, list):
-        raise ChoiceError(f"{at}: choices must be a list of names, got {_short(choices)}")
+        raise ChoiceError(f"{at}: choices must be a list of names, got {shown(choices)}")
     if isinstance(cutoffs, (str, bytes)) or not isinstance(cutoffs, Sequence):
-        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {_short(cutoffs)}")
+        raise ChoiceError(f"{at}: cutoffs must be a list of integers, got {shown(cutoffs)}")
     if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence):
-        raise ChoiceError(f"{at}: choices must be a list of names, got {_short(choices)}")
+        raise ChoiceError(f"{at}: choices must be a list of names, got {shown(choices)}")
     cut: list[int] = []
     for c in cutoffs:
         if isinstance(c, bool) or not isinstance(c, int):
             if isinstance(c, float) and c.is_integer():
                 c = int(c)
             else:
-                raise ChoiceError(f"{at}: cutoff {_short(c)} is not an integer")
+                raise ChoiceError(f"{at}: cutoff {shown(c)} is not an integer")
         if from_file and not 1 <= c <= MAX_CUTOFF:
-            raise ChoiceError(f"{at}: cutoff {_short(c)} is not an input size (1 to 2**63 - 1)")
+            raise ChoiceError(f"{at}: cutoff {shown(c)} is not an input size (1 to 2**63 - 1)")
         cut.append(int(c))
     if any(b <= a for a, b in zip(cut, cut[1:], strict=False)):
-        raise ChoiceError(f"{at}: cutoffs {_short(cut)} are not strictly increasing")
+        raise ChoiceError(f"{at}: cutoffs {shown(cut)} are not strictly increasing")
     if len(choices) != len(cut) + 1:
         raise ChoiceError(f"{at}: {len(cut)} cutoffs need {len(cut) + 1} choices, got {len(choices)}")
     names: list[str] = []
     for c in choices:
         if not isinstance(c, str) or not c:
-            raise ChoiceError(f"{at}: choice {_short(c)} is not a non-empty string")
+            raise ChoiceError(f"{at}: choice {shown(c)} is not a non-empty string")
         names.append(c)
     return tuple(cut), tuple(names)
 
@@ -148,14 +143,14 @@ def _check_number(d: dict[str, Any], key: str, at: str, *, required: bool = Fals
     if not ok:
         want = "a finite number" if finite else "a number"
         raise ChoiceError(f"{at}: {key!r} must be {want}{'' if low is None else f' >= {low:g}'}, "
-                          f"got {_short(v)}")
+                          f"got {shown(v)}")
 
 
 def _check_table_header(table: dict[str, Any], at: str) -> None:
     if "metric" in table and not isinstance(table["metric"], str):
-        raise ChoiceError(f"{at}: 'metric' must be a string, got {_short(table['metric'])}")
+        raise ChoiceError(f"{at}: 'metric' must be a string, got {shown(table['metric'])}")
     if "higher_is_better" in table and not isinstance(table["higher_is_better"], bool):
-        got = _short(table["higher_is_better"])
+        got = shown(table["higher_is_better"])
         raise ChoiceError(f"{at}: 'higher_is_better' must be true or false, got {got}")
 
 
@@ -164,18 +159,18 @@ def _check_accuracy_table(table: dict[str, Any], at: str) -> None:
     _check_table_header(table, at)
     n = table.get("n_measurements", 0)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ChoiceError(f"{at}: 'n_measurements' must be an integer >= 0, got {_short(n)}")
+        raise ChoiceError(f"{at}: 'n_measurements' must be an integer >= 0, got {shown(n)}")
     bins = table.get("bins")
     if not isinstance(bins, list):
-        raise ChoiceError(f"{at}: 'bins' must be a list, got {_short(bins)}")
+        raise ChoiceError(f"{at}: 'bins' must be a list, got {shown(bins)}")
     for i, b in enumerate(bins):
         where = f"{at}: bin {i}"
         if not isinstance(b, dict):
-            raise ChoiceError(f"{where}: expected an object, got {_short(b)}")
+            raise ChoiceError(f"{where}: expected an object, got {shown(b)}")
         _check_number(b, "target", where, required=True)
         config = b.get("config")
         if config is not None and not isinstance(config, dict):
-            raise ChoiceError(f"{where}: 'config' must be an object or null, got {_short(config)}")
+            raise ChoiceError(f"{where}: 'config' must be an object or null, got {shown(config)}")
         _check_number(b, "time_s", where, low=0.0)
         _check_number(b, "accuracy", where)
         _check_number(b, "verified_accuracy", where)
@@ -192,19 +187,19 @@ def _check_table(name: str, table: Any, where: str) -> None:
         _check_accuracy_table(table, at)
         return
     if kind != "levels":
-        raise ChoiceError(f"{at}: kind {_short(kind)} is not {' or '.join(map(repr, _TABLE_KINDS))}")
+        raise ChoiceError(f"{at}: kind {shown(kind)} is not {' or '.join(map(repr, _TABLE_KINDS))}")
     _check_table_header(table, at)
     targets = table.get("targets")
     if not isinstance(targets, list) or not all(_finite(t) for t in targets):
-        raise ChoiceError(f"{at}: 'targets' must be a list of finite numbers, got {_short(targets)}")
+        raise ChoiceError(f"{at}: 'targets' must be a list of finite numbers, got {shown(targets)}")
     rows = table.get("rows")
     if not isinstance(rows, dict):
-        raise ChoiceError(f"{at}: 'rows' must be an object (level -> accuracy table), got {_short(rows)}")
+        raise ChoiceError(f"{at}: 'rows' must be an object (level -> accuracy table), got {shown(rows)}")
     for level, row in rows.items():
         try:
             int(level)
         except ValueError:
-            raise ChoiceError(f"{at}: row {_short(level)} is not a level (an integer)") from None
+            raise ChoiceError(f"{at}: row {shown(level)} is not a level (an integer)") from None
         if not isinstance(row, dict) or row.get("kind") != "accuracy":
             raise ChoiceError(f"{at}: row {level}: expected an accuracy table")
         _check_accuracy_table(row, f"{at}[{level}]")
@@ -261,16 +256,16 @@ class ChoicesFile:
         if not isinstance(doc, dict):
             raise ChoiceError(f"{where}expected a JSON object at top level")
         if doc.get("format", FORMAT_NAME) != FORMAT_NAME:
-            raise ChoiceError(f"{where}format {_short(doc.get('format'))} is not {FORMAT_NAME!r}")
+            raise ChoiceError(f"{where}format {shown(doc.get('format'))} is not {FORMAT_NAME!r}")
         version = doc.get("version", FORMAT_VERSION)
         if isinstance(version, bool) or version != FORMAT_VERSION:
             raise ChoiceError(
-                f"{where}version {_short(version)} is not supported (this perftune reads {FORMAT_VERSION})"
+                f"{where}version {shown(version)} is not supported (this perftune reads {FORMAT_VERSION})"
             )
         out = cls()
         sites = doc.get("sites", {})
         if not isinstance(sites, dict):
-            raise ChoiceError(f"{where}'sites' must be an object, got {_short(sites)}")
+            raise ChoiceError(f"{where}'sites' must be an object, got {shown(sites)}")
         for name, entry in sites.items():
             if not isinstance(entry, dict):
                 raise ChoiceError(f"{where}site {name!r}: expected an object with 'cutoffs' and 'choices'")
@@ -279,7 +274,7 @@ class ChoicesFile:
             )
         tables = doc.get("tables", {})
         if not isinstance(tables, dict):
-            raise ChoiceError(f"{where}'tables' must be an object, got {_short(tables)}")
+            raise ChoiceError(f"{where}'tables' must be an object, got {shown(tables)}")
         for name, table in tables.items():
             _check_table(name, table, where)
             out.tables[name] = table
