@@ -3,6 +3,8 @@ wrong result are each recorded with a reason, and the caller's launch still work
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -62,6 +64,29 @@ def test_faulting_hanging_and_wrong_configs_are_failures_and_the_launch_works() 
     kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)  # known key: no tuning
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x) and len(kernel.reports) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_variable_set_after_the_kernel_was_built_does_not_reach_the_benchmark_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # TRITON_INTERPRET=1 set after this module's kernels were compiled for the GPU (another test module's
+    # kernels set it on 2026-12-07 and every configuration here failed): a benchmark process that inherited
+    # it would run the kernel in Triton's interpreter, over 5 s for its first launch on a million elements.
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    kernel = perftune.triton.autotune(
+        configs=_configs((0, 128), (0, 256)), key=["n"], timeout_s=5, store=None
+    )(gpu_scale_kernel)
+    n = 1 << 20
+    x = torch.randn(n, device="cuda")
+    y = torch.zeros(n, device="cuda")
+    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+    report = kernel.last_report
+    assert report.isolated and report.failures == [] and report.n_measured == 2
+    assert os.environ["TRITON_INTERPRET"] == "1"  # the caller's environment is as it was
 
 
 @triton.jit

@@ -32,6 +32,7 @@ HERE = Path(__file__).parent
 def _private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv(perftune.triton.CACHE_ENV_VAR, str(tmp_path / "cache"))
     monkeypatch.delenv("PERFTUNE_STORE", raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # for the kernels the tests decorate themselves
     return tmp_path / "cache"
 
 
@@ -257,3 +258,25 @@ def test_a_kernel_module_a_child_cannot_import_is_measured_in_process() -> None:
     assert torch.equal(y, 3 * x)
     report = childless.triple.last_report
     assert not report.isolated and report.n_measured == 2 and report.failures == []
+
+
+def test_the_benchmark_process_builds_the_kernel_as_the_callers_process_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Triton reads TRITON_INTERPRET when a kernel is decorated; the variable changed after that (a library
+    # cleared it, a test restored it) must not give the spawned benchmark process the other kind of kernel.
+    monkeypatch.delitem(sys.modules, "triton_interp_plain", raising=False)
+    import triton_interp_plain as plain  # decorated here, under the fixture's TRITON_INTERPRET=1
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    kernel = perftune.triton.autotune(
+        configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"], store=None, timeout_s=20
+    )(plain.negate_kernel)
+    x, y = torch.randn(100), torch.zeros(100)
+    kernel[kernels.grid_1d(100)](x, y, 100)
+    assert torch.equal(y, -x)
+    report = kernel.last_report
+    assert report.isolated and report.failures == [] and report.n_measured == 2
+    assert "TRITON_INTERPRET" not in os.environ  # the caller's environment is left as it was
+    args = {"x_ptr": x, "y_ptr": y, "n": 100}
+    assert kernel._tuning_key(args).device == "interpreter"  # the kernel says so, not the variable

@@ -8,7 +8,8 @@ import os
 if multiprocessing.parent_process() is not None:
     raise ImportError("this module does not load in a child process")
 
-os.environ["TRITON_INTERPRET"] = "1"
+_BEFORE = os.environ.get("TRITON_INTERPRET")
+os.environ["TRITON_INTERPRET"] = "1"  # while the kernels below are decorated (restored at the end)
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -25,3 +26,11 @@ def triple_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 triple = perftune.triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (32, 64)], key=["n"],
                                   store=None)(triple_kernel)
+
+
+# Only this module's kernels are the interpreter's: a variable left set would make every kernel decorated
+# later in the process (the GPU tests') interpreted, and every process spawned later inherit it.
+if _BEFORE is None:
+    del os.environ["TRITON_INTERPRET"]
+else:
+    os.environ["TRITON_INTERPRET"] = _BEFORE

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+_BEFORE = os.environ.get("TRITON_INTERPRET")
 os.environ["TRITON_INTERPRET"] = "1"  # read by triton.jit when each kernel is decorated
 
 import triton  # noqa: E402
@@ -49,3 +50,11 @@ def grid_1d(n: int):  # noqa: ANN201
     """A grid over META, as Triton users write them (the interpreter passes scalars as tensors, so the
     size comes from the closure)."""
     return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+
+
+# Only this module's kernels are the interpreter's: a variable left set would make every kernel decorated
+# later in the process (the GPU tests') interpreted, and every process spawned later inherit it.
+if _BEFORE is None:
+    del os.environ["TRITON_INTERPRET"]
+else:
+    os.environ["TRITON_INTERPRET"] = _BEFORE

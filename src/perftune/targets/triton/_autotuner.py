@@ -36,6 +36,7 @@ from perftune.targets.triton._bench import (
     InProcessBench,
     KernelRef,
     SetupFailure,
+    child_env,
     compile_config,
     n_compile_workers,
     picklable,
@@ -141,7 +142,22 @@ def _base_function(fn: Any) -> Any:
     return base
 
 
-def _interpreted() -> bool:
+def _interpreted(fn: Any) -> bool:
+    """Whether ``fn`` (or the Triton function it wraps) is Triton's interpreter's.
+
+    Decided by the kernel, not by ``TRITON_INTERPRET`` now: Triton reads the variable when a kernel is
+    decorated, and it may have changed since.
+    """
+    obj = fn
+    for _ in range(16):
+        kind = type(obj).__name__
+        if kind == "InterpretedFunction":
+            return True
+        if kind == "JITFunction":
+            return False
+        obj = getattr(obj, "_perftune_inner", None) or getattr(obj, "fn", None)
+        if obj is None:
+            break
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
@@ -381,7 +397,7 @@ class Autotuner:
 
             device = torch.cuda.get_device_name(cuda.device)
         else:
-            device = "interpreter" if _interpreted() else "cpu"
+            device = "interpreter" if _interpreted(self.fn) else "cpu"
         key = {k: all_args[k] for k in self.keys if k in all_args}
         return TuningKey(self.kernel_name, self._hash, key, dtypes, device, triton.__version__)
 
@@ -395,7 +411,7 @@ class Autotuner:
             return None
         if self.base_fn.__module__ == "__main__" and not getattr(module, "__file__", None):
             return None  # an interactive session: nothing a child could import
-        return KernelRef(self.base_fn.__module__, name)
+        return KernelRef(self.base_fn.__module__, name, _interpreted(self.fn))
 
     def tune_for(
         self, *args: Any, grid: Any, budget: Budget | int | str | None = None, **kwargs: Any
@@ -595,7 +611,7 @@ class _Session:
         if (
             ref is not None
             and n_workers > 0
-            and not _interpreted()
+            and not _interpreted(owner.fn)
             and any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         ):
             self.pool = concurrent.futures.ProcessPoolExecutor(
@@ -624,9 +640,10 @@ class _Session:
         assert self.ref is not None
         meta = self._meta(values)
         try:
-            return self.pool.submit(
-                compile_config, self.ref, self.arg_spec, self.compile_kwargs, meta, self._grid(meta)
-            )
+            with child_env(self.ref):  # the pool starts its workers on a submit
+                return self.pool.submit(
+                    compile_config, self.ref, self.arg_spec, self.compile_kwargs, meta, self._grid(meta)
+                )
         except Exception as exc:  # a broken pool: the benchmark process compiles instead
             self.pool = None
             return exc

@@ -10,13 +10,14 @@ parent records the failure, starts a fresh child and carries on. Compile workers
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import multiprocessing
 import os
 import pickle
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,8 @@ class KernelRef:
 
     module: str
     name: str
+    #: Whether the caller's kernel is Triton's interpreter's (decorated under ``TRITON_INTERPRET=1``).
+    interpret: bool = False
 
     def load(self) -> Any:
         """The Triton function (``JITFunction`` or the interpreter's) behind the attribute."""
@@ -73,6 +76,30 @@ class KernelRef:
 
 
 _KERNELS: dict[KernelRef, Any] = {}
+
+
+@contextlib.contextmanager
+def child_env(ref: KernelRef) -> Iterator[None]:
+    """``TRITON_INTERPRET`` as the caller's kernel was built, for processes started inside the block.
+
+    Triton reads the variable when a kernel is decorated, and a spawned process inherits the caller's
+    environment, not how its kernel was built: a variable set (or cleared) after the kernel's module was
+    imported would give the benchmark process the other kind of kernel (a GPU kernel interpreted on the
+    CPU, timing out on its first launch). The caller's environment is restored on leaving the block.
+    """
+    wanted = "1" if ref.interpret else "0"
+    before = os.environ.get("TRITON_INTERPRET")
+    if (before not in (None, "", "0")) == ref.interpret:
+        yield
+        return
+    os.environ["TRITON_INTERPRET"] = wanted
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
 
 
 def _kernel(ref: KernelRef) -> Any:
@@ -398,7 +425,8 @@ class BenchProcess:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.ref), daemon=True, name="perftune-bench")
-        proc.start()  # kept only once started: close() must not join a process that never ran
+        with child_env(self.ref):
+            proc.start()  # kept only once started: close() must not join a process that never ran
         self.proc = proc
         child.close()
         self.conn = parent
