@@ -977,7 +977,8 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
               help="csv, json, or kt: a Kernel Tuner cache file, replayable with tune_kernel(..., "
                    "simulation_mode=True). Default: from the file's name (.csv, .json, .kt.json), else csv.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="File to write; - writes CSV or JSON to standard output.")
+              help="File to write, replaced whole or not at all (a symbolic link named here is followed); "
+                   "- writes CSV or JSON to standard output.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
 @click.pass_context

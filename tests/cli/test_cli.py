@@ -71,6 +71,14 @@ def test_run_runs_show_best_export_and_json(tmp_path):
     out = tmp_path / "trials.csv"
     assert invoke("--store", db, "export", "square", "--format", "csv", "-o", str(out)).exit_code == 0
     assert len(out.read_text().strip().splitlines()) == 13
+    # The file is replaced whole (a temporary file renamed over it): a link named with -o is followed.
+    elsewhere = tmp_path / "elsewhere.csv"
+    elsewhere.write_text("old\n")
+    (tmp_path / "link.csv").symlink_to(elsewhere)
+    linked = invoke("--store", db, "export", "square", "--format", "csv", "-o", str(tmp_path / "link.csv"))
+    assert linked.exit_code == 0, linked.output
+    assert elsewhere.read_text() == out.read_text() and (tmp_path / "link.csv").is_symlink()
+    assert not list(tmp_path.glob(".*.tmp"))
     # -o - is standard output (it wrote a file named "-"), the same rows; a Kernel Tuner cache needs a file.
     piped = invoke("--store", db, "export", "square", "--format", "csv", "-o", "-")
     assert piped.exit_code == 0 and piped.output == out.read_text()

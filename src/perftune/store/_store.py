@@ -22,12 +22,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
+from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError, StoreError
 from perftune.store import _decode
 from perftune.store import _schema as schema
@@ -1697,7 +1697,9 @@ class Store:
                 (quoted if cr else writer).writerow(cells)
         if isinstance(path, str | os.PathLike):
             try:
-                Path(path).write_text(buf.getvalue())
+                # Whole or not at all: an interrupted or failed export leaves the file that was there. A
+                # symbolic link named here is followed (its target is replaced), as `perftune report -o` does.
+                write_text_atomic(os.path.realpath(path), buf.getvalue())
             except OSError as exc:
                 raise StoreError(f"cannot write {os.fspath(path)!r}: {exc.strerror}") from None
         else:

@@ -394,3 +394,36 @@ def test_a_maximised_run_is_not_written_as_times_to_minimise(tmp_path: Path) -> 
     # Kernel Tuner replays its cache's objective as a time to minimise: the best would come out last.
     assert res.exit_code == 2 and "maximises" in res.output and "export it as CSV or JSON" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_an_export_replaces_the_file_whole_or_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    db, _space, trials = _stored_full_run(tmp_path)
+    target = tmp_path / "site" / "cache.kt.json"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "out.kt.json"
+    link.symlink_to(target)
+
+    def no_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    args = ["export", "small", "--format", "kt", "-o", str(link), "--store", str(db)]
+    with monkeypatch.context() as m:  # the disk fills while the file is written: the old one stays
+        m.setattr(os, "fsync", no_disk)
+        res = CliRunner().invoke(cli, args)
+    assert res.exit_code != 0 and "No space left on device" in res.output and "Traceback" not in res.output
+    assert target.read_text() == "old\n" and not list(target.parent.glob("*.tmp"))
+    # A link named with -o is followed (as `perftune report -o` does): its target is replaced whole.
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert link.is_symlink() and len(json.loads(target.read_text())["cache"]) == len(trials)
+    gz = tmp_path / "cache.kt.json.gz"
+    res = CliRunner().invoke(cli, ["export", "small", "--format", "kt", "-o", str(gz), "--store", str(db)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(gzip.decompress(gz.read_bytes()))["cache"] == json.loads(target.read_text())["cache"]

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from perftune._atomic import write_bytes_atomic
 from perftune.errors import PerftuneError
 from perftune.targets.replay._load import (
     ReplayObjective,
@@ -330,11 +331,12 @@ def export_kt(
     # Compact separators: Kernel Tuner recognises a closed file by its last three characters "}}}".
     text = json.dumps(doc, separators=(",", ":"))
     try:
+        # Whole or not at all (an interrupted export leaves the file that was there); a symbolic link named
+        # here is followed, its target replaced.
+        data = text.encode("utf-8")
         if p.name.endswith(".gz"):
-            with gzip.open(p, "wt", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            p.write_text(text, encoding="utf-8")
+            data = gzip.compress(data, mtime=0)
+        write_bytes_atomic(os.path.realpath(p), data)
     except OSError as e:
         raise PerftuneError(f"{p}: cannot write the Kernel Tuner cache ({e.strerror or e})") from None
     return p
