@@ -86,11 +86,14 @@ def test_a_constraint_in_a_single_objective_run_excludes_the_unconstrained_best(
 
 
 def test_a_missing_objective_metric_fails_the_trial_with_its_name() -> None:
-    r = perftune.tune(lambda c: {"time": 1.0 + c["n"]}, SPACE, budget=3, seed=0,
-                      goal={"time": "min", "size": "min"})
-    assert r.counts() == {"failed": 3}
-    assert "no numeric metric 'size'" in (r.trials[0].reason or "")
+    tuner = perftune.Tuner(SPACE, seed=0, goal={"time": "min", "sizes": "min"})
+    r = tuner.run(lambda c: {"time": 1.0 + c["n"], "size": 2.0}, 10)
+    assert r.counts() == {"failed": 3} and r.stop_reason.startswith("metric missing")  # not all 10
+    assert "no numeric metric 'sizes' (has: size, time); did you mean 'size'?" in (r.trials[0].reason or "")
     assert r.pareto == []
+    with pytest.raises(PerftuneError, match="stopped after 3 trials whose results all lack a metric"):
+        perftune.tune(lambda c: {"time": 1.0 + c["n"]}, SPACE, budget=10, seed=0,
+                      goal={"time": "min", "size": "min"})
 
 
 @pytest.mark.parametrize("kwargs, message", [

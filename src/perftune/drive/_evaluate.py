@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import os
@@ -20,7 +21,10 @@ if TYPE_CHECKING:
     from perftune.search import Objectives
     from perftune.trial import Trial
 
-__all__ = ["Outcome", "RepeatedObjective", "check_metrics", "evaluate", "interpret"]
+__all__ = ["MISSING_METRIC", "Outcome", "RepeatedObjective", "check_metrics", "evaluate", "interpret"]
+
+#: How a trial's reason starts when the objective's result lacks the metric named by ``metric=``.
+MISSING_METRIC = "objective's result has no numeric metric"
 
 Objective = Callable[..., Any]  # objective(config) or objective(config, context=...)
 
@@ -95,7 +99,9 @@ def interpret(raw: Any, metric: str | None) -> tuple[float, dict[str, float], li
     if metric is not None:
         if metric not in metrics:
             known = ", ".join(sorted(metrics)) or "none"
-            raise ValueError(f"objective's result has no numeric metric {metric!r} (has: {known})")
+            close = difflib.get_close_matches(metric, sorted(metrics), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{MISSING_METRIC} {metric!r} (has: {known}){hint}")
         value = metrics[metric]
     elif "value" in metrics:
         value = metrics["value"]
@@ -276,7 +282,9 @@ def check_metrics(objectives: Objectives, trial: Trial) -> None:
         known = ", ".join(sorted(trial.metrics)) or "none"
         trial.status, trial.value, trial.loss = Status.FAILED, None, None
         names = ", ".join(map(repr, missing))
-        trial.reason = f"objective's result has no numeric metric {names} (has: {known})"
+        close = [c for name in missing for c in difflib.get_close_matches(name, sorted(trial.metrics), n=1)]
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        trial.reason = f"{MISSING_METRIC} {names} (has: {known}){hint}"
         return
     broken = objectives.broken(trial.metrics)
     if broken:

@@ -28,6 +28,7 @@ from perftune.drive import _checkpoint
 from perftune.drive._budget import Budget
 from perftune.drive._context import EvalContext, Incumbent, takes_context
 from perftune.drive._evaluate import (
+    MISSING_METRIC,
     NotFinite,
     Outcome,
     RepeatedObjective,
@@ -57,6 +58,10 @@ DEFAULT_LAG = 8
 _MAX_ASK_ATTEMPTS = 16
 _LEASE_HEARTBEAT_S = 5.0
 _MAX_RANDOM_ATTEMPTS = 64
+#: A run stops once this many trials in a row, and no trial before them, lacked the metric named by metric=.
+MISSING_METRIC_TRIALS = 3
+#: How ``Result.stop_reason`` starts for that stop.
+STOP_MISSING_METRIC = "metric missing"
 
 
 @dataclass
@@ -384,6 +389,7 @@ class Tuner:
         self._lease_lost = False
         self._last_heartbeat_t = 0.0
         self._stop_requested: str | None = None  # stop(): no new trial is issued
+        self._n_missing_metric = 0  # trials whose result lacked metric=, while none has succeeded
         self._fidelity: Fidelity | None = None  # while run() drives an objective that reports (a pruner)
 
         if _resume_state is not None:
@@ -858,6 +864,13 @@ class Tuner:
             self._store.add_trial(self._run.id, trial)
         self._shared.update(outcome.published)
         self._absorb(trial)
+        if (self._best is None and trial.status is Status.FAILED
+                and (trial.reason or "").removeprefix("ValueError: ").startswith(MISSING_METRIC)):
+            # metric= names what the objective never returns (a typo, most often): stop after a few trials
+            # rather than spend the whole budget on failures (they are kept, in the store too).
+            self._n_missing_metric += 1
+            if self._n_missing_metric >= MISSING_METRIC_TRIALS and self._stop_requested is None:
+                self.stop(f"{STOP_MISSING_METRIC}: {(trial.reason or '').removeprefix('ValueError: ')}")
         if not self.deterministic and trial.status is not Status.CANCELLED:
             self._timed(self._technique.tell, [trial])
         return trial
@@ -1637,7 +1650,10 @@ def tune(
         workers: Evaluations in flight, each in its own local process.
         goal: ``"min"`` or ``"max"``, or ``{"time": "min", "size": "min"}`` for several objectives
             (the objective returns a mapping with each; :attr:`Result.pareto` is the front).
-        metric: The metric to optimise when the objective returns a mapping.
+        metric: The metric to optimise when the objective returns a mapping. A name that the first
+            results lack (a typo) stops the run after 3 trials with a ``PerftuneError`` naming the metrics
+            they have (with a "did you mean"); the failed trials are kept in the store. So does a metric
+            of ``goal`` or ``metrics`` that no result has.
         metrics: Several objectives by name (primary first), with ``goal`` one goal or a list of goals.
         constraints: Bounds on reported metrics, like ``["accuracy >= 0.99"]`` (see :class:`Tuner`).
         seeds: Configurations to try early.
@@ -1699,6 +1715,11 @@ def tune(
     result = tuner.run(objective, limit, workers=workers, timeout_s=timeout_s, executor=executor,
                        scheduler=scheduler, progress=progress, on_trial=on_trial if hooks else None,
                        pruner=pruner)
+    if result.stop_reason.startswith(STOP_MISSING_METRIC):
+        kept = f" (run {result.run_name!r} keeps them)" if result.run_name else ""
+        reason = result.stop_reason.split(": ", 1)[-1]
+        raise PerftuneError(f"tune(): stopped after {len(result.trials)} trials whose results all lack a "
+                            f"metric the run optimises{kept}: {reason}")
     _warn_if_all_failed(result)
     return result
 
