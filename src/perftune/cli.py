@@ -102,8 +102,9 @@ DEFAULT_EVALS = 50
 def _factor(imp: dict[str, Any], key: str) -> str:
     """One number of an improvement's JSON as the text prints it: ``3.871x``, or ``+100.0%`` where the values
     reach 0 or below and there is no ratio (``"ratio": false``)."""
-    value = float(imp[key])
-    return f"{value:.3f}x" if imp.get("ratio", True) else f"{(value - 1) * 100:+.1f}%"
+    from perftune.report import format_factor
+
+    return format_factor(float(imp[key]), bool(imp.get("ratio", True)))
 
 
 def _budget_option(f: Any) -> Any:

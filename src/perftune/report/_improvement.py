@@ -27,6 +27,7 @@ __all__ = [
     "Improvement",
     "answer_of",
     "final_answer",
+    "format_factor",
     "improvement_of",
     "record_final_answer",
     "trial_speedup",
@@ -34,6 +35,17 @@ __all__ = [
 
 DEFAULT_BASELINE = "the default configuration"
 _DIGITS = 3  # the printed digits, and those of the JSON numbers, so that the views agree to the digit
+
+
+def format_factor(value: float, ratio: bool = True) -> str:
+    """One number of an improvement as every view prints it: ``3.871x``, or ``+100.0%`` where a value is 0
+    or below and there is no ratio (the report's views.js formats it the same way).
+
+    Example:
+        >>> format_factor(3.87123), format_factor(2.0, ratio=False)
+        ('3.871x', '+100.0%')
+    """
+    return f"{value:.{_DIGITS}f}x" if ratio else f"{(value - 1) * 100:+.1f}%"
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class Improvement:
     ratio: bool = True
 
     def _number(self, value: float) -> str:
-        return f"{value:.{_DIGITS}f}x" if self.ratio else f"{(value - 1) * 100:+.1f}%"
+        return format_factor(value, self.ratio)
 
     def text(self) -> str:
         """The one line every view prints."""
