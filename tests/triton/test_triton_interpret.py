@@ -280,3 +280,30 @@ def test_the_benchmark_process_builds_the_kernel_as_the_callers_process_did(
     assert "TRITON_INTERPRET" not in os.environ  # the caller's environment is left as it was
     args = {"x_ptr": x, "y_ptr": y, "n": 100}
     assert kernel._tuning_key(args).device == "interpreter"  # the kernel says so, not the variable
+
+
+@pytest.mark.parametrize("option", ["reset_to_zero", "restore_value"])
+def test_tensors_passed_by_keyword_are_the_kernels_arguments_too(option: str) -> None:
+    # The caller's tensors are never written by tuning, whether passed by position or by keyword: an
+    # in-place kernel called with out_ptr=out sees exactly one launch (it saw 75 of them).
+    kernel = perftune.triton.autotune(
+        configs=[triton.Config({"BLOCK": b}) for b in (16, 32, 64)], key=["n"], store=None,
+        **{option: ["out_ptr"]},
+    )(kernels.accumulate_kernel)
+    n = 100
+    x, out = torch.ones(n), torch.full((n,), 5.0)
+    kernel[kernels.grid_1d(n)](x, out_ptr=out, n=n)
+    assert kernel.last_report.isolated and kernel.last_report.n_measured == 3
+    assert torch.equal(out, torch.full((n,), 6.0))
+
+
+def test_an_output_passed_by_keyword_is_checked_against_the_reference() -> None:
+    kernel = perftune.triton.autotune(
+        configs=_scale_configs((0, 16), (1, 16), (0, 32)), key=["n"], store=None
+    )(kernels.scale_kernel)
+    n = 100
+    x, y = torch.randn(n), torch.zeros(n)
+    kernel[kernels.grid_1d(n)](x, y_ptr=y, n=n)
+    assert torch.equal(y, 2 * x) and kernel.best_config.kwargs["MODE"] == 0
+    [(config, status, reason)] = kernel.last_report.failures
+    assert config["MODE"] == 1 and status == "failed" and reason.startswith("wrong result: y_ptr differs")

@@ -41,6 +41,14 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
+@triton.jit
+def accumulate_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out += x, in place (every launch adds again: reset_to_zero or restore_value keeps timing honest)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(out_ptr + offs, mask=mask) + tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
 def expected_scale(x, y, n, **_):  # noqa: ANN001, ANN003 - the kernel's own signature
     """The reference of scale_kernel: what a correct configuration writes into its arguments."""
     y.copy_(2.0 * x)

@@ -144,14 +144,17 @@ class _Bench:
     def setup(self, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> str:
         torch = self.torch
         self.originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        self.kwargs = dict(kwargs)
+        # Tensors passed by keyword are the kernel's arguments as much as positional ones: cloned (the
+        # caller's are never written), reset, restored and checked alike.
+        self.kw_originals = {k: v.clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+        self.kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
         self.arg_names = list(options["arg_names"])
         self.reset_to_zero = list(options.get("reset_to_zero") or [])
         self.restore_value = list(options.get("restore_value") or [])
         self.pre_hook = options.get("pre_hook")
         self.post_hook = options.get("post_hook")
         self.tolerance = options.get("tolerance")
-        self.cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        self.cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in [*args, *kwargs.values()])
         self.work = [a.clone() if isinstance(a, torch.Tensor) else a for a in self.originals]
         if self.cuda:
             self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self._device())
@@ -163,33 +166,42 @@ class _Bench:
         return torch.cuda.get_device_name() if self.cuda else "interpreter"
 
     def _device(self) -> Any:
-        return next(a.device for a in self.originals if isinstance(a, self.torch.Tensor) and a.is_cuda)
+        tensors = [*self.originals, *self.kw_originals.values()]
+        return next(a.device for a in tensors if isinstance(a, self.torch.Tensor) and a.is_cuda)
 
     def _sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize()
 
+    def _tensors(self) -> list[tuple[str, Any]]:
+        """``(name, working tensor)`` of every tensor argument, positional ones first, then by keyword."""
+        named = [(n, a) for n, a in zip(self.arg_names, self.work, strict=False)
+                 if isinstance(a, self.torch.Tensor)]
+        return named + [(k, self.kwargs[k]) for k in self.kw_originals]
+
     def _snapshot(self) -> list[Any]:
-        return [a.clone() for a in self.work if isinstance(a, self.torch.Tensor)]
+        return [a.clone() for _, a in self._tensors()]
 
     def _restore(self) -> None:
         for w, o in zip(self.work, self.originals, strict=True):
             if isinstance(w, self.torch.Tensor):
                 w.copy_(o)
+        for k, o in self.kw_originals.items():
+            self.kwargs[k].copy_(o)
 
     def _launcher(
         self, meta: Mapping[str, Any], grid: tuple[int, ...], config_hook: Any
     ) -> Callable[[], None]:
-        named = dict(zip(self.arg_names, self.work, strict=False))
-        full = {**named, **self.kwargs, **meta}
-        zero = [named[n] for n in self.reset_to_zero if n in named]
+        named = {**dict(zip(self.arg_names, self.work, strict=False)), **self.kwargs}
+        full = {**named, **meta}
+        zero = [named[n] for n in self.reset_to_zero if isinstance(named.get(n), self.torch.Tensor)]
         # An in-place kernel (x += ...) would otherwise time launch k on the output of launch k-1; as in
         # Triton, the copy back is inside the timed region, the same for every candidate.
-        originals = dict(zip(self.arg_names, self.originals, strict=False))
+        originals = {**dict(zip(self.arg_names, self.originals, strict=False)), **self.kw_originals}
         restore = [
             (named[n], originals[n])
             for n in self.restore_value
-            if n in named and isinstance(named[n], self.torch.Tensor)
+            if isinstance(named.get(n), self.torch.Tensor) and n in originals
         ]
         fn, args, kwargs = self.fn, self.work, self.kwargs
 
@@ -297,8 +309,7 @@ class _Bench:
 
     def _check(self, outputs: Sequence[Any]) -> None:
         assert self.reference is not None
-        tensors = zip(self.arg_names, self.work, strict=False)
-        names = [n for n, a in tensors if isinstance(a, self.torch.Tensor)]
+        names = [n for n, _ in self._tensors()]
         for i, (out, ref) in enumerate(zip(outputs, self.reference, strict=True)):
             name = names[i] if i < len(names) else f"tensor argument {i}"
             if out.shape != ref.shape:
