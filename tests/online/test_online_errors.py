@@ -32,6 +32,8 @@ def _objective(config: Any, x: int) -> int:
     (lambda: Racer(_objective, SPACE, budget=0), "online: budget must be a positive number of candidates"),
     (lambda: Racer(_objective, SPACE, check="yes"), "online: check must be a function check(request, "),
     (lambda: Racer(_objective, SPACE, timeout_s=-1), "Racer: timeout_s must be a positive number of seconds"),
+    (lambda: Racer(_objective, SPACE, timeout_s=float("inf")), "Racer: timeout_s must be a positive"),
+    (lambda: Racer(_objective, SPACE, timeout_s=float("nan")), "Racer: timeout_s must be a positive"),
     (lambda: Racer(_objective, SPACE, rule={"max_races": 3}), "online: rule must be a perftune.online"),
     (lambda: Racer(_objective, SPACE, detector=3), "online: detector must be a ShiftDetector, False or None"),
     (lambda: Explorer(_objective, SPACE), "Explorer: give check=check(request, answer)"),

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from perftune.errors import PerftuneError
 from perftune.online import PromotionRule, Racer, RequestError, ShiftDetector
-from perftune.space import Choice, Space
+from perftune.space import Choice, Config, Space
 from perftune.store import open_store
 from perftune.trial import Status
 
@@ -278,3 +279,96 @@ def test_a_request_the_safe_configuration_fails_is_not_held_up_by_a_hanging_cand
         assert time.perf_counter() - t0 < 2.0
         assert racer.n_killed >= 1  # the hanging candidate was killed, not waited for
         assert racer(2) == 4  # the racer goes on serving
+
+
+def _slow_safe_wrong_candidates(config: Any, x: int) -> int:
+    if config["kind"] == "safe":
+        time.sleep(0.6)
+        return 2 * x
+    time.sleep(0.4)
+    return -999
+
+
+def test_a_request_cut_short_by_an_exception_leaves_nothing_for_the_next_one() -> None:
+    # A caller's own per-request deadline (SIGALRM raising) interrupts a race: both workers still hold
+    # it. The next request must not read their answers (it got the wrong candidate's -999, as "safe").
+    class Deadline(Exception):
+        pass
+
+    def on_alarm(*_: Any) -> None:
+        raise Deadline
+
+    before = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with Racer(_slow_safe_wrong_candidates, _space("wrong", "fast"), check=_is_double, seed=1) as racer:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(Deadline):
+                racer(10)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            assert racer(21) == 42
+            assert all(r.answered_by == "safe" for r in racer.records)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def _rarely_wrong(config: Any, x: int) -> int:
+    if config["kind"] == "safe":
+        time.sleep(0.02)
+        return 2 * x
+    time.sleep(0.001)
+    return -1 if x % 25 == 24 else 2 * x  # faster, and wrong on 4% of the inputs
+
+
+def test_a_promoted_configuration_that_answers_wrongly_is_demoted_and_never_answers() -> None:
+    # It passed check on the races that promoted it; a wrong answer later is caught by check too.
+    with Racer(_rarely_wrong, _space("fast"), check=_is_double, seed=0, budget=2) as racer:
+        answers = [racer(x) for x in range(60)]
+        assert racer.promotions and dict(racer.promotions[0].config) == {"kind": "fast"}
+        assert [dict(c) for _, c, _ in racer.demotions] == [{"kind": "fast"}]
+        assert racer.failed[Config({"kind": "fast"})].startswith("demoted after a wrong answer")
+        assert dict(racer.safe) == {"kind": "safe"}
+    assert answers == [2 * x for x in range(60)]
+
+
+def _pair(config: Any, x: int) -> tuple:
+    import numpy as np
+
+    time.sleep(SAFE_S if config["kind"] == "safe" else 0.001)
+    a = np.arange(4) * x
+    return (a, {"twice": a * 2})
+
+
+def test_answers_holding_arrays_agree_when_equal() -> None:
+    with Racer(_pair, _space("fast"), seed=0) as racer:
+        for x in range(12):
+            racer(x)
+        assert racer.failed == {} and [dict(p.config) for p in racer.promotions] == [{"kind": "fast"}]
+
+
+def test_an_equal_that_raises_on_a_candidates_answer_fails_the_candidate_not_the_request() -> None:
+    def answer(config: Any, x: int) -> Any:
+        time.sleep(SAFE_S if config["kind"] == "safe" else 0.001)
+        return None if config["kind"] == "fast" else float(x)
+
+    def close(a: Any, b: Any) -> bool:
+        return abs(a - b) < 1e-9  # raises for None
+
+    with Racer(answer, _space("fast"), equal=close, seed=0) as racer:
+        assert [racer(x) for x in range(3)] == [0.0, 1.0, 2.0]
+        assert racer.failed[Config({"kind": "fast"})].startswith("wrong answer (equal raised TypeError")
+
+
+def test_a_check_that_returns_no_bool_is_the_callers_mistake_said_in_one_line() -> None:
+    import numpy as np
+
+    def elementwise(x: Any, y: Any) -> Any:
+        return np.asarray([y, y]) == np.asarray([x, x]) * 2  # elementwise: an array, not a bool
+
+    with Racer(_double, _space("fast"), check=elementwise, seed=0) as racer:
+        with pytest.raises(PerftuneError, match=r"must return True or False, got ndarray"):
+            for x in range(10):  # the first candidate's answer is checked
+                racer(x)
+        assert racer.failed == {}  # no candidate blamed
+        racer.check = _is_double  # mended: the workers the error left were replaced, nothing stale is read
+        assert [racer(x) for x in range(4)] == [0, 2, 4, 6]

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+import numpy as np
+
 from perftune.errors import PerftuneError
 from perftune.online._promotion import PromotionRule
 from perftune.online._shift import ShiftDetector
@@ -195,6 +197,9 @@ class OnlineBase:
         self.default = self.space.default()
         self._safe_before: list[Any] = []
         self.failed: dict[Any, str] = {}  # config -> why it can never be safe
+        #: ``(request number, configuration, why)`` of each promoted configuration whose answer then failed
+        #: ``check``: it was put back to the configuration it replaced.
+        self.demotions: list[tuple[int, dict[str, Any], str]] = []
         self.records: deque[RequestRecord] = deque(maxlen=history_n)
         self.promotions: list[Promotion] = []
         self.shifts: list[int] = []  # request numbers at which a shift was detected
@@ -331,15 +336,57 @@ class OnlineBase:
         """Run the safe configuration in the caller's process: (answer, seconds).
 
         Without a candidate there is nothing to race, so the request runs as it would without
-        perftune: no process hop, no racing overhead, on the whole machine.
+        perftune: no process hop, no racing overhead, on the whole machine. A promoted configuration's
+        answer is checked (when ``check`` is given); a wrong one demotes it and the request runs again
+        with the configuration it replaced.
         """
-        t0 = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                answer = self._run(self.safe, request)
+            except Exception as exc:
+                why = f"raised {type(exc).__name__}: {exc}".splitlines()[0]
+                raise RequestError(f"request {seq}: the safe configuration {why}") from None
+            took = time.perf_counter() - t0
+            wrong = self._safe_wrong(request, answer)
+            if wrong is None:
+                return answer, took
+            self._demote(seq, wrong)
+
+    def _checked(self, request: Any, answer: Any) -> str | None:
+        """None when ``check`` accepts the answer, else why not (a raising check rejects it)."""
+        assert self.check is not None
         try:
-            answer = self._run(self.safe, request)
+            ok = self.check(request, answer)
         except Exception as exc:
-            why = f"raised {type(exc).__name__}: {exc}".splitlines()[0]
-            raise RequestError(f"request {seq}: the safe configuration {why}") from None
-        return answer, time.perf_counter() - t0
+            return f"wrong answer (check raised {type(exc).__name__}: {exc})".splitlines()[0]
+        if not isinstance(ok, bool | np.bool_):
+            # The caller's mistake, not the candidate's (an elementwise comparison, say): said at once.
+            raise PerftuneError(f"online: check(request, answer) must return True or False, got "
+                                f"{type(ok).__name__} (for arrays: numpy.array_equal(...))")
+        return None if ok else "wrong answer (check(request, answer) is false)"
+
+    def _safe_wrong(self, request: Any, answer: Any) -> str | None:
+        """Why the safe configuration's answer is wrong, or None. Only a *promoted* configuration is
+        checked: it won its races on a sample of requests, and a rare wrong answer may have escaped them;
+        the configuration trusted at the start is the caller's own."""
+        if self.check is None or not self._safe_before:
+            return None
+        return self._checked(request, answer)
+
+    def _demote(self, seq: int, why: str) -> None:
+        """A promoted configuration answered wrongly: never safe again; the one it replaced is back."""
+        bad = self.safe
+        self.failed[bad] = f"demoted after a {why}"
+        self.demotions.append((seq, dict(bad), why))
+        if self._tuner is not None:
+            for trial in self._safe_trials:  # its latency as the safe configuration: not a result to keep
+                self._tuner.tell(trial, error=f"demoted on request {seq}: {why}")
+        self._safe_trials = []
+        self.safe = self._safe_before.pop()
+        self._safe_samples.clear()
+        if self.detector is not None:
+            self.detector.reset()
 
     def _fail(self, cand: _Candidate, reason: str) -> None:
         """A wrong or failing candidate: recorded with its reason, never safe, never tried again."""

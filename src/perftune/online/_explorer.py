@@ -168,18 +168,7 @@ class Explorer(OnlineBase):
             answer, got = self._run_once(seq, cand.trial.config, request, limit)
             if not isinstance(got, str):
                 self._round_trip_s.append(max(0.0, time.perf_counter() - t_sent - got))
-            why = None
-            if isinstance(got, str):
-                why = got
-            else:
-                assert self.check is not None
-                try:
-                    ok = self.check(request, answer)
-                except Exception as exc:
-                    ok = False
-                    why = f"wrong answer (check raised {type(exc).__name__}: {exc})".splitlines()[0]
-                if not ok:
-                    why = why or "wrong answer (check(request, answer) is false)"
+            why = got if isinstance(got, str) else self._checked(request, answer)
             if why is None:
                 assert not isinstance(got, str)
                 cand_s = got

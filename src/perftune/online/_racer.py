@@ -14,6 +14,8 @@ before the safe one has (it still wins the race and can be promoted; once safe, 
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait
@@ -31,9 +33,17 @@ from perftune.online._worker import Reply, Worker, Zygote
 __all__ = ["Racer"]
 
 
-def _agree(a: Any, b: Any) -> bool:
+def _agree(a: Any, b: Any, depth: int = 0) -> bool:
+    """Equal answers: ``==``, with arrays compared whole, also inside tuples, lists and dicts."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+        try:
+            return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+        except Exception:  # noqa: BLE001 - arrays that cannot be compared are not equal
+            return False
+    if depth < 32 and type(a) is type(b) and isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_agree(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+    if depth < 32 and type(a) is type(b) and isinstance(a, dict):
+        return a.keys() == b.keys() and all(_agree(a[k], b[k], depth + 1) for k in a)
     try:
         return bool(a == b)
     except Exception:  # an answer type whose == does not give a truth value
@@ -99,7 +109,7 @@ class Racer(OnlineBase):
         if equal is not None and not callable(equal):
             raise PerftuneError(f"Racer: equal must be a function equal(a, b), got {equal!r}")
         if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
-                                      or timeout_s <= 0):
+                                      or not math.isfinite(timeout_s) or timeout_s <= 0):
             raise PerftuneError(f"Racer: timeout_s must be a positive number of seconds, got {timeout_s!r}")
         super().__init__(objective_or_site, space, safe=safe, check=check, rule=rule, detector=detector,
                          budget=budget, store=store, name=name, seed=seed, technique=technique,
@@ -148,15 +158,6 @@ class Racer(OnlineBase):
                 self._asked[i] = True
         self.respawn_s.append(time.perf_counter() - t0)
 
-    def _checked(self, request: Any, answer: Any) -> str | None:
-        """None when the answer is correct, else why not."""
-        assert self.check is not None
-        try:
-            ok = self.check(request, answer)
-        except Exception as exc:
-            return f"wrong answer (check raised {type(exc).__name__}: {exc})".splitlines()[0]
-        return None if ok else "wrong answer (check(request, answer) is false)"
-
     def _cancel(self, worker: Worker) -> None:
         """Kill a worker for real (SIGKILL of its process group) and put the side's spare in its place."""
         t0 = time.perf_counter()
@@ -196,15 +197,37 @@ class Racer(OnlineBase):
         return list(wait(conns, timeout))
 
     def _reply(self, worker: Worker, seq: int) -> tuple[Reply | None, str | None]:
-        """A worker's reply to request ``seq``, or (None, why it died); a dead worker is replaced."""
+        """A worker's reply to request ``seq``, or (None, why it died); a dead worker is replaced.
+
+        A reply to an earlier request (one that an exception cut short before its worker was replaced)
+        is never taken for this one's: the worker is replaced and the reply is "out of step".
+        """
         reply = worker.receive()
         if reply is None:
             why = worker.death()
             self._put_spare(worker)
             return None, why
+        if reply[0] != seq:
+            self._cancel(worker)
+            return None, f"was out of step (it answered request {reply[0]} during request {seq})"
         return reply, None
 
     def _alone(self, request: Any, seq: int, t0: float, worker: Worker) -> Any:
+        try:
+            return self._alone_in(request, seq, t0, worker)
+        except BaseException:
+            self._cancel_busy([worker])
+            raise
+
+    def _cancel_busy(self, workers: Sequence[Worker]) -> None:
+        """After an exception cut a request short (an alarm, Ctrl-C, a failing hook): the workers still
+        holding it are killed and replaced, so that no later request reads an answer meant for this one."""
+        for w in workers:
+            if w in self._workers and w.pid:
+                with contextlib.suppress(Exception):
+                    self._cancel(w)
+
+    def _alone_in(self, request: Any, seq: int, t0: float, worker: Worker) -> Any:
         worker.send(seq, self.safe, request)
         self._refill()
         if not self._wait([worker.conn], self._deadline(t0)):
@@ -214,12 +237,23 @@ class Racer(OnlineBase):
         reply, died = self._reply(worker, seq)
         if reply is None or not reply[1]:
             raise RequestError(f"request {seq}: the safe configuration {died or reply and reply[2]}")
+        wrong = self._safe_wrong(request, reply[2])
+        if wrong is not None:
+            self._demote(seq, wrong)
+            raise RequestError(f"request {seq}: the promoted configuration gave a {wrong}; it is demoted")
         latency = time.perf_counter() - t0
         self.records.append(RequestRecord(seq, latency, "alone", reply[3], None, "", None, self.epoch))
         self._observe_safe(seq, reply[3])
         return reply[2]
 
     def _race(self, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker, wc: Worker) -> Any:
+        try:
+            return self._race_in(request, seq, t0, cand, ws, wc)
+        except BaseException:
+            self._cancel_busy([ws, wc])
+            raise
+
+    def _race_in(self, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker, wc: Worker) -> Any:
         ws.send(seq, self.safe, request)
         wc.send(seq, cand.trial.config, request)
         self._refill()
@@ -247,6 +281,10 @@ class Racer(OnlineBase):
                 safe, died = self._reply(ws, seq)
                 if safe is None or not safe[1]:
                     safe_failed, safe = died or (safe[2] if safe else "failed"), None
+                elif (wrong := self._safe_wrong(request, safe[2])) is not None:
+                    # A promoted configuration's rare wrong answer: never returned; it is demoted.
+                    self._demote(seq, wrong)
+                    safe_failed, safe = f"(promoted, now demoted) gave a {wrong}", None
             if wc.conn in ready:
                 cand_running = False
                 cand_reply, died = self._reply(wc, seq)
@@ -303,7 +341,13 @@ class Racer(OnlineBase):
             if self.check is None:
                 return "", False, 0.0, False, ""  # nothing to compare its answer with
             return "win", True, cand_reply[3], True, ""
-        if self.check is None and not self.equal(cand_reply[2], safe[2]):
-            return "wrong", False, 0.0, False, "wrong answer (differs from the safe configuration's)"
+        if self.check is None:
+            try:
+                same = bool(self.equal(cand_reply[2], safe[2]))
+            except Exception as exc:  # noqa: BLE001 - the candidate's answer is what equal cannot read
+                return ("wrong", False, 0.0, False,
+                        f"wrong answer (equal raised {type(exc).__name__}: {exc})".splitlines()[0])
+            if not same:
+                return "wrong", False, 0.0, False, "wrong answer (differs from the safe configuration's)"
         won = cand_reply[3] <= safe[3]
         return ("win" if won else "loss"), won, cand_reply[3], True, ""
