@@ -307,3 +307,65 @@ def test_an_output_passed_by_keyword_is_checked_against_the_reference() -> None:
     assert torch.equal(y, 2 * x) and kernel.best_config.kwargs["MODE"] == 0
     [(config, status, reason)] = kernel.last_report.failures
     assert config["MODE"] == 1 and status == "failed" and reason.startswith("wrong result: y_ptr differs")
+
+
+def test_a_tuned_meta_parameter_passed_at_the_launch_is_refused_at_once() -> None:
+    kernel = perftune.triton.autotune(configs=_scale_configs((0, 16), (0, 32)), key=["n"],
+                                      store=None)(kernels.scale_kernel)
+    x, y = torch.randn(10), torch.zeros(10)
+    with pytest.raises(perftune.PerftuneError, match="BLOCK, num_warps passed at the launch, but tuned"):
+        kernel[kernels.grid_1d(10)](x, y, 10, BLOCK=64, num_warps=2)
+    assert kernel.reports == {}  # nothing was measured
+
+
+def test_a_single_configuration_is_launched_without_measuring() -> None:
+    kernel = perftune.triton.autotune(configs=_scale_configs((0, 32)), key=["n"])(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x) and kernel.best_config.kwargs == {"BLOCK": 32, "MODE": 0}
+    assert kernel.reports == {} and kernel.last_report is None
+
+
+def test_a_larger_budget_measures_what_a_smaller_one_left_out(_private_cache: Path) -> None:
+    configs = _scale_configs(*((0, b) for b in (16, 32, 64, 128, 256, 512)))
+    small = perftune.triton.autotune(configs=configs, key=["n"], budget=2)(kernels.scale_kernel)
+    _launch_scale(small)
+    assert small.last_report.n_measured == 2
+    larger = perftune.triton.autotune(configs=configs, key=["n"], budget=6)(kernels.scale_kernel)
+    _launch_scale(larger)
+    assert not larger.last_report.from_cache and larger.last_report.n_measured == 4
+    again = perftune.triton.autotune(configs=configs, key=["n"], budget=6)(kernels.scale_kernel)
+    _launch_scale(again)
+    assert again.last_report.from_cache
+    same = perftune.triton.autotune(configs=configs, key=["n"], budget=2)(kernels.scale_kernel)
+    _launch_scale(same)
+    assert same.last_report.from_cache  # every configuration is measured now
+
+
+def test_a_config_pre_hook_that_cannot_travel_runs_in_the_callers_process() -> None:
+    seen: list[int] = []
+    hook = lambda nargs: seen.append(1)  # noqa: E731 - a lambda, as split-K kernels write it
+    configs = [triton.Config({"BLOCK": b, "MODE": 0}, pre_hook=hook) for b in (16, 32)]
+    kernel = perftune.triton.autotune(configs=configs, key=["n"], store=None)(kernels.scale_kernel)
+    x, y = _launch_scale(kernel)
+    assert torch.equal(y, 2 * x)
+    assert not kernel.last_report.isolated and kernel.last_report.failures == [] and seen
+
+
+def test_a_changed_jit_helper_changes_the_cache_key_under_heuristics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # JITFunctions, as on a GPU (nothing is launched)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = (
+        "import triton, triton.language as tl, perftune.triton as pt\n"
+        "@triton.jit\ndef helper(x):\n    return x * {factor}\n"
+        "@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, helper(tl.load(x_ptr + offs)))\n"
+        "C = [triton.Config({{'BLOCK': 16}})]\n"
+        "wrapped = pt.autotune(configs=C, key=['n'])(triton.heuristics({{'EVEN': lambda a: True}})(k))\n"
+    )
+    hashes = []
+    for i, factor in enumerate((2, 3, 2)):
+        (tmp_path / f"helper_mod{i}.py").write_text(source.format(factor=factor))
+        hashes.append(__import__(f"helper_mod{i}").wrapped.source_hash)
+    assert hashes[0] != hashes[1] and hashes[0] == hashes[2]

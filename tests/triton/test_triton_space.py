@@ -85,6 +85,12 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         ),
         ({"space": Space({"BLOK": Pow2(16, 64)}), "key": ["n"]}, "space parameter 'BLOK' is neither"),
         ({"space": {"BLOCK": Int(1, 2)}, "key": ["n"]}, "space must be a perftune.space.Space"),
+        ({"configs": [triton.Config({"BLOCK": 16})], "key": "n"}, "key must be a list of argument names"),
+        ({"configs": [{"BLOCK": 16}], "key": ["n"]}, r"configs\[0\] is a dict, not a triton.Config"),
+        ({"configs": [triton.Config({"BLOCK": 16, "G": None})], "key": ["n"]},
+         "meta-parameter 'G' has the value None"),
+        ({"configs": [triton.Config({"BLOCK": 16, "D": tl.float16})], "key": ["n"]},
+         "meta-parameter 'D' has the value"),
     ],
 )
 def test_bad_decorator_arguments_fail_at_decoration(kwargs: dict, message: str) -> None:

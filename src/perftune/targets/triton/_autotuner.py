@@ -124,13 +124,21 @@ class TuningReport:
 
 
 def _kernel_hash(fn: Any) -> str:
-    try:
-        return str(fn.cache_key)  # JITFunction: the source and every global it depends on
-    except Exception:
-        base = fn
-        while not inspect.isfunction(base):
-            base = base.fn
-        return hashlib.sha256(inspect.getsource(base).encode()).hexdigest()
+    """The kernel's identity in the persistent cache: the JITFunction's ``cache_key`` (its source and every
+    ``@triton.jit`` function and global it depends on), found under wrappers such as ``triton.heuristics``;
+    for a function without one (Triton's interpreter), a hash of its source."""
+    obj = fn
+    for _ in range(16):
+        try:
+            return str(obj.cache_key)
+        except Exception:  # noqa: BLE001 - not a JITFunction (a wrapper, the interpreter's function)
+            obj = getattr(obj, "fn", None)
+            if obj is None or inspect.isfunction(obj):
+                break
+    base = fn
+    while not inspect.isfunction(base):
+        base = base.fn
+    return hashlib.sha256(inspect.getsource(base).encode()).hexdigest()
 
 
 def _base_function(fn: Any) -> Any:
@@ -207,6 +215,13 @@ class Autotuner:
         where = f"autotune({self.kernel_name})"
         if (configs is None) == (space is None):
             raise PerftuneError(f"{where}: give either configs=[triton.Config(...)] or space=Space(...)")
+        if isinstance(key, str) or not all(isinstance(k, str) for k in key):
+            raise PerftuneError(f"{where}: key must be a list of argument names, like key=['n_elements'], "
+                                f"got {key!r}")
+        for i, c in enumerate(configs or []):
+            if not callable(getattr(c, "all_kwargs", None)):
+                raise PerftuneError(f"{where}: configs[{i}] is a {type(c).__name__}, not a triton.Config: "
+                                    f"write triton.Config({c!r})"[:300])
         for name in key:
             if name not in self.arg_names:
                 raise PerftuneError(
@@ -229,7 +244,12 @@ class Autotuner:
                     )
         self.configs = list(configs) if configs is not None else None
         if self.configs is not None:
-            space_from_configs(self.configs, where)  # refuse a bad list now, not at the first launch
+            tuned = space_from_configs(self.configs, where)  # refuse a bad list now, not at the first launch
+            #: Names the tuning sets (meta-parameters and launch options): never passed at the call site.
+            self.tuned_names = {n for c in self.configs for n in c.all_kwargs()} | set(tuned.names)
+        else:
+            assert space is not None
+            self.tuned_names = set(space.names)
         self.user_space = space
         self.keys = list(key)
         self.prune_configs_by = dict(prune_configs_by or {})
@@ -263,10 +283,17 @@ class Autotuner:
 
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         """Launch with the configuration of this key, tuning it first if no cache knows it."""
+        conflicts = sorted(set(kwargs) & self.tuned_names)
+        if conflicts:
+            them = "it" if len(conflicts) == 1 else "them"
+            raise PerftuneError(f"autotune({self.kernel_name}): {', '.join(conflicts)} passed at the launch, "
+                                f"but tuned: leave {them} to the configurations")
         named = dict(zip(self.arg_names, args, strict=False))
         all_args = {**named, **kwargs}
         key = self._key(all_args)
         config = self.cache.get(key)
+        if config is None and self.configs is not None and len(self.configs) == 1 and self.reference is None:
+            config = self.cache[key] = self.configs[0]  # nothing to choose between: launched, as Triton does
         if config is None and self._chooser is not None:
             values = self._chooser(all_args)
             # A configuration early_config_prune rules out for these arguments is not run: tune instead.
@@ -437,15 +464,21 @@ class Autotuner:
             space = space_from_configs(candidates, f"autotune({self.kernel_name})")
             ids = [config_id(triton_config_dict(c)) for c in candidates]
             marker = None
+            # This list searched with this budget: a later call with the same budget reuses the result; a
+            # larger budget measures the configurations the smaller one left out.
+            listed = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+            list_marker = f"list:{listed}:{budget if budget is not None else self.budget}"
         else:
             assert self.user_space is not None
             space = self.user_space
             ids = []
             marker = f"space:{space.fingerprint()}:{self.budget}"
+            list_marker = ""
         entry = self.kernel_cache.load(tkey)
         report_key = {**tkey.key, "dtypes": list(tkey.dtypes)}
         if entry is not None and entry.best is not None:
-            covered = marker in entry.considered if marker else set(ids) <= entry.considered
+            covered = (marker in entry.considered if marker
+                       else set(ids) <= entry.considered or list_marker in entry.considered)
             times = entry.ok_times()
             if covered and (marker or entry.best in ids):
                 best = entry.results[entry.best]["config"]
@@ -480,7 +513,8 @@ class Autotuner:
         with self.kernel_cache.update(tkey) as stored:
             for cid, record in session.records.items():
                 stored.results[cid] = record
-            stored.considered |= set(ids) if marker is None else {marker}
+            # Only what was measured is considered; the list's marker says which budget searched it.
+            stored.considered |= set(session.records) | {list_marker} if marker is None else {marker}
             stored.best = config_id(result)
         times = {cid: r["time_ms"] for cid, r in session.records.items() if r["status"] == "ok"}
         return TuningReport(
@@ -573,7 +607,8 @@ class _Session:
         self.budget: Budget | None = None  # this tuning's own budget (tune_for), else the kernel's
         where = f"autotune({owner.kernel_name})"
         ref = owner._kernel_ref()
-        hooks = [owner.pre_hook, owner.post_hook, owner.reference]
+        hooks = [owner.pre_hook, owner.post_hook, owner.reference,
+                 *(getattr(c, "pre_hook", None) for c in owner.configs or [])]
         isolate = owner.isolate
         if isolate is None:
             isolate = ref is not None and all(h is None or picklable(h) for h in hooks)
@@ -584,8 +619,8 @@ class _Session:
             )
         elif isolate and not all(h is None or picklable(h) for h in hooks):
             raise PerftuneError(
-                f"{where}: isolate=True needs pre_hook, post_hook and reference to be "
-                "module-level functions (they run in the benchmark process)"
+                f"{where}: isolate=True needs pre_hook, post_hook, reference and each Config's pre_hook "
+                "to be module-level functions (they run in the benchmark process)"
             )
         options = {
             "arg_names": owner.arg_names,

@@ -71,13 +71,17 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (0, value)
 
 
+_NONE = object()
+
+
 def space_from_configs(configs: Sequence[Any], where: str = "autotune") -> Space:
     """The space of a list of ``triton.Config``: ordered parameters and membership in the list.
 
     The first configuration is the space's default (Triton users put their favourite first).
 
     Raises:
-        PerftuneError: The list is empty or mixes configurations with different parameter names.
+        PerftuneError: The list is empty, mixes configurations with different parameter names, or has a
+            value that is not an int, float, str or bool (``None``, a ``tl.dtype``).
 
     Example:
         >>> class C:
@@ -99,6 +103,12 @@ def space_from_configs(configs: Sequence[Any], where: str = "autotune") -> Space
             )
     params = {}
     for name in names:
+        odd = next((d[name] for d in dicts if not isinstance(d[name], str | int | float | bool)), _NONE)
+        if odd is not _NONE:
+            raise PerftuneError(
+                f"{where}: meta-parameter {name!r} has the value {odd!r} ({type(odd).__name__}); perftune "
+                "tunes int, float, str and bool values: pass a name (e.g. 'float16') and map it in the kernel"
+            )
         values = sorted({d[name] for d in dicts}, key=_sort_key)
         params[name] = Ordinal(values, default=dicts[0][name])
     points = sorted({tuple(d[n] for n in names) for d in dicts}, key=lambda t: [_sort_key(v) for v in t])
