@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from perftune.errors import PerftuneError
-from perftune.online import Explorer, PromotionRule, Racer, ShiftDetector, Split
+from perftune.online import Explorer, PromotionRule, Racer, ShiftDetector, Side, Split
 from perftune.space import Int, Space
 
 SPACE = Space({"n": Int(1, 8, default=2)}, constraints=["n != 5"])
@@ -48,6 +48,15 @@ def _objective(config: Any, x: int) -> int:
     (lambda: ShiftDetector(window_n=1), "ShiftDetector: window_n must be an integer >= 2, got 1"),
     (lambda: ShiftDetector(threshold=0), "ShiftDetector: threshold must be a positive number, got 0"),
     (lambda: Split.of([[0], [1], [2]]), "split: expected two CPU lists or two Side values"),
+    (lambda: Split.of(Split((Side((0,)), Side((4096,))))), "split[1]: CPU(s) [4096] are not available"),
+    (lambda: Side(cpus=0), "Side: cpus must be a list of CPU numbers, got 0"),  # type: ignore[arg-type]
+    (lambda: Side(cpus=(0,), on_start="gpu0"), "Side: on_start must be a function"),  # type: ignore[arg-type]
+    (lambda: Explorer(_objective, SPACE, check=bool, cpus=0), "Explorer: cpus must be a list of CPU numbers"),
+    (lambda: Explorer(_objective, SPACE, check=bool, guard=float("inf")), "Explorer: guard must be a number"),
+    (lambda: Racer(_objective, SPACE, seed="x"), "online: seed must be an integer or None, got 'x'"),
+    (lambda: Racer(_objective, SPACE, name=3), "online: name must be a non-empty string, got 3"),
+    (lambda: Racer(_objective, SPACE, store=3), "online: store must be a store URL or a perftune.store"),
+    (lambda: ShiftDetector(threshold=float("inf")), "ShiftDetector: threshold must be a positive number"),
 ])
 def test_bad_input_is_one_line(make: Any, message: str) -> None:
     with pytest.raises(PerftuneError) as err:

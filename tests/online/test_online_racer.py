@@ -372,3 +372,41 @@ def test_a_check_that_returns_no_bool_is_the_callers_mistake_said_in_one_line() 
         assert racer.failed == {}  # no candidate blamed
         racer.check = _is_double  # mended: the workers the error left were replaced, nothing stale is read
         assert [racer(x) for x in range(4)] == [0, 2, 4, 6]
+
+
+def _rogue(config: Any, x: int) -> int:
+    if config["kind"] == "safe":
+        time.sleep(SAFE_S)
+        return 2 * x
+    os.closerange(0, 1024)  # closes its connection to perftune, and goes on running
+    time.sleep(30)
+    return 2 * x
+
+
+def test_a_candidate_that_closes_its_connection_and_runs_on_does_not_hold_up_the_answer() -> None:
+    with Racer(_rogue, _space("fast"), check=_is_double, seed=0, timeout_s=5) as racer:
+        t0 = time.perf_counter()
+        answers = [racer(x) for x in range(2)]
+        assert time.perf_counter() - t0 < 3  # was 30 s: the racer waited for it to exit
+        assert answers == [0, 2]
+        assert racer.failed[Config({"kind": "fast"})] == (
+            "closed its connection to perftune and went on running (killed)")
+
+
+def _no_gpu() -> None:
+    raise RuntimeError("CUDA device 1 not found")
+
+
+def test_a_side_that_cannot_start_is_said_at_the_start_and_blames_no_candidate(tmp_path: Path) -> None:
+    from perftune.online import Side
+
+    url = f"sqlite:///{tmp_path}/online.db"
+    cpus = sorted(os.sched_getaffinity(0))
+    split = [Side((cpus[0],)), Side((cpus[1],), on_start=_no_gpu)]
+    with pytest.raises(PerftuneError) as err:
+        Racer(_double, _space("fast"), split=split, store=url, name="svc")
+    assert str(err.value) == (f"Racer: split side 1 ([{cpus[1]}]) its side's setup failed: "
+                              "RuntimeError: CUDA device 1 not found")
+    with open_store(url) as st:
+        [run] = st.list_runs()
+        assert run.status == "failed" and st.trials(run.id) == []

@@ -173,6 +173,12 @@ class OnlineBase:
             raise PerftuneError(f"online: detector must be a ShiftDetector, False or None, got {detector!r}")
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise PerftuneError(f"online: budget must be a positive number of candidates, got {budget!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise PerftuneError(f"online: seed must be an integer or None, got {seed!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise PerftuneError(f"online: name must be a non-empty string, got {name!r}")
+        if store is not None and not isinstance(store, str) and not hasattr(store, "create_run"):
+            raise PerftuneError(f"online: store must be a store URL or a perftune.store.Store, got {store!r}")
         if isinstance(history_n, bool) or not isinstance(history_n, int) or history_n < 0:
             raise PerftuneError(f"online: history_n must be a non-negative integer, got {history_n!r}")
         if safe is None:

@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -90,10 +90,13 @@ class Explorer(OnlineBase):
         if (isinstance(explore_fraction, bool) or not isinstance(explore_fraction, int | float)
                 or not 0 < explore_fraction <= 0.5):
             raise PerftuneError(f"Explorer: explore_fraction must be in (0, 0.5], got {explore_fraction!r}")
-        if isinstance(guard, bool) or not isinstance(guard, int | float) or not guard > 1:
+        if isinstance(guard, bool) or not isinstance(guard, int | float) or not 1 < guard < math.inf:
             raise PerftuneError(
                 f"Explorer: guard must be a number > 1 (times the safe latency), got {guard!r}")
         available = os.sched_getaffinity(0)
+        if cpus is not None and (isinstance(cpus, str) or not isinstance(cpus, Iterable)
+                                 or not all(isinstance(c, int) and not isinstance(c, bool) for c in cpus)):
+            raise PerftuneError(f"Explorer: cpus must be a list of CPU numbers, got {cpus!r}")
         the_cpus = tuple(sorted(available)) if cpus is None else tuple(cpus)
         if not the_cpus or not set(the_cpus) <= available:
             raise PerftuneError(f"Explorer: cpus {cpus!r} are not all available to this process")

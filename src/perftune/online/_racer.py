@@ -126,6 +126,13 @@ class Racer(OnlineBase):
         # while the workers compute the following request, off the request's path.
         self._spares: list[Worker | None] = [Worker(self._zygote, i) for i in (0, 1)]
         self._asked = [False, False]  # a spare for this side is being forked
+        for i, worker in enumerate(self._workers):
+            why = worker.setup_failure()
+            if why is not None:  # the side, not a configuration: said now, and no candidate blamed
+                self._closed = True
+                self._stop_workers()
+                self._close_epoch("failed", f"split side {i}: {why}")
+                raise PerftuneError(f"Racer: split side {i} ({list(the_split.sides[i].cpus)}) {why}")
 
     def _stop_workers(self) -> None:
         zygote = self.__dict__.get("_zygote")

@@ -121,7 +121,7 @@ class ShiftDetector:
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:
                 raise PerftuneError(f"ShiftDetector: {name} must be an integer >= 2, got {value!r}")
         if (isinstance(self.threshold, bool) or not isinstance(self.threshold, int | float)
-                or not self.threshold > 0):
+                or not 0 < self.threshold < math.inf):
             raise PerftuneError(f"ShiftDetector: threshold must be a positive number, got {self.threshold!r}")
         if (isinstance(self.confidence, bool) or not isinstance(self.confidence, int | float)
                 or not 0 < self.confidence < 1):

@@ -8,7 +8,7 @@ GPU or a stream (``CUDA_VISIBLE_DEVICES``, ``torch.cuda.set_device``) when the w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from perftune.errors import PerftuneError
@@ -33,6 +33,18 @@ class Side:
     cpus: tuple[int, ...]
     on_start: Callable[[], None] | None = None
     env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        cpus = self.cpus
+        if isinstance(cpus, str) or not isinstance(cpus, Iterable) or not all(
+                isinstance(c, int) and not isinstance(c, bool) for c in cpus):
+            raise PerftuneError(f"Side: cpus must be a list of CPU numbers, got {cpus!r}")
+        object.__setattr__(self, "cpus", tuple(cpus))
+        if self.on_start is not None and not callable(self.on_start):
+            raise PerftuneError(f"Side: on_start must be a function of no arguments, got {self.on_start!r}")
+        if not isinstance(self.env, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+            raise PerftuneError(f"Side: env must map variable names to strings, got {self.env!r}")
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ class Split:
         if value is None:
             return cls.halves()
         if isinstance(value, Split):
-            return value
+            value = list(value.sides)  # checked as two Side values: CPUs this process may use
         if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
             raise PerftuneError(f"split: expected two CPU lists or two Side values, got {value!r}")
         allowed = os.sched_getaffinity(0)

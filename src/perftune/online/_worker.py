@@ -20,6 +20,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from perftune.online._split import Side
@@ -30,7 +31,9 @@ __all__ = ["Reply", "Worker", "Zygote"]
 Reply = tuple[int, bool, Any, float]
 
 
-def _serve(conn: Connection, run: Callable[[Any, Any], Any]) -> None:
+def _serve(conn: Connection, run: Callable[[Any, Any], Any], broken: str | None = None) -> None:
+    """Answer requests until told to stop; a worker whose side could not be set up (``broken``) answers
+    every request, pings too, with that failure instead."""
     while True:
         try:
             message = conn.recv()
@@ -39,6 +42,9 @@ def _serve(conn: Connection, run: Callable[[Any, Any], Any]) -> None:
         if message is None:
             return
         seq, config, request = message
+        if broken is not None:
+            conn.send((seq, False, f"its side's setup failed: {broken}", 0.0))
+            continue
         if seq < 0:  # a ping: how long a round trip to this worker takes, objective aside
             conn.send((seq, True, None, 0.0))
             continue
@@ -58,11 +64,15 @@ def _serve(conn: Connection, run: Callable[[Any, Any], Any]) -> None:
 
 def _worker_main(sock: socket.socket, side: Side, run: Callable[[Any, Any], Any]) -> None:
     os.setsid()  # its own process group: a kill reaches everything it starts
-    os.sched_setaffinity(0, side.cpus)
-    os.environ.update(side.env)
-    if side.on_start is not None:
-        side.on_start()
-    _serve(Connection(sock.detach()), run)
+    broken = None
+    try:
+        os.sched_setaffinity(0, side.cpus)
+        os.environ.update(side.env)
+        if side.on_start is not None:
+            side.on_start()
+    except BaseException as exc:  # said to the racer (a ping at its start), not an exit status to guess at
+        broken = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    _serve(Connection(sock.detach()), run, broken)
 
 
 def _send_msg(sock: socket.socket, obj: Any, fds: Sequence[int] = ()) -> None:
@@ -244,6 +254,14 @@ class Worker:
         self.receive()
         return time.perf_counter() - t0
 
+    def setup_failure(self) -> str | None:
+        """Why the worker's side could not be set up (its ``on_start`` raised, say), or None (a ping)."""
+        self.send(-1, None, None)
+        reply = self.receive()
+        if reply is None:
+            return self.death()
+        return None if reply[1] else str(reply[2])
+
     def receive(self) -> Reply | None:
         """The worker's reply, or None when it died (crashed or was killed)."""
         try:
@@ -252,8 +270,27 @@ class Worker:
             return None
         return reply
 
+    def _running(self) -> bool:
+        """Whether the worker process still runs (not gone, not a zombie waiting to be reaped)."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+
     def death(self) -> str:
-        """Why a worker that closed its connection is gone."""
+        """Why a worker that closed its connection is gone.
+
+        A worker can close its connection and go on running (a candidate that closes every file
+        descriptor, or replaces itself with ``exec``): it is killed after a short grace, rather than waited
+        for, so that the request is not held up by it.
+        """
+        deadline = time.monotonic() + 0.05
+        while self._running() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if self._running():
+            self.kill()
+            return "closed its connection to perftune and went on running (killed)"
         status = self.zygote.status(self.pid)
         self.pid = 0
         self.conn.close()
