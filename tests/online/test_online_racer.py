@@ -410,3 +410,15 @@ def test_a_side_that_cannot_start_is_said_at_the_start_and_blames_no_candidate(t
     with open_store(url) as st:
         [run] = st.list_runs()
         assert run.status == "failed" and st.trials(run.id) == []
+
+
+def test_a_service_restarted_with_the_same_name_gets_a_run_of_its_own(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/online.db"
+    names = []
+    for _ in range(2):  # two lives of the same service (docs/online.md's example passes name=)
+        with Racer(_double, _space("fast"), check=_is_double, store=url, name="svc", seed=0) as racer:
+            assert [racer(x) for x in range(3)] == [0, 2, 4]
+            names.append(racer.run_names)
+    assert names == [["svc"], ["svc-2"]]
+    with open_store(url) as st:
+        assert sorted(r.name for r in st.list_runs()) == ["svc", "svc-2"]

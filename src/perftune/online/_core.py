@@ -18,7 +18,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, StoreError
 from perftune.online._promotion import PromotionRule
 from perftune.online._shift import ShiftDetector
 from perftune.trial import Status, Trial
@@ -251,9 +251,18 @@ class OnlineBase:
                      "max_races": self.rule.max_races, "min_wins": self.rule.min_wins},
         }}
         seed = None if self._seed is None else self._seed + self.epoch
-        self._tuner = Tuner(self.space, seed=seed, store=self._store, technique=self._technique,
-                            seeds=seeds, name=name, budget=self.budget, include_default=self.epoch == 0,
-                            settings=settings)
+        for attempt in range(1, 1000):
+            try:
+                self._tuner = Tuner(self.space, seed=seed, store=self._store, technique=self._technique,
+                                    seeds=seeds, name=name, budget=self.budget,
+                                    include_default=self.epoch == 0, settings=settings)
+                break
+            except StoreError as error:
+                # A service restarted with the same name= (the runs of its last life are kept): NAME-2, ...
+                if name is None or "already exists" not in str(error) or attempt == 999:
+                    raise
+                base = self._name if self.epoch == 0 else f"{self.run_names[0]}-shift{self.epoch}"
+                name = f"{base}-{attempt + 1}"
         if self._tuner.run_name is not None:
             self.run_names.append(self._tuner.run_name)
 
