@@ -188,8 +188,9 @@ class Explorer(OnlineBase):
                 outcome = "wrong" if why.startswith("wrong") else "failed"
                 self._fail(cand, why)
         answer, got = self._run_inline(request, seq)
+        epoch = self.epoch
+        self._observe_safe(seq, got)  # its store writes are the request's latency too
         latency = time.perf_counter() - t0
         self.records.append(RequestRecord(seq, latency, "alone" if cand is None else "safe", got, cand_s,
-                                          outcome, None if cand is None else cand.trial.id, self.epoch))
-        self._observe_safe(seq, got)
+                                          outcome, None if cand is None else cand.trial.id, epoch))
         return answer

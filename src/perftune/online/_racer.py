@@ -188,9 +188,10 @@ class Racer(OnlineBase):
         safe_side = seq % 2  # the two configurations swap halves every request: no half is favoured
         if cand is None and self.timeout_s is None:
             answer, safe_s = self._run_inline(request, seq)
+            epoch = self.epoch
+            self._observe_safe(seq, safe_s)  # its store writes are the request's latency too
             self.records.append(RequestRecord(seq, time.perf_counter() - t0, "alone", safe_s, None, "", None,
-                                              self.epoch))
-            self._observe_safe(seq, safe_s)
+                                              epoch))
             return answer
         if cand is None:  # a worker, so that timeout_s can be enforced
             return self._alone(request, seq, t0, self._workers[safe_side])
@@ -248,9 +249,10 @@ class Racer(OnlineBase):
         if wrong is not None:
             self._demote(seq, wrong)
             raise RequestError(f"request {seq}: the promoted configuration gave a {wrong}; it is demoted")
-        latency = time.perf_counter() - t0
-        self.records.append(RequestRecord(seq, latency, "alone", reply[3], None, "", None, self.epoch))
+        epoch = self.epoch
         self._observe_safe(seq, reply[3])
+        latency = time.perf_counter() - t0
+        self.records.append(RequestRecord(seq, latency, "alone", reply[3], None, "", None, epoch))
         return reply[2]
 
     def _race(self, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker, wc: Worker) -> Any:
@@ -322,16 +324,18 @@ class Racer(OnlineBase):
             self._result(seq, cand, won, sample, finished)
         if not answered_by:
             raise RequestError(f"request {seq}: the safe configuration {safe_failed}")
-        latency = time.perf_counter() - t0
-        self.records.append(RequestRecord(
-            seq, latency, answered_by, None if safe is None else safe[3],
-            None if cand_reply is None else cand_reply[3], outcome, cand.trial.id, self.epoch))
         # Killed because the candidate answered first, the safe configuration took at least as long
         # as the candidate (they started together): a lower bound, which the shift detector can use.
         killed_after = None
         if safe is None and safe_running and answered_by == "candidate" and cand_reply is not None:
             killed_after = cand_reply[3]
+        epoch = self.epoch
+        # Before the latency is taken: a shift it detects closes a run and opens one (the caller waits).
         self._observe_safe(seq, None if safe is None else safe[3], killed_after)
+        latency = time.perf_counter() - t0
+        self.records.append(RequestRecord(
+            seq, latency, answered_by, None if safe is None else safe[3],
+            None if cand_reply is None else cand_reply[3], outcome, cand.trial.id, epoch))
         return answer
 
     def _judge(self, cand: _Candidate, safe: Reply | None, cand_reply: Reply | None,
