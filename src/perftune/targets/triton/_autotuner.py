@@ -906,7 +906,8 @@ class _Session:
                         values = self.records[cid]["config"]
                         try:
                             meta = self._meta(values)
-                            self.bench.prepare(cid, meta, self._grid(meta), None)
+                            hook = self.owner._config_of(values).pre_hook  # as it was first measured
+                            self.bench.prepare(cid, meta, self._grid(meta), hook)
                             rounds[cid].extend(self.bench.sample(cid, 1))
                         except BenchFailure:
                             rounds.pop(cid)
