@@ -422,3 +422,17 @@ def test_a_service_restarted_with_the_same_name_gets_a_run_of_its_own(tmp_path: 
     assert names == [["svc"], ["svc-2"]]
     with open_store(url) as st:
         assert sorted(r.name for r in st.list_runs()) == ["svc", "svc-2"]
+
+
+def _wrong_at_once(config: Any, x: int) -> int:
+    if config["kind"] != "safe":
+        return -1
+    time.sleep(0.5 if x == 0 else 0.01)  # request 0 outlasts timeout_s for the safe configuration
+    return 2 * x
+
+
+def test_a_wrong_answer_before_the_safe_run_times_out_is_recorded() -> None:
+    with Racer(_wrong_at_once, _space("wrong"), check=_is_double, timeout_s=0.2, seed=0) as racer:
+        with pytest.raises(RequestError, match="took longer than timeout_s=0.2"):
+            racer(0)
+        assert racer.failed == {Config({"kind": "wrong"}): "wrong answer (check(request, answer) is false)"}

@@ -281,7 +281,9 @@ class Racer(OnlineBase):
                 for w, running in ((ws, safe_running), (wc, cand_running)):
                     if running:
                         self._cancel(w)
-                if cand_running:
+                if cand_failed is not None:  # it answered wrongly (or failed) before the time ran out
+                    self._fail(cand, cand_failed)
+                elif cand_running:
                     self._result(seq, cand, False, time.perf_counter() - t0, finished=False)
                 why = safe_failed or f"took longer than timeout_s={self.timeout_s}"
                 raise RequestError(f"request {seq}: the safe configuration {why}")
