@@ -204,7 +204,7 @@ def test_error_metric_lower_is_better():
     [
         ({"targets": []}, "no accuracy targets"),
         ({"inputs": []}, "no training inputs"),
-        ({"budget": 0}, "budget must be >= 1"),
+        ({"budget": 0}, "budget must be an integer >= 1"),
     ],
 )
 def test_bad_arguments(kwargs, match):

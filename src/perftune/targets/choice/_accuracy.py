@@ -25,6 +25,8 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, load_choices
+from perftune.targets.choice._file import ChoiceError, load_for_merge
 from perftune.targets.choice._site import current_choices
 
 __all__ = [
@@ -194,7 +196,7 @@ class AccuracyTable:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge this table into the tuned-choices file and write it."""
-        f = load_choices(path, warn=False)
+        f = load_for_merge(path)
         f.set_table(self.name, self.to_dict())
         return f.write(path)
 
@@ -269,6 +271,9 @@ class _AccuracySearch:
                 raise _MetricFailed(f"{type(e).__name__}: {e}") from e
             if math.isnan(acc):
                 raise _MetricFailed("returned NaN")
+            # An exact result scored as infinite (digits of precision, say): the largest finite number, so
+            # that every file and report holds it (JSON has no infinity).
+            acc = max(-sys.float_info.max, min(sys.float_info.max, acc))
             accs.append(self.sign * acc)
         return float(np.median(times)), float(min(accs))
 
@@ -353,8 +358,14 @@ def tune_accuracy(
         raise ChoiceError(f"tune_accuracy({name!r}): no accuracy targets given")
     if not inputs:
         raise ChoiceError(f"tune_accuracy({name!r}): no training inputs given")
-    if budget < 1:
-        raise ChoiceError(f"tune_accuracy({name!r}): budget must be >= 1, got {budget}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ChoiceError(f"tune_accuracy({name!r}): budget must be an integer >= 1, got {budget!r}")
+    bad = [t for t in targets
+           if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t)]
+    if bad:
+        raise ChoiceError(f"tune_accuracy({name!r}): accuracy targets must be finite numbers, got {bad[0]!r}")
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < math.inf:
+        raise ChoiceError(f"tune_accuracy({name!r}): margin must be a number >= 0, got {margin!r}")
     sign = 1.0 if higher_is_better else -1.0
     mname = str(metric_name or getattr(accuracy, "__name__", "accuracy"))
     # Work in "higher is better" internally; sort bins loosest first.
@@ -402,7 +413,10 @@ def tune_accuracy(
                 times = [cand.time_s]
                 try:
                     for _ in range(final_repeats - 1):
-                        times.append(search.run_one(cand.config, search.inputs)[0])
+                        took, worst = search.run_one(cand.config, search.inputs)
+                        times.append(took)
+                        # Its accuracy is its worst over every run: a re-run that misses counts too.
+                        cand.accuracy = min(cand.accuracy, worst)
                 except Exception as e:  # a flaky candidate is dropped, not fatal
                     cand.ok = False
                     search.failures.append(f"re-timing {dict(cand.config)} failed: {e}")
@@ -410,8 +424,6 @@ def tune_accuracy(
                 # The least disturbed repeat: timing noise on a busy machine only ever adds time.
                 cand.time_s = float(min(times))
     bins: list[AccuracyBin] = []
-    if margin < 0:
-        raise ChoiceError(f"tune_accuracy({name!r}): margin must be >= 0, got {margin}")
     checked: dict[Any, float | None] = {}  # held-out worst accuracy per candidate (None: failed)
     for t in signed:
         cell = AccuracyBin(target=sign * t, config=None, best_accuracy=sign * best_acc)

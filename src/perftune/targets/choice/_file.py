@@ -299,12 +299,44 @@ class ChoicesFile:
         return out
 
     def write(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write atomically (temporary file + rename) and return the path written."""
+        """Write atomically (temporary file + rename) and return the path written.
+
+        Raises:
+            ChoiceError: the content is not what :meth:`read` accepts (a cutoff of 0, an infinite
+                accuracy): a file every program start would refuse is not written.
+        """
         p = choices_path(path)
+        doc = self.to_dict()
+        try:
+            text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
+            ChoicesFile.from_dict(json.loads(text), where=f"{p} (not written): ")
+        except ValueError as e:  # NaN or infinity: JSON has no such number
+            raise ChoiceError(f"{p} (not written): a value is not a finite number ({e})") from None
         p.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(p, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        write_text_atomic(p, text)
         self.source = p
         return p
+
+
+def load_for_merge(path: str | os.PathLike[str] | None = None) -> ChoicesFile:
+    """The tuned-choices file that a save merges into: empty when there is none. One that cannot be read
+    is renamed aside (``NAME.unreadable``, with one warning) rather than overwritten without a word, so
+    that the choices it holds can still be recovered by hand."""
+    p = choices_path(path)
+    if not p.exists() and not p.is_symlink():
+        return ChoicesFile()
+    try:
+        return ChoicesFile.read(p)
+    except ChoiceError as e:
+        aside = p.with_name(p.name + ".unreadable")
+        try:
+            os.replace(p, aside)
+            kept = f"kept as {aside}"
+        except OSError as move:
+            kept = f"it could not be moved aside ({move.strerror})"
+        warnings.warn(f"{e}; a new file is written with this tuning's choices only, the old one {kept}",
+                      ChoicesFileWarning, stacklevel=3)
+        return ChoicesFile()
 
 
 def load_choices(path: str | os.PathLike[str] | None = None, *, warn: bool = True) -> ChoicesFile:

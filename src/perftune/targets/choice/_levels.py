@@ -24,7 +24,7 @@ from perftune.targets.choice._accuracy import (
     UnreachableTargetWarning,
     tune_accuracy,
 )
-from perftune.targets.choice._file import ChoiceError, load_choices
+from perftune.targets.choice._file import ChoiceError, load_for_merge
 from perftune.targets.choice._site import current_choices
 
 __all__ = ["LevelTable", "level_config", "tune_levels"]
@@ -100,7 +100,7 @@ class LevelTable:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge this table into the tuned-choices file and write it."""
-        f = load_choices(path, warn=False)
+        f = load_for_merge(path)
         f.set_table(self.name, self.to_dict())
         return f.write(path)
 

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, ChoicesFile, load_choices
+from perftune.targets.choice._file import ChoiceError, ChoicesFile, load_for_merge
 from perftune.targets.choice._site import AlgorithmSite, current_choices
-from perftune.targets.choice._tune import simplify_levels
+from perftune.targets.choice._tune import input_copy, simplify_levels
 
 __all__ = ["DEVICES_ENV_VAR", "DeviceSite", "PlacementRow", "PlacementTuning", "available_devices",
            "tune_placement"]
@@ -265,7 +265,7 @@ class PlacementTuning:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge the tuned selector into the tuned-choices file (default location) and write it."""
-        existing = load_choices(path, warn=False)
+        existing = load_for_merge(path)
         existing.update(self.choices_file)
         return existing.write(path)
 
@@ -347,12 +347,15 @@ def tune_placement(
         reps: dict[str, int] = {}
         for alt in alts:
             try:
-                out = invoke(funcs[alt], data)  # warm-up: caches, a GPU's context, its kernels' loading
-                if check is not None and not check(data, out):
+                # Every run gets its own copy of the input (an alternative may change it in place), and
+                # check compares the output with the input as it was.
+                out = invoke(funcs[alt], input_copy(data))  # warm-up: caches, a GPU's context, kernels
+                if check is not None and not check(input_copy(data), out):
                     failures[alt] = f"wrong output at size {n}"
                     continue
+                fresh = input_copy(data)
                 t0 = time.perf_counter()
-                invoke(funcs[alt], data)
+                invoke(funcs[alt], fresh)
                 warm_s = max(time.perf_counter() - t0, 1e-9)
             except Exception as exc:  # an alternative failing at a size is an outcome, not a crash
                 failures[alt] = f"{type(exc).__name__} at size {n}: {exc}"
@@ -367,9 +370,10 @@ def tune_placement(
             order = ok[r % len(ok):] + ok[: r % len(ok)]
             for alt in order:
                 k = reps[alt]
+                copies = [input_copy(data) for _ in range(k)]  # made before the clock starts
                 t0 = time.perf_counter()
-                for _ in range(k):
-                    invoke(funcs[alt], data)
+                for one in copies:
+                    invoke(funcs[alt], one)
                 samples[alt].append((time.perf_counter() - t0) / k)
         medians = {alt: statistics.median(s) for alt, s in samples.items()}
         rows.append(PlacementRow(n, medians, min(medians, key=medians.__getitem__), failures))

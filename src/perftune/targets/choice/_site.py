@@ -36,6 +36,7 @@ import contextlib
 import os
 import threading
 import warnings
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -56,7 +57,12 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, AlgorithmSite] = {}
+#: Every live site, those whose name a later site took too (a module reloaded): all re-resolve.
+_ALL: weakref.WeakSet[AlgorithmSite] = weakref.WeakSet()
 _LOCK = threading.Lock()
+#: Held for the whole of a ``site.use(...)`` block: two threads' blocks never interleave, so that the
+#: selector each restores is the one it replaced.
+_USE_LOCK = threading.RLock()
 _LOADED: ChoicesFile | None = None
 
 
@@ -91,7 +97,7 @@ def use_choices(
         loaded = load_choices(source)
     with _LOCK:
         _LOADED = loaded
-        sites = list(_REGISTRY.values())
+        sites = list(_ALL)
     for site in sites:
         site._unresolve()
     return loaded
@@ -175,6 +181,7 @@ class AlgorithmSite:
         self._unresolve()
         with _LOCK:
             _REGISTRY[name] = self
+            _ALL.add(self)
 
     # ---- declaring -------------------------------------------------------------------------------
 
@@ -329,13 +336,18 @@ class AlgorithmSite:
 
     @contextlib.contextmanager
     def use(self, cutoffs: Sequence[int] | Any, choices: Sequence[str] | None = None) -> Iterator[None]:
-        """Temporarily use a selector (as :meth:`set`), restoring the previous one on exit."""
-        saved = (self._cutoffs, self._names, self._funcs, self._single, self.source)
-        self.set(cutoffs, choices)
-        try:
-            yield
-        finally:
-            self._cutoffs, self._names, self._funcs, self._single, self.source = saved
+        """Temporarily use a selector (as :meth:`set`), restoring the previous one on exit.
+
+        The selector is the site's, for every thread; another thread's ``use`` waits until this one ends
+        (their blocks never interleave, so each restores what it replaced).
+        """
+        with _USE_LOCK:
+            saved = (self._cutoffs, self._names, self._funcs, self._single, self.source)
+            self.set(cutoffs, choices)
+            try:
+                yield
+            finally:
+                self._cutoffs, self._names, self._funcs, self._single, self.source = saved
 
     def selector(self, max_levels: int = 4, size_range: tuple[int, int] | None = None) -> Any:
         """A :class:`perftune.space.Selector` parameter over this site's alternatives.

@@ -12,6 +12,7 @@ import numpy as np
 from perftune.targets._target import Example, Outcome, TargetBase
 from perftune.targets.choice._file import ChoiceError
 from perftune.targets.choice._site import AlgorithmSite
+from perftune.targets.choice._tune import input_copy
 from perftune.trial import Status
 
 __all__ = ["ChoiceTarget"]
@@ -113,7 +114,7 @@ class ChoiceTarget(TargetBase):
     def evaluate(self, config: Any) -> Outcome:
         started = time.time()
         data = self.make_input(self.size, self._rng)
-        reference = list(data) if self.check is not None and isinstance(data, list) else data
+        reference = input_copy(data) if self.check is not None else data
         try:
             with contextlib.ExitStack() as stack:
                 for name, site in self.sites.items():

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import statistics
 import time
@@ -34,12 +35,33 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, ChoicesFile, ChoicesFileWarning, load_choices
+from perftune.targets.choice._file import (
+    ChoiceError,
+    ChoicesFile,
+    ChoicesFileWarning,
+    load_for_merge,
+)
 from perftune.targets.choice._ladder import LadderResult, LadderSettings, increa
 from perftune.targets.choice._site import AlgorithmSite
 
 __all__ = ["SiteTuning", "simplify_levels", "tune_sites"]
 
+
+
+def input_copy(data: Any) -> Any:
+    """A copy of an input, made before a program may change it in place (an in-place sort of a NumPy
+    array): what ``check(input, output)`` compares with, and what the next run of the same input gets.
+    An input that cannot be copied is used as it is.
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.array([3, 1, 2]); b = input_copy(a); a.sort(); b
+        array([3, 1, 2])
+    """
+    try:
+        return copy.deepcopy(data)
+    except Exception:  # noqa: BLE001 - an input deepcopy cannot copy (a handle): used as it is
+        return data
 
 @dataclass
 class SiteTuning:
@@ -66,7 +88,7 @@ class SiteTuning:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge the tuned selectors into the tuned-choices file (default location) and write it."""
-        existing = load_choices(path, warn=False)
+        existing = load_for_merge(path)
         existing.update(self.choices)
         return existing.write(path)
 
@@ -155,7 +177,7 @@ def tune_sites(
 
     def objective(config: Any, size: int) -> float:
         data = make_input(size, input_rng)
-        reference = list(data) if check is not None and isinstance(data, list) else data
+        reference = input_copy(data) if check is not None else data
         with contextlib.ExitStack() as stack:
             for name, site in by_name.items():
                 stack.enter_context(site.use(config[name]))
@@ -385,7 +407,7 @@ def _verify(
             stack.enter_context(site.use(config[name]))
         for n in sorted(test_sizes):
             data = make_input(n, rng)
-            reference = list(data) if isinstance(data, list) else data
+            reference = input_copy(data)
             try:
                 ok = check(reference, program(data))
             except Exception as e:  # a crash on an untested size is a wrong selector, not a tuner crash
