@@ -254,9 +254,16 @@ class Worker:
         self.receive()
         return time.perf_counter() - t0
 
-    def setup_failure(self) -> str | None:
+    def setup_failure(self, timeout_s: float = 120.0) -> str | None:
         """Why the worker's side could not be set up (its ``on_start`` raised, say), or None (a ping)."""
         self.send(-1, None, None)
+        try:
+            ready = self.conn.poll(timeout_s)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self.kill()
+            return f"did not start within {timeout_s:g} s (its on_start hangs?)"
         reply = self.receive()
         if reply is None:
             return self.death()
