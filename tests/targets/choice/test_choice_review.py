@@ -141,3 +141,21 @@ def test_every_site_of_a_name_taken_twice_follows_a_new_file(tmp_path: Path) -> 
     path = doc.write(tmp_path / "choices.json")
     use_choices(load_choices(path))
     assert first.choose(10) == second.choose(10) == "insertion"
+
+
+def test_a_level_table_with_a_target_given_twice_has_one_bin_for_it() -> None:
+    import math
+
+    from perftune.targets.choice import tune_levels
+
+    def program(level: int, config: dict, x: float, table: object) -> float:
+        return x + 10.0 ** -config["it"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = tune_levels(program, lambda level, tb: Space({"it": Int(1, 9)}), levels=[2, 3],
+                            accuracy=lambda out, x: -math.log10(abs(out - x) + 1e-300), targets=[1, 3, 3, 5],
+                            inputs_for_level=lambda level: [1.0], budget_per_level=15, seed=0)
+    assert table.targets == [1.0, 3.0, 5.0]
+    assert [b.target for b in table.row(3).bins] == table.targets
+    assert table.cell(3, table.targets.index(5.0)) is not None

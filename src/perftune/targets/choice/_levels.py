@@ -168,7 +168,7 @@ def tune_levels(
         raise ChoiceError(f"tune_levels({name!r}): levels must be given coarsest first, without repeats")
     table = LevelTable(
         name=name,
-        targets=sorted(float(t) for t in targets),
+        targets=sorted({float(t) for t in targets}),  # as tune_accuracy: a target given twice is one bin
         metric=getattr(accuracy, "__name__", "accuracy"),
         higher_is_better=higher_is_better,
     )
