@@ -159,3 +159,17 @@ def test_a_level_table_with_a_target_given_twice_has_one_bin_for_it() -> None:
     assert table.targets == [1.0, 3.0, 5.0]
     assert [b.target for b in table.row(3).bins] == table.targets
     assert table.cell(3, table.targets.index(5.0)) is not None
+
+
+def test_an_alternative_declared_twice_on_a_device_site_keeps_its_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from perftune.targets.choice import DeviceSite
+
+    monkeypatch.setenv("PERFTUNE_DEVICES", "cpu")
+    use_choices(ChoicesFile())
+    site = DeviceSite("review-devices")
+    site.alternative("fast", device="cuda")(sorted)
+    with pytest.raises(ChoiceError, match="declared twice"):
+        site.alternative("fast", device="cpu")(sorted)
+    assert site.device_of("fast") == "cuda"  # it was rewritten to cpu: a GPU function passed for a CPU one

@@ -122,11 +122,13 @@ class DeviceSite(AlgorithmSite):
         self, alt_name: str, device: str = "cpu"
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator adding an alternative that runs on ``device``; returns the function unchanged."""
-        self._devices[alt_name] = self._check_device(self.name, alt_name, device)
+        checked = self._check_device(self.name, alt_name, device)
         add = super().alternative(alt_name)
 
         def add_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
-            return add(fn)
+            out = add(fn)  # refuses an alternative declared twice before its device is touched
+            self._devices[alt_name] = checked
+            return out
 
         return add_on_device
 
