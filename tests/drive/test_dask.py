@@ -63,3 +63,72 @@ def test_the_local_cluster_example_runs(tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "30 trials on Dask workers" in proc.stdout
+
+
+def _sleepy(config):
+    import time
+
+    time.sleep(30 if config["x"] == 0 else 0.6)
+    return float(config["x"])
+
+
+def test_timeout_s_kills_the_evaluation_on_its_worker_and_counts_from_its_start(tmp_path):
+    import time
+
+    # x = 0 (the default, first) hangs: it is killed at 2 s on its worker, which then serves the others;
+    # two evaluations in flight on one worker wait in Dask's queue, and that wait is not theirs.
+    t0 = time.monotonic()
+    result = perftune.tune(_sleepy, space(), budget=5, workers=2, executor="dask", scheduler="local:1",
+                           timeout_s=2, seed=0)
+    took = time.monotonic() - t0
+    statuses = [t.status for t in result.trials]
+    assert statuses[0] is Status.TIMEOUT and "ran past the 2 s timeout (killed)" in result.trials[0].reason
+    assert statuses[1:] == [Status.OK] * 4
+    assert took < 25  # the hanging one (30 s) did not run to its end on the only worker
+
+
+class _Locked:
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+    def __call__(self, config):
+        return 1.0
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: perftune.tune(_Locked(), space(), budget=2, executor="dask", scheduler="local:1"),
+     "the objective cannot be sent to Dask workers (TypeError: cannot pickle '_thread.lock' object)"),
+    (lambda: perftune.tune(lambda c: 1.0, space(), budget=2, executor="dask",
+                           scheduler="tpc://127.0.0.1:8786"),
+     "--scheduler 'tpc://127.0.0.1:8786': unknown address scheme 'tpc'"),
+    (lambda: perftune.tune(lambda c: 1.0, space(), budget=2, executor="dask", scheduler="tcp://127.0.0.1"),
+     "missing port number"),
+])
+def test_dask_setup_mistakes_are_one_line(make, message):
+    with pytest.raises(PerftuneError) as err:
+        make()
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_port_that_is_not_a_scheduler_is_an_error_not_a_hang():
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held = []
+    # It accepts the connection and never says a word, as a dashboard or another service's port would not
+    # answer Dask's handshake.
+    threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(PerftuneError, match=f"no Dask scheduler answered at tcp://127.0.0.1:{port}"):
+            perftune.tune(lambda c: 1.0, space(), budget=2, executor="dask",
+                          scheduler=f"tcp://127.0.0.1:{port}")
+    finally:
+        for conn, _ in held:
+            conn.close()
+        server.close()

@@ -9,6 +9,12 @@ driver records it as FAILED. dask.distributed is imported lazily (extra ``perftu
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pickle
+import select
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +25,68 @@ from perftune.errors import PerftuneError
 from perftune.trial import Status
 
 __all__ = ["DaskExecutor"]
+
+
+def evaluate_in_child(objective: Callable[..., Any], config: Any, metric: str | None,
+                      context: EvalContext | None, timeout_s: float | None) -> Outcome:
+    """:func:`evaluate` on a Dask worker, in a process forked for it, killed (with everything it
+    started) once ``timeout_s`` has passed since the task *started on the worker*.
+
+    Dask cannot stop a running task; without this, a hanging configuration would occupy its worker to the
+    end and a clock started at submission would count the time the task waited in Dask's queue.
+    """
+    if timeout_s is None:
+        return evaluate(objective, config, metric, context)
+    started = time.time()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: evaluate, send the outcome back, leave without running the worker's exit code
+        code = 0
+        try:
+            os.close(read_fd)
+            os.setpgid(0, 0)  # its own group: a kill reaches what the objective started
+            outcome = evaluate(objective, config, metric, context)
+            try:
+                data = pickle.dumps(outcome)
+            except Exception as exc:  # noqa: BLE001 - a metric or published value that cannot travel
+                data = pickle.dumps(Outcome(Status.FAILED, reason=f"its result cannot be sent back: {exc}",
+                                            started_at=outcome.started_at, finished_at=outcome.finished_at))
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(data)
+        except BaseException:  # noqa: BLE001 - nothing may escape into the forked Dask worker's code
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    timed_out = False
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        while True:
+            left = started + timeout_s - time.time()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = pipe.read(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    if timed_out:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    now = time.time()
+    if timed_out:
+        return Outcome(Status.TIMEOUT, reason=f"ran past the {timeout_s:g} s timeout (killed)",
+                       started_at=started, finished_at=now)
+    if not chunks:
+        how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exit status {os.WEXITSTATUS(status)}")
+        return Outcome(Status.FAILED, reason=f"the evaluation's process died ({how})",
+                       started_at=started, finished_at=now)
+    out: Outcome = pickle.loads(b"".join(chunks))
+    return out
 
 
 def _import_distributed() -> Any:
@@ -39,7 +107,8 @@ class DaskExecutor:
         metric: Metric to optimise when the objective returns a mapping.
         workers: Evaluations in flight.
         scheduler: ``"tcp://host:port"`` of a running scheduler, or ``"local:N"`` for a local cluster.
-        timeout_s: Give up on an evaluation after this long (TIMEOUT); the task is cancelled.
+        timeout_s: Give up on an evaluation after this long (TIMEOUT), counted from when it starts on its
+            worker: it runs there in a forked process, killed (with what it started) at the limit.
         connect_timeout_s: How long to wait for the scheduler.
 
     Example:
@@ -49,6 +118,13 @@ class DaskExecutor:
     def __init__(self, objective: Callable[[Any], Any], metric: str | None, workers: int, scheduler: str,
                  timeout_s: float | None = None, connect_timeout_s: float = 10.0) -> None:
         distributed = _import_distributed()
+        try:
+            # The objective travels to the workers by cloudpickle: one that cannot is said now, in one line.
+            distributed.protocol.pickle.dumps(objective)
+        except Exception as error:  # noqa: BLE001 - any serialisation failure is the same user mistake
+            raise PerftuneError(f"the objective cannot be sent to Dask workers ({type(error).__name__}: "
+                                f"{str(error).splitlines()[0][:200] if str(error) else ''}); define it at "
+                                "module level and keep locks, files and connections out of it") from None
         self._distributed = distributed
         self._objective = objective
         self._metric = metric
@@ -66,12 +142,40 @@ class DaskExecutor:
             address = scheduler
         else:
             raise PerftuneError(f"--scheduler {scheduler!r}: expected tcp://host:port or local:N")
-        try:
-            self._client = distributed.Client(address, timeout=connect_timeout_s, set_as_default=False)
-        except (OSError, TimeoutError) as error:
-            self._close_cluster()
-            raise PerftuneError(f"cannot reach the Dask scheduler at {address}: {error}") from None
+        self._client = self._connect(distributed, address, connect_timeout_s)
         self._futures: dict[Any, tuple[int, float]] = {}
+
+    def _connect(self, distributed: Any, address: str, timeout_s: float) -> Any:
+        """A client of the scheduler at ``address``, or one PerftuneError within about ``timeout_s``: a
+        port that accepts the connection but never answers as a scheduler (the dashboard's 8787 for
+        8786) would otherwise hang forever."""
+        try:  # a malformed address is said before a Client exists (a failed one hangs 20 s at exit)
+            distributed.comm.get_address_host_port(address)
+        except (ValueError, TypeError) as error:
+            self._close_cluster()
+            raise PerftuneError(f"--scheduler {address!r}: {str(error).splitlines()[0][:200]} "
+                                "(expected tcp://host:port or local:N)") from None
+        box: dict[str, Any] = {}
+
+        def connect() -> None:
+            try:
+                box["client"] = distributed.Client(address, timeout=timeout_s, set_as_default=False)
+            except BaseException as error:  # noqa: BLE001 - reported below, in the caller's thread
+                box["error"] = error
+
+        thread = threading.Thread(target=connect, name="perftune-dask-connect", daemon=True)
+        thread.start()
+        thread.join(timeout_s + 5.0)
+        if thread.is_alive():
+            self._close_cluster()
+            raise PerftuneError(f"no Dask scheduler answered at {address} within {timeout_s + 5.0:g} s "
+                                "(is it the scheduler's port, usually 8786, and not the dashboard's?)")
+        if "error" in box:
+            self._close_cluster()
+            error = box["error"]
+            why = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            raise PerftuneError(f"cannot reach the Dask scheduler at {address}: {why}") from None
+        return box["client"]
 
     def _close_cluster(self) -> None:
         if self._cluster is not None:
@@ -84,7 +188,9 @@ class DaskExecutor:
 
     def submit(self, ticket: int, config: Any, context: EvalContext | None = None) -> None:
         # The context goes with the task (pickled), so a Dask worker sees the run's incumbent too.
-        future = self._client.submit(evaluate, self._objective, config, self._metric, context, pure=False,
+        # The worker enforces timeout_s (evaluate_in_child), from when the task starts there.
+        future = self._client.submit(evaluate_in_child, self._objective, config, self._metric, context,
+                                     self._timeout_s, pure=False,
                                      key=f"perftune-eval-{ticket}-{time.monotonic_ns()}")
         self._futures[future] = (ticket, time.time())
 
@@ -92,15 +198,16 @@ class DaskExecutor:
         if not self._futures:
             return []
         wait_s = timeout_s
-        if self._timeout_s is not None:
-            soonest = min(t for _, t in self._futures.values()) + self._timeout_s - time.time()
-            wait_s = max(0.0, soonest) if wait_s is None else max(0.0, min(wait_s, soonest))
         try:
             with self._client.as_current():  # wait() looks for the current client, not ours
                 done, _ = self._distributed.wait(list(self._futures), timeout=wait_s,
                                                  return_when="FIRST_COMPLETED")
         except (TimeoutError, self._distributed.TimeoutError):
             done = set()
+        except Exception as lost:  # noqa: BLE001 - the scheduler went away (FuturesCancelledError, ...)
+            raise PerftuneError(f"lost the Dask scheduler while {len(self._futures)} evaluation(s) ran "
+                                f"({type(lost).__name__}); the measured trials are kept: resume the run "
+                                "once it is back") from None
         results: list[tuple[int, Outcome]] = []
         for future in done:
             ticket, started = self._futures.pop(future)
@@ -114,15 +221,6 @@ class DaskExecutor:
                 reason = f"dask task failed: {type(error).__name__}: {error}"
                 results.append((ticket, Outcome(Status.FAILED, reason=reason,
                                                 started_at=started, finished_at=time.time())))
-        if self._timeout_s is not None:
-            now = time.time()
-            for future, (ticket, started) in list(self._futures.items()):
-                if now - started >= self._timeout_s:
-                    del self._futures[future]
-                    future.cancel()
-                    reason = f"ran past the {self._timeout_s:g} s timeout"
-                    results.append((ticket, Outcome(Status.TIMEOUT, reason=reason,
-                                                    started_at=started, finished_at=now)))
         return results
 
     def cancel_all(self, reason: str) -> list[tuple[int, Outcome]]:
