@@ -94,3 +94,34 @@ def test_the_python_api_is_silent_by_default_and_reports_with_progress(
     perftune.tune(slow, space, budget=10, seed=0, progress=ProgressSettings(every_s=0.001, tty=False))
     err = capfd.readouterr().err.splitlines()
     assert err and err[-1].startswith("perftune: 10/10 trials, 0 failed, best ")
+
+
+def test_a_resumed_run_counts_where_it_was_but_its_rate_is_this_sessions() -> None:
+    out = io.StringIO()
+    line = ProgressLine(evals=110, settings=ProgressSettings(every_s=1.0, tty=False), stream=out,
+                        clock=iter([0.0, 1.0]).__next__, done_before=100)
+    line.update(102, best="1.5", failures=0)
+    # 2 trials in 1 s: 2.0/s, 8 left: ETA 0:04 (it said 100/s and ETA 0:00, counting the 100 before).
+    assert out.getvalue() == "perftune: 102/110 trials, 0 failed, best 1.5, 0:01 elapsed, ETA 0:04, 2.0/s\n"
+
+
+def test_cancelled_trials_are_not_counted_as_done(tmp_path) -> None:  # noqa: ANN001
+    import perftune
+
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    space = Space({"x": Int(0, 50)})
+
+    def slow(config: dict[str, int]) -> float:
+        time.sleep(0.3)
+        return float(config["x"])
+
+    perftune.tune(slow, space, budget="1s", seed=0, workers=2, store=db, name="timed")
+    tuner = perftune.Tuner.resume("timed", db)
+    err = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stderr(err):
+        tuner.run(slow, tuner.n_trials + 2, progress=ProgressSettings(every_s=0.001, tty=False))
+    last = err.getvalue().splitlines()[-1]
+    done, total = last.split()[1].split("/")
+    assert int(done) == int(total)  # it said 14/12 when cancelled trials were counted

@@ -172,8 +172,8 @@ class DaskExecutor:
                                 "(is it the scheduler's port, usually 8786, and not the dashboard's?)")
         if "error" in box:
             self._close_cluster()
-            error = box["error"]
-            why = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            failure = box["error"]
+            why = str(failure).splitlines()[0][:200] if str(failure) else type(failure).__name__
             raise PerftuneError(f"cannot reach the Dask scheduler at {address}: {why}") from None
         return box["client"]
 

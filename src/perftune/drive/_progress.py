@@ -64,6 +64,8 @@ class ProgressLine:
         unit: What is counted (``"trials"``; ``perftune adapt`` also counts ``"inputs"``).
         show_best: Say the best so far (or that there is no success yet); off where the count is of
             work that has no best (measuring every landmark on every input).
+        done_before: What the count already was when the line was made (a resumed run): the rate and
+            the ETA are this session's.
 
     Example:
         >>> import io
@@ -78,7 +80,7 @@ class ProgressLine:
     def __init__(self, *, evals: int | None = None, seconds: float | None = None,
                  settings: ProgressSettings | None = None, stream: IO[str] | None = None,
                  clock: Callable[[], float] | None = None, label: str = "perftune", unit: str = "trials",
-                 show_best: bool = True) -> None:
+                 show_best: bool = True, done_before: int = 0) -> None:
         self.evals = evals
         self.seconds = seconds
         self.settings = settings or ProgressSettings()
@@ -92,6 +94,7 @@ class ProgressLine:
         self._label = label
         self._unit = unit
         self._show_best = show_best
+        self._done_before = done_before  # counted before this line's start (a resume): not in the rate
         self._t0 = self._clock()
         # In place, the line shows at once; as plain lines, the first comes after every_s (a short run
         # prints nothing more than its result).
@@ -113,18 +116,19 @@ class ProgressLine:
             parts.append(f"best {best}" if best is not None else "no success yet")
         parts.append(f"{format_duration(elapsed)} elapsed")
         eta: float | None = None
-        if self.evals and n > 0:
-            eta = max(0.0, (self.evals - n) * elapsed / n)
+        ran = n - self._done_before  # what this session did: the rate and the ETA are its own
+        if self.evals and ran > 0:
+            eta = max(0.0, (self.evals - n) * elapsed / ran)
         if self.seconds is not None:
             left = max(0.0, self.seconds - elapsed)
             parts.append(f"{format_duration(left)} left")
             eta = left if eta is None else min(eta, left)
-            if self.evals and n > 0:
+            if self.evals and ran > 0:
                 parts.append(f"ETA {format_duration(eta)}")
         elif self.evals:
             parts.append("ETA " + ("-" if eta is None else format_duration(eta)))
-        if n > 0 and elapsed > 0:
-            parts.append(_rate_text(n / elapsed))
+        if ran > 0 and elapsed > 0:
+            parts.append(_rate_text(ran / elapsed))
         return f"{self._label}: " + ", ".join(parts)
 
     def update(self, n_trials: int, *, best: str | None, failures: int | None) -> None:

@@ -1596,18 +1596,20 @@ class _Progress:
     no thread runs while workers fork."""
 
     def __init__(self, tuner: Tuner, budget: Budget, settings: ProgressSettings) -> None:
-        self._tuner = tuner
-        self._line = ProgressLine(evals=budget.evals, seconds=budget.seconds, settings=settings)
-        self._n_at_start = len(tuner._trials)
+        self._tuner: Tuner = tuner
+        self._line = ProgressLine(evals=budget.evals, seconds=budget.seconds, settings=settings,
+                                  done_before=self._done())
+
+    def _done(self) -> int:
+        """What the budget counts: every trial of the run (a resume starts where it was) but the pruned
+        and the cancelled ones (docs/fidelity.md), as :attr:`Tuner.n_trials` does."""
+        return self._tuner._n_counted
 
     def update(self) -> None:
         t = self._tuner
         failed = sum(1 for trial in t._trials.values() if trial.status in (Status.FAILED, Status.TIMEOUT))
         best = None if t.best is None or t.best.value is None else f"{t.best.value:.6g}"
-        # The budget counts every trial of the run (a resume starts where it was) but the pruned ones
-        # (docs/fidelity.md); the rate, this run's.
-        done = len(t._trials) - t._status_counts.get(Status.PRUNED.value, 0)
-        self._line.update(done, best=best, failures=failed)
+        self._line.update(self._done(), best=best, failures=failed)  # the rate and ETA: this session's
 
     def close(self) -> None:
         self.update()
