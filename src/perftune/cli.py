@@ -789,6 +789,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 
     rows = []
     damaged: list[str] = []
+    gone: set[int] = set()  # running runs whose driver is gone (a stale lease)
     for info in st.list_runs():
         try:
             # A damaged run (or best or default trial) is listed as damaged: it must not hide the others,
@@ -810,6 +811,10 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                          "improvement": None, "damaged": str(error)})
             continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
+        if info.status == "running":
+            lease = st.get_lease(info.id)
+            if lease is not None and lease.is_stale():
+                gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
                      "best": None if best is None else best.value, "improvement": imp})
@@ -825,7 +830,8 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     for r in rows:
         imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.
-        table.add_row(str(r["id"]), _text(str(r["name"])), _text(str(r["status"])), _text(str(r["goal"])),
+        status = f"{r['status']} (no driver)" if r["id"] in gone else str(r["status"])
+        table.add_row(str(r["id"]), _text(str(r["name"])), _text(status), _text(str(r["goal"])),
                       str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
                       "-" if imp is None else _factor(imp, "estimate"), _when(r["created_at"]))
     _console().print(table)

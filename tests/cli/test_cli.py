@@ -252,3 +252,24 @@ def test_resume_refuses_a_run_without_the_fingerprint_of_its_task(tmp_path):
     assert "records no fingerprint of its task file" in result.output and "Traceback" not in result.output
     shown = json.loads(invoke("--store", db, "show", "latest", "--json").output)
     assert len(shown["trials"]) == 3  # nothing ran, nothing lost
+
+
+def test_runs_says_when_a_running_runs_driver_is_gone(tmp_path):
+    import os
+
+    from perftune.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    with open_store(db) as st:
+        run = st.create_run("killed", None, {}, "min", None)
+    pid = os.fork()
+    if pid == 0:  # a driver that takes the run's lease, then dies without a word (SIGKILL)
+        with open_store(db) as st:
+            st.acquire_lease(run.id)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    listed = invoke("--store", db, "runs")
+    words = listed.output.split()
+    assert listed.exit_code == 0 and "(no" in words and "driver)" in words
+    as_json = json.loads(invoke("--store", db, "runs", "--json").output)
+    assert [r["status"] for r in as_json["runs"]] == ["running"]  # the JSON keeps the stored status

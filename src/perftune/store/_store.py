@@ -192,6 +192,15 @@ class Lease:
     heartbeat_at: float
     timeout_s: float | None = None
 
+    def is_stale(self, now: float | None = None, timeout_s: float | None = None) -> bool:
+        """Whether its driver is gone: no heartbeat for the promised time (``timeout_s`` where the lease
+        promised none, by default :data:`LEASE_TIMEOUT_S`), or a process of this host no longer alive."""
+        now = time.time() if now is None else now
+        limit = self.timeout_s if self.timeout_s is not None else (
+            LEASE_TIMEOUT_S if timeout_s is None else timeout_s)
+        mine_and_dead = self.host == socket.gethostname() and not _pid_alive(self.pid)
+        return now - self.heartbeat_at > limit or mine_and_dead
+
     def describe(self) -> str:
         """``host:pid since 2026-01-31 12:00:00 UTC``."""
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_at))
@@ -1243,9 +1252,7 @@ class Store:
                 row = conn.execute(query).first()
                 assert row is not None
             held = self._lease_from_row(row)
-            limit = timeout_s if held.timeout_s is None else held.timeout_s
-            stale = now - held.heartbeat_at > limit or (held.host == host and not _pid_alive(held.pid))
-            if not stale:
+            if not held.is_stale(now, timeout_s):
                 raise LeaseError(f"run {name!r} is being driven by {held.describe()}")
             conn.execute(sa.update(le).where(le.c.run_id == run_id, le.c.token == held.token).values(values))
             return mine
