@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,18 +123,28 @@ class TuningReport:
     isolated: bool = False
 
 
+def _wrapped(fn: Any) -> Iterator[Any]:
+    """``fn``, then each function it wraps (``triton.heuristics``, an Autotuner: ``.fn``), down to the
+    Python function (at most 16 deep)."""
+    obj = fn
+    for _ in range(16):
+        if obj is None:
+            return
+        yield obj
+        if inspect.isfunction(obj):
+            return
+        obj = getattr(obj, "_perftune_inner", None) or getattr(obj, "fn", None)
+
+
 def _kernel_hash(fn: Any) -> str:
     """The kernel's identity in the persistent cache: the JITFunction's ``cache_key`` (its source and every
     ``@triton.jit`` function and global it depends on), found under wrappers such as ``triton.heuristics``;
     for a function without one (Triton's interpreter), a hash of its source."""
-    obj = fn
-    for _ in range(16):
+    for obj in _wrapped(fn):
         try:
             return str(obj.cache_key)
         except Exception:  # noqa: BLE001 - not a JITFunction (a wrapper, the interpreter's function)
-            obj = getattr(obj, "fn", None)
-            if obj is None or inspect.isfunction(obj):
-                break
+            continue
     base = fn
     while not inspect.isfunction(base):
         base = base.fn
@@ -156,16 +166,12 @@ def _interpreted(fn: Any) -> bool:
     Decided by the kernel, not by ``TRITON_INTERPRET`` now: Triton reads the variable when a kernel is
     decorated, and it may have changed since.
     """
-    obj = fn
-    for _ in range(16):
+    for obj in _wrapped(fn):
         kind = type(obj).__name__
         if kind == "InterpretedFunction":
             return True
         if kind == "JITFunction":
             return False
-        obj = getattr(obj, "_perftune_inner", None) or getattr(obj, "fn", None)
-        if obj is None:
-            break
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
