@@ -36,6 +36,17 @@ def _configs(*pairs: tuple[int, int]) -> list:
     return [triton.Config({"BLOCK": b, "MODE": m}, num_warps=4, num_stages=2) for m, b in pairs]
 
 
+def _launch_scale(kernel, n: int = 1 << 20) -> tuple:  # noqa: ANN001
+    """Launch ``kernel`` (gpu_scale_kernel, tuned) on n elements; it must have computed y = 2 x."""
+    x = torch.randn(n, device="cuda")
+    y = torch.zeros(n, device="cuda")
+    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+    return x, y, flag
+
+
 @pytest.fixture(autouse=True)
 def _private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
     monkeypatch.setenv(perftune.triton.CACHE_ENV_VAR, str(tmp_path / "cache"))
@@ -46,13 +57,7 @@ def test_faulting_hanging_and_wrong_configs_are_failures_and_the_launch_works() 
     kernel = perftune.triton.autotune(
         configs=_configs((0, 128), (0, 256), (1, 256), (2, 256), (3, 256)), key=["n"], timeout_s=5
     )(gpu_scale_kernel)
-    n = 1 << 20
-    x = torch.randn(n, device="cuda")
-    y = torch.zeros(n, device="cuda")
-    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
-    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)
-    torch.cuda.synchronize()
-    assert torch.equal(y, 2 * x)
+    x, y, flag = _launch_scale(kernel)
     assert kernel.best_config.kwargs["MODE"] == 0
     by_mode = {cfg["MODE"]: (status, reason) for cfg, status, reason in kernel.last_report.failures}
     print(by_mode)  # the reasons, for the results file
@@ -61,6 +66,7 @@ def test_faulting_hanging_and_wrong_configs_are_failures_and_the_launch_works() 
     assert by_mode[3][0] == "timeout"
     assert by_mode[3][1].startswith("timeout: the first launch took more than 5 s")
     y.zero_()
+    n = x.numel()
     kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)  # known key: no tuning
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x) and len(kernel.reports) == 1
@@ -77,13 +83,7 @@ def test_a_variable_set_after_the_kernel_was_built_does_not_reach_the_benchmark_
     kernel = perftune.triton.autotune(
         configs=_configs((0, 128), (0, 256)), key=["n"], timeout_s=5, store=None
     )(gpu_scale_kernel)
-    n = 1 << 20
-    x = torch.randn(n, device="cuda")
-    y = torch.zeros(n, device="cuda")
-    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
-    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, flag, n)
-    torch.cuda.synchronize()
-    assert torch.equal(y, 2 * x)
+    _launch_scale(kernel)
     report = kernel.last_report
     assert report.isolated and report.failures == [] and report.n_measured == 2
     assert os.environ["TRITON_INTERPRET"] == "1"  # the caller's environment is as it was
