@@ -240,8 +240,12 @@ def test_the_lease_is_given_back_when_a_run_is_interrupted(tmp_path: Path) -> No
             raise KeyboardInterrupt
         return _objective(config)
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as caught:
         tuner.run(interrupting, 10)
+    # The traceback ends with how to continue (the command line prints its resume line; Python had none).
+    assert caught.value.__notes__ == [
+        f"perftune: run 'ki' was interrupted after 3 trials; continue it with perftune.Tuner.resume('ki', "
+        f"{url!r}).run(objective, budget)"]
     with open_store(url) as store:
         run = store.get_run("ki")
         assert run.status == "interrupted" and store.get_lease(run.id) is None

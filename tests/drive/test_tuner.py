@@ -321,3 +321,20 @@ def test_a_resumed_run_counts_the_same_deciding_work_as_the_uninterrupted_one(tm
                 **{arm.name: arm.work_done for arm in staged.bandit.techniques}}
 
     assert work(resumed) == work(whole)
+
+
+def test_a_trial_of_another_tuner_with_the_same_id_is_refused():
+    # Two tuners number their trials alike: the id alone let tuner a store tuner b's value under its own
+    # trial's configuration.
+    space = Space({"x": Int(0, 1000)})
+    a = Tuner(space, seed=1, budget=20)
+    b = Tuner(space, seed=2, budget=20)
+    a.tell(a.ask(), 1.0)
+    mine = a.ask()
+    b.ask()
+    theirs = b.ask()
+    assert theirs.id == mine.id and theirs.config != mine.config
+    with pytest.raises(PerftuneError, match="was not issued by this tuner"):
+        a.tell(theirs, 123.0)
+    told = a.tell(mine, 2.0)  # the tuner's own trial is still open
+    assert told.value == 2.0 and told.config == mine.config

@@ -268,3 +268,28 @@ def test_single_values_are_constants() -> None:
         assert p.cardinality() == 1
         assert p.sample(rng) == v and p.mutate(v, rng) == v and p.default_value() == v
         assert p.decode(p.encode(v)) == v
+
+
+@pytest.mark.parametrize("param", [LogFloat(1e-4, 1e-1), LogFloat(1e-6, 3.0), Float(0.0, 0.3),
+                                   Float(-1.5, 2.5)])
+def test_a_value_through_the_unit_cube_and_back_is_the_value_itself(param: Float) -> None:
+    # A measured configuration encoded for a model and decoded again (or a proposal at the boundary)
+    # must be the same float, or the cache measures it twice (0.0001 came back as 0.00010000000000000009).
+    assert param.decode([0.0]) == param.lo and param.decode([1.0]) == param.hi
+    for value in (param.lo, param.hi, 0.0002, 0.001, 0.01, 0.1, 0.25, 1.0):
+        if param.lo <= value <= param.hi:
+            assert param.decode(param.encode(value)) == value
+
+
+def test_tune_measures_no_log_scale_value_twice() -> None:
+    import perftune
+    from perftune.space import Choice, Int, Space
+
+    space = Space({"lr": LogFloat(1e-4, 1e-1), "layers": Int(1, 4), "act": Choice(["relu", "tanh"])})
+    for seed in range(2):
+        result = perftune.tune(
+            lambda c: (c["lr"] - 0.01) ** 2 + 0.1 * c["layers"] + (c["act"] == "tanh"), space,
+            budget=50, seed=seed, store=None)
+        keys = [(t.config["act"], t.config["layers"], round(math.log(t.config["lr"]), 9))
+                for t in result.trials]
+        assert len(keys) == len(set(keys))

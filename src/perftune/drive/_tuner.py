@@ -800,6 +800,11 @@ class Tuner:
         ticket = trial if isinstance(trial, int) else trial.id
         if ticket not in self._pending:
             raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner, or was already told")
+        if isinstance(trial, Trial) and trial.config != self._pending[ticket].config:
+            raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner (its configuration "
+                                f"{dict(trial.config)} is not the one this tuner's trial {ticket} holds, "
+                                f"{dict(self._pending[ticket].config)}); tell a trial to the tuner that "
+                                "asked for it")
         now = time.time()
         finished = now if finished_at is None else float(finished_at)
         started = finished if started_at is None else float(started_at)
@@ -1422,6 +1427,15 @@ class Tuner:
             executor.cancel_all("interrupted")
             self._stop_reason = "interrupted"
             self._finish(executor, bar, "interrupted")
+            if self._store is not None and self._run is not None:
+                import sys
+
+                exc = sys.exception()
+                if exc is not None:  # printed under the traceback
+                    exc.add_note(
+                        f"perftune: run {self._run.name!r} was interrupted after {len(self.trials)} trials; "
+                        f"continue it with perftune.Tuner.resume({self._run.name!r}, "
+                        f"{self._store.url!r}).run(objective, budget)")
             raise
         except BaseException:
             self._finish(executor, bar, "crashed")

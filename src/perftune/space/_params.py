@@ -317,7 +317,7 @@ class Float(Param):
         return super().iter_values()
 
     def _from_unit(self, x: float) -> float:
-        return min(max(self.lo + x * self._span, self.lo), self.hi)
+        return _tidy(self.lo + x * self._span, self.lo, self.hi)
 
     def _to_unit(self, value: float) -> float:
         return 0.5 if self._span == 0 else (value - self.lo) / self._span
@@ -357,6 +357,15 @@ class Float(Param):
         return self._from_unit(_unit(vec[0]))
 
 
+def _tidy(value: float, lo: float, hi: float) -> float:
+    """``value`` in ``[lo, hi]``, to 12 significant digits: a value that went through the unit cube and
+    back (an encoded measured configuration, a proposal next to it) comes out as the value itself, not
+    one a rounding error away (0.0001 as 0.00010000000000000009), so that the cache knows it."""
+    value = min(max(value, lo), hi)
+    tidy = float(f"{value:.12g}")
+    return tidy if lo <= tidy <= hi else value
+
+
 class LogFloat(Float):
     """A positive real number in ``[lo, hi]``, log-uniform.
 
@@ -374,7 +383,11 @@ class LogFloat(Float):
         self._span = math.log(self.hi) - self._log_lo
 
     def _from_unit(self, x: float) -> float:
-        return min(max(math.exp(self._log_lo + x * self._span), self.lo), self.hi)
+        if x <= 0.0:
+            return self.lo
+        if x >= 1.0:
+            return self.hi
+        return _tidy(math.exp(self._log_lo + x * self._span), self.lo, self.hi)
 
     def _to_unit(self, value: float) -> float:
         return 0.5 if self._span == 0 else (math.log(value) - self._log_lo) / self._span

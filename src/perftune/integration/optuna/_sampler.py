@@ -2,13 +2,17 @@
 
 How the sampler maps Optuna's model onto perftune's (docs/optuna.md says the same for users):
 
-* **Search space.** The *relative* search space is Optuna's intersection search space: the parameters
-  that every completed or pruned trial suggested with the same distribution (single-valued ones left
-  out), as Optuna's multivariate TPE infers it. It is empty before the first trial completes or is
-  pruned, so the first trial is sampled independently; then the space holds what the objective suggests every
-  time, and parameters that only some trials suggest (define-by-run branches) go to the independent
-  sampler (random by default). Whenever the intersection changes, the perftune space and the technique
-  are rebuilt and told every finished trial that fits the new space, in trial order.
+* **Search space.** The *relative* search space is an intersection search space: the parameters that
+  every completed trial suggested (single-valued ones left out). A pruned trial may have stopped before
+  suggesting them all (an objective that rejects an invalid configuration early), so it removes none;
+  before the first trial completes, the space is what the pruned trials suggested. A parameter whose
+  range was widened (a study resumed with ``suggest_int("n", 1, 128)`` where it had 64) keeps the wider
+  distribution, and the earlier trials are learned from; one suggested from distributions neither of
+  which holds the other is left out. The space is empty before the first trial finishes, so the first
+  trial is sampled independently; then the space holds what the objective suggests every time, and
+  parameters that only some trials suggest (define-by-run branches) go to the independent sampler
+  (random by default). Whenever the space changes, the perftune space and the technique are rebuilt and
+  told every finished trial that fits the new space, in trial order.
 * **Learning.** Every finished trial is told to the technique once, as a perftune
   :class:`~perftune.trial.Trial`: completed ones with their value (maximised objectives negated into
   a loss), failed and pruned ones as ``FAILED`` with the reason. A pruned trial's last intermediate
@@ -46,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
@@ -103,10 +107,12 @@ class _Search:
     def config_of(self, params: Mapping[str, Any],
                   distributions: Mapping[str, BaseDistribution]) -> Config | None:
         """The trial's configuration in this space, or None when it does not fit (a parameter missing,
-        suggested from another distribution, or a declared constraint broken)."""
+        suggested from a distribution this space's does not hold, or a declared constraint broken)."""
         values: dict[str, Any] = {}
         for name, codec in self.codecs.items():
-            if name not in params or distributions.get(name) != codec.distribution:
+            given = distributions.get(name)
+            if name not in params or given is None or (
+                    given != codec.distribution and not _holds(codec.distribution, given)):
                 return None
             value = codec.from_optuna(params[name])
             if value is None:
@@ -178,6 +184,14 @@ class PerftuneSampler(BaseSampler):
             search.get(technique)
         except PerftuneError as exc:
             raise PerftuneError(f"PerftuneSampler: {exc}") from None
+        for flag, given in (("ordered_categoricals", ordered_categoricals),
+                            ("warn_independent_sampling", warn_independent_sampling)):
+            if not isinstance(given, bool):
+                raise PerftuneError(f"PerftuneSampler: {flag} must be True or False, got {given!r}")
+        if independent_sampler is not None and not isinstance(independent_sampler, BaseSampler):
+            raise PerftuneError("PerftuneSampler: independent_sampler must be an Optuna sampler "
+                                "(optuna.samplers.RandomSampler(), TPESampler(), ...), "
+                                f"got {independent_sampler!r}")
         if isinstance(constraints, str):
             raise PerftuneError("PerftuneSampler: constraints must be a list of expressions, "
                                 f"like [{constraints!r}]")
@@ -197,8 +211,8 @@ class PerftuneSampler(BaseSampler):
         self._constraints_func = constraints_func
         self._seed = seed
         self._technique_name = technique
-        self._ordered = bool(ordered_categoricals)
-        self._warn_independent = bool(warn_independent_sampling)
+        self._ordered = ordered_categoricals
+        self._warn_independent = warn_independent_sampling
         self._independent = independent_sampler if independent_sampler is not None else RandomSampler(
             seed=None if seed is None else self._derived(1))
         self._lock = threading.RLock()
@@ -211,7 +225,7 @@ class PerftuneSampler(BaseSampler):
         base = self._seed if self._seed is not None else self._fresh_seed
         return int(np.random.SeedSequence([base, *stream]).generate_state(1)[0])
 
-    def _reset(self, study_key: tuple[int, str] | None) -> None:
+    def _reset(self, study_key: tuple[int, int, str] | None) -> None:
         self._study_key = study_key
         if self._seed is None:
             self._fresh_seed = int(np.random.SeedSequence().generate_state(1)[0])
@@ -219,6 +233,8 @@ class PerftuneSampler(BaseSampler):
         self._history: list[_Finished] = []
         self._seen: set[int] = set()  # numbers of the finished trials in the history
         self._intersection: dict[str, BaseDistribution] | None = None
+        self._completed = False  # whether a completed trial has shaped the intersection
+        self._dropped: set[str] = set()  # names suggested from incompatible distributions
         self._search: _Search | None = None
         self._n_builds = 0
         self._objectives: search.Objectives | None = None
@@ -228,7 +244,8 @@ class PerftuneSampler(BaseSampler):
 
     def _attach(self, study: Study) -> None:
         """Start over when the sampler is used for another study (Optuna samplers serve one study)."""
-        key = (id(study._storage), study.study_name)
+        # The study's id too: a study deleted and created again under its name is another study.
+        key = (id(study._storage), study._study_id, study.study_name)
         if key != self._study_key:
             self._reset(key)
             directions = study.directions
@@ -288,20 +305,54 @@ class PerftuneSampler(BaseSampler):
             # the techniques must rank by feasibility, so the search is rebuilt before the next proposal.
             self._constrain_objectives()
             self._search = None
-        # Pruned trials count, as in TPE's multivariate search space: an objective that prunes (or
-        # rejects) its first configurations must not keep the whole search random.
         if state in (TrialState.COMPLETE, TrialState.PRUNED):
-            if self._intersection is None:
-                self._intersection = dict(finished.distributions)
-            else:
-                self._intersection = {name: d for name, d in self._intersection.items()
-                                      if finished.distributions.get(name) == d}
+            self._fold(finished.distributions, complete=state == TrialState.COMPLETE)
         current = self._search
         if current is not None:
             current.in_flight.pop(trial.number, None)
             told = self._as_trial(current, finished)
             if told is not None:
                 current.technique.tell([told])
+
+    def _fold(self, distributions: Mapping[str, BaseDistribution], complete: bool) -> None:
+        """Fold one completed or pruned trial's distributions into the intersection.
+
+        A completed trial removes the names it did not suggest. A pruned one removes none: it may have
+        stopped before suggesting them (an objective that rejects a configuration early must not leave
+        its later parameters to random sampling for good); pruned trials shape the space only until the
+        first trial completes, so that an objective that prunes its first configurations is searched.
+        A name suggested from another distribution keeps the one that holds the other (a widened
+        range); without one, it is dropped for good.
+        """
+        current = self._intersection
+        if current is None or (complete and not self._completed):
+            base = {name: d for name, d in distributions.items() if name not in self._dropped}
+            for name, d in (current or {}).items():  # the pruned trials' distributions, before this one
+                if name in base:
+                    self._merge_into(base, name, d)
+            if not complete and current is not None:
+                for name, d in current.items():
+                    base.setdefault(name, d)
+            self._intersection = base
+            self._completed = self._completed or complete
+            return
+        for name in list(current):
+            if name in distributions:
+                self._merge_into(current, name, distributions[name])
+            elif complete:
+                del current[name]
+
+    def _merge_into(self, space: dict[str, BaseDistribution], name: str, other: BaseDistribution) -> None:
+        """Keep, of ``space[name]`` and ``other``, the distribution that holds the other; drop the name
+        when neither does."""
+        mine = space[name]
+        if mine == other or _holds(mine, other):
+            return
+        if _holds(other, mine):
+            space[name] = other
+            return
+        del space[name]
+        self._dropped.add(name)
 
     def _sync(self, study: Study) -> None:
         """Ingest trials finished by other processes (or before this sampler was created)."""
@@ -316,9 +367,12 @@ class PerftuneSampler(BaseSampler):
             return None
         values = finished.values
         objectives = self._objectives
-        if values is None or objectives is None or len(values) != len(objectives.names) or any(
-                math.isnan(v) for v in values):
+        if values is None or objectives is None or len(values) != len(objectives.names):
             trial = Trial(finished.number, config, Status.FAILED, reason=finished.reason or "no value")
+        elif not all(math.isfinite(v) for v in values):
+            # inf is the usual way to say "infeasible" to Optuna; perftune's driver fails such a value too.
+            trial = Trial(finished.number, config, Status.FAILED,
+                          reason=f"value {', '.join(f'{v:g}' for v in values)} is not a finite number")
         else:
             metrics = dict(zip(objectives.names, values, strict=True))
             primary = values[0]
@@ -394,8 +448,8 @@ class PerftuneSampler(BaseSampler):
             else:
                 independent = sorted(used - names)
                 why = (f"{', '.join(map(repr, independent))} {'is' if len(independent) == 1 else 'are'} not "
-                       "suggested by every completed or pruned trial with the same distribution, so sampled "
-                       "independently")
+                       "suggested by every completed trial, or from distributions neither of which holds the "
+                       "other, so sampled independently")
             warnings.warn(f"PerftuneSampler: constraint {text!r} is not applied: {why}; it applies once "
                           "every name it reads is in the relative search space", UserWarning, stacklevel=2)
 
@@ -438,8 +492,8 @@ class PerftuneSampler(BaseSampler):
     # ------------------------------------------------------------------ Optuna's sampler interface
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        """The intersection search space of the completed and pruned trials, single-valued parameters left
-        out."""
+        """The intersection search space of the completed trials (of the pruned ones before a trial
+        completes; a widened range counts as its wider distribution), single-valued parameters left out."""
         with self._lock:
             self._attach(study)
             self._sync(study)
@@ -479,8 +533,9 @@ class PerftuneSampler(BaseSampler):
                 if self._intersection is not None and param_name not in self._warned:
                     self._warned.add(param_name)
                     _LOG.warning("PerftuneSampler: parameter %r of trial %d is sampled independently by "
-                                 "%s (it is not suggested by every completed or pruned trial with the same "
-                                 "distribution)", param_name, trial.number, type(self._independent).__name__)
+                                 "%s (it is not suggested by every completed trial, or from distributions "
+                                 "neither of which holds the other)", param_name, trial.number,
+                                 type(self._independent).__name__)
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
@@ -521,6 +576,21 @@ class PerftuneSampler(BaseSampler):
         with self._lock:
             self._independent.reseed_rng()
             self._rng = np.random.default_rng()
+
+
+def _holds(wide: BaseDistribution, narrow: BaseDistribution) -> bool:
+    """Whether every value of ``narrow`` is a value of ``wide`` of the same kind (a widened range, more
+    choices), so that a trial suggested from ``narrow`` is a point of ``wide``'s space."""
+    if isinstance(wide, CategoricalDistribution) and isinstance(narrow, CategoricalDistribution):
+        return all(any(c == w and type(c) is type(w) for w in wide.choices) for c in narrow.choices)
+    if not (isinstance(wide, FloatDistribution | IntDistribution) and type(wide) is type(narrow)):
+        return False
+    assert isinstance(narrow, FloatDistribution | IntDistribution)
+    if wide.log != narrow.log or wide.step != narrow.step:
+        return False
+    if not wide.low <= narrow.low <= narrow.high <= wide.high:
+        return False
+    return wide.step is None or wide._contains(narrow.low)
 
 
 def _stored_constraints(system_attrs: Mapping[str, Any],

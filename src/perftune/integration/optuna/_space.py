@@ -112,10 +112,16 @@ class _Stepped(Codec):
     def _value(self, k: int) -> int | float:
         if self.is_int:
             return int(self.low + k * int(self.step))
-        # Rounded to the step's decimals, so that 0.1 * 3 is 0.3 (what a user typed).
+        # Rounded to the step's decimals, so that 0.1 * 3 is 0.3 (what a user typed), unless that moves
+        # it off Optuna's grid (a fine step on a wide range: Optuna would refuse the value and sample the
+        # parameter at random).
         x = self.low + k * self.step
         digits = max(0, -math.floor(math.log10(abs(self.step)))) + 6
-        return float(min(max(round(x, digits), self.low), self.high))
+        for value in (round(x, digits), x):
+            value = float(min(max(value, self.low), self.high))
+            if _on_grid(value, self.low, self.step):
+                return value
+        return float(min(max(x, self.low), self.high))  # beyond float precision (Optuna refuses it too)
 
     def to_optuna(self, value: Any) -> Any:
         return self._value(int(value)) if self.by_position else value
@@ -125,6 +131,12 @@ class _Stepped(Codec):
         if not 0 <= k <= self.n_steps:
             return None
         return k if self.by_position else self._value(k)
+
+
+def _on_grid(value: float, low: float, step: float) -> bool:
+    """Whether Optuna takes ``value`` as a point of the grid ``low + k * step`` (its own test)."""
+    k = (value - low) / step
+    return abs(k - round(k)) < 1.0e-8
 
 
 def _choice_param(choices: Sequence[Any], ordered: bool) -> tuple[Param, list[int]] | None:
