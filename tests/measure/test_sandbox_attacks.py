@@ -667,3 +667,107 @@ def test_a_scratch_left_by_a_killed_tuner_is_removed_when_its_uid_is_leased_agai
         assert not left[uid].exists()  # the leased uid's leftover is gone
         assert all(d.exists() for u, d in left.items() if u != uid)  # nobody else's
         assert kept.exists()
+
+
+@needs_root
+@needs_python
+def test_a_key_in_the_uids_user_session_keyring_is_gone_for_the_next_candidate(sandbox: Sandbox) -> None:
+    # The user-session keyring (@us) is the uid's too: a key left there let one candidate's runs (and
+    # the next trial on that uid) replay a saved result.
+    import platform
+
+    numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(platform.machine())
+    if numbers is None:
+        pytest.skip("add_key's and keyctl's syscall numbers are known for x86_64 and aarch64 only")
+    add_key, keyctl = numbers
+    plant = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
+             f"k = c.syscall({add_key}, b'user', b'perftune-us', b'secret', 6, -5)\n"
+             "print(os.getuid(), k)\n")  # KEY_SPEC_USER_SESSION_KEYRING
+    find = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
+            f"k = c.syscall({keyctl}, 10, -5, b'user', b'perftune-us', 0)\n"  # KEYCTL_SEARCH
+            "print(os.getuid(), k)\n")
+    with sandbox.scratch() as scratch:
+        first = sandbox.run([PYTHON, "-c", plant], scratch=scratch, timeout_s=20)
+        assert first.ok, first.reason
+        uid, key = (int(x) for x in first.stdout.split())
+        if key < 0:
+            pytest.skip("keys cannot be added here")
+        second = sandbox.run([PYTHON, "-c", find], scratch=scratch, timeout_s=20)  # the same uid
+    assert second.ok, second.reason
+    uid2, found = (int(x) for x in second.stdout.split())
+    assert uid2 == uid and found < 0
+
+
+@needs_pid_ns
+@needs_python
+def test_cpu_time_counts_a_child_that_did_the_work_and_was_never_waited_for(sandbox: Sandbox) -> None:
+    # The child burns the CPU, hands the result over and stays; the parent exits without wait(). The
+    # kernel ended the child after the namespace's init, and its CPU time never reached the step's.
+    script = ("import os, sys, time\nr, w = os.pipe()\n"
+              "if os.fork() == 0:\n"
+              "    t = time.process_time()\n"
+              "    while time.process_time() - t < 0.6: pass\n"
+              "    os.write(w, b'done\\n')\n"
+              "    time.sleep(60)\n"
+              "sys.stdout.write(os.read(r, 5).decode())\n")
+    with sandbox.scratch() as scratch:
+        r = sandbox.run([PYTHON, "-c", script], scratch=scratch, timeout_s=30)
+    assert r.ok, r.reason
+    assert r.stdout == b"done\n"
+    assert r.cpu_s >= 0.5, r.cpu_s
+    assert r.wall_s < 20  # the sleeping child did not hold the step
+
+
+@needs_pid_ns
+def test_a_step_gains_no_privileges_and_its_scratch_keeps_no_access_times(sandbox: Sandbox) -> None:
+    script = ("grep NoNewPrivs /proc/self/status; echo data > f; sync; a=$(stat -c %X f); sleep 1.1; "
+              "cat f > /dev/null; b=$(stat -c %X f); [ $a = $b ] && echo same || echo moved; "
+              "grep -E ' / / ' /proc/self/mountinfo | grep -o nosuid | head -1")
+    with sandbox.scratch() as scratch:
+        r = sandbox.run(["sh", "-c", script], scratch=scratch, timeout_s=20)
+    assert r.ok, r.reason
+    lines = r.stdout.decode().split()
+    assert lines[:2] == ["NoNewPrivs:", "1"]
+    assert "same" in lines  # reading a file does not move its access time: no bit carried to a later run
+    assert "nosuid" in lines
+
+
+def test_extended_attributes_a_run_sets_on_a_scratch_directory_are_removed(tmp_path: Path) -> None:
+    from perftune.targets.command._scratch_state import ScratchState
+
+    root = tmp_path / "scratch"
+    (root / "out").mkdir(parents=True)
+    try:
+        os.setxattr(root, "user.probe", b"1")
+        os.removexattr(root, "user.probe")
+    except OSError:
+        pytest.skip("no user extended attributes on this file system")
+    os.setxattr(root / "out", "user.kept", b"the build's")
+    state = ScratchState.record(str(root))
+    # A run saves its output in an attribute of a directory (whose entries and times come and go).
+    os.setxattr(root, "user.memo", b"result 42")
+    os.setxattr(root / "out", "user.kept", b"changed")
+    os.setxattr(root / "out", "user.more", b"x")
+    assert state.restore() is None
+    assert os.listxattr(root) == []
+    assert sorted(os.listxattr(root / "out")) == ["user.kept"]
+    assert os.getxattr(root / "out", "user.kept") == b"the build's"
+
+
+@needs_root
+def test_a_scratch_root_another_user_owns_is_refused(tmp_path: Path) -> None:
+    from perftune.errors import PerftuneError
+
+    root = tmp_path / "scratch-root"
+    root.mkdir(mode=0o711)
+    os.chown(root, 65534, 65534)  # made by another local user, who could swap entries for links
+    box = Sandbox(Limits(memory_mb=256), scratch_root=str(root))
+    with pytest.raises(PerftuneError, match="is owned by uid 65534"):
+        box.scratch()
+    os.chown(root, 0, 0)
+    root.chmod(0o777)
+    with pytest.raises(PerftuneError, match="is writable by other users"):
+        box.scratch()
+    root.chmod(0o711)
+    with box.scratch() as scratch:
+        assert Path(scratch.path).parent == root

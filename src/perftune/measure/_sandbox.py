@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from perftune.errors import PerftuneError
 from perftune.measure._candidate_files import CandidateFileError, open_for_candidate
 from perftune.measure._limits import Capabilities, Limits, StepCgroup, capabilities, rlimits
 from perftune.measure._spawn import Spawner, SpawnError, enter_step, libc
@@ -189,9 +190,13 @@ class Scratch:
         # The next candidate with this uid must not reach a kept directory (nor anything left running).
         self.lease.release()
         self.lease = None
-        with contextlib.suppress(OSError):
-            os.chown(self.path, os.geteuid(), os.getegid())
-            os.chmod(self.path, 0o700)
+        with contextlib.suppress(OSError):  # never through a link put in its place
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchown(fd, os.geteuid(), os.getegid())
+                os.fchmod(fd, 0o700)
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> Scratch:
         return self
@@ -427,6 +432,7 @@ class Sandbox:
             or os.path.join(tempfile.gettempdir(), f"perftune-{os.geteuid()}")
         )
         os.makedirs(root, mode=0o711, exist_ok=True)
+        _check_root(root)
         return root
 
     def scratch(self, *, keep: bool = False, prefix: str = "cand-") -> Scratch:
@@ -1035,6 +1041,26 @@ def _group_size(pgid: int) -> int:
         if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
             n += 1
     return n
+
+
+def _check_root(root: str) -> None:
+    """Refuse a scratch root that another user could change: one that is a link, is owned by another
+    user, or is writable by others. Such a user could swap a candidate's directory for a link to any
+    path, and the tuner (root, often) would change that path's owner and mode when it hands the
+    directory back."""
+    st = os.lstat(root)
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "is not a directory (a link?)"
+    elif st.st_uid != os.geteuid():
+        problem = f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif st.st_mode & 0o022:
+        problem = f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem is not None:
+        raise PerftuneError(
+            f"the sandbox's scratch directory {root} {problem}: another user could swap a candidate's "
+            "directory in it for a link; remove it, or name another with PERFTUNE_SCRATCH"
+        )
 
 
 def _remove_left_behind(root: str, uid: int) -> None:

@@ -54,13 +54,19 @@ _MS_NOEXEC = 8
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
+_MOUNT_ATTR_NOSUID = 0x2
+_MOUNT_ATTR_NODEV = 0x4
+_MOUNT_ATTR_NOATIME = 0x10
+_MOUNT_ATTR__ATIME = 0x70  # the access-time mode's bits, cleared to set one
 _SYS_MOUNT_SETATTR = 442
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
 # keyctl(2): its syscall number per architecture, and the operations used on a step's keyrings.
 _SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "arm64": 219}.get(os.uname().machine)
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 _KEYCTL_CLEAR = 7
 _KEY_SPEC_USER_KEYRING = -4
+_KEY_SPEC_USER_SESSION_KEYRING = -5
 _MAX_FDS = 8
 _MAX_MESSAGE = 128 * 1024  # below the default socket buffer: argv and env of a step fit many times over
 
@@ -149,9 +155,13 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
     if mount_ns:
         scratch = os.fsencode(spec["scratch"])
         _mount(c, None, b"/", _MS_REC | _MS_PRIVATE)
-        _setattr(c, b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY, 0)
+        # Read-only, and no set-user-ID program gains its owner's rights in here.
+        _setattr(c, b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0)
         _mount(c, scratch, scratch, _MS_BIND | _MS_REC)
-        _setattr(c, scratch, _AT_RECURSIVE, 0, _MOUNT_ATTR_RDONLY)
+        # Writable, without access times: reading a file the build made (or not) would move its access
+        # time and carry a bit from one run to the next, which the scratch's check cannot set back.
+        _setattr(c, scratch, _AT_RECURSIVE, _MOUNT_ATTR_NOATIME | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV,
+                 _MOUNT_ATTR_RDONLY | _MOUNT_ATTR__ATIME)
         for path in spec.get("hide_dirs", ()):  # the tuner's own: an empty file system over each
             empty = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
             if c.mount(b"tmpfs", os.fsencode(path), b"tmpfs", empty, b"size=4k") != 0 \
@@ -176,13 +186,17 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
         os.setgid(user[1])
         os.setuid(user[0])
         if _SYS_KEYCTL is not None:
-            # The uid's keyring outlives the step (what an earlier candidate of this uid added), and
-            # the inherited session keyring is the tuner's (its keys are possessed across setuid).
+            # The uid's keyrings outlive the step (what an earlier candidate of this uid added: its user
+            # keyring and its user-session keyring), and the inherited session keyring is the tuner's
+            # (its keys are possessed across setuid).
             c.syscall(_SYS_KEYCTL, _KEYCTL_CLEAR, _KEY_SPEC_USER_KEYRING)
+            c.syscall(_SYS_KEYCTL, _KEYCTL_CLEAR, _KEY_SPEC_USER_SESSION_KEYRING)
     if _SYS_KEYCTL is not None:
         c.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None)  # a new, empty session keyring
     if spec["affinity"]:
         os.sched_setaffinity(0, spec["affinity"])
+    # No program the step runs gains rights (set-user-ID, file capabilities) it was not started with.
+    c.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.chdir(spec["cwd"])  # after the bind mount, so that relative paths reach the writable scratch
 
 
@@ -251,6 +265,14 @@ def _enter_pid_namespace(c: Any, timing_fd: int | None) -> None:
             if pid == candidate:
                 if timing_fd is not None:
                     os.write(timing_fd, str(time.perf_counter_ns() - started_ns).encode())
+                # What the candidate left running is ended and reaped here, so that its CPU time is in
+                # the step's (a child that did the work and was never waited for took it out of the
+                # count when the kernel ended it after the init).
+                with contextlib.suppress(OSError):
+                    os.kill(-1, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    while True:
+                        os.wait()
                 os.write(write_end, str(status).encode())
                 os._exit(0)
     os.close(write_end)

@@ -504,3 +504,58 @@ warmup_runs = 0
         task.objective({"mode": "truncating"})
     with pytest.raises(CandidateError, match="verification failed: .*differs"):
         task.objective({"mode": "random"})
+
+
+
+LONG_OUTPUT = """
+[space]
+tail = { type = "choice", options = ["right", "wrong"], default = "right" }
+
+[run]
+command = ["python3", "{task_dir}/gen.py", "{tail}"]
+timeout_s = 20
+
+[check]
+stdout = "numeric"
+rtol = 1e-6
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+
+
+def _long_output_task(tmp_path: Path, lines_right: int, lines_wrong: int) -> Path:
+    # 1.0 on every line; the wrong candidate's last line says 9.0
+    (tmp_path / "gen.py").write_text(
+        "import sys\nright = sys.argv[1] == 'right'\n"
+        f"sys.stdout.write('1.0\\n' * ({lines_right} if right else {lines_wrong}))\n"
+        "sys.stdout.write('1.0\\n' if right else '9.0\\n')\n")
+    return write(tmp_path, LONG_OUTPUT)
+
+
+def test_a_numeric_check_of_an_output_longer_than_what_is_kept_is_refused(tmp_path: Path) -> None:
+    # Only the first 4 MiB of stdout are kept: a numeric check compared those and passed 150,000 wrong
+    # lines after them. The default's output that long: the task is refused, with what to do instead.
+    with pytest.raises(TaskError, match=r"prints more than the 4 MiB of output perftune keeps, and "
+                                        r"check.stdout = 'numeric' compares what is kept"):
+        load_task(_long_output_task(tmp_path, 1_200_000, 1_200_000))
+
+
+def test_a_candidate_longer_than_what_is_kept_fails_a_numeric_check(tmp_path: Path) -> None:
+    # The default's output is kept whole; a candidate's that is not is longer than it, whatever follows.
+    task = load_task(_long_output_task(tmp_path, 1000, 1_200_000))
+    task.objective({"tail": "right"})
+    with pytest.raises(CandidateError, match="it is longer than the reference"):
+        task.objective({"tail": "wrong"})
+
+
+def test_a_failure_reason_quoting_stdout_keeps_no_terminal_escape(tmp_path: Path) -> None:
+    (tmp_path / "esc.sh").write_text("printf 'no value \\033]0;PWNED\\007 \\033[2J'\n")
+    text = SIMPLE.replace('command = ["sh", "-c", "echo value=$0 order=$1 $2", "{n}", "{order}", "{flag}"]',
+                          'command = ["sh", "{task_dir}/esc.sh"]')
+    with pytest.raises(TaskError) as caught:  # the default configuration's output: the same snippet
+        load_task(write(tmp_path, text))
+    reason = str(caught.value)
+    assert "\x1b" not in reason and "\x07" not in reason
+    assert "no value \\x1b]0;PWNED\\x07 \\x1b[2J" in reason

@@ -439,6 +439,18 @@ class CommandObjective:
                             f"{self.task_path}: run: the default configuration fails, so no reference "
                             f"output can be produced: {r.reason}"
                         )
+                    if r.stdout_truncated and self.check.stdout != "none" and not self._exact_stdout():
+                        # Only a hash covers what is not kept, and a hash compares exactly.
+                        what = "check.ignore" if self.check.ignore is not None else (
+                            f"check.stdout = {self.check.stdout!r}" if self.check.stdout != "exact"
+                            else "check.rtol/atol")
+                        raise TaskError(
+                            f"{self.task_path}: check.stdout: the default configuration prints more than "
+                            f"the {len(r.stdout) >> 20} MiB of output perftune keeps, and {what} compares "
+                            "what is kept, so the rest would go unchecked: write the output to a file and "
+                            "check it with check.files, or compare stdout exactly (check.stdout = "
+                            "\"exact\", by hash)"
+                        )
                     if index == 0:
                         try:
                             ref["value"] = self._metric(r, ctx, scratch.path)
@@ -557,13 +569,22 @@ class CommandObjective:
             return f"output has {n_got} lines, the reference {n_want}"
         return None
 
+    def _exact_stdout(self) -> bool:
+        """Whether stdout is compared byte for byte (then a hash covers what is not kept)."""
+        return (self.check.ignore is None and self.check.stdout == "exact"
+                and not self.check.rtol and not self.check.atol)
+
     def _cheap_check(self, r: StepResult, ctx: Mapping[str, str], ref: dict[str, Any]) -> str | None:
         if self.check.stdout != "none":
             truncated = ref["stdout_truncated"] or r.stdout_truncated
-            exact = self.check.ignore is None and self.check.stdout == "exact"
+            exact = self._exact_stdout()
             if truncated and exact and r.stdout_sha256 != ref["stdout_sha256"]:
                 return "stdout differs from the default configuration's"
-            # Otherwise compare what was kept (the first 4 MiB of a long output).
+            if truncated and not exact:
+                # The reference was kept whole (prepare refuses one that was not): this one is longer.
+                return ("stdout differs from the default configuration's: it is longer than the reference "
+                        f"and than the {len(r.stdout) >> 20} MiB perftune keeps")
+            # Otherwise compare the outputs, both kept whole.
             with open(ref["stdout"], "rb") as f:
                 want = f.read().decode(errors="replace")
             problem = self._compare_text(r.stdout.decode(errors="replace"), want)
@@ -991,10 +1012,13 @@ def _finite(value: float) -> float:
 
 
 def _snippet(text: str) -> str:
+    """The end of a candidate's output for a failure's reason, one line of printable characters (the
+    reason is stored and shown: a candidate's escape sequences must not reach a terminal)."""
     text = text.strip()
     if not text:
         return "stdout was empty"
-    return "stdout: " + (text[-120:].replace("\n", "\\n"))
+    tail = text[-120:].replace("\n", "\\n")
+    return "stdout: " + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in tail)
 
 
 def _compare_numeric(got: str, want: str, rtol: float, atol: float) -> str | None:

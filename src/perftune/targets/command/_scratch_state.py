@@ -12,10 +12,12 @@ build (empty, without a build step) and put back before each run after the first
 * a recorded entry that was removed, replaced (another inode or type) or changed (size, modification
   or change time: ``st_ctime`` cannot be set back by a user, unlike ``st_mtime``) is not put back: it is
   reported, and the trial fails. A recorded directory may gain entries and lose them again, so only
-  its inode and type are compared; its permissions and times are set back (a run could keep a saved
-  output in them, as ``touch -d`` and ``chmod`` write them). After the recording, the tuner waits until
-  the file system's clock (a coarse tick) has moved past the newest change time recorded, so that no
-  change a run makes can carry a recorded change time.
+  its inode and type are compared; its permissions, times and extended attributes (ACLs among them)
+  are set back (a run could keep a saved output in them, as ``touch -d``, ``chmod`` and ``setfattr``
+  write them; a file's extended attributes move its change time, which is compared). After the
+  recording, the tuner waits until the file system's clock (a coarse tick) has moved past the newest
+  change time recorded, so that no change a run makes can carry a recorded change time. Access times
+  are not compared: the scratch directory is mounted without them inside the sandbox.
 
 Nothing is followed out of the directory: every step is relative to an open directory (``openat``,
 ``unlinkat`` with ``O_NOFOLLOW``), a symbolic link is removed as a link, and a directory is entered only
@@ -58,8 +60,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # What is recorded of an entry: (st_ino, st_size, st_mtime_ns, st_ctime_ns, the file type of st_mode).
 _Key = tuple[int, int, int, int, int]
-# And of a directory, set back before each run: (permission bits, st_atime_ns, st_mtime_ns).
-_DirKey = tuple[int, int, int]
+# And of a directory, set back before each run: (permission bits, st_atime_ns, st_mtime_ns, its extended
+# attributes as sorted (name, value) pairs).
+_DirKey = tuple[int, int, int, tuple[tuple[str, bytes], ...]]
 
 
 class ScratchError(Exception):
@@ -109,9 +112,36 @@ def _open_dir(parent: int | None, name: str, expected: os.stat_result | None = N
     return fd
 
 
+def _xattrs(fd: int) -> tuple[tuple[str, bytes], ...]:
+    """The extended attributes of the open file ``fd`` (none where the file system has none)."""
+    try:
+        names = os.listxattr(fd)
+    except OSError as error:
+        if error.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return ()
+        raise
+    out = []
+    for name in names:
+        try:
+            out.append((name, os.getxattr(fd, name)))
+        except OSError as error:
+            if error.errno != errno.ENODATA:  # removed meanwhile
+                raise
+    return tuple(sorted(out))
+
+
 def _set_back(fd: int, want: _DirKey) -> None:
-    """Give the directory open as ``fd`` the permissions and times ``want`` (its change time is now)."""
-    mode, atime_ns, mtime_ns = want
+    """Give the directory open as ``fd`` the permissions, extended attributes and times ``want`` (its
+    change time is now)."""
+    mode, atime_ns, mtime_ns, xattrs = want
+    have = dict(_xattrs(fd))
+    if have != dict(xattrs):
+        for name in have:
+            if name not in dict(xattrs):
+                os.removexattr(fd, name)
+        for name, value in xattrs:
+            if have.get(name) != value:
+                os.setxattr(fd, name, value)
     if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
         os.fchmod(fd, mode)
     os.utime(fd, ns=(atime_ns, mtime_ns))
@@ -291,7 +321,8 @@ class ScratchState:
                 if pending is None:
                     if recording:
                         st = os.fstat(fd)
-                        self.dirs[rel] = (stat.S_IMODE(st.st_mode), st.st_atime_ns, st.st_mtime_ns)
+                        self.dirs[rel] = (stat.S_IMODE(st.st_mode), st.st_atime_ns, st.st_mtime_ns,
+                                          _xattrs(fd))
                     pending = _list(fd)
                     stack[-1] = (fd, rel, pending)
                     if not budget.take(len(pending)):
