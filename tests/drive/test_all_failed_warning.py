@@ -27,3 +27,33 @@ def test_one_success_is_enough_for_no_warning():
         warnings.simplefilter("error", RunWarning)
         result = perftune.tune(lambda c: 1.0 / c["x"], Space({"x": Int(0, 3, default=0)}), budget=4, seed=0)
     assert result.best is not None and not result.default.ok
+
+
+def test_a_run_whose_first_trials_all_fail_the_same_way_stops_there():
+    # An Optuna-style objective given to tune() (it calls trial.suggest_float on a config): with a time
+    # budget it failed 8006 times before the one warning.
+    from perftune.drive._tuner import SAME_FAILURE_TRIALS
+
+    def optuna_style(config):
+        return config.suggest_float("x", 0, 1)
+
+    with pytest.warns(RunWarning, match=r"every trial failed \(20\).*AttributeError.*the run stopped there"):
+        result = perftune.tune(optuna_style, Space({"x": Int(0, 999)}), budget=500, seed=0)
+    assert len(result.trials) == SAME_FAILURE_TRIALS == 20
+    assert result.stop_reason.startswith("every trial failed the same way: 20 trials in a row")
+
+
+def test_failures_with_other_reasons_or_after_a_success_do_not_stop_the_run():
+    def varied(config):
+        raise ValueError(f"no kernel for x={config['x']}")  # each failure says something else
+
+    with pytest.warns(RunWarning):
+        assert len(perftune.tune(varied, Space({"x": Int(0, 999)}), budget=40, seed=0).trials) == 40
+
+    def mostly_failing(config):
+        if config["x"] != 0:
+            raise RuntimeError("out of shared memory")
+        return 1.0
+
+    result = perftune.tune(mostly_failing, Space({"x": Int(0, 999, default=0)}), budget=40, seed=0)
+    assert len(result.trials) == 40 and result.best is not None

@@ -62,6 +62,11 @@ _MAX_RANDOM_ATTEMPTS = 64
 MISSING_METRIC_TRIALS = 3
 #: How ``Result.stop_reason`` starts for that stop.
 STOP_MISSING_METRIC = "metric missing"
+#: A run stops once its first this many trials all failed with one and the same reason (an objective that
+#: raises the same error whatever the configuration: a bug in it, not a property of the space).
+SAME_FAILURE_TRIALS = 20
+#: How ``Result.stop_reason`` starts for that stop.
+STOP_SAME_FAILURE = "every trial failed the same way"
 
 
 @dataclass
@@ -390,6 +395,7 @@ class Tuner:
         self._last_heartbeat_t = 0.0
         self._stop_requested: str | None = None  # stop(): no new trial is issued
         self._n_missing_metric = 0  # trials whose result lacked metric=, while none has succeeded
+        self._same_failure: tuple[str, int] | None = ("", 0)  # (reason, count) while every trial failed so
         self._fidelity: Fidelity | None = None  # while run() drives an objective that reports (a pruner)
 
         if _resume_state is not None:
@@ -876,9 +882,27 @@ class Tuner:
             self._n_missing_metric += 1
             if self._n_missing_metric >= MISSING_METRIC_TRIALS and self._stop_requested is None:
                 self.stop(f"{STOP_MISSING_METRIC}: {(trial.reason or '').removeprefix('ValueError: ')}")
+        self._count_same_failure(trial)
         if not self.deterministic and trial.status is not Status.CANCELLED:
             self._timed(self._technique.tell, [trial])
         return trial
+
+    def _count_same_failure(self, trial: Trial) -> None:
+        """Stop a run whose first :data:`SAME_FAILURE_TRIALS` trials all failed with one reason."""
+        if self._same_failure is None or trial.status is Status.CANCELLED:
+            return
+        if trial.status is not Status.FAILED or not trial.reason:
+            self._same_failure = None  # a success, or another kind of outcome: the objective can run
+            return
+        reason, count = self._same_failure
+        if count and trial.reason != reason:
+            self._same_failure = None
+            return
+        count += 1
+        self._same_failure = (trial.reason, count)
+        if count >= SAME_FAILURE_TRIALS and self._stop_requested is None:
+            first = trial.reason.splitlines()[0][:200]
+            self.stop(f"{STOP_SAME_FAILURE}: {count} trials in a row, none before them succeeded: {first}")
 
     def _check_metrics(self, trial: Trial) -> None:
         check_metrics(self.objectives, trial)
@@ -1756,5 +1780,7 @@ def _warn_if_all_failed(result: Result) -> None:
 
     from perftune.errors import RunWarning
 
+    stopped = (f"; the run stopped there: its first {len(done)} trials all failed the same way"
+               if result.stop_reason.startswith(STOP_SAME_FAILURE) else "")
     warnings.warn(f"every trial failed ({len(done)}), so result.best is None; the most common reason "
-                  f"({count} of {len(done)}): {reason}", RunWarning, stacklevel=3)
+                  f"({count} of {len(done)}): {reason}{stopped}", RunWarning, stacklevel=3)
