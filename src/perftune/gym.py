@@ -20,7 +20,10 @@ make Gymnasium add a wrapper still do: ``gymnasium.make(id, max_episode_steps=N)
 ``TimeLimit`` around the environment, which has ``reset``/``step`` but not ``multistep``, ``fork``,
 ``validate`` or the space switching; reach those through ``env.unwrapped``. Other keyword arguments
 of ``make`` go to ``LlvmEnv`` (``benchmark=``, ``observation_space=``, ``reward_space=``,
-``engine=``, ``step_timeout_s=``, ``runtime_repeats=``, ``render_mode=``).
+``engine=``, ``step_timeout_s=``, ``runtime_repeats=``, ``render_mode=``). Only the default
+``engine="helper"`` computes ``Autophase``: with ``engine="opt"`` pass another observation, e.g.
+``gymnasium.make(id, engine="opt", observation_space="InstCount")`` (asking it for ``Autophase``
+raises ``LlvmError`` at construction).
 
 Example:
     >>> import gymnasium as gym

@@ -74,3 +74,32 @@ def test_missing_tool_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
             get_benchmark("generator://csmith-v0/999999")
     finally:
         find_tool.cache_clear()
+
+
+def test_only_a_c_file_that_defines_main_is_runnable(tmp_path: Path) -> None:
+    from perftune.targets.llvm._datasets import defines_main
+
+    library = tmp_path / "lib.c"
+    library.write_text("int domain(int x) { return x * 2; }\n/* int main(void) {} */\n")
+    program = tmp_path / "prog.c"
+    program.write_text("int domain(int x) { return x * 2; }\nint main(void)\n{ return domain(1) - 2; }\n")
+    assert not get_benchmark(str(library)).runnable
+    assert get_benchmark(str(program)).runnable
+    assert not defines_main(b'int main(void);\nconst char *s = "int main() {}";\nint remaining(int x);\n')
+    assert defines_main(b"int main(int argc, char *argv[]) { return 0; }")
+
+
+def test_a_bundled_name_cannot_leave_the_programs_folder() -> None:
+    for uri in ("benchmark://perftune-v0/../programs/crc32", "benchmark://perftune-v0/crc32-passes"):
+        with pytest.raises(BenchmarkError, match="unknown program"):
+            get_benchmark(uri)
+
+
+def test_the_compile_command_quotes_paths_with_spaces(tmp_path: Path) -> None:
+    import shlex
+
+    source = tmp_path / "with space.c"
+    source.write_text("int main(void) { return 0; }\n")
+    bench = get_benchmark(str(source))
+    assert bench.compile_command is not None
+    assert shlex.split(bench.compile_command)[-3:] == [str(source), "-o", str(bench.bitcode)]

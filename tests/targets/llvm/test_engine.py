@@ -134,3 +134,32 @@ def test_an_opt_engine_never_closed_leaves_no_folder_behind() -> None:
     closed.close()
     closed.close()  # twice is fine
     assert not closed._dir.exists()
+
+
+def test_opt_engine_steps_through_bitcode_that_llvm_14_rereads() -> None:
+    # Through text IR with -preserve-ll-uselistorder, LLVM 14 could not re-read this module after
+    # -loop-unroll-and-jam ("wrong number of indexes"): the opt engine's episode ended, the helper's did not.
+    from perftune.targets.llvm import get_benchmark
+
+    bench = get_benchmark("generator://llvm-stress-v0/3")
+    helper, opt = HelperEngine(), OptEngine()
+    try:
+        assert helper.load(bench.bitcode) == opt.load(bench.bitcode)
+        for flag in ("-coro-elide", "-loop-unroll-and-jam", "-simple-loop-unswitch"):
+            pipeline = ACTIONS[action_index(flag)].pipeline
+            assert opt.apply(pipeline) == helper.apply(pipeline)
+        assert opt.instcount() == helper.instcount()
+    finally:
+        helper.close()
+        opt.close()
+
+
+def test_opt_engine_object_size_leaves_no_files(loop_ll: Path) -> None:
+    engine = OptEngine()
+    try:
+        engine.load(loop_ll)
+        before = sorted(os.listdir(engine._dir))
+        assert engine.text_size() > 0 and engine.text_size("default<Oz>") > 0
+        assert sorted(os.listdir(engine._dir)) == before
+    finally:
+        engine.close()

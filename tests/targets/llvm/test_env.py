@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import perftune.gym  # noqa: F401 - registers the ids
-from perftune.targets.llvm import ACTIONS, ActionError, BenchmarkError, LlvmEnv, StepError
+from perftune.targets.llvm import ACTIONS, ActionError, BenchmarkError, LlvmEnv, LlvmError, StepError
 from perftune.targets.llvm._env import AUTOPHASE_NAMES, OBSERVATION_SPACES, opt_program
 from perftune.targets.llvm._ir import INSTCOUNT_NAMES
 
@@ -203,3 +203,108 @@ def test_chain_command_line_reproduces_the_steps(env: LlvmEnv, tmp_path: Path) -
         [opt, "-passes=verify", str(out), "-S", "-o", "-"], capture_output=True, text=True, check=True
     ).stdout
     assert count_instructions(text) == env.instruction_count
+
+
+def test_opt_engine_refuses_autophase_at_construction_and_runs_with_another_observation() -> None:
+    for env_id in perftune.gym.ENV_IDS:  # every registered id defaults to Autophase
+        with pytest.raises(LlvmError, match=r"'Autophase' needs engine='helper', not engine='opt'"):
+            gymnasium.make(env_id, engine="opt")
+    e = gymnasium.make("perftune/llvm-ic-v0", engine="opt", observation_space="InstCount")
+    try:
+        with pytest.raises(LlvmError, match="'Autophase' needs engine='helper'"):
+            e.observation_space = "Autophase"
+        obs, info = e.reset(benchmark=CRC)
+        assert obs.shape == (len(INSTCOUNT_NAMES),) and info["instruction_count"] > 0
+    finally:
+        e.close()
+
+
+def test_a_reset_that_fails_leaves_no_episode_to_step(env: LlvmEnv, tmp_path: Path) -> None:
+    library = tmp_path / "lib.ll"  # no main: not runnable, so a Runtime observation fails
+    library.write_text("define i32 @f(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n")
+    env.reset()
+    env.step("-mem2reg")
+    env.observation_space = "Runtime"
+    with pytest.raises(LlvmError, match="not runnable"):
+        env.reset(benchmark=str(library))
+    with pytest.raises(StepError, match="after the episode ended"):
+        env.step(0)
+
+
+def test_after_choosing_the_next_benchmark_the_episode_still_describes_its_module(env: LlvmEnv) -> None:
+    env.reset()
+    env.multistep(["-mem2reg", "-instcombine"])
+    crc32_bitcode = str(env.benchmark.bitcode)
+    count = env.instruction_count
+    env.benchmark = "benchmark://perftune-v0/sieve"  # for the next reset
+    assert crc32_bitcode in env.commandline()
+    assert env.validate().ok
+    fork = env.fork()
+    try:
+        assert fork.instruction_count == count
+        assert crc32_bitcode in fork.commandline() and fork.validate().ok
+        assert fork.reset()[1]["benchmark"] == "benchmark://perftune-v0/sieve"  # the choice is kept
+    finally:
+        fork.close()
+    assert env.reset()[1]["benchmark"] == "benchmark://perftune-v0/sieve"
+
+
+def test_reset_reloads_a_module_file_rewritten_on_disk(env: LlvmEnv, tmp_path: Path) -> None:
+    path = tmp_path / "user.ll"
+    path.write_text("define i32 @f(i32 %x) {\n  ret i32 %x\n}\n")
+    assert env.reset(benchmark=str(path))[1]["instruction_count"] == 1
+    path.write_text("define i32 @f(i32 %x) {\n  %a = add i32 %x, 1\n  %b = mul i32 %a, 3\n  ret i32 %b\n}\n")
+    assert env.reset(benchmark=str(path))[1]["instruction_count"] == 3
+    assert env.reset()[1]["instruction_count"] == 3
+    env.step("-instcombine")
+    assert env.validate(run=False).ok
+
+
+def test_reset_works_after_the_helper_died_between_episodes(env: LlvmEnv) -> None:
+    env.reset()
+    env.step("-mem2reg")
+    os.kill(env._engine._proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    env._engine._proc.wait()  # type: ignore[attr-defined]
+    obs, info = env.reset()
+    assert info["instruction_count"] == 333 and env.step("-mem2reg")[2] is False
+
+
+def test_a_failed_reset_with_a_new_benchmark_keeps_the_previous_one(env: LlvmEnv, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.ll"
+    bad.write_text("this is not IR\n")
+    env.reset()
+    with pytest.raises(BenchmarkError, match="cannot parse"):
+        env.reset(benchmark=str(bad))
+    assert env.benchmark.uri == CRC
+    assert env.reset()[1]["benchmark"] == CRC
+
+
+@pytest.mark.parametrize("engine", ["helper", "opt"])
+def test_a_bc_file_that_is_not_bitcode_gets_a_one_line_error(tmp_path: Path, engine: str) -> None:
+    garbage = tmp_path / "garbage.bc"
+    garbage.write_bytes(b"\x00\x01garbage\xff\xfe\n\x07more\n")
+    e = LlvmEnv(CRC, engine=engine, observation_space="InstCount")
+    try:
+        with pytest.raises(BenchmarkError) as info:
+            e.reset(benchmark=str(garbage))
+    finally:
+        e.close()
+    message = str(info.value)
+    assert "not LLVM bitcode" in message and message.isprintable() and "\n" not in message
+
+
+def test_terminated_async_workers_leave_no_temporary_folders(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+    import time
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # for workers that start afresh ...
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # ... and forked ones
+    venv = gymnasium.make_vec("perftune/llvm-ic-v0", num_envs=2, vectorization_mode="async")
+    venv.reset(seed=1)
+    venv.step(venv.action_space.sample())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("perftune-llvm-")]
+    venv.close(terminate=True)
+    deadline = time.monotonic() + 10
+    while any(tmp_path.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p.name for p in tmp_path.iterdir()] == []

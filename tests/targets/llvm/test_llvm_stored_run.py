@@ -74,3 +74,22 @@ def test_perftune_report_writes_the_page_of_an_llvm_run(llvm_run: tuple[str, Pat
     assert "wrote" in _invoke("--store", db, "report", "crc-passes", "-o", str(out))
     page = out.read_text()
     assert "crc-passes" in page and "passes" in page
+
+
+@pytest.mark.parametrize(("benchmark", "message"), [
+    ("broken.c", "broken.c: clang-14 cannot compile it"),
+    ("nope.c", "nope.c: no such file"),
+    ("broken.ll", "broken.ll: cannot parse LLVM IR"),
+    ("cbench-v1/crc32", "cbench-v1/crc32: unknown dataset"),
+])
+def test_a_task_with_a_bad_benchmark_fails_before_any_trial(tmp_path: Path, benchmark: str,
+                                                            message: str) -> None:
+    (tmp_path / "broken.c").write_text("int main(void) { return ; }\n")
+    (tmp_path / "broken.ll").write_text("this is not IR\n")
+    task = tmp_path / "llvm.toml"
+    task.write_text(f'name = "llvmtask"\n[target]\nkind = "llvm"\nbenchmark = "{benchmark}"\nlength = 4\n'
+                    "[tuning]\nbudget = 3\n")
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "run", str(task)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and f"{task}: key target.benchmark:" in lines[0] and message in lines[0], lines

@@ -230,3 +230,36 @@ def test_searches_stop_on_an_expired_clock_without_evaluating() -> None:
         assert not history and ev.n_evaluations - before == 2  # the two rebuilds of the extensions
     finally:
         ev.close()
+
+
+def test_bundled_crc32_task_file_is_what_the_generator_writes() -> None:
+    from pathlib import Path
+
+    from perftune.targets.llvm import task_file_text
+
+    bundled = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs/crc32-passes.toml"
+    assert bundled.read_text() == task_file_text("crc32.c", positions=20, name="crc32-passes")
+
+
+@pytest.mark.slow
+def test_bundled_crc32_task_file_runs_its_trials() -> None:
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    programs = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs"
+    work = Path(tempfile.mkdtemp(prefix="perftune-llvm-task-"))
+    try:
+        os.chmod(work, 0o755)
+        for name in ("crc32-passes.toml", "crc32.c"):
+            shutil.copy(programs / name, work / name)
+        out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(work / "crc32-passes.toml"),
+                                       "--budget", "4", "--json"])
+        assert out.exit_code == 0, out.output
+        data = json.loads(out.output)
+        assert data["counts"] == {"ok": 4}  # the default and three non-empty pass sequences
+        assert data["default"]["value"] == 333  # the unoptimised crc32 module
+        assert any(data["best"]["config"].values()) and data["best"]["value"] < 333
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -128,7 +129,18 @@ _C_FLAGS = ("-xc", "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
 
 def compile_command(source: Path | str, output: str, extra: tuple[str, ...] = ()) -> str:
     """The clang-14 command line that turns a C file into a benchmark's bitcode."""
-    return " ".join(["clang-14", *_C_FLAGS, *extra, str(source), "-o", output])
+    return shlex.join(["clang-14", *_C_FLAGS, *extra, str(source), "-o", output])
+
+
+#: Comments, string and character literals of C source (blanked out before looking for ``main``).
+_C_NOISE = re.compile(rb'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+#: A definition of ``main``: the name, its parameter list (one level of nested parentheses), a body.
+_MAIN_DEFINITION = re.compile(rb"(?<![\w$])main\s*\((?:[^()]|\([^()]*\))*\)\s*\{")
+
+
+def defines_main(source: bytes) -> bool:
+    """Whether C SOURCE defines a ``main`` function (a declaration, a call or ``domain()`` does not count)."""
+    return _MAIN_DEFINITION.search(_C_NOISE.sub(b" ", source)) is not None
 
 
 def _compile_c(source_text: bytes, name: str, extra: tuple[str, ...] = (), shown: str | None = None) -> Path:
@@ -227,7 +239,7 @@ def _user_file(uri: str, path: Path) -> Benchmark:
             uri,
             bitcode,
             source=path,
-            runnable=b"main" in source,
+            runnable=defines_main(source),
             compile_command=compile_command(path, str(bitcode)),
         )
     if suffix in (".ll", ".bc"):
@@ -256,6 +268,8 @@ def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
     if isinstance(uri, Benchmark):
         return uri
     text = os.fspath(uri)
+    if not text.strip():
+        raise BenchmarkError("the benchmark is empty: expected a benchmark URI or a .c/.ll/.bc file")
     for short in ("perftune-v0/", "csmith-v0/", "llvm-stress-v0/"):
         if text.startswith(short) and not os.path.exists(text):
             scheme = "benchmark" if short == "perftune-v0/" else "generator"
@@ -271,7 +285,8 @@ def get_benchmark(uri: str | Benchmark | os.PathLike[str]) -> Benchmark:
     if parsed.scheme == "file":
         return _user_file(text, Path(unquote(parsed.path)))
     if parsed.scheme == "benchmark" and dataset == "perftune-v0":
-        source = _bundled_source(rest)
+        # Only a program's own name: "../x" or "a/b" must not reach the file system or the cache.
+        source = _bundled_source(rest) if rest in BUNDLED_PROGRAMS else None
         if source is None:
             known = ", ".join(n for n in BUNDLED_PROGRAMS if _bundled_source(n) is not None)
             raise BenchmarkError(f"{text}: unknown program {rest!r} (perftune-v0 has: {known})")

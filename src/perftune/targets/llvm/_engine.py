@@ -4,7 +4,7 @@ Two implementations with one interface:
 
 - :class:`HelperEngine`: a persistent C++ process linked against libLLVM-14 (``_helper.cpp``), the
   module stays in memory, a step costs a few milliseconds;
-- :class:`OptEngine`: one ``opt -passes=...`` process per step on an IR file, no compiler needed.
+- :class:`OptEngine`: one ``opt -passes=...`` process per step on a bitcode file, no compiler needed.
 
 Both run every step with fresh analysis managers, like one ``opt`` invocation per step, so they
 give identical instruction counts (tests/targets/llvm/test_engine.py checks it).
@@ -39,6 +39,29 @@ class EngineCrash(LlvmError):
 
 class PipelineError(LlvmError, ValueError):
     """The pipeline text is not understood by LLVM (unknown pass, bad nesting)."""
+
+
+#: The first bytes of a bitcode file: raw, and in the wrapper some Darwin tools write.
+_BITCODE_MAGIC = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+
+
+def check_module_file(path: str | os.PathLike[str]) -> None:
+    """BenchmarkError if PATH is a ``.bc`` file that is not bitcode (LLVM would parse it as text)."""
+    if os.fspath(path).lower().endswith(".bc"):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4)
+        except OSError as exc:
+            raise BenchmarkError(f"{os.fspath(path)}: cannot read it: {exc.strerror}") from None
+        if head not in _BITCODE_MAGIC:
+            raise BenchmarkError(f"{os.fspath(path)}: not LLVM bitcode (it does not start with "
+                                 "'BC\\xc0\\xde'); give a .bc file written by clang -emit-llvm or opt, "
+                                 "or textual IR as .ll")
+
+
+def _printable(text: str) -> str:
+    """TEXT with control characters and undecodable bytes shown as escapes (messages stay one line)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class Engine:
@@ -129,7 +152,9 @@ class HelperEngine(Engine):
         binary = helper_binary()
         self._stderr = open(self._dir / "stderr.txt", "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0
+            # The helper removes _dir if this process dies without closing the engine (stdin's EOF).
+            [str(binary), str(self._dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            bufsize=0,
         )
         self._buffer = b""
         self._read_line(max(self.timeout_s, 60.0))  # the "ready" banner
@@ -212,10 +237,11 @@ class HelperEngine(Engine):
 
     # -- Engine interface ----------------------------------------------------------------------
     def load(self, path: str | os.PathLike[str]) -> int:
+        check_module_file(path)
         try:
             count = int(self._command(f"load {os.fspath(path)}"))
         except PipelineError as exc:
-            raise BenchmarkError(f"{os.fspath(path)}: cannot parse LLVM IR: {exc}") from None
+            raise BenchmarkError(f"{os.fspath(path)}: cannot parse LLVM IR: {_printable(str(exc))}") from None
         self._saved.clear()
         self._command("clear")
         self._command(f"write {self._initial}")
@@ -311,7 +337,11 @@ class HelperEngine(Engine):
 
 
 class OptEngine(Engine):
-    """One ``opt`` process per step; the module lives in a textual IR file.
+    """One ``opt`` process per step; the module lives in a bitcode file.
+
+    Each step reads and writes bitcode with ``-preserve-bc-uselistorder``, so that it sees the module
+    exactly as an in-memory pipeline would (passes walk use lists); the text IR that counts are taken
+    from is only written, never read back (LLVM 14 cannot always re-read text with use-list orders).
 
     Example:
         >>> engine = OptEngine()  # doctest: +SKIP
@@ -327,8 +357,9 @@ class OptEngine(Engine):
         self._dir = Path(tempfile.mkdtemp(prefix="perftune-llvm-opt-"))
         # Removed when the engine is collected or the interpreter exits, if close() was never called.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
-        self._current = self._dir / "current.ll"
-        self._initial = self._dir / "initial.ll"
+        self._current = self._dir / "current.bc"
+        self._initial = self._dir / "initial.bc"
+        self._text: str | None = None  # text IR of _current, written on demand
         self._saved: dict[str, Path] = {}
         self._n = 0
 
@@ -336,65 +367,81 @@ class OptEngine(Engine):
         if not self._cleanup.alive:  # close() removed the folder the module lives in
             raise LlvmError("the opt engine is closed: make a new one")
 
-    def _run_opt(self, src: Path, pipeline: str, dst: Path, timeout_s: float | None = None) -> None:
+    def _opt_process(self, argv: list[str], pipeline: str, timeout_s: float | None) -> str:
+        """Runs opt with ARGV; returns its stdout (EngineCrash on a crash or hang, else PipelineError)."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            result = subprocess.run(
-                # The use-list order is kept in the text, so that each step sees the module exactly
-                # as an in-memory pipeline would (passes walk use lists).
-                [self._opt, f"-passes={pipeline}", str(src), "-S", "-preserve-ll-uselistorder",
-                 "-o", str(dst)],
-                capture_output=True,
-                text=True,
-                timeout=limit,
-            )
+            result = subprocess.run([self._opt, *argv], capture_output=True, timeout=limit)
         except subprocess.TimeoutExpired:
             raise EngineCrash(
                 f"opt timed out after {limit:g} s (passes: {pipeline[:200]})"
             ) from None
         if result.returncode != 0:
-            lines = [s for s in result.stderr.strip().splitlines() if s and not s.startswith((" ", "#"))]
-            message = lines[0] if lines else f"exit status {result.returncode}"
-            if result.returncode < 0 or "Stack dump" in result.stderr:
+            stderr = result.stderr.decode(errors="replace")
+            lines = [s for s in stderr.strip().splitlines() if s and not s.startswith((" ", "#"))]
+            message = _printable(lines[0] if lines else f"exit status {result.returncode}")
+            if result.returncode < 0 or "Stack dump" in stderr:
                 raise EngineCrash(f"opt crashed: {message} (passes: {pipeline[:200]})")
             raise PipelineError(message.removeprefix(f"{self._opt}: "))
+        return result.stdout.decode(errors="replace")
 
-    def _next(self) -> Path:
+    def _run_opt(self, src: Path, pipeline: str, dst: Path, timeout_s: float | None = None) -> None:
+        self._opt_process([f"-passes={pipeline}", str(src), "-preserve-bc-uselistorder", "-o", str(dst)],
+                          pipeline, timeout_s)
+
+    def _next(self, suffix: str = ".bc") -> Path:
         self._n += 1
-        return self._dir / f"m{self._n}.ll"
+        return self._dir / f"m{self._n}{suffix}"
+
+    def _text_of(self, path: Path) -> str:
+        return self._opt_process(["-S", str(path), "-o", "-"], "(print)", None)
+
+    def _current_text(self) -> str:
+        self._check_open()
+        if self._text is None:
+            self._text = self._text_of(self._current)
+        return self._text
+
+    def _set_current(self, path: Path) -> int:
+        os.replace(path, self._current)
+        self._text = None
+        return self.count()
 
     def load(self, path: str | os.PathLike[str]) -> int:
         self._check_open()
+        check_module_file(path)
         try:
             self._run_opt(Path(path), "verify", self._initial)
         except PipelineError as exc:
             raise BenchmarkError(f"{os.fspath(path)}: cannot parse LLVM IR: {exc}") from None
-        shutil.copyfile(self._initial, self._current)
         self._saved.clear()
-        return self.count()
+        shutil.copyfile(self._initial, self._dir / "load.bc")
+        return self._set_current(self._dir / "load.bc")
 
     def apply(self, pipeline: str, *, timeout_s: float | None = None) -> int:
         self._check_open()
         out = self._next()
-        self._run_opt(self._current, pipeline, out, timeout_s)
-        os.replace(out, self._current)
-        return self.count()
+        try:
+            self._run_opt(self._current, pipeline, out, timeout_s)
+        except BaseException:
+            out.unlink(missing_ok=True)
+            raise
+        return self._set_current(out)
 
     def trial(self, pipeline: str, *, timeout_s: float | None = None) -> int:
         self._check_open()
         out = self._next()
-        self._run_opt(self._current, pipeline, out, timeout_s)
-        count = count_instructions(out.read_text())
-        out.unlink()
-        return count
+        try:
+            self._run_opt(self._current, pipeline, out, timeout_s)
+            return count_instructions(self._text_of(out))
+        finally:
+            out.unlink(missing_ok=True)
 
     def count(self) -> int:
-        self._check_open()
-        return count_instructions(self._current.read_text())
+        return count_instructions(self._current_text())
 
     def instcount(self) -> dict[str, int]:
-        self._check_open()
-        return opcode_counts(self._current.read_text())
+        return opcode_counts(self._current_text())
 
     def autophase(self) -> dict[str, int]:
         raise LlvmError("the Autophase observation needs the LLVM helper (engine='helper')")
@@ -402,36 +449,37 @@ class OptEngine(Engine):
     def text_size(self, pipeline: str | None = None) -> int:
         self._check_open()
         src = self._current
-        if pipeline:
-            src = self._next()
-            self._run_opt(self._current, pipeline, src)
-        obj = self._next().with_suffix(".o")
-        result = subprocess.run(
-            [find_tool("llc"), "-filetype=obj", str(src), "-o", str(obj)],
-            capture_output=True,
-            text=True,
-            timeout=self.timeout_s,
-        )
-        if result.returncode != 0:
-            raise LlvmError(f"llc failed: {result.stderr.strip().splitlines()[:1]}")
-        return elf_text_size(obj.read_bytes())
+        temporary: list[Path] = []
+        try:
+            if pipeline:
+                src = self._next()
+                temporary.append(src)
+                self._run_opt(self._current, pipeline, src)
+            obj = self._next(".o")
+            temporary.append(obj)
+            result = subprocess.run(
+                [find_tool("llc"), "-filetype=obj", str(src), "-o", str(obj)],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+            )
+            if result.returncode != 0:
+                raise LlvmError(f"llc failed: {result.stderr.strip().splitlines()[:1]}")
+            return elf_text_size(obj.read_bytes())
+        finally:
+            for path in temporary:
+                path.unlink(missing_ok=True)
 
     def write_bitcode(self, path: str | os.PathLike[str]) -> None:
         self._check_open()
-        result = subprocess.run(
-            [self._opt, "-passes=verify", str(self._current), "-preserve-bc-uselistorder", "-o", str(path)],
-            capture_output=True, text=True, timeout=self.timeout_s,
-        )
-        if result.returncode != 0:
-            raise LlvmError(f"writing bitcode failed: {result.stderr.strip()[:200]}")
+        shutil.copyfile(self._current, path)
 
     def ir(self) -> str:
-        self._check_open()
-        return self._current.read_text()
+        return self._current_text()
 
     def save(self, name: str) -> None:
         self._check_open()
-        target = self._dir / f"saved-{len(self._saved)}.ll"
+        target = self._dir / f"saved-{len(self._saved)}.bc"
         shutil.copyfile(self._current, target)
         self._saved[name] = target
 
@@ -439,18 +487,21 @@ class OptEngine(Engine):
         self._check_open()
         if name not in self._saved:
             raise LlvmError(f"no saved module named {name!r}")
-        shutil.copyfile(self._saved[name], self._current)
-        return self.count()
+        out = self._next()
+        shutil.copyfile(self._saved[name], out)
+        return self._set_current(out)
 
     def reset(self) -> int:
         self._check_open()
-        shutil.copyfile(self._initial, self._current)
-        return self.count()
+        out = self._next()
+        shutil.copyfile(self._initial, out)
+        return self._set_current(out)
 
     def load_state(self, path: str | os.PathLike[str]) -> int:
         self._check_open()
-        self._run_opt(Path(path), "verify", self._current)
-        return self.count()
+        out = self._next()
+        self._run_opt(Path(path), "verify", out)
+        return self._set_current(out)
 
     def close(self) -> None:
         self._cleanup()

@@ -180,6 +180,30 @@ def _space_name(value: object, kind: str) -> str:
     raise LlvmError(f"unknown {kind} space {value!r}: expected one of {', '.join(known)}")
 
 
+#: Observations an engine cannot compute (the opt engine has no Autophase feature extractor).
+_UNSUPPORTED: dict[str, frozenset[str]] = {"opt": frozenset({"Autophase"})}
+
+
+def _check_supported(observation: str, engine: str) -> None:
+    """LlvmError when ENGINE cannot compute OBSERVATION (naming the engines that can)."""
+    if observation in _UNSUPPORTED.get(engine, frozenset()):
+        able = [e for e in ("helper", "opt") if observation not in _UNSUPPORTED.get(e, frozenset())]
+        others = [n for n in OBSERVATION_SPACES if n not in _UNSUPPORTED.get(engine, frozenset())]
+        raise LlvmError(
+            f"observation space {observation!r} needs engine={' or '.join(map(repr, able))}, not "
+            f"engine={engine!r}: pass observation_space= one of {', '.join(others)} with engine={engine!r}"
+        )
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    """What tells a rewritten module file from the one loaded: (mtime_ns, size, inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def _timeout(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise LlvmError(f"step_timeout_s must be a number of seconds, got {value!r}")
@@ -304,6 +328,8 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         self._runtime_repeats = _repeats(runtime_repeats)
         self.action_space = ActionSpace()
         self.render_mode = render_mode
+        if engine in _UNSUPPORTED:  # an unknown engine gets make_engine's message below
+            _check_supported(self._observation_space_name, engine)
         self.engine_kind = engine
         self.observation = _Observation(self)
         self._benchmark: Benchmark | None = (
@@ -313,13 +339,16 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         # step_timeout_s (given to each apply), so that a short one does not break reset().
         self._engine: Engine = make_engine(engine, timeout_s=_engine_timeout(self._step_timeout_s))
         self._loaded: Benchmark | None = None
+        self._loaded_stamp: tuple[int, int, int] | None = None  # _fingerprint of _loaded.bitcode
         self._baselines: _Baselines | None = None
         self._actions: list[int] = []
         self._count = 0
         self._metric: float | None = None  # previous value of the reward's metric
         self._episode_reward = 0.0
         self._done = True
-        self._tmp = Path(tempfile.mkdtemp(prefix="perftune-llvmenv-"))
+        # Inside the helper's folder, which the helper removes if this process is killed before close().
+        engine_dir = getattr(self._engine, "_dir", None) if isinstance(self._engine, HelperEngine) else None
+        self._tmp = Path(tempfile.mkdtemp(prefix="perftune-llvmenv-", dir=engine_dir))
 
     # -- spaces and settings (CompilerGym style: assign a name to switch) -------------------------
     @property
@@ -339,7 +368,9 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
                 if space is value:
                     value = name
                     break
-        self._observation_space_name = _space_name(value, "observation")
+        name = _space_name(value, "observation")
+        _check_supported(name, getattr(self, "engine_kind", "helper"))
+        self._observation_space_name = name
 
     @property
     def observation_space_name(self) -> str:
@@ -451,25 +482,19 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         if seed is not None:
             self.action_space.seed(seed)
         chosen = benchmark if benchmark is not None else (options or {}).get("benchmark")
-        if chosen is not None:
-            self._benchmark = _get_benchmark(chosen, "benchmark")
+        # A benchmark given here becomes the environment's only once its module is loaded: a broken
+        # one must not make the next plain reset() fail too.
+        bench = _get_benchmark(chosen, "benchmark") if chosen is not None else self.benchmark
         self._done = True  # until the new episode is set up: a failed reset leaves none to step
-        bench = self.benchmark
-        if (
-            self._loaded is not None
-            and self._loaded.uri == bench.uri
-            and self._loaded.bitcode == bench.bitcode
-        ):
-            self._count = self._engine.reset()
-        else:
-            self._loaded = None
-            self._baselines = None
-            self._count = self._engine.load(bench.bitcode)
-            self._loaded = bench
-            self._baselines = _Baselines(count_o0=self._count, count_oz=self._engine.trial("default<Oz>"))
+        try:
+            self._load(bench)
+        except EngineCrash:
+            # The helper died since the last episode (killed, out of memory): it has been restarted,
+            # and loading is no pass that could crash it again, so one more try starts the episode.
+            self._load(bench)
+        self._benchmark = bench
         self._actions = []
         self._episode_reward = 0.0
-        self._done = False
         self._metric = self._reward_metric()
         if self.reward_space_name == "Runtime" and self._baselines is not None:
             self._baselines.runtime_o0 = self._metric
@@ -478,7 +503,27 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
             "instruction_count": self._count,
             "instruction_count_oz": self._baselines.count_oz if self._baselines else None,
         }
-        return self._observe(self.observation_space_name), info
+        observation = self._observe(self.observation_space_name)
+        self._done = False  # only now: an observation that fails leaves no episode to step
+        return observation, info
+
+    def _load(self, bench: Benchmark) -> None:
+        """Makes BENCH's unoptimised module current (reusing the loaded one if it is unchanged)."""
+        stamp = _fingerprint(bench.bitcode)
+        if (
+            self._loaded is not None
+            and self._loaded.uri == bench.uri
+            and self._loaded.bitcode == bench.bitcode
+            and stamp is not None
+            and stamp == self._loaded_stamp
+        ):
+            self._count = self._engine.reset()
+            return
+        self._loaded = None
+        self._baselines = None
+        self._count = self._engine.load(bench.bitcode)
+        self._baselines = _Baselines(count_o0=self._count, count_oz=self._engine.trial("default<Oz>"))
+        self._loaded, self._loaded_stamp = bench, stamp
 
     def _to_index(self, action: Any) -> int:
         if isinstance(action, str):
@@ -580,7 +625,13 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
 
         path = self._tmp / "runtime.bc"
         self._engine.write_bitcode(path)
-        return runtime_s(path, self.benchmark, repeats=self._runtime_repeats)
+        return runtime_s(path, self._episode_benchmark(), repeats=self._runtime_repeats)
+
+    def _episode_benchmark(self) -> Benchmark:
+        """The benchmark whose module is loaded (``env.benchmark = X`` takes effect at the next reset)."""
+        self._check_has_episode()
+        assert self._loaded is not None
+        return self._loaded
 
     def _runtime_baseline(self) -> None:
         """Measures the unoptimised run time if the episode has none yet (reward switched to Runtime)."""
@@ -639,15 +690,15 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
                 analyses across passes changes the result).
             input_path: Input file in the command (default: the benchmark's bitcode).
         """
-        return opt_commandline(
-            self._actions, input_path or str(self.benchmark.bitcode), isolate_steps=isolate_steps
-        )
+        if input_path is None:
+            input_path = str((self._loaded or self.benchmark).bitcode)
+        return opt_commandline(self._actions, input_path, isolate_steps=isolate_steps)
 
     def fork(self) -> LlvmEnv:
         """A new environment in the same state (benchmark, module, actions, rewards so far)."""
-        self._check_has_episode()
+        loaded = self._episode_benchmark()
         other = LlvmEnv(
-            self.benchmark,
+            loaded,
             observation_space=self.observation_space_name,
             reward_space=self.reward_space_name,
             engine=self.engine_kind,
@@ -655,12 +706,17 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
             runtime_repeats=self.runtime_repeats,
             render_mode=self.render_mode,
         )
-        other._engine.load(self.benchmark.bitcode)
-        other._loaded = self._loaded
-        other._baselines = _Baselines(**vars(self._require_baselines()))
-        state = self._tmp / "fork.bc"
-        self._engine.write_bitcode(state)
-        other._count = other._engine.load_state(state)
+        try:
+            other._engine.load(loaded.bitcode)
+            other._loaded, other._loaded_stamp = loaded, self._loaded_stamp
+            other._baselines = _Baselines(**vars(self._require_baselines()))
+            state = self._tmp / "fork.bc"
+            self._engine.write_bitcode(state)
+            other._count = other._engine.load_state(state)
+        except BaseException:
+            other.close()
+            raise
+        other._benchmark = self._benchmark  # a benchmark chosen for the next episode stays chosen
         other._actions = list(self._actions)
         other._metric = self._metric
         other._episode_reward = self._episode_reward
@@ -678,8 +734,7 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         Checks that the command line reaches the same instruction count, and (with ``run``)
         that the optimised program prints what the -O0 build prints.
         """
-        self._check_has_episode()
-        return validate_actions(self.benchmark, self._actions, self._count, run=run)
+        return validate_actions(self._episode_benchmark(), self._actions, self._count, run=run)
 
     def render(self) -> str | None:
         if self.render_mode is None:
@@ -688,8 +743,9 @@ class LlvmEnv(gymnasium.Env[Any, np.int64]):
         if self.render_mode == "ansi":
             return self._engine.ir()
         if self.render_mode == "human":
+            uri = self._episode_benchmark().uri
             print(
-                f"{self.benchmark.uri}: {self._count} instructions after {len(self._actions)} actions, "
+                f"{uri}: {self._count} instructions after {len(self._actions)} actions, "
                 f"episode reward {self._episode_reward:.4f}"
             )
         return None

@@ -40,6 +40,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Host.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -393,7 +394,10 @@ void handle(const std::string &Cmd, const std::string &Arg) {
 
 }  // namespace
 
-int main() {
+// argv[1], when given, is the folder of the Python engine that started this process: its files are
+// removed when stdin reaches end of file, which happens only when that engine's process is gone without
+// closing the engine (killed, or a worker terminated by a vector environment). "quit" leaves them to it.
+int main(int argc, char **argv) {
   InitializeAllTargetInfos();
   InitializeAllTargets();
   InitializeAllTargetMCs();
@@ -407,5 +411,7 @@ int main() {
     std::string Arg = Space == std::string::npos ? "" : Line.substr(Space + 1);
     handle(Cmd, Arg);
   }
+  if (argc > 1)
+    sys::fs::remove_directories(argv[1], /*IgnoreErrors=*/true);
   return 0;
 }

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from perftune.errors import PerftuneError
+from perftune.errors import PerftuneError, TaskError
 from perftune.targets._target import Example, Outcome, TargetBase
 from perftune.targets.llvm._actions import ACTIONS, action_index, pipeline_of
 from perftune.targets.llvm._datasets import get_benchmark
@@ -48,14 +48,24 @@ class LlvmTarget(TargetBase):
 
     @classmethod
     def from_task(cls, path: str, table: Mapping[str, Any]) -> LlvmTarget:
-        """``[target] kind = "llvm"``: ``benchmark`` (a URI or a file), optional ``length`` and ``engine``."""
+        """``[target] kind = "llvm"``: ``benchmark`` (a URI or a file), optional ``length`` and ``engine``.
+
+        The benchmark is resolved (compiled, generated) and its module parsed here, so that a task whose
+        every trial would fail says why in one line (:class:`~perftune.errors.TaskError`) before the run.
+        """
         import os
+
+        from perftune.targets.llvm._datasets import _SHORT_FORM
 
         benchmark = table.get("benchmark")
         if not isinstance(benchmark, str) or not benchmark:
             raise PerftuneError(f"{path}: key target.benchmark: expected a benchmark URI or a file")
         if "://" not in benchmark:
-            benchmark = os.path.join(os.path.dirname(os.path.abspath(path)), benchmark)
+            # A file is relative to the task file; a dataset's short form (perftune-v0/crc32,
+            # CompilerGym's cbench-v1/crc32) is not a file unless the task's folder has one by that name.
+            beside = os.path.join(os.path.dirname(os.path.abspath(path)), benchmark)
+            if os.path.exists(beside) or not _SHORT_FORM.match(benchmark):
+                benchmark = beside
         length = table.get("length", 160)
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
             raise PerftuneError(f"{path}: key target.length: expected a positive integer")
@@ -66,6 +76,7 @@ class LlvmTarget(TargetBase):
         if unknown:
             raise PerftuneError(f"{path}: key target.{unknown[0]}: unknown key "
                                 "(known: benchmark, engine, kind, length)")
+        _check_benchmark(path, benchmark)
         return cls(benchmark, length=length, engine=engine)
 
     @classmethod
@@ -114,3 +125,22 @@ class LlvmTarget(TargetBase):
     def __getstate__(self) -> dict[str, Any]:
         # A worker process starts its own engine.
         return {**self.__dict__, "_evaluator": None}
+
+
+def _check_benchmark(path: str, benchmark: str) -> None:
+    """TaskError (one line) unless BENCHMARK resolves to a module with instructions that LLVM parses."""
+    from perftune.targets.llvm._engine import OptEngine
+    from perftune.targets.llvm._errors import LlvmError
+
+    try:
+        bench = get_benchmark(benchmark)
+        engine = OptEngine()
+        try:
+            count = engine.load(bench.bitcode)
+        finally:
+            engine.close()
+    except LlvmError as error:
+        raise TaskError(f"{path}: key target.benchmark: {error}") from None
+    if count == 0:
+        raise TaskError(f"{path}: key target.benchmark: {bench.uri}: the module has no instructions "
+                        "(nothing for a pass sequence to change)")
