@@ -1133,7 +1133,8 @@ def host_sockets(exclude: str | None = None) -> list[str]:
 
 
 def _last_line(text: str) -> str:
-    """The most telling line of a stderr tail: a sanitizer's summary, else the last line.
+    """The most telling line of a stderr tail: a sanitizer's summary, else a compiler's first error
+    (``file.c:3:5: error: ...``; its last lines are the source and a caret), else the last line.
 
     It becomes a failure's reason, kept in the store and written by every export: the candidate's
     control characters (a terminal's escape sequences) are spelled ``\\xNN``, whoever prints it later.
@@ -1143,6 +1144,9 @@ def _last_line(text: str) -> str:
         for line in reversed(lines):
             if marker in line:
                 return _visible(line[:300])
+    for line in lines:
+        if ": error: " in line or ": fatal error: " in line:
+            return _visible(line[:300])
     return _visible(lines[-1][:300]) if lines else ""
 
 

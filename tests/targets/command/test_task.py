@@ -559,3 +559,26 @@ def test_a_failure_reason_quoting_stdout_keeps_no_terminal_escape(tmp_path: Path
     reason = str(caught.value)
     assert "\x1b" not in reason and "\x07" not in reason
     assert "no value \\x1b]0;PWNED\\x07 \\x1b[2J" in reason
+
+
+def test_a_default_that_does_not_compile_names_the_compilers_error(tmp_path: Path) -> None:
+    # gcc's last stderr lines are the source line and a caret ("|    ^"): the reason was that caret.
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    (tmp_path / "broken.c").write_text("int main(void) {\n    return undefined_name + 1;\n}\n")
+    text = """
+[space]
+opt = { type = "choice", options = ["-O1", "-O2"] }
+
+[build]
+command = ["gcc", "{opt}", "{task_dir}/broken.c", "-o", "{scratch}/prog"]
+
+[run]
+command = ["{scratch}/prog"]
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    with pytest.raises(TaskError, match=r"fails to build: .*broken\.c:2:\d+: error: .undefined_name. undecl"):
+        load_task(write(tmp_path, text))
