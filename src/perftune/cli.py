@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -66,15 +67,26 @@ class _Cli(click.Group):
             sys.exit(130)
 
 
-#: C0 and C1 control characters but tab and newline: what a terminal would act on rather than show.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 and C1 control characters but tab and newline: what a terminal would act on rather than show; and
+#: Unicode's format characters (category Cf: bidirectional overrides and isolates such as U+202E, zero-width
+#: characters, tags) and line/paragraph separators, which reorder or hide what a line shows.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+
+
+def _shown(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _printable(text: str) -> str:
-    """``text`` with each terminal control character shown as ``\\xNN``: a candidate's output and
-    whatever the store holds are untrusted, and an escape sequence in them (clear the screen, set the
-    window title, move the cursor over earlier lines) must not reach the user's terminal as one."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with each terminal control character shown as ``\\xNN`` (a format character such as a
+    bidirectional override as ``\\uNNNN``): a candidate's output and whatever the store holds are
+    untrusted, and an escape sequence in them (clear the screen, set the window title, move the cursor
+    over earlier lines) must not reach the user's terminal as one, nor an override reverse what it shows."""
+    return _CONTROL.sub(lambda m: _shown(m.group()), text)
 
 
 def _escape(text: str) -> str:
@@ -222,7 +234,9 @@ def _console() -> Any:
     """
     from rich.console import Console
 
-    return Console(emoji=False, soft_wrap=True)
+    # highlight=False: rich's highlighter runs a dozen regular expressions over every string printed, some
+    # of them in quadratic time on a long name from the store; it would also colour parts of a store's text.
+    return Console(emoji=False, soft_wrap=True, highlight=False)
 
 
 def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
@@ -802,6 +816,9 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
             if answer is None:
                 _, first = st.trial_keyset_page(info.id, technique="default", limit=1, count=False)
                 answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
+            # A running run's lease says whether its driver is still there; a damaged one is this run's
+            # damage, not the listing's.
+            lease = st.get_lease(info.id) if info.status == "running" else None
         except StoreDamageError as error:
             what = error.detail if error.trial_id is None else f"trial {error.trial_id}: {error.field}"
             damaged.append(f"run {info.name!r} (id {info.id}) is damaged: {what} "
@@ -811,10 +828,8 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                          "improvement": None, "damaged": str(error)})
             continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
-        if info.status == "running":
-            lease = st.get_lease(info.id)
-            if lease is not None and lease.is_stale():
-                gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
+        if lease is not None and lease.is_stale():
+            gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
                      "best": None if best is None else best.value, "improvement": imp})
@@ -824,7 +839,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     from rich.table import Column, Table
 
     # Names are what the other commands take: never cut one short (the other columns give way).
-    longest = max((len(str(r["name"])) for r in rows), default=4)
+    longest = max((len(_printable(str(r["name"]))) for r in rows), default=4)
     table = Table("id", Column("name", min_width=longest), Column("status", min_width=11), "goal", "trials",
                   "best", Column("improvement", min_width=11), Column("created", min_width=19))
     for r in rows:
@@ -934,7 +949,7 @@ def _pareto_of(st: Any, info: Any) -> dict[str, Any] | None:
 
 
 def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
-    from rich.table import Table
+    from rich.table import Column, Table
 
     names = [o["name"] for o in pareto["objectives"]]
     rows = sorted(pareto["trials"], key=lambda t: (t["values"][names[0]], t["id"]))
@@ -942,7 +957,9 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
     more = f", the first {len(shown)} by {names[0]} (--json lists all)" if len(rows) > len(shown) else ""
     title = (f"Pareto front: {len(rows)} trial{'s' if len(rows) != 1 else ''} of "
              + ", ".join(f"{o['name']} ({o['goal']})" for o in pareto["objectives"]) + more)
-    table = Table("trial", *names, "technique", "config", title=title)
+    # The objectives' names and goals come from the store: Text, never parsed as markup, made printable.
+    table = Table("trial", *[Column(header=_text(str(n))) for n in names], "technique", "config",
+                  title=_text(title))
     for t in shown:
         values = ["-" if t["values"][n] is None else f"{t['values'][n]:.6g}" for n in names]
         table.add_row(str(t["id"]), *values, _text(str(t["technique"])),
@@ -1017,7 +1034,14 @@ def export_cmd(
         if kernel_name is not None:
             raise click.UsageError("--kernel-name is only for --format kt")
         if to_stdout:
-            st.export(info.id, fmt, sys.stdout)
+            # On a terminal, the store's text is shown with its control characters escaped (an escape
+            # sequence would act on the terminal); a pipe or a file gets the bytes as stored.
+            if not sys.stdout.isatty():
+                st.export(info.id, fmt, sys.stdout)
+                return
+            shown = io.StringIO()
+            st.export(info.id, fmt, shown)
+            sys.stdout.write(_printable(shown.getvalue()))
             return
         st.export(info.id, fmt, output)
     click.echo(f"wrote {output}")
@@ -1490,9 +1514,10 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
     from rich.table import Column, Table
 
     marks = sorted({m for r in rows for m in r["best_at"]}, key=int)
-    table = Table(Column("run", min_width=max(len(r["name"]) for r in rows)), "status", "trials", "best",
+    widest = max(len(_printable(r["name"])) for r in rows)
+    table = Table(Column("run", min_width=widest), "status", "trials", "best",
                   Column("vs the first's best", min_width=20),
-                  *[f"best at {m}" for m in marks], title=f"goal: {view['goal']}imise")
+                  *[f"best at {m}" for m in marks], title=_text(f"goal: {view['goal']}imise"))
     for r in rows:
         imp = r["improvement_over_first"]
         table.add_row(_text(r["name"]), _text(str(r["status"])), str(r["n_trials"]),
@@ -1504,7 +1529,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
     _console().print(table)
     for r in rows[1:]:
         if r["improvement_over_first"] is not None:
-            click.echo(f"{_printable(r['name'])}: {r['improvement_over_first']['text']}")
+            click.echo(_printable(f"{r['name']}: {r['improvement_over_first']['text']}"))
 
 
 def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:

@@ -20,7 +20,12 @@ DEFAULT_PORT = 8050
 _EXTRA_HINT = "pip install 'perftune[dashboard]'"
 _READ_METHODS = ("GET", "HEAD")
 _COOKIE = "perftune_token"
+# The names a loopback dashboard answers to: any other Host header is a page of another site that reached
+# 127.0.0.1 through its own DNS name (DNS rebinding), and must not read the store.
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 _PAGE_LIMIT_MAX = 500
+# Past this a trial offset would overflow the database's 64-bit integers (and no run has that many trials).
+_OFFSET_MAX = 2**62
 _WARM_RUNS = 5
 # The policy of every response that sets none of its own (JSON, assets, error pages): nothing runs.
 _DEFAULT_CSP = b"default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -97,6 +102,40 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _host_name(value: str) -> str:
+    """The host of a Host header, without its port, lower case.
+
+    Example:
+        >>> _host_name("LocalHost:8050"), _host_name("[::1]:8050"), _host_name("127.0.0.1")
+        ('localhost', '[::1]', '127.0.0.1')
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[:end + 1] if end >= 0 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _host_allowed(value: str | None, server: Any) -> bool:
+    """Whether a Host header names this machine's loopback (or the address the server is bound to)."""
+    if not value:
+        return False
+    name = _host_name(value)
+    allowed = set(_LOOPBACK_NAMES)
+    if server and server[0]:
+        bound = str(server[0]).lower()
+        allowed |= {bound, f"[{bound}]"}
+    return name in allowed
+
+
+def _cookie_name(scope: Any) -> str:
+    """The token's cookie, one per port: a browser sends a host's cookies to every port of it, so a
+    shared name would hand one dashboard's token to (or be overwritten by) another on the same host."""
+    server = scope.get("server")
+    port = server[1] if server and len(server) > 1 and server[1] else None
+    return f"{_COOKIE}_{port}" if port is not None else _COOKIE
+
+
 class _Cache:
     """Views keyed by what changes them (the run's trial count and status): a finished run is read once."""
 
@@ -137,7 +176,12 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     Args:
         store: An open :class:`perftune.store.Store`, or a store URL/path to open (it must exist).
         token: When given, every request must carry it: ``?token=...`` once (it is then kept in a
-            cookie), or an ``Authorization: Bearer ...`` header; anything else gets 403.
+            cookie named for the port), or an ``Authorization: Bearer ...`` header; anything else gets
+            403. Without one, only requests whose Host header names the loopback (``127.0.0.1``,
+            ``localhost``, ``[::1]``) or the address served are answered; any other gets 421 (DNS
+            rebinding: another site's page must not read the store).
+
+    A store given as a URL is opened read-only: nothing is written to it, not even a schema upgrade.
 
     Raises:
         PerftuneError: starlette is not installed (names the extra), or the store cannot be opened.
@@ -152,12 +196,14 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
 
     from perftune import report
     from perftune.report._page import DASHBOARD_CSP
+    from perftune.report._views import COMPARE_MAX_RUNS
     from perftune.store import TRIAL_ORDERS
 
     if isinstance(store, str) or store is None:
         from perftune.store import open_store
 
-        store = open_store(store, must_exist=True)
+        # Read-only: the dashboard never writes, not even a schema upgrade (an older store is refused).
+        store = open_store(store, must_exist=True, read_only=True)
     st = store
     cache = _Cache()
 
@@ -203,7 +249,10 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         return page("run", f"perftune run {info.name}", request, run=info.name, run_id=info.id)
 
     def compare_page(request: Request) -> Response:
-        refs = _split_refs(request.scope.get("query_string", b""))
+        refs = list(dict.fromkeys(_split_refs(request.scope.get("query_string", b""))))
+        if len(refs) > COMPARE_MAX_RUNS:
+            return HTMLResponse(f"<!doctype html><p>compare: at most {COMPARE_MAX_RUNS} runs at a time "
+                                f"({len(refs)} given)</p>", status_code=400)
         try:
             infos = [st.get_run(r) for r in refs]
         except StoreError as error:
@@ -242,6 +291,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
             limit = min(_PAGE_LIMIT_MAX, max(1, int(q.get("limit", 50))))
         except ValueError:
             raise PerftuneError("offset and limit must be integers") from None
+        if offset >= _OFFSET_MAX:
+            raise PerftuneError(f"offset must be below {_OFFSET_MAX}")
         if q.get("sort", "trial") not in TRIAL_ORDERS:
             raise PerftuneError(f"cannot sort trials by {q.get('sort')!r}: "
                                 f"use one of {', '.join(TRIAL_ORDERS)}")
@@ -293,14 +344,23 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
                 await self.app(scope, receive, send)
                 return
             request = Request(scope)
-            if request.method not in _READ_METHODS:
+            if token is None and not _host_allowed(request.headers.get("host"), scope.get("server")):
+                # Without a token (a loopback dashboard), only this machine's own names are served: another
+                # name is another site's page that rebinds its DNS name to 127.0.0.1 to read the store.
                 response: Response = PlainTextResponse(
+                    "the perftune dashboard answers only to 127.0.0.1, localhost or [::1] "
+                    "(a Host header naming another site is refused)\n", status_code=421)
+                await response(scope, receive, send)
+                return
+            if request.method not in _READ_METHODS:
+                response = PlainTextResponse(
                     "the perftune dashboard is read-only: only GET and HEAD are served\n", status_code=405,
                     headers={"Allow": ", ".join(_READ_METHODS)})
                 await response(scope, receive, send)
                 return
             if token is not None:
-                given = (request.query_params.get("token") or request.cookies.get(_COOKIE)
+                cookie_name = _cookie_name(scope)
+                given = (request.query_params.get("token") or request.cookies.get(cookie_name)
                          or request.headers.get("authorization", "").removeprefix("Bearer "))
                 if not given or not hmac.compare_digest(given.encode(), token.encode()):
                     response = PlainTextResponse("a token is needed: open the URL that `perftune dashboard` "
@@ -310,7 +370,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
                 if request.query_params.get("token"):
                     async def send_with_cookie(message: Any) -> None:
                         if message["type"] == "http.response.start":
-                            cookie = f"{_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                            cookie = f"{cookie_name}={token}; Path=/; HttpOnly; SameSite=Strict"
                             message["headers"] = [*message.get("headers", []),
                                                   (b"set-cookie", cookie.encode())]
                         await send(message)

@@ -97,13 +97,39 @@ def _trial_ids(values: Iterable[Any], info: Any) -> None:
             _trial_id(value, info)
 
 
-def _run_total(settings: dict[str, Any]) -> tuple[int | None, float | None]:
-    budget = settings.get("budget")
+def _damaged(store: Any, info: Any, field: str, detail: str) -> StoreError:
+    """The store's damage error (one line) for a run whose ``field`` holds what perftune never writes."""
+    from perftune.store import StoreDamageError
+
+    where = getattr(store, "location", None)
+    prefix = f"store {where}: " if where else ""
+    return StoreDamageError(f"{prefix}run {info.name!r} (id {info.id}) is damaged: {field}: {detail}",
+                            run_id=info.id, run_name=info.name, field=field, detail=detail)
+
+
+def _run_total(info: Any, store: Any = None) -> tuple[int | None, float | None]:
+    """The run's budget of evaluations and seconds (None where it has none).
+
+    Raises:
+        StoreDamageError: a budget that is no finite, non-negative number (the store was edited).
+    """
+    budget = (info.settings or {}).get("budget")
     if not isinstance(budget, dict):
         return None, None
-    evals, seconds = budget.get("evals"), budget.get("seconds")
-    return (int(evals) if isinstance(evals, int | float) else None,
-            float(seconds) if isinstance(seconds, int | float) else None)
+    out: list[Any] = []
+    for key in ("evals", "seconds"):
+        value = budget.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            out.append(None)
+            continue
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number) or number < 0:
+            raise _damaged(store, info, f"settings.budget.{key}", f"not a finite number ({repr(value)[:40]})")
+        out.append(int(value) if key == "evals" else number)
+    return out[0], out[1]
 
 
 def _kind(info: Any) -> str:
@@ -129,7 +155,7 @@ def _answer(store: Any, info: Any) -> FinalAnswer:
 
 
 def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> dict[str, Any]:
-    n_evals, n_seconds = _run_total(info.settings or {})
+    n_evals, n_seconds = _run_total(info, store)
     best = store.best(info.id)
     answer = _answer(store, info)
     env = info.environment or {}
@@ -169,13 +195,17 @@ def runs_view(store: Any) -> list[dict[str, Any]]:
     for info in store.list_runs():
         try:
             rows.append(_run_row(store, info))
-        except StoreError as error:
+        except (StoreError, ValueError, TypeError, OverflowError, RecursionError) as error:
+            # A run that cannot be read must not hide the others: its row says what is wrong, in one line.
+            message = str(error) if isinstance(error, StoreError) else (
+                f"store {store.location}: run {info.name!r} (id {info.id}) cannot be read: "
+                f"{type(error).__name__}: {str(error)[:120]}")
             rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                          "metric": info.metric, "kind": _kind(info), "n_trials": None, "budget_evals": None,
                          "budget_seconds": None, "progress": None, "best": None, "improvement": None,
                          "machine": None, "cpu": None, "started_at": info.created_at,
                          "finished_at": info.finished_at, "space_fingerprint": info.space_fingerprint,
-                         "n_failed": None, "error": str(error)})
+                         "n_failed": None, "error": message})
     return rows
 
 
@@ -341,7 +371,8 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
     window = max(10, len(rows) // 50)
     share_x, share = _proposal_shares(rows, names, window)
     answer = _answer(store, info)
-    n_evals, n_seconds = _run_total(info.settings or {})
+    n_evals, n_seconds = _run_total(info, store)
+    objectives = _objectives_of(info, store)
     return {
         "run": {**_run_row(store, info, (len(rows), len(ids))),
                 "settings": {k: v for k, v in (info.settings or {}).items() if k != "result"},
@@ -368,22 +399,35 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
         "cancelled": n_cancelled,
         "best": _best_view(store, info, answer),
         # The front has its own view (it reads every trial's metrics): the page loads it when this is set.
-        "objectives": None if (found := _objectives_of(info)) is None
-        else [{"name": n, "goal": g} for n, g in zip(*found, strict=True)],
+        "objectives": None if objectives is None
+        else [{"name": n, "goal": g} for n, g in zip(*objectives, strict=True)],
         "budget": {"evals": n_evals, "seconds": n_seconds},
         "n_trials": len(rows),
     }
 
 
-def _objectives_of(info: Any) -> tuple[list[str], list[str]] | None:
-    """The run's objective names and goals when it has two or more (``settings["objectives"]``), else None."""
+def _objectives_of(info: Any, store: Any = None) -> tuple[list[str], list[str]] | None:
+    """The run's objective names and goals when it has two or more (``settings["objectives"]``), else None.
+
+    Raises:
+        StoreDamageError: a name that is no string, or a goal other than "min" and "max".
+    """
     raw = (info.settings or {}).get("objectives")
     if not isinstance(raw, dict):
         return None
     names, goals = raw.get("names"), raw.get("goals")
     if not isinstance(names, list) or not isinstance(goals, list) or not 2 <= len(names) == len(goals):
         return None
-    return [str(n) for n in names], [str(g) for g in goals]
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise _damaged(store, info, "settings.objectives", f"a name is not a string ({repr(name)[:40]})")
+    if len(set(names)) != len(names):
+        raise _damaged(store, info, "settings.objectives", "a name is given twice")
+    for goal in goals:
+        if goal not in ("min", "max"):
+            raise _damaged(store, info, "settings.objectives",
+                           f"a goal is not 'min' or 'max' ({repr(goal)[:40]})")
+    return list(names), list(goals)
 
 
 def _objective_values(trial: Any, names: Sequence[str]) -> list[float] | None:
@@ -412,7 +456,7 @@ def pareto_view(store: Any, ref: str | int, *,
         StoreError: no such run.
     """
     info = store.get_run(ref)
-    objectives = _objectives_of(info)
+    objectives = _objectives_of(info, store)
     if objectives is None:
         return None
     from perftune.search import Objectives
@@ -421,7 +465,12 @@ def pareto_view(store: Any, ref: str | int, *,
     # Store.pareto's front without reading the run twice: the same objectives over the same trials.
     everything = store.trials(info.id)
     _trial_ids((t.id for t in everything), info)
-    front = Objectives.from_dict((info.settings or {})["objectives"]).pareto(everything)
+    try:
+        front = Objectives.from_dict((info.settings or {})["objectives"]).pareto(everything)
+    except StoreError:
+        raise
+    except PerftuneError as error:  # constraints the objectives cannot read
+        raise _damaged(store, info, "settings.objectives", str(error)) from None
     ok = [t for t in everything if t.status is Status.OK]
     points = [(t, v) for t in ok if (v := _objective_values(t, names)) is not None]
     keep = _thin(len(points), max_points)
@@ -506,17 +555,30 @@ def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50,
     }
 
 
+#: The longest page cursor read (the JSON of ``[key, ticket]``; a key is a value, a status or a duration).
+_CURSOR_MAX_CHARS = 4096
+
+
 def _cursor(text: str | None) -> tuple[Any, int] | None:
     """A page's ``first``/``last`` cursor (the JSON of ``[key, ticket]``) back as the store's tuple."""
     if not text:
         return None
+    bad = PerftuneError(f"trial table: {text[:60]!r} is not a page cursor (a page's 'first' or 'last')")
+    # A cursor is short: a longer text is no page's (and a deep nesting would exhaust the parser's stack).
+    if len(text) > _CURSOR_MAX_CHARS:
+        raise bad
     try:
         key, ticket = json.loads(text)
-    except (ValueError, TypeError):
-        raise PerftuneError(f"trial table: {text[:60]!r} is not a page cursor (a page's 'first' or "
-                            "'last')") from None
+    except (ValueError, TypeError, RecursionError):
+        raise bad from None
     if isinstance(ticket, bool) or not isinstance(ticket, int) or isinstance(key, list | dict):
-        raise PerftuneError(f"trial table: {text[:60]!r} is not a page cursor (a page's 'first' or 'last')")
+        raise bad
+    # The database's numbers: 64-bit integers and finite floats (another would overflow the query).
+    for number in (ticket, key):
+        if isinstance(number, int) and not isinstance(number, bool) and not -(2**63) <= number < 2**63:
+            raise bad
+        if isinstance(number, float) and not math.isfinite(number):
+            raise bad
     return key, ticket
 
 
@@ -611,15 +673,25 @@ def parameter_view(store: Any, ref: str | int, *, max_trials: int = 2000) -> dic
     }
 
 
+#: The most runs :func:`compare_view` draws on one axis (each costs a run's whole view).
+COMPARE_MAX_RUNS = 20
+
+
 def compare_view(store: Any, refs: Sequence[str | int]) -> dict[str, Any]:
     """Best-so-far curves of two or more runs of the same space, on one axis.
 
+    A run named twice (by name and by id too) is drawn once; at most :data:`COMPARE_MAX_RUNS` runs.
+
     Raises:
-        PerftuneError: fewer than two runs, or runs of different search spaces.
+        PerftuneError: fewer than two runs, more than COMPARE_MAX_RUNS, or runs of different search spaces.
         StoreError: no such run.
     """
-    infos = [store.get_run(r) for r in refs]
-    if len({i.id for i in infos}) < 2:
+    unique = list(dict.fromkeys(refs))
+    if len(unique) > COMPARE_MAX_RUNS:
+        raise PerftuneError(f"compare: at most {COMPARE_MAX_RUNS} runs at a time ({len(unique)} given)")
+    found = [store.get_run(r) for r in unique]
+    infos = list({i.id: i for i in found}.values())
+    if len(infos) < 2:
         raise PerftuneError("compare: give two or more different runs")
     prints = {i.space_fingerprint for i in infos}
     if len(prints) > 1:

@@ -111,12 +111,16 @@ class Objectives:
                            tuple(Constraint.parse(c) for c in self.constraints))
         if not self.names:
             raise PerftuneError("objectives: name at least one metric")
+        for name in self.names:
+            if not isinstance(name, str) or not name:
+                raise PerftuneError(f"objectives: a metric name must be a non-empty string, "
+                                    f"got {repr(name)[:60]}")
         if len(self.goals) != len(self.names):
             raise PerftuneError(f"objectives: {len(self.names)} metrics but {len(self.goals)} goals")
         if len(set(self.names)) != len(self.names):
             raise PerftuneError(f"objectives: a metric is named twice in {list(self.names)}")
         for name, goal in zip(self.names, self.goals, strict=True):
-            if goal not in _GOALS:
+            if not isinstance(goal, str) or goal not in _GOALS:
                 raise PerftuneError(f"objectives: the goal of {name!r} must be 'min' or 'max', got {goal!r}")
 
     @classmethod
@@ -251,8 +255,22 @@ class Objectives:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Objectives:
-        """Rebuild from :meth:`to_dict`."""
-        return cls(tuple(d["names"]), tuple(d["goals"]), tuple(d.get("constraints", ())))
+        """Rebuild from :meth:`to_dict`.
+
+        Raises:
+            PerftuneError: ``d`` is not what :meth:`to_dict` writes (names, goals or constraints of another
+                type: a store or a checkpoint that was edited), in one line.
+        """
+        if not isinstance(d, Mapping):
+            raise PerftuneError(f"objectives: expected a mapping of names and goals, got {type(d).__name__}")
+        lists: list[tuple[Any, ...]] = []
+        for key, value in (("names", d.get("names")), ("goals", d.get("goals")),
+                           ("constraints", d.get("constraints", ()))):
+            if not isinstance(value, list | tuple):
+                raise PerftuneError(f"objectives: {key} must be a list, got {type(value).__name__}")
+            lists.append(tuple(value))
+        names, goals, constraints = lists
+        return cls(names, goals, constraints)
 
 
 @runtime_checkable

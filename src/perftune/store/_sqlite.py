@@ -170,6 +170,13 @@ class SqliteDialect(Dialect):
                 return engine
             if self.read_only:
                 # A command that only reads: SQLite itself refuses every write (no WAL switch, no upgrade).
+                # A reader of a WAL-mode store still needs its -wal and -shm files (the shared index of the
+                # log: this is how it sees a writer's new trials), and SQLite creates them when they are
+                # missing; a read-only connection cannot checkpoint, so it leaves them when it closes. They
+                # are not removed here: another process may have the store open, and removing its log
+                # would lose its writes. The next writer folds them in and removes them; `immutable=1`
+                # would need neither, but would not see a concurrent writer (used only on a read-only
+                # file system, above).
                 engine = sa.create_engine(
                     url,
                     creator=lambda: sqlite3.connect(

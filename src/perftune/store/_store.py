@@ -755,8 +755,13 @@ class Store:
         query = sa.select(runs)
         if isinstance(ref, bool):
             raise TypeError("run reference must be a name, an id or 'latest'")
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
-            query = query.where(runs.c.id == int(ref))
+        # An id in ASCII digits ("²" is a digit to str.isdigit, not to int); one past 64 bits names no run
+        # (the database's integers end there: the query would overflow).
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isascii() and ref.strip().isdigit()):
+            run_id = int(ref)
+            if not -(2**63) <= run_id < 2**63:
+                raise StoreError(f"store {self.location}: no run {ref!r} (perftune runs lists the runs)")
+            query = query.where(runs.c.id == run_id)
         elif ref == "latest":
             query = query.order_by(runs.c.id.desc()).limit(1)
         else:
@@ -928,13 +933,20 @@ class Store:
 
         Raises:
             StoreError: no such run.
+            StoreDamageError: the run's stored objectives are not what perftune writes.
         """
         from perftune.search import Objectives
 
         run = self.get_run(run_id)
         raw = run.settings.get("objectives")
-        objectives = (Objectives.from_dict(raw) if isinstance(raw, Mapping)
-                      else Objectives((run.metric or "value",), (run.goal,)))
+        try:
+            objectives = (Objectives.from_dict(raw) if isinstance(raw, Mapping)
+                          else Objectives((run.metric or "value",), (run.goal,)))
+        except StoreError:
+            raise
+        except PerftuneError as error:  # names, goals or constraints perftune never writes
+            detail = str(error).removeprefix("objectives: ")
+            raise self._damaged(run.id, Damage("settings.objectives", detail), what="run") from None
         return objectives.pareto(self.trials(run_id))
 
     def count(self, run_id: int, status: Status | str | None = None) -> int:

@@ -82,6 +82,40 @@
     document.head.appendChild(tag);
     return plotlyReady;
   }
+  // Plotly draws a subset of HTML in every text it is given (trace names, labels, hover text, tick text,
+  // titles): <a href>, <span style>, <b>, <br>, and it decodes entities. plotText() makes any string plain
+  // text there: "<" is drawn as "<", never read as a tag.
+  function plotText(s) {
+    return String(s).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
+  }
+  // A copy of a plot's traces or layout with every string (a store's names, labels, categories) through
+  // plotText(): no string given to Plotly is markup. Arrays of numbers are kept as they are.
+  function plotSafe(v) {
+    if (typeof v === "string") return plotText(v);
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        if (typeof v[i] === "string" || (v[i] !== null && typeof v[i] === "object")) return v.map(plotSafe);
+      }
+      return v;
+    }
+    if (v !== null && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
+      const out = {};
+      for (const k of Object.keys(v)) Object.defineProperty(out, k, {value: plotSafe(v[k]), enumerable: true, writable: true, configurable: true});
+      return out;
+    }
+    return v;
+  }
+  // The traces for Plotly (plotSafe), but for the tick text of parallel coordinates: Plotly writes that
+  // as plain text (never markup, nor entities), so it is given as it is.
+  function plotTraces(traces) {
+    const safe = plotSafe(traces);
+    safe.forEach((t, i) => {
+      if (t && t.type === "parcoords" && Array.isArray(t.dimensions)) {
+        t.dimensions.forEach((d, k) => { if (d && d.ticktext) d.ticktext = traces[i].dimensions[k].ticktext; });
+      }
+    });
+    return safe;
+  }
   // Draws at once with Plotly when it is there; else a static SVG now (quickPlot) and Plotly's plot, in its
   // place, once plotly.js has arrived. The promise settles with Plotly's plot.
   function plot(id, traces, layout) {
@@ -92,7 +126,7 @@
       const el = $(id);
       if (!el) return null;
       clearQuick(el);
-      return Plotly.react(el, traces, full, PLOT_CONFIG);
+      return Plotly.react(el, plotTraces(traces), plotSafe(full), PLOT_CONFIG);
     };
     if (window.Plotly) return Promise.resolve(draw(window.Plotly));
     if ($(id)) quickPlot($(id), traces, full);
@@ -617,7 +651,7 @@
       const dims = p.params.map((n) => {
         const cats = p.categories[n];
         const d = {label: n.length > 18 ? n.slice(0, 17) + "…" : n, values: p.columns[n]};
-        if (cats) { d.tickvals = cats.map((_, i) => i); d.ticktext = cats.map((c) => c.length > 12 ? c.slice(0, 11) + "…" : c); }
+        if (cats) { d.tickvals = cats.map((_, i) => i); d.ticktext = cats.map((c) => String(c).length > 12 ? String(c).slice(0, 11) + "…" : String(c)); }
         return d;
       });
       dims.push({label: "value", values: p.values});
