@@ -109,7 +109,7 @@ class Feature:
         """One ``f(input) -> float`` per column, in the order of :attr:`columns`."""
         fn = self.fn
         if not self.levels:
-            return [lambda x: float(fn(x))]
+            return [functools.partial(_as_float, fn)]  # a partial, not a lambda: it pickles
         return [functools.partial(_at_level, fn, v) for v in self.levels]
 
     @property
@@ -129,6 +129,10 @@ class Feature:
             return None
         fn = self.fn
         return [functools.partial(_at_level_offset, fn, v) for v in self.levels]
+
+
+def _as_float(fn: Callable[..., Any], x: Any) -> float:
+    return float(fn(x))
 
 
 def _at_level(fn: Callable[..., Any], level: int, x: Any) -> float:

@@ -186,14 +186,22 @@ class DispatchFile:
 
     def __init__(self) -> None:
         self.dispatchers: dict[str, dict[str, Any]] = {}
+        #: Entries that failed the site-independent checks: name -> (the entry as read, why). A site
+        #: whose entry is here runs its default (one warning); :meth:`to_dict` writes them back verbatim,
+        #: so that saving another site's dispatcher never deletes them.
+        self.unusable: dict[str, tuple[Any, str]] = {}
         self.source: Path | None = None
+        #: Set by ``use_dispatch(..., strict=True)``: a site whose entry is stale raises instead of warning.
+        self.strict = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document."""
+        """The JSON document (unusable entries included, as read, unless replaced by a usable one)."""
+        entries: dict[str, Any] = {k: v[0] for k, v in self.unusable.items() if k not in self.dispatchers}
+        entries.update(self.dispatchers)
         return {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
-            "dispatchers": {k: self.dispatchers[k] for k in sorted(self.dispatchers)},
+            "dispatchers": {k: entries[k] for k in sorted(entries)},
         }
 
     @classmethod
@@ -219,7 +227,15 @@ class DispatchFile:
             raise AdaptError(f"{where}'dispatchers' must be an object")
         out = cls()
         for name, entry in entries.items():
-            _check_entry(name, entry, where)
+            try:
+                _check_entry(name, entry, where)
+            except AdaptError as e:
+                out.unusable[name] = (entry, str(e))
+                continue
+            except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError) as e:
+                why = f"{type(e).__name__}: {str(e)[:160]}"
+                out.unusable[name] = (entry, f"{where}dispatcher {name!r}: malformed ({why})")
+                continue
             out.dispatchers[name] = entry
         return out
 
@@ -284,15 +300,22 @@ def use_dispatch(
 ) -> DispatchFile:
     """Make ``source`` the dispatcher file of this process; every adaptive site resolves again.
 
+    A site whose dispatcher was installed with ``use_dispatcher`` keeps it unless the new file has an
+    entry of that site's name.
+
     Args:
         source: A :class:`DispatchFile`, a path, or None for the default location.
-        strict: Raise :class:`AdaptError` on a missing or corrupt file instead of warning.
+        strict: Raise :class:`AdaptError` on a missing or corrupt file, or one with a malformed entry,
+            instead of warning; a site whose entry is stale then raises at its first call.
     """
     global _LOADED
     if isinstance(source, DispatchFile):
         loaded = source
     elif strict:
         loaded = DispatchFile.read(source)
+        if loaded.unusable:
+            raise AdaptError(next(iter(loaded.unusable.values()))[1])
+        loaded.strict = True
     else:
         loaded = load_dispatch(source)
     with _LOCK:

@@ -96,7 +96,7 @@ class GrowthCheck:
             if log_t < best_log_t:
                 best, best_log_t, best_slope = j, log_t, slope
         # Only growth may overturn the choice: beyond the sizes measured, a steeper landmark falls behind.
-        if best != k and mine_slope > best_slope and math.exp(mine_log_t - best_log_t) > 1 + self.margin:
+        if best != k and mine_slope > best_slope and mine_log_t - best_log_t > math.log1p(self.margin):
             return best
         return k
 
@@ -116,11 +116,23 @@ class GrowthCheck:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise AdaptError(f"dispatcher growth: malformed ({type(e).__name__}: {e})") from None
+        # A learned check has slopes of a few units and log-time intercepts of tens; a file with numbers far
+        # beyond is hostile or corrupt (its exponentials would overflow at dispatch).
+        numbers = [v for row in check.fits for f in row if f is not None for v in f]
+        if any(not abs(v) <= _MAX_MAGNITUDE for v in [*numbers, check.min_slope]) or len(numbers) % 2:
+            raise AdaptError(f"dispatcher growth: a fit is not [intercept, slope] with both within "
+                             f"+-{_MAX_MAGNITUDE:g}")
+        if not 0 <= check.margin <= _MAX_MAGNITUDE:
+            raise AdaptError(
+                f"dispatcher growth: margin {check.margin!r} is not within 0..{_MAX_MAGNITUDE:g}")
         if len(check.max_size) != n_landmarks:
             raise AdaptError(
                 f"dispatcher growth: for {len(check.max_size)} landmarks, expected {n_landmarks}"
             )
         return check
+
+
+_MAX_MAGNITUDE = 1e4
 
 
 def _slope_fit(log_s: np.ndarray, log_t: np.ndarray, groups: np.ndarray) -> list[float] | None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +57,7 @@ class Dispatcher:
         size: The size of an input, for ``growth`` (None: no check).
     """
 
-    __slots__ = ("_fns", "columns", "growth", "landmarks", "model", "size", "trained")
+    __slots__ = ("_fns", "_warned", "columns", "growth", "landmarks", "model", "size", "trained")
 
     def __init__(
         self,
@@ -75,9 +77,26 @@ class Dispatcher:
         self.trained = dict(trained or {})
         self.growth = growth
         self.size = size
+        self._warned = False
 
     def choose(self, x: Any) -> int:
-        """The landmark index for input ``x``; only the features the model reads are computed."""
+        """The landmark index for input ``x``; only the features the model reads are computed.
+
+        A feature value that is not finite (NaN, infinite) is out of distribution: the model's robust
+        landmark (``fallback``) is chosen when it has one, else :class:`AdaptError` (calls of the site
+        run the default configuration then); one warning per dispatcher.
+        """
+        k = self._pick(x)
+        if k is None:
+            raise AdaptError("input has a non-finite feature value and the model has no robust landmark")
+        return k
+
+    def landmark(self, x: Any) -> Any | None:
+        """The landmark input ``x`` runs with (None: the default configuration, see :meth:`choose`)."""
+        k = self._pick(x)
+        return None if k is None else self.landmarks[k]
+
+    def _pick(self, x: Any) -> int | None:
         fns = self._fns
         cache: dict[int, float] = {}
 
@@ -85,12 +104,24 @@ class Dispatcher:
             v = cache.get(column)
             if v is None:
                 v = cache[column] = fns[column](x)
+                if not math.isfinite(v):
+                    raise _NonFinite(column, v)
             return v
 
-        k = self.model.choose(value)
+        try:
+            k = self.model.choose(value)
+        except _NonFinite as e:
+            fallback = getattr(self.model, "fallback", None)
+            if not self._warned:
+                self._warned = True
+                what = f"landmark {fallback}" if fallback is not None else "the default configuration"
+                warnings.warn(f"feature {self.columns[e.column]!r} is {e.value!r} on an input: not in the "
+                              f"training distribution; running {what} (warned once)", RuntimeWarning,
+                              stacklevel=4)
+            return fallback if isinstance(fallback, int) else None
         if self.growth is not None and self.size is not None:
             size = self.size(x)
-            if size is not None:
+            if size is not None and math.isfinite(size):
                 k = self.growth.adjust(k, float(size))
         return k
 
@@ -106,6 +137,13 @@ class Dispatcher:
         return [self.columns[c] for c in self.model.visited(value)]
 
 
+class _NonFinite(Exception):
+    """A feature value read at dispatch is not finite (internal: the dispatcher falls back)."""
+
+    def __init__(self, column: int, value: float) -> None:
+        self.column, self.value = column, value
+
+
 class _Adaptive:
     """What every adaptive target shares: features, the fingerprint, loading and dispatching."""
 
@@ -119,8 +157,10 @@ class _Adaptive:
             raise AdaptError(f"an adaptive site needs a non-empty string name, got {name!r}")
         self.name = name
         self._features: dict[str, Feature] = {}
-        self._dispatcher: Dispatcher | None = None
-        self._generation = -1
+        #: (generation, dispatcher), replaced as one tuple under ``_lock`` (read without it).
+        self._state: tuple[int, Dispatcher | None] = (-1, None)
+        self._pinned = False
+        self._lock = threading.RLock()
         self.source = "unresolved"
 
     # ---- features ------------------------------------------------------------------------------
@@ -303,52 +343,115 @@ class _Adaptive:
 
     def resolve(self) -> None:
         """Load this site's dispatcher from the process's dispatcher file, or fall back to the default."""
-        generation = _GENERATION[0]
-        loaded = current_dispatch()
-        entry = loaded.dispatchers.get(self.name)
-        self._dispatcher = None
-        self.source = "default"
-        if entry is not None:
-            try:
-                self._dispatcher = self.dispatcher_from_entry(entry)
-                self.source = "file"
-            except AdaptError as e:
-                warnings.warn(f"{loaded.source}: {e}; {self.fallback}",
-                              DispatchFileWarning, stacklevel=3)
-        elif loaded.source is not None:
-            # The file was read (a missing or corrupt file has warned already): it lacks this site.
-            warnings.warn(
-                f"{loaded.source}: no dispatcher for site {self.name!r}; {self.fallback}",
-                DispatchFileWarning,
-                stacklevel=3,
-            )
-        self._generation = generation
+        self._resolve(force=True)
+
+    def _resolve(self, *, force: bool = False) -> Dispatcher | None:
+        """The dispatcher for the current generation, built once under this site's lock.
+
+        It is built in a local and published with the generation as one tuple, so that a thread that
+        reads the tuple sees a dispatcher and its generation together, and only the thread that builds
+        it warns. A dispatcher installed by :meth:`use_dispatcher` is kept unless the file in use has an
+        entry of this site's name.
+        """
+        with self._lock:
+            generation = _GENERATION[0]
+            state = self._state
+            if state[0] == generation and not force:
+                return state[1]
+            loaded = current_dispatch()
+            entry = loaded.dispatchers.get(self.name)
+            unusable = loaded.unusable.get(self.name)
+            if self._pinned and entry is None and unusable is None:
+                self._state = (generation, state[1])
+                return state[1]
+            dispatcher: Dispatcher | None = None
+            source = "default"
+            if entry is not None:
+                try:
+                    dispatcher = self.dispatcher_from_entry(entry)
+                    source = "file"
+                except AdaptError as e:
+                    if loaded.strict:
+                        raise AdaptError(f"{loaded.source}: {_capped(str(e))}") from None
+                    warnings.warn(f"{loaded.source}: {_capped(str(e))}; {self.fallback}",
+                                  DispatchFileWarning, stacklevel=4)
+            elif unusable is not None:
+                warnings.warn(f"{_capped(unusable[1])}; {self.fallback}", DispatchFileWarning, stacklevel=4)
+            elif loaded.source is not None:
+                # The file was read (a missing or corrupt file has warned already): it lacks this site.
+                warnings.warn(
+                    f"{loaded.source}: no dispatcher for site {self.name!r}; {self.fallback}",
+                    DispatchFileWarning,
+                    stacklevel=4,
+                )
+            self._pinned = False
+            self.source = source
+            self._state = (generation, dispatcher)
+            return dispatcher
 
     def use_dispatcher(self, dispatcher: Dispatcher | None) -> None:
-        """Install ``dispatcher`` in this process (None: the default configuration), without a file."""
-        self._dispatcher = dispatcher
-        self.source = "set" if dispatcher is not None else "default"
-        self._generation = _GENERATION[0]
+        """Install ``dispatcher`` in this process (None: the default configuration), without a file.
+
+        It stays across saves and loads of dispatcher files that have no entry of this site's name.
+        """
+        with self._lock:
+            self._pinned = True
+            self.source = "set" if dispatcher is not None else "default"
+            self._state = (_GENERATION[0], dispatcher)
+
+    @property
+    def _dispatcher(self) -> Dispatcher | None:
+        return self._state[1]
+
+    @property
+    def _generation(self) -> int:
+        return self._state[0]
+
+    @_generation.setter
+    def _generation(self, value: int) -> None:
+        with self._lock:
+            self._state = (value, self._state[1])
 
     @property
     def dispatcher(self) -> Dispatcher | None:
         """The dispatcher in use (None: the default configuration runs)."""
-        if self._generation != _GENERATION[0]:
-            self.resolve()
-        return self._dispatcher
+        generation, d = self._state
+        return d if generation == _GENERATION[0] else self._resolve()
 
     def landmark_for(self, x: Any) -> Any | None:
         """The landmark that input ``x`` runs with, or None for the default configuration."""
         d = self.dispatcher
-        return None if d is None else d.landmarks[d.choose(x)]
+        return None if d is None else d.landmark(x)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._generation != _GENERATION[0]:
-            self.resolve()
-        d = self._dispatcher
-        if d is None:
+        generation, d = self._state
+        if generation != _GENERATION[0]:
+            d = self._resolve()
+        landmark = None if d is None else d.landmark(args[0])
+        if landmark is None:
             return self.run_default(*args, **kwargs)
-        return self.run_with(d.landmarks[d.choose(args[0])], *args, **kwargs)
+        return self.run_with(landmark, *args, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A pickled site (sent to a worker process) re-resolves there from the dispatcher file; a
+        # dispatcher installed with use_dispatcher goes with it. The lock does not travel.
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        if not state.get("_pinned"):
+            state["_state"] = (-1, None)
+            state["source"] = "unresolved"
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        if self._pinned:
+            self._state = (_GENERATION[0], self._state[1])
+
+
+def _capped(text: str, limit: int = 400) -> str:
+    """``text`` cut to ``limit`` characters (a landmark in a hostile file may be megabytes)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class AdaptiveSite(_Adaptive):
@@ -357,7 +460,8 @@ class AdaptiveSite(_Adaptive):
     Args:
         site: The :class:`perftune.choice.AlgorithmSite`; its own calls (recursive ones) go on
             through it, with the landmark selector installed for the duration of the top-level call.
-        size: The input's size, for the landmark search's cutoff range (None: ``len``).
+        size: The input's size, for the landmark search's cutoff range (None: the wrapped site's
+            ``size``, itself ``len`` by default).
         max_levels: Most levels of a landmark selector.
 
     Example:
@@ -378,7 +482,8 @@ class AdaptiveSite(_Adaptive):
             raise AdaptError(f"site {site.name!r}: max_levels must be a positive integer, got {max_levels!r}")
         super().__init__(site.name)
         self.site = site
-        self._size: Callable[[Any], int] = size or len
+        # The wrapped site's own size (AlgorithmSite(size=...)) unless one is given here.
+        self._size: Callable[[Any], int] = size or getattr(site, "_size", None) or len
         self.max_levels = max_levels
 
     def _domain(self) -> Any:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perftune.adapt._features import CHEAP, AdaptError, divisibility
-from perftune.adapt._file import DispatchFileWarning, load_dispatch
+from perftune.adapt._file import DispatchFile, DispatchFileWarning
 from perftune.adapt._site import AdaptiveObjective
 from perftune.adapt._tune import InputTuning, default_clusters, tune_inputs
 
@@ -222,10 +222,18 @@ class TritonSite(AdaptiveObjective):
         Returns whether one was installed; a missing file, a missing entry or a stale one (the kernel,
         its configurations or the features changed) warns once and leaves the kernel tuning per key.
         """
-        loaded = load_dispatch(path)
+        try:
+            loaded = DispatchFile.read(path)
+        except AdaptError as e:  # missing or corrupt: say what runs here (per-key tuning), not the default
+            warnings.warn(f"{e}; {self.fallback}", DispatchFileWarning, stacklevel=2)
+            self.use_dispatcher(None)
+            return False
         entry = loaded.dispatchers.get(self.name)
         if entry is None:
-            if loaded.source is not None:
+            if self.name in loaded.unusable:
+                warnings.warn(f"{loaded.unusable[self.name][1][:400]}; {self.fallback}", DispatchFileWarning,
+                              stacklevel=2)
+            elif loaded.source is not None:
                 warnings.warn(f"{loaded.source}: no dispatcher for site {self.name!r}; {self.fallback}",
                               DispatchFileWarning, stacklevel=2)
             self.use_dispatcher(None)
@@ -243,7 +251,8 @@ class TritonSite(AdaptiveObjective):
         d = self.dispatcher
         if d is None:
             return None
-        return dict(d.landmarks[d.choose(arguments)])
+        landmark = d.landmark(arguments)
+        return None if landmark is None else dict(landmark)
 
     def __repr__(self) -> str:
         return f"TritonSite({self.name!r}, features={list(self.columns)}, {self.source})"

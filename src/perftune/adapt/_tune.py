@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from perftune.adapt._features import CHEAP, AdaptError
-from perftune.adapt._file import load_dispatch, use_dispatch
+from perftune.adapt._file import DispatchFile, dispatch_path, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
 from perftune.adapt._learn import DispatchFit, _standardise, fit_dispatch, score_model
 from perftune.adapt._limit import run_limited
@@ -139,9 +139,20 @@ class InputTuning:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Merge this dispatcher into the dispatcher file (default: beside the tuned choices); write it.
 
-        The process then uses the written file (as a program reading it at start would).
+        The process then uses the written file (as a program reading it at start would). Other sites'
+        entries are kept, unusable ones verbatim; an existing file that cannot be read at all (a newer
+        version, not JSON) is never overwritten: :class:`AdaptError` names it and why.
         """
-        f = load_dispatch(path, warn=False)
+        p = dispatch_path(path)
+        if p.exists() or p.is_symlink():
+            try:
+                f = DispatchFile.read(p)
+            except AdaptError as e:
+                raise AdaptError(f"not saving dispatcher {self.target.name!r}: {e} (the file is left as "
+                                 "it is; move it away or fix it)") from None
+        else:
+            f = DispatchFile()
+        f.unusable.pop(self.target.name, None)
         f.dispatchers[self.target.name] = self.entry()
         written = f.write(path)
         use_dispatch(f)
