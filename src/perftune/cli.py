@@ -568,15 +568,18 @@ def _task_fingerprint(path: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _free_name(st: Any, base: str) -> str:
-    """``base``, or ``base-2``, ``base-3``... when runs of that task are already in the store."""
+def _free_name(st: Any, base: str, limit: int = 200) -> str:
+    """``base``, or ``base-2``, ``base-3``... when runs of that task are already in the store; a long
+    ``base`` is shortened so that the name stays within the store's ``limit`` (a task named with 199
+    characters could be run once only)."""
+    base = base[:limit]
     taken = {info.name for info in st.list_runs()}
     if base not in taken:
         return base
     k = 2
-    while f"{base}-{k}" in taken:
+    while (name := f"{base[:limit - len(f'-{k}')]}-{k}") in taken:
         k += 1
-    return f"{base}-{k}"
+    return name
 
 
 def _when(timestamp: Any) -> str:

@@ -368,3 +368,20 @@ def test_a_resume_interrupted_before_its_loop_leaves_the_run_as_it_was(tmp_path,
     # resume runs at once (it was refused, "being driven by", until the lease timed out).
     assert after["run"]["status"] == before["run"]["status"] and after["final"] == before["final"]
     assert "run r (id 1): 3 trials" in invoke("--store", db, "resume", "r", "--budget", "+2")  # all 3 configs
+
+
+def test_a_long_task_name_gets_a_free_run_name_within_the_stores_limit(tmp_path) -> None:  # noqa: ANN001
+    # A task named with 199 characters ran once: the second run's name, NAME-2, was 201 characters long.
+    from perftune.cli import _free_name
+    from perftune.space import Int, Space
+    from perftune.store import open_store
+
+    base = "t" * 199
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as st:
+        space = Space({"x": Int(0, 3)})
+        for _ in range(3):
+            name = _free_name(st, base)
+            assert len(name) <= 200
+            st.create_run(name, space, {}, "min", None)
+        names = sorted(info.name for info in st.list_runs())
+    assert len(set(names)) == 3 and names[0].endswith("-2") and names[1].endswith("-3")

@@ -327,3 +327,29 @@ def test_a_trial_in_a_technique_state_must_be_a_trial() -> None:
     blob = _doc({"t": {"$trial": {"id": 0, "config": {"$config": 0}, "status": "ok"}}}, configs=[config])
     with pytest.raises(CheckpointError, match="corrupt: bad trial"):
         decode(blob, _space())
+
+
+def test_a_store_write_that_fails_leaves_the_ticket_to_the_resume(tmp_path: Path) -> None:
+    # A dropped database connection failed one add_trial: the ticket had already left the pending list,
+    # the crash checkpoint lost it, and the resumed seeded run waited for it forever at full CPU.
+    from perftune.errors import StoreError
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tuner = Tuner(_space(), seed=4, store=url, name="w")
+    real = tuner._store.add_trial
+    calls = [0]
+
+    def failing_once(run_id: int, trial: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise StoreError("cannot record trial 2: server closed the connection unexpectedly")
+        return real(run_id, trial)
+
+    tuner._store.add_trial = failing_once  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        tuner.run(_objective, 12)
+    resumed = Tuner.resume("w", url).run(_objective, 12)
+    reference = Tuner(_space(), seed=4).run(_objective, 12)
+    assert sorted(t.id for t in resumed.trials) == list(range(12))
+    assert [dict(t.config) for t in sorted(resumed.trials, key=lambda t: t.id)] == [
+        dict(t.config) for t in sorted(reference.trials, key=lambda t: t.id)]

@@ -184,3 +184,17 @@ def test_a_store_on_a_read_only_mount_is_read_without_its_log_files(
         with pytest.raises(StoreError, match="readonly database"):
             store.create_run("new", None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["archive.db"]
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("postgresql ://tuner:S3cretPW@db.example/perftune", "malformed store URL 'postgresql ://tuner:***@db"),
+    ("postgresql://tuner:S3cretPW@db.example:54x2/perftune", "its port is not a number"),
+    ("postgresql://tuner:p@ss:w/rd#S3cretPW@db.example/perftune", "must be percent-encoded: @ is %40"),
+])
+def test_a_malformed_postgresql_url_is_one_line_without_its_password(url: str, message: str) -> None:
+    # The message quoted the URL whole (a password from a private --store @FILE too), and a port that
+    # is not a number was a ValueError traceback.
+    with pytest.raises(StoreError) as caught:
+        open_store(url)
+    text = str(caught.value)
+    assert message in text and "S3cretPW" not in text and "\n" not in text

@@ -669,6 +669,18 @@ class Tuner:
         finally:
             self.deciding_s += time.perf_counter() - t0
 
+    def _wait_for_told(self) -> None:
+        """Wait a little for a result the next ticket needs, or fail at once when none can come."""
+        need = self._next_id - self.lag
+        lost = [i for i in range(self._applied_upto, need)
+                if i not in self._trials and i not in self._pending]
+        if lost:
+            raise PerftuneError(
+                f"run {self.run_name!r}: ticket {lost[0]} was issued but its result was never stored (a "
+                "store write failed in an earlier version of perftune), and a seeded run cannot go on "
+                "without it; start the run again under another name")
+        time.sleep(0.01)
+
     def _ready(self) -> bool:
         """Whether the next ticket may be issued now (deterministic runs wait for old results)."""
         if not self.deterministic:
@@ -858,7 +870,9 @@ class Tuner:
         return self._record(ticket, outcome)
 
     def _record(self, ticket: int, outcome: Outcome) -> Trial:
-        issued = self._pending.pop(ticket)
+        # The ticket stays pending until the store has the trial: a write that fails (a lost database
+        # connection) leaves it in the crash checkpoint, and a resume measures it again.
+        issued = self._pending[ticket]
         trial = Trial(id=ticket, config=issued.config, technique=issued.technique, status=outcome.status,
                       reason=outcome.reason, metrics=dict(outcome.metrics), samples=list(outcome.samples),
                       worker=outcome.worker, started_at=outcome.started_at, finished_at=outcome.finished_at,
@@ -873,6 +887,7 @@ class Tuner:
                 self._check_metrics(trial)
         if self._store is not None and self._run is not None:
             self._store.add_trial(self._run.id, trial)
+        del self._pending[ticket]
         self._shared.update(outcome.published)
         self._absorb(trial)
         if (self._best is None and trial.status is Status.FAILED
@@ -1456,10 +1471,12 @@ class Tuner:
 
                 exc = sys.exception()
                 if exc is not None:  # printed under the traceback
+                    url = self._store.url
+                    where = "STORE_URL" if "***" in url else repr(url)  # its password is not printed
                     exc.add_note(
                         f"perftune: run {self._run.name!r} was interrupted after {len(self.trials)} trials; "
-                        f"continue it with perftune.Tuner.resume({self._run.name!r}, "
-                        f"{self._store.url!r}).run(objective, budget)")
+                        f"continue it with perftune.Tuner.resume({self._run.name!r}, {where})"
+                        ".run(objective, budget)")
             raise
         except BaseException:
             self._finish(executor, bar, "crashed")
@@ -1569,6 +1586,9 @@ class Tuner:
                 if out_of_time() and not self._stop_reason:
                     self._stop_reason = "time"
                 elif not exhausted and not self._stop_reason:
+                    # Nothing in flight and the next ticket waits for earlier results (a seeded run):
+                    # only a ticket told from elsewhere (ask/tell in another thread) can end the wait.
+                    self._wait_for_told()
                     continue
                 return
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -583,7 +583,10 @@ class Store:
     def _migrate(self, target: int) -> None:
         version = self._run(self._read_version, "cannot open", write=False)
         if version == 0 and not self._may_create:
-            raise StoreError(f"{self.location} is not a perftune store (an empty SQLite database)")
+            # describe() gives a SQLite store's path, a server's URL (password hidden) otherwise.
+            empty = ("an empty SQLite database" if "://" not in self.location
+                     else "a database without perftune's tables: no run was stored in it yet")
+            raise StoreError(f"{self.location} is not a perftune store ({empty})")
         self._check_version(version)
         if version < target and self.read_only:
             raise StoreError(

@@ -50,6 +50,26 @@ def describe(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
 
+def _masked(text: str) -> str:
+    """``text`` with whatever sits between ``://USER:`` and the last ``@`` before the path replaced by ***
+    (a malformed URL cannot be parsed to hide its password, and it may come from a private @FILE).
+
+    Example:
+        >>> _masked("postgresql ://tuner:S3cret@db.example/perftune")
+        'postgresql ://tuner:***@db.example/perftune'
+        >>> _masked("postgresql://tuner:p@ss:w/rd@db:5x/perftune")
+        'postgresql://tuner:***@db:5x/perftune'
+        >>> _masked("sqlite:///results.db")
+        'sqlite:///results.db'
+    """
+    scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    credentials, _, host = rest.rpartition("@")
+    user, colon, _ = credentials.partition(":")
+    return f"{scheme}{sep}{user}{':***' if colon else ''}@{host}"
+
+
 def resolve_url(url: str | os.PathLike[str] | None) -> URL:
     """Parse a store URL or path; ``None`` means ``$PERFTUNE_STORE`` or ``sqlite:///perftune.db``.
 
@@ -66,13 +86,17 @@ def resolve_url(url: str | os.PathLike[str] | None) -> URL:
     if "://" not in text:
         # A bare path means a SQLite file.
         if ":" in text.split("/")[0] and text != ":memory:" and not os.path.isabs(text):
-            raise StoreError(f"malformed store URL {text!r}: expected sqlite:///PATH or postgresql://...")
+            raise StoreError(f"malformed store URL {_masked(text)!r}: expected sqlite:///PATH or "
+                             "postgresql://...")
         return URL.create("sqlite", database=text)
     try:
         parsed = sa.make_url(text)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError) as error:  # ValueError: a port that is not a number
+        port = " (its port is not a number)" if isinstance(error, ValueError) else ""
         raise StoreError(
-            f"malformed store URL {text!r}: expected sqlite:///PATH or postgresql://USER@HOST/DB"
+            f"malformed store URL {_masked(text)!r}{port}: expected sqlite:///PATH or "
+            "postgresql://USER:PASSWORD@HOST:PORT/DB (a password with @ : / # ? % or a space must be "
+            "percent-encoded: @ is %40)"
         ) from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend == "postgres":  # the spelling many hosting services hand out
