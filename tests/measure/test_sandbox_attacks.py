@@ -508,7 +508,12 @@ def test_sysv_shared_memory_of_a_candidate_ends_with_its_step(sandbox: Sandbox) 
 
 @needs_root
 @needs_python
-def test_a_key_a_candidate_leaves_is_gone_for_the_next_candidate_of_its_uid(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("keyring", [-4, -5], ids=["user-keyring", "user-session-keyring"])
+def test_a_key_a_candidate_leaves_is_gone_for_the_next_candidate_of_its_uid(
+    sandbox: Sandbox, keyring: int
+) -> None:
+    # Both keyrings are the uid's (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING): a key left in
+    # either let a candidate's runs (and the next trial on that uid) replay a saved result.
     import platform
 
     numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(platform.machine())
@@ -516,24 +521,21 @@ def test_a_key_a_candidate_leaves_is_gone_for_the_next_candidate_of_its_uid(sand
         pytest.skip("add_key's and keyctl's syscall numbers are known for x86_64 and aarch64 only")
     add_key, keyctl = numbers
     plant = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
-             f"k = c.syscall({add_key}, b'user', b'perftune-left', b'secret', 6, -4)\n"
-             "print(os.getuid(), k)\n")  # into the uid's own keyring (KEY_SPEC_USER_KEYRING)
+             f"k = c.syscall({add_key}, b'user', b'perftune-left', b'secret', 6, {keyring})\n"
+             "print(os.getuid(), k)\n")
     find = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
-            f"k = c.syscall({keyctl}, 10, -4, b'user', b'perftune-left', 0)\n"  # KEYCTL_SEARCH
+            f"k = c.syscall({keyctl}, 10, {keyring}, b'user', b'perftune-left', 0)\n"  # KEYCTL_SEARCH
             "print(os.getuid(), k)\n")
-    with sandbox.scratch() as scratch:
+    with sandbox.scratch() as scratch:  # one scratch: both steps run under its uid
         first = sandbox.run([PYTHON, "-c", plant], scratch=scratch, timeout_s=20)
-    assert first.ok, first.reason
-    uid, key = (int(x) for x in first.stdout.split())
-    if key < 0:
-        pytest.skip("keys cannot be added here")
-    with sandbox.scratch() as scratch:
+        assert first.ok, first.reason
+        uid, key = (int(x) for x in first.stdout.split())
+        if key < 0:
+            pytest.skip("keys cannot be added here")
         second = sandbox.run([PYTHON, "-c", find], scratch=scratch, timeout_s=20)
     assert second.ok, second.reason
     uid2, found = (int(x) for x in second.stdout.split())
-    if uid2 != uid:
-        pytest.skip("the second candidate got another uid of the pool")
-    assert found < 0  # the key the first one left is not there for the next one
+    assert uid2 == uid and found < 0  # the key the first one left is not there for the next one
 
 
 @needs_python
@@ -667,35 +669,6 @@ def test_a_scratch_left_by_a_killed_tuner_is_removed_when_its_uid_is_leased_agai
         assert not left[uid].exists()  # the leased uid's leftover is gone
         assert all(d.exists() for u, d in left.items() if u != uid)  # nobody else's
         assert kept.exists()
-
-
-@needs_root
-@needs_python
-def test_a_key_in_the_uids_user_session_keyring_is_gone_for_the_next_candidate(sandbox: Sandbox) -> None:
-    # The user-session keyring (@us) is the uid's too: a key left there let one candidate's runs (and
-    # the next trial on that uid) replay a saved result.
-    import platform
-
-    numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(platform.machine())
-    if numbers is None:
-        pytest.skip("add_key's and keyctl's syscall numbers are known for x86_64 and aarch64 only")
-    add_key, keyctl = numbers
-    plant = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
-             f"k = c.syscall({add_key}, b'user', b'perftune-us', b'secret', 6, -5)\n"
-             "print(os.getuid(), k)\n")  # KEY_SPEC_USER_SESSION_KEYRING
-    find = ("import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\n"
-            f"k = c.syscall({keyctl}, 10, -5, b'user', b'perftune-us', 0)\n"  # KEYCTL_SEARCH
-            "print(os.getuid(), k)\n")
-    with sandbox.scratch() as scratch:
-        first = sandbox.run([PYTHON, "-c", plant], scratch=scratch, timeout_s=20)
-        assert first.ok, first.reason
-        uid, key = (int(x) for x in first.stdout.split())
-        if key < 0:
-            pytest.skip("keys cannot be added here")
-        second = sandbox.run([PYTHON, "-c", find], scratch=scratch, timeout_s=20)  # the same uid
-    assert second.ok, second.reason
-    uid2, found = (int(x) for x in second.stdout.split())
-    assert uid2 == uid and found < 0
 
 
 @needs_pid_ns
