@@ -89,6 +89,18 @@ def test_the_feature_command_gives_the_columns(task_dir):
         (lambda t: t + "colour = 1\n", "adapt.colour: unknown key"),
         (lambda t: t.replace('columns = ["log_size", "sortedness"]', "columns = []"), "adapt.columns"),
         (lambda t: t.replace('features = ["python3"', 'features = [3, "python3"'), "adapt.features"),
+        # Values a task file can hold that the command took as they came: a traceback, a silent 1 s,
+        # or an error from deep inside that named no key.
+        (lambda t: t + 'timeout_s = "abc"\n', "adapt.timeout_s: expected a positive number"),
+        (lambda t: t + "timeout_s = true\n", "adapt.timeout_s: expected a positive number"),
+        (lambda t: t + "timeout_s = nan\n", "adapt.timeout_s: expected a positive number"),
+        (lambda t: t + "timeout_s = -1\n", "adapt.timeout_s: expected a positive number"),
+        (lambda t: t.replace("budget = 8\nclusters", 'budget = "lots"\nclusters'),
+         "adapt.budget: expected a positive"),
+        (lambda t: t.replace("budget = 8\nclusters", "budget = 7.5\nclusters"),
+         "adapt.budget: expected a positive"),
+        (lambda t: t.replace("clusters = 2", 'clusters = "2"'), "adapt.clusters: expected a positive"),
+        (lambda t: t.replace("clusters = 2", "clusters = 0"), "adapt.clusters: expected a positive"),
     ],
 )
 def test_bad_adapt_tables_are_one_line_errors(task_dir, change, message):
@@ -160,4 +172,27 @@ def test_bad_family_tables_are_one_line_errors(task_dir, train, message):
     path.write_text(text + "\n[adapt.train]\n" + train)
     with pytest.raises(AdaptError, match=message) as info:
         CommandSite(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_feature_placeholder_with_an_attribute_is_one_line(task_dir):
+    path = task_dir / "task.toml"
+    path.write_text(path.read_text().replace('features.py", "{input}"', 'features.py", "{input.x}"'))
+    site = CommandSite(path)
+    with pytest.raises(AdaptError, match=r"adapt.features: bad placeholder") as info:
+        site.features_of(str(task_dir / "train" / "descending-0.txt"))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("printed", ['"big"', "null", "[1, 2]", "NaN"])
+def test_a_feature_command_printing_no_finite_number_is_one_line(task_dir, printed):
+    # --choose turned a string into a ValueError traceback, and dispatched a NaN silently.
+    from perftune.adapt._command import _Column
+
+    (task_dir / "featbad.py").write_text(f'print(\'{{"log_size": {printed}, "sortedness": 0.5}}\')\n')
+    path = task_dir / "task.toml"
+    path.write_text(path.read_text().replace("{task_dir}/features.py", "{task_dir}/featbad.py"))
+    site = CommandSite(path)
+    with pytest.raises(AdaptError, match=r"printed .log_size.: .* not a finite number") as info:
+        _Column(site, "log_size")(str(task_dir / "sample.txt"))
     assert "\n" not in str(info.value)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import subprocess
 import tomllib
@@ -101,10 +102,21 @@ class CommandSite(AdaptiveObjective):
         if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
             raise AdaptError(f"{where}.columns: expected a non-empty array of the keys the command prints")
         self.train, self.groups = self._training_inputs(table.get("train", []), f"{where}.train")
-        self.timeout_s = float(table.get("timeout_s", 30.0))
+        timeout_s = table.get("timeout_s", 30.0)
+        if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+                or not math.isfinite(timeout_s) or timeout_s <= 0):
+            raise AdaptError(f"{where}.timeout_s: expected a positive number of seconds, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
         task = load_task(self.task_path, prepare=False)
-        self.budget = table.get("budget", task.budget)
-        self.n_clusters = table.get("clusters")
+        budget = table.get("budget")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise AdaptError(f"{where}.budget: expected a positive whole number of trials, got {budget!r}")
+        self.budget = task.budget if budget is None else budget
+        clusters = table.get("clusters")
+        if clusters is not None and (isinstance(clusters, bool) or not isinstance(clusters, int)
+                                     or clusters < 1):
+            raise AdaptError(f"{where}.clusters: expected a positive whole number, got {clusters!r}")
+        self.n_clusters = clusters
         if task.goal != "min":
             raise AdaptError(f"{where}: per-input dispatch minimises the metric; [objective] goal is 'max'")
         self._tasks: dict[str, Any] = {}
@@ -144,9 +156,9 @@ class CommandSite(AdaptiveObjective):
         ctx = {"input": os.path.abspath(input_path), "task_dir": str(self.task_dir)}
         try:
             argv = [a.format_map(ctx) for a in self.feature_command]
-        except (KeyError, ValueError) as e:
-            raise AdaptError(f"{self.task_path}: adapt.features: unknown placeholder {e} (known: input, "
-                             "task_dir)") from None
+        except (KeyError, ValueError, AttributeError, IndexError) as e:
+            raise AdaptError(f"{self.task_path}: adapt.features: bad placeholder ({e}; known: {{input}}, "
+                             "{task_dir})") from None
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s,
                                   cwd=self.task_dir, check=False)
@@ -234,4 +246,8 @@ class _Column:
         if self.key not in values:
             raise AdaptError(f"{self.site.task_path}: adapt.features printed no {self.key!r} "
                              f"(printed: {sorted(values)})")
-        return float(values[self.key])
+        value = values[self.key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise AdaptError(f"{self.site.task_path}: adapt.features printed {self.key!r}: {value!r} on "
+                             f"{input_path}, not a finite number")
+        return float(value)
