@@ -277,3 +277,21 @@ def test_growth_slope_too_large_is_rejected_at_load(tmp_path: Path) -> None:
         use_dispatch(tmp_path / "d.json")
         assert site(list(range(10**5))) == "a"  # the default, no OverflowError
     assert len(caught) == 1 and "growth" in str(caught[0].message)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"classifier": "bogus"}, "classifier must be"),
+    ({"n_representatives": 0}, "n_representatives must be a positive integer"),
+    ({"seed": "abc"}, "seed must be a non-negative integer"),
+    ({"max_depth": 0}, "max_depth must be a positive integer"),
+])
+def test_argument_mistakes_are_refused_before_anything_is_measured(kwargs: dict, message: str) -> None:
+    # classifier= was checked after every measurement (hours on a real workload); the others were an
+    # IndexError or ValueError traceback.
+    measured: list[int] = []
+    inner = AlgorithmSite("rf-args", {"a": lambda n: measured.append(n) or n, "b": lambda n: n})
+    site = AdaptiveSite(inner)
+    site.feature(lambda n: n, name="n", cost="cheap")
+    with pytest.raises(AdaptError, match=message):
+        tune_inputs(site, [10, 100, 1000, 5000], budget=8, repeats=1, **kwargs)
+    assert measured == []

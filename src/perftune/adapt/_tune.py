@@ -465,7 +465,17 @@ def tune_inputs(
         groups = list(groups)
         if len(groups) != len(inputs):
             raise AdaptError(f"tune_inputs: groups has {len(groups)} labels for {len(inputs)} inputs")
-    seed = 0 if seed is None else int(seed)
+    # Checked before anything is measured (the learner checks classifier= again, after hours of it).
+    if classifier not in ("auto", "tree", "forest", "neighbours", "linear", "families"):
+        raise AdaptError("tune_inputs: classifier must be 'auto', 'tree', 'forest', 'neighbours', 'linear' "
+                         f"or 'families', got {classifier!r}")
+    for name, value in (("n_representatives", n_representatives), ("max_depth", max_depth),
+                        ("max_columns", max_columns)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise AdaptError(f"tune_inputs: {name} must be a positive integer, got {value!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise AdaptError(f"tune_inputs: seed must be a non-negative integer, got {seed!r}")
+    seed = 0 if seed is None else seed
     required_column = _required_column(target, required, required_levels, accuracy)
     problem = _checker(check, accuracy, required)
     # The thread's CPU clock, not the process's: under the CPU-time limit of run_limited the process
