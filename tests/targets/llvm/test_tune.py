@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -174,29 +175,20 @@ def test_programs_that_cannot_be_tuned_are_refused_before_the_search(tmp_path) -
 
 
 @pytest.mark.slow
-def test_task_file_target_runs_with_perftune_run() -> None:
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
-
+def test_task_file_target_runs_with_perftune_run(public_tmp_path: Path) -> None:
     from perftune.targets.llvm import task_file_text
 
     source = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs/sieve.c"
     # The command target runs candidates as an unprivileged user: the task dir must be reachable.
-    work = Path(tempfile.mkdtemp(prefix="perftune-llvm-task-"))
-    try:
-        os.chmod(work, 0o755)
-        (work / "sieve.c").write_text(source.read_text())
-        task = work / "passes.toml"
-        task.write_text(task_file_text("sieve.c", positions=4, budget="6"))
-        out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(task), "--json"])
-        assert out.exit_code == 0, out.output
-        data = json.loads(out.output)
-        assert data["default"]["value"] == 272  # the unoptimised sieve module
-        assert data["best"]["value"] < 272
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    work = public_tmp_path
+    (work / "sieve.c").write_text(source.read_text())
+    task = work / "passes.toml"
+    task.write_text(task_file_text("sieve.c", positions=4, budget="6"))
+    out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(task), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["default"]["value"] == 272  # the unoptimised sieve module
+    assert data["best"]["value"] < 272
 
 
 def test_searches_stop_on_an_expired_clock_without_evaluating() -> None:
@@ -233,8 +225,6 @@ def test_searches_stop_on_an_expired_clock_without_evaluating() -> None:
 
 
 def test_bundled_crc32_task_file_is_what_the_generator_writes() -> None:
-    from pathlib import Path
-
     from perftune.targets.llvm import task_file_text
 
     bundled = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs/crc32-passes.toml"
@@ -242,24 +232,17 @@ def test_bundled_crc32_task_file_is_what_the_generator_writes() -> None:
 
 
 @pytest.mark.slow
-def test_bundled_crc32_task_file_runs_its_trials() -> None:
-    import os
+def test_bundled_crc32_task_file_runs_its_trials(public_tmp_path: Path) -> None:
     import shutil
-    import tempfile
-    from pathlib import Path
 
     programs = Path(__file__).resolve().parents[3] / "src/perftune/targets/llvm/programs"
-    work = Path(tempfile.mkdtemp(prefix="perftune-llvm-task-"))
-    try:
-        os.chmod(work, 0o755)
-        for name in ("crc32-passes.toml", "crc32.c"):
-            shutil.copy(programs / name, work / name)
-        out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(work / "crc32-passes.toml"),
-                                       "--budget", "4", "--json"])
-        assert out.exit_code == 0, out.output
-        data = json.loads(out.output)
-        assert data["counts"] == {"ok": 4}  # the default and three non-empty pass sequences
-        assert data["default"]["value"] == 333  # the unoptimised crc32 module
-        assert any(data["best"]["config"].values()) and data["best"]["value"] < 333
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    work = public_tmp_path  # reachable by the unprivileged user candidates run as
+    for name in ("crc32-passes.toml", "crc32.c"):
+        shutil.copy(programs / name, work / name)
+    out = CliRunner().invoke(cli, ["--store", str(work / "t.db"), "run", str(work / "crc32-passes.toml"),
+                                   "--budget", "4", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["counts"] == {"ok": 4}  # the default and three non-empty pass sequences
+    assert data["default"]["value"] == 333  # the unoptimised crc32 module
+    assert any(data["best"]["config"].values()) and data["best"]["value"] < 333
