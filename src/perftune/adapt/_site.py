@@ -187,7 +187,8 @@ class _Adaptive:
             if feature.name in self._features:
                 raise AdaptError(f"site {self.name!r}: feature {feature.name!r} registered twice")
             self._features[feature.name] = feature
-            self._generation = -1
+            with self._lock:  # resolved again at the next call: the file's entry may read this feature
+                self._state = (-1, self._state[1])
             return f
 
         return add if fn is None else add(fn)
@@ -398,19 +399,6 @@ class _Adaptive:
             self._pinned = True
             self.source = "set" if dispatcher is not None else "default"
             self._state = (_GENERATION[0], dispatcher)
-
-    @property
-    def _dispatcher(self) -> Dispatcher | None:
-        return self._state[1]
-
-    @property
-    def _generation(self) -> int:
-        return self._state[0]
-
-    @_generation.setter
-    def _generation(self, value: int) -> None:
-        with self._lock:
-            self._state = (value, self._state[1])
 
     @property
     def dispatcher(self) -> Dispatcher | None:
