@@ -807,6 +807,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
     rows = []
     damaged: list[str] = []
     gone: set[int] = set()  # running runs whose driver is gone (a stale lease)
+    now = st.clock()  # heartbeats are the store's time (the database server's), not this machine's
     for info in st.list_runs():
         try:
             # A damaged run (or best or default trial) is listed as damaged: it must not hide the others,
@@ -831,7 +832,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                          "improvement": None, "damaged": str(error)})
             continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
-        if lease is not None and lease.is_stale():
+        if lease is not None and lease.is_stale(now):
             gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),

@@ -207,3 +207,32 @@ def test_tickets_a_resumed_driver_stored_are_not_measured_again(url: str, store:
     store.add_trial(run_id, _result(2, 9.0))
     assert not store.finish_claim(claim, _result(2, 3.0))  # stored by the driver first: not this worker's
     assert [t.value for t in store.trials(run_id)] == [1.0, 2.0, 9.0]
+
+
+@pytest.mark.postgres
+def test_on_postgresql_leases_and_claims_go_by_the_servers_clock(
+        fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine whose clock runs ahead takes neither a live driver's run nor a live worker's claim: both
+    are written and judged by the database server's clock, not each machine's."""
+    with open_store(fresh_postgres_url) as st:
+        real = time.time
+        assert abs(st.clock() - real()) < 5  # the throwaway server runs on this machine's clock
+        run_id = _issue(st, 2)
+        st.acquire_lease(run_id)
+        claim = st.claim_trial(run_id, timeout_s=30)
+        assert claim is not None
+        # Both holders are on another machine, alive: their heartbeats are fresh by the server's clock.
+        _sql(fresh_postgres_url, "UPDATE leases SET host = 'elsewhere', pid = 4242")
+        _sql(fresh_postgres_url, "UPDATE trial_leases SET host = 'elsewhere', pid = 4242 "
+                                 "WHERE status = 'claimed'")
+        monkeypatch.setattr(time, "time", lambda: real() + LEASE_TIMEOUT_S + 60)  # this machine runs ahead
+        with pytest.raises(LeaseError, match="is being driven by elsewhere"):
+            st.acquire_lease(run_id)
+        nxt = st.claim_trial(run_id, timeout_s=30)
+        assert nxt is not None and nxt.trial_id == 1 and nxt.n_issues == 1  # the pending one, not ticket 0
+        (held,) = [le for le in st.trial_leases(run_id) if le.trial_id == 0]
+        assert (held.status, held.n_issues, held.host) == ("claimed", 1, "elsewhere")
+        assert held.heartbeat_at is not None and held.heartbeat_at < real() + 5
+        assert st.renew_claim(nxt)
+        (mine,) = [le for le in st.trial_leases(run_id) if le.trial_id == 1]
+        assert mine.heartbeat_at is not None and abs(mine.heartbeat_at - real()) < 5  # the server's time

@@ -135,9 +135,11 @@ class _Proposer:
             tuner._technique.preload_imports()
         if budget.seconds is not None:
             # The clock of a time budget started at the first trial issued, whoever issued it.
+            # Issue times are the store's clock (the database server's): the time left is judged by it.
             issued = store.trial_leases(info.id)
-            start = min((t.created_at for t in issued), default=time.time())
-            tuner._deadline = time.monotonic() + (start + budget.seconds - time.time())
+            now = store.clock()
+            start = min((t.created_at for t in issued), default=now)
+            tuner._deadline = time.monotonic() + (start + budget.seconds - now)
 
     def _adopt(self) -> None:
         """Take over what an earlier proposer issued: its tickets are in the table, maybe not in the
@@ -257,7 +259,7 @@ class Worker:
         self._metric: str | None = settings.get("metric")
         self._checks_metrics = self.objectives.is_multi or bool(self.objectives.constraints)
         self._shared: dict[str, Any] = {}
-        self._clock_start: float | None = None
+        self._clock_start: float | None = None  # time.monotonic() of the first issue (store clock -> here)
 
     # ------------------------------------------------------------------ the run
 
@@ -315,7 +317,7 @@ class Worker:
         from perftune.store import LEASE_TIMEOUT_S
 
         limit = lease.timeout_s if lease.timeout_s is not None else LEASE_TIMEOUT_S
-        if time.time() - lease.heartbeat_at > limit:
+        if self._store.clock() - lease.heartbeat_at > limit:
             return True
         if lease.host == socket.gethostname():
             try:
@@ -526,8 +528,10 @@ class Worker:
             issued = self._store.trial_leases(self._info.id)
             if not issued:
                 return False
-            self._clock_start = min(t.created_at for t in issued)
-        return time.time() >= self._clock_start + self.budget.seconds
+            # The store's clock, as the issue times: this machine's own may disagree with the server's.
+            start = min(t.created_at for t in issued)
+            self._clock_start = time.monotonic() + (start - self._store.clock())
+        return time.monotonic() >= self._clock_start + self.budget.seconds
 
     def _stop_reason_of_run(self) -> str:
         """Why the run ended, as a worker that did not propose can tell from the store."""

@@ -173,6 +173,13 @@ class Dialect(abc.ABC):
     def lock_schema(self, conn: Connection) -> None:
         """Serialise schema creation and upgrades between drivers, inside the transaction of ``conn``."""
 
+    def now(self, conn: Connection) -> float:
+        """The time by the database's clock, in seconds since the epoch, read inside ``conn``'s
+        transaction. Every lease and heartbeat is written and judged by it, so that drivers and workers
+        on machines whose clocks disagree still agree on who is alive. An SQLite file is used on one
+        machine: its clock is this machine's."""
+        return time.time()
+
     # -- upserts ----------------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -26,6 +26,8 @@ POSTGRES_CONNECT_TIMEOUT_S = 10
 PG_DRIVERS = {"psycopg2": ("psycopg2", "psycopg2-binary"), "psycopg": ("psycopg", "psycopg[binary]")}
 # Any constant will do, as long as every perftune driver takes the same one.
 _MIGRATION_LOCK = 7410526
+#: The server's clock: leases and heartbeats are judged by one clock, not each machine's own.
+_SERVER_CLOCK = sa.text("SELECT extract(epoch FROM clock_timestamp())::float8")
 # What would run inside perftune's statements on its own tables, in the schema they are found in: one of
 # them replaced by a view (or another kind of relation), a trigger on one, a rule on one.
 _FOREIGN_OBJECTS_SQL = sa.text("""
@@ -103,6 +105,10 @@ class PostgresDialect(Dialect):
     def foreign_objects(self, conn: Connection) -> str | None:
         rows = conn.execute(_FOREIGN_OBJECTS_SQL, {"names": sorted(schema.metadata.tables)}).all()
         return ", ".join(f"{kind} {str(name)!r}" for kind, name in rows) if rows else None
+
+    def now(self, conn: Connection) -> float:
+        # clock_timestamp(), not now(): now() is the start of the transaction, and a claim waits for locks.
+        return float(conn.execute(_SERVER_CLOCK).scalar_one())
 
     def lock_schema(self, conn: Connection) -> None:
         # Several drivers may open a fresh database at once: one migrates, the others wait.

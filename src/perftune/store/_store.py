@@ -194,7 +194,10 @@ class Lease:
 
     def is_stale(self, now: float | None = None, timeout_s: float | None = None) -> bool:
         """Whether its driver is gone: no heartbeat for the promised time (``timeout_s`` where the lease
-        promised none, by default :data:`LEASE_TIMEOUT_S`), or a process of this host no longer alive."""
+        promised none, by default :data:`LEASE_TIMEOUT_S`), or a process of this host no longer alive.
+
+        ``now`` is the store's time (:meth:`Store.clock`), which the heartbeat was written with; None
+        reads this machine's clock, right only where it agrees with the database's."""
         now = time.time() if now is None else now
         limit = self.timeout_s if self.timeout_s is not None else (
             LEASE_TIMEOUT_S if timeout_s is None else timeout_s)
@@ -1140,7 +1143,7 @@ class Store:
         except StoreDamageError:
             lease = None  # no live driver writes a lease like that: it goes with the run
         if lease is not None:
-            stale = time.time() - lease.heartbeat_at > LEASE_TIMEOUT_S or (
+            stale = self.clock() - lease.heartbeat_at > LEASE_TIMEOUT_S or (
                 lease.host == socket.gethostname() and not _pid_alive(lease.pid))
             if not stale:
                 raise LeaseError(f"run {self.get_run(run_id).name!r} is being driven by {lease.describe()}; "
@@ -1226,6 +1229,12 @@ class Store:
             raise self._damaged(m.get("run_id"), damage, what="lease") from None
         return Lease(run_id, token, host, pid, started, heartbeat, timeout)
 
+    def clock(self) -> float:
+        """The store's time in seconds since the epoch: the database server's clock on PostgreSQL, this
+        machine's for SQLite. Leases, claims and their heartbeats are written and judged by it, so that
+        machines whose clocks disagree still agree on which driver or worker is alive."""
+        return float(self._run(self._dialect.now, "cannot read the database's clock", write=False))
+
     def get_lease(self, run_id: int) -> Lease | None:
         """Who holds the run's lease (stale or not), or None."""
         le = schema.leases
@@ -1253,7 +1262,7 @@ class Store:
             name = conn.execute(sa.select(schema.runs.c.name).where(schema.runs.c.id == run_id)).scalar()
             if name is None:
                 raise StoreError(f"store {self.location}: no run with id {run_id}")
-            now = time.time()
+            now = self._dialect.now(conn)
             mine = Lease(run_id, uuid.uuid4().hex, host, pid, now, now, promise_s)
             values = dataclasses.asdict(mine)
             query = sa.select(le).where(le.c.run_id == run_id).with_for_update()
@@ -1284,7 +1293,7 @@ class Store:
 
         def renew(conn: Connection) -> int:
             result = conn.execute(sa.update(le).where(le.c.run_id == lease.run_id, le.c.token == lease.token)
-                                  .values(heartbeat_at=time.time()))
+                                  .values(heartbeat_at=self._dialect.now(conn)))
             return int(result.rowcount)
 
         if self._run(renew, "cannot renew the lease", write=True) == 0:
@@ -1333,15 +1342,16 @@ class Store:
             StoreError: no such run.
         """
         tl = schema.trial_leases
-        now = time.time()
         rows: list[dict[str, Any]] = [
             {"run_id": run_id, "trial_id": t.id, "config": t.config.to_json(), "technique": t.technique,
-             "status": "pending", "n_issues": 0, "created_at": now} for t in trials]
+             "status": "pending", "n_issues": 0} for t in trials]
 
         def write(conn: Connection) -> list[int]:
             self._require_run(conn, run_id)
             added = []
+            now = self._dialect.now(conn)
             for values in rows:
+                values["created_at"] = now
                 stmt = self._dialect.insert_or_ignore(tl, values, ("run_id", "trial_id"))
                 if conn.execute(stmt).rowcount == 1:
                     added.append(int(values["trial_id"]))
@@ -1412,7 +1422,7 @@ class Store:
         sql = _lease_sql()
 
         def look_around(conn: Connection) -> tuple[bool, list[int]]:
-            now = time.time()
+            now = self._dialect.now(conn)
             rows = conn.execute(sql.look, {"b_run": run_id}).all()
             stale = [int(r.trial_id) for r in rows if r.status == "claimed" and is_stale(r._mapping, now)]
             return any(r.status == "pending" for r in rows), stale
@@ -1440,7 +1450,7 @@ class Store:
             if _finishing is not None:
                 done, trial, accepted = _finishing
                 accepted[:] = [self._finish_in(conn, done, trial)]
-            now = time.time()
+            now = self._dialect.now(conn)
             token = uuid.uuid4().hex
             mine = {"status": "claimed", "token": token, "host": host, "pid": pid, "claimed_at": now,
                     "heartbeat_at": now}
@@ -1524,7 +1534,8 @@ class Store:
         params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token}
 
         def renew(conn: Connection) -> int:
-            return int(conn.execute(_lease_sql().renew, {**params, "b_now": time.time()}).rowcount)
+            now = self._dialect.now(conn)
+            return int(conn.execute(_lease_sql().renew, {**params, "b_now": now}).rowcount)
 
         return self._run(renew, "cannot renew a trial lease", write=True) == 1
 
@@ -1545,7 +1556,7 @@ class Store:
 
     def _finish_in(self, conn: Connection, claim: TrialLease, trial: Trial) -> bool:
         params = {"b_run": claim.run_id, "b_trial": claim.trial_id, "b_held": claim.token,
-                  "b_now": time.time()}
+                  "b_now": self._dialect.now(conn)}
         if conn.execute(_lease_sql().finish, params).rowcount != 1:
             return False
         # False when the ticket is stored already (a driver that resumed the run measured it): the result
