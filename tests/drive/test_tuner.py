@@ -338,3 +338,26 @@ def test_a_trial_of_another_tuner_with_the_same_id_is_refused():
         a.tell(theirs, 123.0)
     told = a.tell(mine, 2.0)  # the tuner's own trial is still open
     assert told.value == 2.0 and told.config == mine.config
+
+
+def test_the_driver_renews_its_lease_while_a_long_evaluation_runs(tmp_path, monkeypatch):
+    """An evaluation longer than the lease's timeout must not let another machine take a live run: the
+    driver wakes to renew its lease while worker processes measure (here every 0.2 s instead of 30)."""
+    from perftune.drive import _tuner
+    from perftune.store import open_store
+
+    monkeypatch.setattr(_tuner, "_LEASE_WAKE_S", 0.2)
+    monkeypatch.setattr(_tuner, "_LEASE_HEARTBEAT_S", 0.1)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    def heartbeat_advance(config):  # runs in a worker process: how far the driver's heartbeat moved
+        with open_store(url) as st:
+            lease = st.get_lease(st.get_run("long").id)
+            first = lease.heartbeat_at
+            time.sleep(1.5)
+            return st.get_lease(lease.run_id).heartbeat_at - first
+
+    result = Tuner(Space({"x": Int(0, 3)}), seed=1, store=url, name="long").run(
+        heartbeat_advance, 1, timeout_s=60)
+    (trial,) = result.trials
+    assert trial.status is Status.OK and trial.value > 0.8

@@ -57,6 +57,9 @@ DEFAULT_LAG = 8
 
 _MAX_ASK_ATTEMPTS = 16
 _LEASE_HEARTBEAT_S = 5.0
+#: While evaluations run in worker processes, the driver wakes this often to renew its lease: an evaluation
+#: longer than the lease's timeout must not let another machine take a live run over.
+_LEASE_WAKE_S = 30.0
 _MAX_RANDOM_ATTEMPTS = 64
 #: A run stops once this many trials in a row, and no trial before them, lacked the metric named by metric=.
 MISSING_METRIC_TRIALS = 3
@@ -1592,6 +1595,8 @@ class Tuner:
                     continue
                 return
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if self._lease is not None:
+                wait_s = _LEASE_WAKE_S if wait_s is None else min(wait_s, _LEASE_WAKE_S)
             for ticket, outcome in executor.collect(wait_s):
                 in_flight.discard(ticket)
                 finished = self._record(ticket, outcome)
