@@ -934,7 +934,7 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     console.print(table)
 
 
-# `show` lists the front up to this many trials (read along the first objective); --json has them all.
+# `show` lists the front up to this many trials (best first along the first objective); --json has them all.
 _SHOW_PARETO_ROWS = 20
 
 
@@ -956,7 +956,14 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
     from rich.table import Column, Table
 
     names = [o["name"] for o in pareto["objectives"]]
-    rows = sorted(pareto["trials"], key=lambda t: (t["values"][names[0]], t["id"]))
+    # Best first along the primary objective: its loss (negated when it is maximised), not its raw value.
+    sign = -1.0 if pareto["objectives"][0]["goal"] == "max" else 1.0
+
+    def best_first(t: dict[str, Any]) -> tuple[bool, float, int]:
+        value = t["values"][names[0]]
+        return value is None, 0.0 if value is None else sign * value, t["id"]
+
+    rows = sorted(pareto["trials"], key=best_first)
     shown = rows[:_SHOW_PARETO_ROWS]
     more = f", the first {len(shown)} by {names[0]} (--json lists all)" if len(rows) > len(shown) else ""
     title = (f"Pareto front: {len(rows)} trial{'s' if len(rows) != 1 else ''} of "

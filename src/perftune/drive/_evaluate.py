@@ -155,6 +155,10 @@ def evaluate(objective: Objective, config: Any, metric: str | None,
     except TrialTimeout as error:
         return ended(Status.TIMEOUT, str(error) or "timeout")
     except Exception as error:  # the objective is user code: any exception is a failed trial
+        if handle is not None and handle.prune_reason is not None:
+            # should_prune() said stop and the objective stopped its own way (optuna.TrialPruned, a
+            # framework's stop exception): pruned, as if it had returned.
+            return ended(Status.PRUNED, handle.prune_reason)
         # NotFinite is read as the ValueError it is: the stored reasons keep their words.
         kind = "ValueError" if isinstance(error, NotFinite) else type(error).__name__
         reason = f"{kind}: {error}".strip()
@@ -273,9 +277,11 @@ class RepeatedObjective:
 
 
 def check_metrics(objectives: Objectives, trial: Trial) -> None:
-    """A result without every objective's metric fails; one that breaks a constraint loses its loss.
+    """A result without every objective's metric fails, and so does one whose objective or constraint
+    metric is not finite (the primary's rule); one that breaks a constraint loses its loss.
 
-    Used by the driver and by the workers of a shared run, which judge their own results alike.
+    Used by the driver and by the workers of a shared run, which judge their own results alike. The
+    metrics stay with the trial, failed or not.
     """
     missing = objectives.missing(trial.metrics)
     if missing:
@@ -286,6 +292,15 @@ def check_metrics(objectives: Objectives, trial: Trial) -> None:
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         trial.reason = f"{MISSING_METRIC} {names} (has: {known}){hint}"
         return
+    if trial.status is Status.OK:
+        # -inf would dominate every front (and make the hypervolume infinite), NaN compares with nothing.
+        wanted = dict.fromkeys([*objectives.names[1:], *(c.metric for c in objectives.constraints)])
+        for name in wanted:
+            value = trial.metrics.get(name)
+            if name != objectives.primary and value is not None and not math.isfinite(value):
+                trial.status, trial.value, trial.loss = Status.FAILED, None, None
+                trial.reason = f"ValueError: metric {name!r} {value} is not finite"
+                return
     broken = objectives.broken(trial.metrics)
     if broken:
         # Measured, so OK; but infeasible: no loss, so it is never the best and techniques avoid it.

@@ -21,8 +21,9 @@ among diverse configurations, not the default configuration and its neighbours
 Where the rungs live: a directory of append-only files, one per (bracket, rung), each line a trial's
 value there. Worker processes (forked, or Dask workers on this machine) append with ``O_APPEND`` and read
 only what was added since they last looked, so that a decision costs what is new, not the whole
-history (docs/architecture.md, rule 4); a worker killed mid-write leaves at most a partial last line,
-which is ignored until it is complete.
+history (docs/architecture.md, rule 4); a worker killed mid-write leaves at most a partial record, which
+is ignored (it costs its own value, never a later one). Threads of a process share its reader, under a
+lock.
 
 Example:
     >>> import tempfile
@@ -43,9 +44,11 @@ from __future__ import annotations
 import bisect
 import inspect
 import math
+import numbers
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from perftune.errors import PerftuneError
@@ -72,7 +75,8 @@ class ASHA:
             brackets starting at 1, 3 and 9, so every bracket prunes at least once: Hyperband's
             brackets but the one that never prunes), else 1 (plain ASHA).
         rungs: Explicit rung steps, increasing, instead of the geometric ones (task files: one rung per
-            fidelity level but the last). With ``brackets > 1``, bracket ``s`` skips the first ``s``.
+            fidelity level but the last): integers of at least 1, below ``max_steps`` when it is given,
+            and not with ``min_steps``. With ``brackets > 1``, bracket ``s`` skips the first ``s``.
         allocation: How trials are shared among brackets: ``"even"`` (``i % brackets``) or
             ``"hyperband"``: bracket ``b`` of ``B`` gets a share proportional to ``B * eta**k / (k + 1)``
             with ``k = B - 1 - b`` (Hyperband's numbers of configurations, as in Optuna's
@@ -122,11 +126,7 @@ class ASHA:
         if self.max_steps is not None:
             positive_int("max_steps", self.max_steps, self.min_steps + 1)
         if self.rungs is not None:
-            steps = list(self.rungs)
-            if not steps or any(isinstance(s, bool) or not isinstance(s, int) for s in steps) \
-                    or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
-                raise PerftuneError(f"ASHA: rungs must be increasing integer steps, got {self.rungs!r}")
-            object.__setattr__(self, "rungs", tuple(steps))
+            self._check_rungs()
         if self.allocation not in (None, "even", "hyperband"):
             raise PerftuneError(f"ASHA: allocation must be 'even' or 'hyperband', got {self.allocation!r}")
         # The defaults, resolved once, so that the settings say what runs (and are stored so).
@@ -140,6 +140,24 @@ class ASHA:
         object.__setattr__(self, "allocation", allocation or "even")
         if self.random_starts is None:
             object.__setattr__(self, "random_starts", self.eta**2)
+
+    def _check_rungs(self) -> None:
+        expected = f"ASHA: rungs must be increasing integer steps, got {self.rungs!r}"
+        if isinstance(self.rungs, str | bytes | Mapping) or not isinstance(self.rungs, Iterable):
+            raise PerftuneError(expected)
+        steps = list(self.rungs)
+        if not steps or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in steps) \
+                or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+            raise PerftuneError(expected)
+        if steps[0] < 1:  # steps are judged from 1 on, as min_steps
+            raise PerftuneError(f"ASHA: rungs must be steps of at least 1, got {self.rungs!r}")
+        if self.max_steps is not None and steps[-1] >= self.max_steps:
+            # A full evaluation is never judged: a rung at or past max_steps would prune finished trials.
+            raise PerftuneError(f"ASHA: rungs must be below max_steps ({self.max_steps}), got {self.rungs!r}")
+        if self.min_steps != 1:
+            raise PerftuneError(f"ASHA: give either rungs or min_steps, not both (rungs={self.rungs!r}, "
+                                f"min_steps={self.min_steps!r}): the rungs' steps are the ones judged")
+        object.__setattr__(self, "rungs", tuple(int(s) for s in steps))
 
     def rung_steps(self, bracket: int) -> tuple[int, ...]:
         """The steps at which a trial of ``bracket`` is judged, in order."""
@@ -168,24 +186,54 @@ class ASHA:
         return n - 1
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as plain data (stored with the run)."""
+        """The settings as plain data (stored with the run: ``run.settings["pruner"]``)."""
         return {"eta": self.eta, "min_steps": self.min_steps, "max_steps": self.max_steps,
                 "brackets": self.brackets, "rungs": None if self.rungs is None else list(self.rungs),
                 "allocation": self.allocation, "random_starts": self.random_starts}
 
+    @classmethod
+    def from_dict(cls, d: Any) -> ASHA:
+        """Rebuild from :meth:`to_dict`.
+
+        Example:
+            >>> ASHA.from_dict(ASHA(max_steps=27).to_dict()) == ASHA(max_steps=27)
+            True
+
+        Raises:
+            PerftuneError: ``d`` is not what :meth:`to_dict` writes (one line).
+        """
+        names = {f.name for f in fields(cls)}
+        if not isinstance(d, Mapping) or not set(d) <= names:
+            raise PerftuneError(f"ASHA: expected a mapping of {', '.join(sorted(names))}, got {repr(d)[:80]}")
+        return cls(**d)
+
 
 class _RungFiles:
-    """The rungs' values as this process has read them: one sorted list of losses per (bracket, rung)."""
+    """The rungs' values as this process has read them: one sorted list of losses per (bracket, rung).
+
+    A record is ``\n<ticket> <loss>;\n``: it starts a line of its own even after a torn write (a writer
+    killed inside its ``write()``, a full disk), and it counts only when it reaches its ``;``, so a torn
+    record costs its own value and nothing else. Threads of one process share the reader (one per
+    directory and process), so reading is under a lock: each line is counted once.
+    """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._seen: dict[tuple[int, int], tuple[int, list[float]]] = {}  # (offset read to, losses)
+        self._lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def forked(self) -> _RungFiles:
+        """A copy for this (forked) process: what was read so far, and a fresh lock."""
+        copy = _RungFiles(self.directory)
+        copy._seen = {key: (offset, list(values)) for key, (offset, values) in self._seen.items()}
+        return copy
 
     def _path(self, bracket: int, rung: int) -> str:
         return os.path.join(self.directory, f"b{bracket}-r{rung}.txt")
 
     def record(self, bracket: int, rung: int, trial_id: int, loss: float) -> None:
-        line = f"{trial_id} {loss!r}\n".encode()
+        line = f"\n{trial_id} {loss!r};\n".encode()
         # One write of a short line with O_APPEND: concurrent writers never interleave inside a line.
         fd = os.open(self._path(bracket, rung), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -193,8 +241,8 @@ class _RungFiles:
         finally:
             os.close(fd)
 
-    def losses(self, bracket: int, rung: int) -> list[float]:
-        """Every loss recorded at the rung so far, sorted (reads only what was appended since last time)."""
+    def _read(self, bracket: int, rung: int) -> list[float]:
+        # Under self._lock: the rung's sorted losses, with what was appended since the last read.
         key = (bracket, rung)
         offset, values = self._seen.get(key, (0, []))
         try:
@@ -205,10 +253,37 @@ class _RungFiles:
             new = b""
         end = new.rfind(b"\n") + 1  # a line still being written is read next time
         for line in new[:end].splitlines():
-            _, loss = line.split()
-            bisect.insort(values, float(loss))
+            loss = _parse_record(line)
+            if loss is not None:
+                bisect.insort(values, loss)
         self._seen[key] = (offset + end, values)
         return values
+
+    def losses(self, bracket: int, rung: int) -> list[float]:
+        """Every loss recorded at the rung so far, sorted (reads only what was appended since last time)."""
+        with self._lock:
+            return list(self._read(bracket, rung))
+
+    def cut(self, bracket: int, rung: int, eta: int) -> tuple[float | None, int, int]:
+        """``(the worst loss still promoted, n_keep, n)`` at the rung: the ``n_keep = max(1, n // eta)``-th
+        best of the ``n`` losses recorded there (None while there is none)."""
+        with self._lock:
+            values = self._read(bracket, rung)
+            n_keep = max(1, len(values) // eta)
+            return (values[n_keep - 1] if values else None), n_keep, len(values)
+
+
+def _parse_record(line: bytes) -> float | None:
+    """The loss of a complete record line, None for a blank line or what a torn write left."""
+    fields = line.split()
+    if len(fields) != 2 or not fields[1].endswith(b";"):
+        return None
+    try:
+        int(fields[0])
+        loss = float(fields[1][:-1])
+    except ValueError:
+        return None
+    return loss if math.isfinite(loss) else None
 
 
 # One reader per board directory and process, so that each process reads every line once.
@@ -218,7 +293,12 @@ _READERS: dict[str, _RungFiles] = {}
 def _reader(directory: str) -> _RungFiles:
     reader = _READERS.get(directory)
     if reader is None:
-        reader = _READERS[directory] = _RungFiles(directory)
+        # setdefault is atomic: two threads that come here first get the same reader.
+        reader = _READERS.setdefault(directory, _RungFiles(directory))
+    elif reader.pid != os.getpid():
+        # A forked worker: keep what the driver had read, with a lock of its own (a lock held by another
+        # thread of the parent at the fork would never be released here).
+        reader = _READERS[directory] = reader.forked()
     return reader
 
 
@@ -279,14 +359,18 @@ class RunningTrial:
             PerftuneError: a step that is not an integer above the last one, or a value that is not a
                 finite number.
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        # Any integer and any real number (numpy's too: `for epoch in np.arange(...)`, a float32 loss),
+        # as for the value an objective returns; bools are refused.
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise PerftuneError(f"trial.report(): step must be a non-negative integer, got {step!r}")
+        step = int(step)
         if self.intermediate and step <= max(self.intermediate):
             raise PerftuneError(f"trial.report(): step {step} after step {max(self.intermediate)}; "
                                 "steps must increase")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise PerftuneError(f"trial.report(): value must be a finite number, got {value!r}")
-        self.intermediate[step] = float(value)
+        value = float(value)
+        self.intermediate[step] = value
         fid = self.fidelity
         if fid is None or fid.pruner is None or fid.board is None:
             return
@@ -295,7 +379,7 @@ class RunningTrial:
         rung = bisect.bisect_right(steps, step) - 1  # the highest rung at or before this step
         if rung > self._rung:
             self._rung, self._rung_step = rung, steps[rung]
-            self._rung_loss = float(value) if fid.goal == "min" else -float(value)
+            self._rung_loss = value if fid.goal == "min" else -value
             _reader(fid.board).record(bracket, rung, self.id, self._rung_loss)
 
     def should_prune(self) -> bool:
@@ -312,17 +396,16 @@ class RunningTrial:
                 or self._promoted >= self._rung:
             return False
         pruner = fid.pruner
-        losses = _reader(fid.board).losses(pruner.bracket_of(self.id), self._rung)
-        n_keep = max(1, len(losses) // pruner.eta)
-        threshold = losses[min(n_keep, len(losses)) - 1] if losses else self._rung_loss
+        cut, n_keep, n = _reader(fid.board).cut(pruner.bracket_of(self.id), self._rung, pruner.eta)
+        threshold = self._rung_loss if cut is None else cut
         if self._rung_loss <= threshold:
             self._promoted = self._rung
             return False
         sign = 1.0 if fid.goal == "min" else -1.0
-        value, cut = sign * self._rung_loss, sign * threshold
+        value, bound = sign * self._rung_loss, sign * threshold
         self.prune_reason = (f"pruned at step {self._rung_step}: {value:.6g} worse than the top "
-                             f"1/{pruner.eta} at that step ({cut:.6g}, the {_ordinal(n_keep)} best of "
-                             f"{len(losses)})")
+                             f"1/{pruner.eta} at that step ({bound:.6g}, the {_ordinal(n_keep)} best of "
+                             f"{n})")
         return True
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import statistics
 import time
 from collections import deque
@@ -152,6 +153,11 @@ class Result:
             extra = f"; not an objective: {', '.join(map(repr, unknown))}" if unknown else ""
             raise PerftuneError(f"hypervolume(): reference has no value for {', '.join(missing) or '-'}"
                                 f"{extra} (the objectives: {', '.join(names)})")
+        bad = [f"{n}={reference[n]!r}" for n in names if isinstance(reference[n], bool)
+               or not isinstance(reference[n], numbers.Real) or not math.isfinite(reference[n])]
+        if bad:
+            raise PerftuneError(f"hypervolume(): the reference must be a finite number for each objective, "
+                                f"got {', '.join(bad)}")
         ref = tuple(float(reference[n]) if g == "min" else -float(reference[n])
                     for n, g in zip(objectives.names, objectives.goals, strict=True))
         points = [v for v in (objectives.losses(t) for t in self.pareto) if v is not None]
@@ -280,6 +286,15 @@ def _objectives_of(goal: Any, metric: str | None, metrics: Sequence[str] | None,
     return Objectives.coerce(goal, metric, metrics, constraints, where=where)
 
 
+def _multi_pruning_error(objectives: Objectives, where: str) -> PerftuneError:
+    # The rungs rank one value per trial: ranking the primary alone would prune the trade-offs of the
+    # front (Optuna refuses trial.report in multi-objective studies for the same reason).
+    return PerftuneError(
+        f"{where}: cannot prune a run of {len(objectives.names)} objectives ({', '.join(objectives.names)}): "
+        "ASHA ranks one value per trial and would prune the front's trade-offs; pass pruner=False to record "
+        "the reports without pruning (a task file: drop the fidelity levels, or keep one metric)")
+
+
 def _is_space(obj: Any) -> bool:
     return hasattr(obj, "is_valid") and hasattr(obj, "sample") and hasattr(obj, "params")
 
@@ -367,6 +382,7 @@ class Tuner:
         # The checks of _record (metrics present, constraints) only where there is something to check.
         self._checks_metrics = objectives.is_multi or bool(objectives.constraints)
         self._front: list[int] = []  # tickets of the Pareto front (feasible, non-dominated), kept live
+        self._front_configs: dict[Config, int] = {}  # config -> ticket of its trial that may be on the front
         self.seed = seed
         # A seeded run is deterministic: results reach the search in ticket order with a fixed lag and
         # no decision reads a clock. An unseeded one tells the search every result as it arrives.
@@ -400,6 +416,8 @@ class Tuner:
         self._n_missing_metric = 0  # trials whose result lacked metric=, while none has succeeded
         self._same_failure: tuple[str, int] | None = ("", 0)  # (reason, count) while every trial failed so
         self._fidelity: Fidelity | None = None  # while run() drives an objective that reports (a pruner)
+        # The run's pruner: its ASHA settings, False (reports recorded, never pruned), None (not known yet).
+        self._pruner: ASHA | bool | None = None
 
         if _resume_state is not None:
             st = _resume_state
@@ -926,15 +944,28 @@ class Tuner:
         check_metrics(self.objectives, trial)
 
     def _update_front(self, trial: Trial) -> None:
-        """Keep the tickets of the Pareto front (incrementally: one comparison per front member)."""
+        """Keep the tickets of the Pareto front as results arrive (one comparison per front member).
+
+        The front of :meth:`Objectives.pareto` over the same trials, so that ``tuner.pareto`` is
+        ``result.pareto``: equal vectors all stay, a configuration counts once (its first ticket that can
+        be on the front), and a single objective's front is the trials that share the best value.
+        """
         from perftune.search import dominates
 
         objectives = self.objectives
         vector = objectives.losses(trial) if trial.loss is not None else None
-        if vector is None:
+        if vector is None or not objectives.feasible(trial.metrics):
+            return
+        first = self._front_configs.get(trial.config)
+        if first is not None and first < trial.id:
+            return  # the configuration is there already, under its earlier ticket
+        self._front_configs[trial.config] = trial.id
+        if first is not None:
+            # Measured twice, and the earlier ticket finished later: rare enough to recompute the front.
+            self._front = [t.id for t in objectives.pareto(self._trials.values())]
             return
         members = [(i, objectives.losses(self._trials[i])) for i in self._front]
-        if any(v is not None and (v == vector or dominates(v, vector)) for _, v in members):
+        if any(v is not None and dominates(v, vector) for _, v in members):
             return
         self._front = [i for i, v in members if v is not None and not dominates(vector, v)]
         self._front.append(trial.id)
@@ -959,8 +990,7 @@ class Tuner:
             # (docs/fidelity.md); it stays known, so that its configuration is not proposed again.
             return
         self._n_counted += 1
-        if self.objectives.is_multi:
-            self._update_front(trial)
+        self._update_front(trial)
         if trial.loss is not None and (self._best is None or trial.loss < self._best.loss):  # type: ignore[operator]
             self._best = trial
             self._n_since_best = 0
@@ -1232,6 +1262,12 @@ class Tuner:
             tuner._lease = lease
             tuner._last_heartbeat_t = time.monotonic()
             tuner._resume_pending = set(state.pending)
+            pruner = (info.settings or {}).get("pruner")
+            if pruner is not None:
+                try:
+                    tuner._pruner = False if pruner is False else ASHA.from_dict(pruner)
+                except PerftuneError as exc:
+                    raise PerftuneError(f"resume: run {info.name!r}: settings.pruner: {exc}") from None
             tuner._replay_store(st_store.trials(info.id))
         except BaseException:
             if lease is not None:
@@ -1369,6 +1405,11 @@ class Tuner:
             if stored.config != trial.config:
                 raise PerftuneError(f"resume: ticket {trial.id} re-derived a different configuration; "
                                     "the search is not deterministic")
+            if self._fidelity is not None and stored.intermediate:
+                # Its reports go on the rungs where the run that crashed put them: before the next ticket.
+                from perftune.drive._fidelity import replay
+
+                replay(self._fidelity, stored.id, stored.intermediate)
             self._absorb(stored)
             reason = self._budget_reason(budget)
             if reason is not None:
@@ -1421,10 +1462,11 @@ class Tuner:
         values, ``trial.report(step, value)``, and stops when ``trial.should_prune()`` says so (or by
         raising :class:`perftune.Pruned`): ``pruner`` decides, an :class:`~perftune.drive.ASHA` (None
         or True: the objective's own ``pruner`` attribute if it has one, such as a task file with a
-        fidelity parameter, else ``ASHA()``, eta 3 from step 1, 9 random configurations first; False:
-        record, never prune). A pruned
+        fidelity parameter, else the run's own, stored with it when a ``run()`` first pruned (so a
+        resumed run prunes as before; another ASHA is refused), else ``ASHA()``, eta 3 from step 1, 9
+        random configurations first; False: record, never prune). A pruned
         trial is PRUNED with the reason and does not count against the budget's evaluations (see
-        docs/fidelity.md).
+        docs/fidelity.md). A run of several objectives is not pruned: give ``pruner=False``.
         """
         limit = Budget.coerce(budget)
         limit = self.budget if limit is None else limit.merged(self.budget)
@@ -1433,7 +1475,10 @@ class Tuner:
         _check_run_args(workers, executor, timeout_s)
         if pruner is not None and not isinstance(pruner, ASHA | bool):
             raise PerftuneError(f"pruner must be a perftune.drive.ASHA, True or False, got {pruner!r}")
+        reports, prune_with = self._pruner_of(objective, pruner)  # before anything starts or is measured
         self._take_lease()  # again, when an earlier run() of this tuner gave the run back
+        if reports:
+            self._remember_pruner(prune_with)
         if executor == "dask":
             from perftune.drive._dask import DaskExecutor
 
@@ -1461,7 +1506,7 @@ class Tuner:
         bar = _Progress(self, limit, settings) if settings is not None else None
         self._stop_reason = ""
         in_flight: set[int] = set()
-        self._fidelity = self._start_fidelity(objective, pruner)  # removed in the finally below
+        self._fidelity = self._start_fidelity(prune_with) if reports else None  # removed below
         try:
             self._loop(executor, limit, deadline, in_flight, bar, on_trial)
         except KeyboardInterrupt:
@@ -1490,18 +1535,49 @@ class Tuner:
         self._finish(executor, bar, "finished")
         return self.result()
 
-    def _start_fidelity(self, objective: Any, pruner: ASHA | bool | None) -> Fidelity | None:
-        """The rungs of a run whose objective reports, with what earlier trials of the run reported."""
+    def _pruner_of(self, objective: Any, pruner: ASHA | bool | None) -> tuple[bool, ASHA | None]:
+        """Whether the objective reports, and the ASHA settings that judge it (None: record, never prune).
+
+        Without ``pruner`` (None or True), a run that pruned before (a resumed run, a second ``run()``)
+        keeps its settings, which the store keeps with it (``settings["pruner"]``).
+
+        Raises:
+            PerftuneError: another ASHA than the run's, or pruning a run of several objectives.
+        """
         if not takes_trial(objective):
-            return None
+            return False, None
         # A task file's objective says what its rungs are (its fidelity levels), or None without levels.
         own = getattr(objective, "pruner", False)
         if own is None and pruner is None:
-            return None  # an objective that says it has no levels to report (a task file without any)
+            return False, None  # an objective that says it has no levels to report (a task file without any)
+        if pruner is False:
+            return True, None
+        stored = self._pruner
+        asha = pruner if isinstance(pruner, ASHA) else own if isinstance(own, ASHA) else None
+        if asha is not None and isinstance(stored, ASHA) and asha != stored:
+            raise PerftuneError(f"run(): this run prunes with {stored!r} (stored with it), not {asha!r}; "
+                                "give the same pruner, or none to keep the run's")
+        if asha is None:
+            asha = stored if isinstance(stored, ASHA) else None if stored is False else ASHA()
+        if asha is not None and self.objectives.is_multi:
+            raise _multi_pruning_error(self.objectives, "run()")
+        return True, asha
+
+    def _remember_pruner(self, asha: ASHA | None) -> None:
+        """Store the run's pruner with it (``settings["pruner"]``: the ASHA settings, or false), so that a
+        resumed run prunes as it did."""
+        setting: ASHA | bool = False if asha is None else asha
+        if setting == self._pruner:
+            return
+        self._pruner = setting
+        update = getattr(self._store, "update_settings", None)  # a store object without it: a test double
+        if update is not None and self._run is not None:
+            update(self._run.id, {"pruner": False if asha is None else asha.to_dict()})
+
+    def _start_fidelity(self, settings: ASHA | None) -> Fidelity:
+        """The rungs of a run whose objective reports, with what earlier trials of the run reported."""
         import tempfile
 
-        settings = (pruner if isinstance(pruner, ASHA) else None if pruner is False
-                    else own if isinstance(own, ASHA) else ASHA())
         board = tempfile.mkdtemp(prefix="perftune-rungs-")
         fidelity = Fidelity(settings, self.goal, board)
         from perftune.drive._fidelity import replay
@@ -1744,7 +1820,8 @@ def tune(
             an :class:`~perftune.drive.ASHA` (default ``ASHA()``: eta 3, rungs at steps 1, 3, 9, ...,
             9 random configurations first; ``ASHA(max_steps=N)`` adds Hyperband-style brackets),
             or False to record the reports without pruning. Pruned trials are PRUNED, with a reason,
-            and do not count against ``budget`` (docs/fidelity.md).
+            and do not count against ``budget`` (docs/fidelity.md). With several objectives only
+            False is accepted (the rungs rank one value).
 
     Example:
         >>> from perftune.space import Float, Space
@@ -1760,6 +1837,9 @@ def tune(
     if repeats is not None and takes_trial(objective):
         raise PerftuneError("tune(): repeats= measures a configuration several times; an objective that "
                             "reports intermediate values (a 'trial' parameter) cannot be repeated")
+    if objectives.is_multi and takes_trial(objective) and pruner is not False \
+            and not (pruner is None and getattr(objective, "pruner", False) is None):
+        raise _multi_pruning_error(objectives, "tune()")  # before a run is made in the store
     if repeats is not None:
         primary = None if metric is None and objectives.primary == "value" else objectives.primary
         try:

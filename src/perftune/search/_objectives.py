@@ -32,7 +32,8 @@ from perftune.trial import Status, Trial
 
 __all__ = ["Constraint", "MultiObjectiveAware", "Objectives"]
 
-_CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|>|<)\s*([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*$")
+_CONSTRAINT = re.compile(
+    r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|>|<)\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _GOALS = ("min", "max")
 
 
@@ -58,10 +59,11 @@ class Constraint:
         if not isinstance(text, str):
             raise PerftuneError(f"{where}: expected a string like 'accuracy >= 0.99', got {text!r}")
         match = _CONSTRAINT.match(text)
-        if match is None:
+        bound = float(match.group(3)) if match is not None else math.nan
+        if match is None or not math.isfinite(bound):  # 1e999 reads as inf: no bound
             raise PerftuneError(f"{where}: cannot read constraint {text!r}; expected 'metric >= number' "
                                 "(or <=, >, <)")
-        return cls(match.group(1), match.group(2), float(match.group(3)))
+        return cls(match.group(1), match.group(2), bound)
 
     def satisfied(self, metrics: Mapping[str, float]) -> bool:
         """Whether the metrics meet the bound (a missing or NaN metric does not)."""
@@ -190,7 +192,8 @@ class Objectives:
         return sorted({m for m in wanted if m not in metrics and m != self.primary})
 
     def losses(self, trial: Trial) -> tuple[float, ...] | None:
-        """The trial's loss vector (maximised metrics negated), or None unless it is OK with every metric.
+        """The trial's loss vector (maximised metrics negated), or None unless it is OK with every metric
+        finite.
 
         The primary objective is read from ``trial.value``; the others from ``trial.metrics``.
         """
@@ -202,7 +205,7 @@ class Objectives:
             if raw is None:
                 return None
             x = float(raw)
-            if math.isnan(x):
+            if not math.isfinite(x):  # the driver fails such a trial; a store written before may hold one
                 return None
             out.append(x if goal == "min" else -x)
         return tuple(out)
