@@ -15,11 +15,20 @@ elites to start from (benchmarks/results/transfer.md).
 
 Sources: a :class:`Prior` already read, a :class:`~perftune.drive.Result`, a sequence of
 :class:`~perftune.Trial`, a :class:`~perftune.store.Store` (every run of it on this space),
-``(store, run)`` for one run, or a path: a benchmark-hub T4 results file (``*.T4.json[.gz]``), a
-Kernel Tuner cache file (``*.json[.gz]`` with a ``cache`` table; failures, whose ``time`` is a string,
-are left out) or a store file/URL. A source whose parameters differ from the space's is refused with
-one line naming them; one with the same parameters but other ranges or constraints is mapped: its
-configurations that are valid in the new space are used, the others dropped (refused when none is left).
+``(store, run)`` for one run (the store a :class:`~perftune.store.Store`, a path or a URL; the run a
+name or an id), or a path: a benchmark-hub T4 results file (``*.T4.json[.gz]``), a Kernel Tuner cache
+file (``*.json[.gz]`` with a ``cache`` table; failures, whose ``time`` is a string, are left out) or a
+store file/URL (every run of it on this space). A source whose parameters differ from the space's is
+refused with one line naming them; one with the same parameters but other ranges or constraints is
+mapped: its configurations that are valid in the new space are used, the others dropped (refused when
+none is left). A whole store skips its runs on this space that have no successful configuration valid
+in it (a crashed or failed run; :attr:`Prior.skipped` names them), and is refused only when none is left.
+
+``warm_start=`` takes a list (or tuple) of sources, or one source. A tuple of two is one
+``(store, run)`` source when its first item is a store (a :class:`~perftune.store.Store`, or a path or
+URL that is not a ``.json`` file) and its second a run id or a name that is not an existing file nor a
+URL: ``("store.db", "fast")`` is run ``fast`` of ``store.db``, while ``("a.T4.json.gz", "b.T4.json.gz")``
+and ``("a.db", "b.db")`` (two files) are two sources. ``[("store.db", "fast")]`` is always one run.
 """
 
 from __future__ import annotations
@@ -75,11 +84,15 @@ class WarmStart:
 
     @classmethod
     def coerce(cls, value: WarmStart | Sequence[Any] | Any | None) -> WarmStart | None:
-        """A :class:`WarmStart` from itself, a list of sources or one source (None stays None)."""
+        """A :class:`WarmStart` from itself, a list of sources or one source (None stays None).
+
+        A tuple of two is one ``(store, run)`` source or two sources as the module docstring says:
+        ``("store.db", "fast")`` is one run, ``("a.T4.json.gz", "b.T4.json.gz")`` two files.
+        """
         if value is None or isinstance(value, WarmStart):
             return value
-        if isinstance(value, list | tuple) and not (_is_store_run(value) and _is_store(value[0])):
-            return cls(tuple(value))  # ("a.T4.json.gz", "b.T4.json.gz") is two sources, not (url, run)
+        if isinstance(value, list | tuple) and not _is_one_store_run(value):
+            return cls(tuple(value))
         return cls((value,))
 
 
@@ -90,7 +103,9 @@ class Prior:
     Attributes:
         ranked: Configurations valid in the space, best first.
         rank: Mean percentile rank of each configuration in ``ranked``.
-        n_sources: Sources that contributed.
+        n_sources: Sources that contributed (each run of a whole store counts as one).
+        skipped: Runs of a whole store left out because they have no successful configuration valid
+            in the space (a crashed or failed run), as ``"<store>: run '<name>'"``.
 
     Example:
         >>> from perftune.space import Int, Space
@@ -106,6 +121,7 @@ class Prior:
     ranked: tuple[Config, ...]
     rank: tuple[float, ...]
     n_sources: int
+    skipped: tuple[str, ...] = ()
 
     @classmethod
     def from_sources(cls, sources: Iterable[Any], space: Space) -> Prior:
@@ -113,13 +129,15 @@ class Prior:
 
         Raises:
             PerftuneError: a source cannot be read, has other parameters, or has no successful
-                configuration valid in ``space``; one line naming the source.
+                configuration valid in ``space`` (a whole store: none of its runs on this space has
+                one); one line naming the source.
         """
         sums: dict[Config, float] = {}
         counts: dict[Config, int] = {}
         n_sources = 0
+        skipped: list[str] = []
         for source in sources:
-            for label, losses in _read(source, space):
+            for label, losses in _read(source, space, skipped):
                 ranks = _percentile_ranks(losses)
                 if not ranks:
                     raise PerftuneError(f"warm_start: {label} has no successful configuration valid in "
@@ -131,7 +149,7 @@ class Prior:
         mean = {c: sums[c] / counts[c] for c in sums}
         # Ties (and equal means) in the order the configurations were first seen: deterministic.
         ranked = sorted(mean, key=mean.__getitem__)
-        return cls(tuple(ranked), tuple(mean[c] for c in ranked), n_sources)
+        return cls(tuple(ranked), tuple(mean[c] for c in ranked), n_sources, tuple(skipped))
 
 
 def _percentile_ranks(losses: Mapping[Config, float]) -> dict[Config, float]:
@@ -164,6 +182,19 @@ def _is_store(value: Any) -> bool:
 def _is_store_run(value: Any) -> bool:
     return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str | int)
             and not isinstance(value[1], bool) and not isinstance(value[0], Trial))
+
+
+def _is_one_store_run(value: Any) -> bool:
+    """Whether ``value``, given as the whole ``warm_start=``, is one ``(store, run)`` rather than two
+    sources: its first item is a store (not a ``.json`` file) and its second cannot be a source."""
+    if not _is_store_run(value):
+        return False
+    store, run = value
+    if _is_store(store):
+        return True
+    if not isinstance(store, str | os.PathLike) or ".json" in Path(store).name:
+        return False
+    return isinstance(run, int) or not (os.path.isfile(run) or "://" in run)
 
 
 def _check_names(label: str, names: Iterable[str], space: Space) -> None:
@@ -205,8 +236,11 @@ def _from_trials(trials: Iterable[Trial], space: Space, label: str) -> dict[Conf
     return losses
 
 
-def _read(source: Any, space: Space) -> list[tuple[str, dict[Config, float]]]:
-    """``(label, losses)`` of each run in ``source``: losses of its successful valid configurations."""
+def _read(source: Any, space: Space, skipped: list[str]) -> list[tuple[str, dict[Config, float]]]:
+    """``(label, losses)`` of each run in ``source``: losses of its successful valid configurations.
+
+    A whole store leaves out its runs without any (their labels go to ``skipped``).
+    """
     from perftune.store import Store
 
     if isinstance(source, Prior):  # read once, used by many runs (its ranks order like losses)
@@ -218,14 +252,17 @@ def _read(source: Any, space: Space) -> list[tuple[str, dict[Config, float]]]:
     if isinstance(trials, list) and all(isinstance(t, Trial) for t in trials):
         return [("a result", _from_trials(trials, space, "a result"))]
     if isinstance(source, Store):
-        return _from_store(source, None, space, str(source.url))
+        return _from_store(source, None, space, str(source.url), skipped)
     if _is_store_run(source):
         store, run = source
         if isinstance(store, str | os.PathLike):
             from perftune.store import open_store
 
-            store = open_store(store, must_exist=True)
-        return _from_store(store, run, space, f"run {run!r}")
+            try:
+                store = open_store(store, must_exist=True)
+            except PerftuneError as error:
+                raise PerftuneError(f"warm_start: ({str(store)!r}, {run!r}): {error}") from None
+        return _from_store(store, run, space, f"run {run!r}", skipped)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if path.is_file() and ".json" in path.name:
@@ -237,27 +274,37 @@ def _read(source: Any, space: Space) -> list[tuple[str, dict[Config, float]]]:
         except PerftuneError as error:
             raise PerftuneError(f"warm_start: {source}: not a T4 or Kernel Tuner file nor a store ({error})"
                                 ) from None
-        return _from_store(store, None, space, str(source))
+        return _from_store(store, None, space, str(source), skipped)
     if isinstance(source, Sequence) and all(isinstance(t, Trial) for t in source):
         return [("a list of trials", _from_trials(source, space, "a list of trials"))]
     raise PerftuneError(f"warm_start: cannot read a prior from {type(source).__name__}; give a Result, "
                         "trials, a store, (store, run) or a T4 / Kernel Tuner file")
 
 
-def _from_store(store: Any, run: str | int | None, space: Space, label: str
+def _from_store(store: Any, run: str | int | None, space: Space, label: str, skipped: list[str]
                 ) -> list[tuple[str, dict[Config, float]]]:
     if run is not None:
         info = store.get_run(run)
         return [(f"run {info.name!r}", _from_trials(store.trials(info.id), space, f"run {info.name!r}"))]
     out = []
+    empty = []
     for info in store.list_runs():
         names = (info.space or {}).get("params")
         if info.space_fingerprint != space.fingerprint() and (
                 not isinstance(names, Mapping) or set(names) != set(space.params)):
             continue  # a store holds runs of many spaces: take those of this one
-        out.append((f"run {info.name!r}", _from_trials(store.trials(info.id), space, f"run {info.name!r}")))
-    if not out:
+        losses = _from_trials(store.trials(info.id), space, f"run {info.name!r}")
+        if losses:
+            out.append((f"run {info.name!r}", losses))
+        else:  # a run that crashed or failed throughout says nothing of the order; the others do
+            empty.append(f"run {info.name!r}")
+    if not out and not empty:
         raise PerftuneError(f"warm_start: {label} holds no run on this space")
+    if not out:
+        shown = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+        raise PerftuneError(f"warm_start: {label}: none of its runs on this space has a successful "
+                            f"configuration valid in this space ({shown})")
+    skipped.extend(f"{label}: {name}" for name in empty)
     return out
 
 

@@ -33,6 +33,8 @@ __all__ = ["FEATURES", "BudgetedVerifier", "RiskModel"]
 
 FEATURES = ("extreme", "speedup", "neighbours", "technique")
 
+_EPS = 1e-9  # slack for credit summed from float budgets
+
 
 class RiskModel:
     """Online logistic regression: probability that a candidate is wrong, from its risk features.
@@ -74,14 +76,22 @@ class RiskModel:
 class BudgetedVerifier:
     """Decides, candidate by candidate, which ones get the expensive check.
 
-    Each candidate earns ``budget`` checks of credit; a check is spent on a candidate whose risk is
-    in the top ``budget`` fraction of the recent candidates (or on any candidate above the median
-    when credit piles up). State is small and bounded (recent windows), and serialisable with
+    Contract: of ``n`` candidates asked about, :meth:`should_check` says yes to a fraction
+    ``budget`` of them: the number checked lies in ``(n * budget - max(reserve, 1), n * budget]``,
+    so budget 1.0 checks every candidate, 0.9 checks 90% of them and 0 checks none. (A caller may check
+    more, such as the potential winner, outside this budget.)
+
+    Each candidate earns ``budget`` checks of credit. A check is spent on a candidate whose risk is
+    in the top ``budget`` fraction of the recent candidates; credit that is not spent that way is
+    saved, up to ``reserve`` checks, for the riskiest candidates. Once the reserve is full, the next
+    candidate is checked whatever its risk, so that credit is never lost: it stays below
+    ``max(reserve, 1)``. State is small and bounded (recent windows), and serialisable with
     :meth:`to_dict` so that worker processes can share it through a file.
 
     Args:
-        budget: Fraction of candidates that may get the expensive check (0.1 = 10%).
+        budget: Fraction of candidates that get the expensive check (0.1 = 10%).
         window: How many recent candidates the quantile and the neighbour rates look at.
+        reserve: How many checks of unspent credit are saved up for the riskiest candidates.
         seed: Random tie-breaking.
 
     Example:
@@ -147,16 +157,14 @@ class BudgetedVerifier:
         score = self.model.score(x) + 1e-9 * float(self._rng.random())
         recent = list(self._scores)
         self._scores.append(score)
-        if self.credit < 1.0:
+        if self.credit < 1.0 - _EPS:  # (ten budgets of 0.1 add up to 0.999...)
             return False
-        # Credit is saved up (to a reserve) for the riskiest candidates; a full reserve is spent on
-        # anything above the median, so that the budget is used.
-        if len(recent) < 5:
-            threshold = -1.0
-        elif self.credit >= self.reserve:
-            threshold = float(np.quantile(recent, 0.5))
+        # Credit is saved up (to a reserve) for the riskiest candidates. A full reserve is spent on
+        # this candidate whatever its risk: saving more would leave the budget unspent for good.
+        if len(recent) < 5 or self.budget >= 1.0 or self.credit >= self.reserve - _EPS:
+            threshold = -math.inf
         else:
-            threshold = float(np.quantile(recent, max(0.0, 1.0 - self.budget)))
+            threshold = float(np.quantile(recent, 1.0 - self.budget))
         if score >= threshold:
             self.credit -= 1.0
             self.n_checked += 1
@@ -213,6 +221,9 @@ class BudgetedVerifier:
         v = cls(d["budget"], window=d["window"], reserve=d["reserve"], seed=seed)
         v.model = RiskModel.from_dict(d["model"])
         v.credit, v.n_seen, v.n_checked, v.n_caught = d["credit"], d["n_seen"], d["n_checked"], d["n_caught"]
+        # A state saved before credit was kept under the reserve may hold hundreds of checks of it;
+        # spending them all at once would check every candidate for a long while.
+        v.credit = min(float(v.credit), max(v.reserve, 1.0))
         v._scores.extend(d["scores"])
         v._points.extend((p, b) for p, b in d["points"])
         v._technique = {k: list(val) for k, val in d["technique"].items()}

@@ -506,6 +506,35 @@ warmup_runs = 0
         task.objective({"mode": "random"})
 
 
+def test_without_an_expensive_check_the_winner_is_not_built_again(tmp_path: Path) -> None:
+    # A build that would fail now (a full disk, a license server down) must not reject a winner
+    # that measured fine, when there is nothing to check.
+    text = """
+[space]
+x = { type = "int", min = 0, max = 3, default = 0 }
+
+[build]
+command = ["sh", "-c", "test ! -e {task_dir}/broken"]
+
+[run]
+command = ["sh", "-c", "echo value=$0", "{x}"]
+timeout_s = 5
+
+[objective]
+metric = "stdout_regex"
+pattern = 'value=(\\d+)'
+goal = "max"
+
+[timing]
+repeats = 1
+warmup_runs = 0
+"""
+    task = load_task(write(tmp_path, text))
+    assert task.objective({"x": 2})["stdout_regex"] == 2.0
+    (tmp_path / "broken").write_text("")
+    os.chmod(tmp_path / "broken", 0o644)
+    assert task.verify({"x": 2}) is None
+
 
 LONG_OUTPUT = """
 [space]
