@@ -727,6 +727,34 @@ def test_extended_attributes_a_run_sets_on_a_scratch_directory_are_removed(tmp_p
     assert os.getxattr(root / "out", "user.kept") == b"the build's"
 
 
+def test_reading_a_file_the_build_made_does_not_move_its_access_time(tmp_path: Path) -> None:
+    """Where the sandbox cannot mount the scratch without access times (a user namespace: perftune not
+    run by root), a run that reads a build file or not must leave no trace: its access time is set ahead
+    when the scratch is recorded, and a read under relatime leaves it there."""
+    from perftune.targets.command._scratch_state import ScratchState
+
+    options = next((line.split()[5] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                    if line.split()[4] == _mount_point(tmp_path)), "")
+    if "noatime" in options.split(",") or "strictatime" in options.split(","):
+        pytest.skip(f"the file system of {tmp_path} is mounted {options}, not relatime")
+    root = tmp_path / "scratch"
+    root.mkdir()
+    (root / "prog").write_text("built\n")
+    state = ScratchState.record(str(root))
+    before = os.stat(root / "prog")
+    assert before.st_atime_ns > max(before.st_mtime_ns, before.st_ctime_ns)
+    assert (root / "prog").read_text() == "built\n"  # a run reads it
+    assert os.stat(root / "prog").st_atime_ns == before.st_atime_ns
+    assert state.restore() is None
+
+
+def _mount_point(path: Path) -> str:
+    path = path.resolve()
+    while not os.path.ismount(path):
+        path = path.parent
+    return str(path)
+
+
 @needs_root
 def test_a_scratch_root_another_user_owns_is_refused(tmp_path: Path) -> None:
     from perftune.errors import PerftuneError

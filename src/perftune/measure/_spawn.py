@@ -159,9 +159,15 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
         _setattr(c, b"/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0)
         _mount(c, scratch, scratch, _MS_BIND | _MS_REC)
         # Writable, without access times: reading a file the build made (or not) would move its access
-        # time and carry a bit from one run to the next, which the scratch's check cannot set back.
-        _setattr(c, scratch, _AT_RECURSIVE, _MOUNT_ATTR_NOATIME | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV,
-                 _MOUNT_ATTR_RDONLY | _MOUNT_ATTR__ATIME)
+        # time and carry a bit from one run to the next, which the scratch's check cannot set back. In a
+        # user namespace (perftune not run by root) the access-time mode of a mount inherited from the
+        # parent namespace is locked and changing it fails (EPERM): there the scratch keeps its mode, and
+        # the build's files have their access times set ahead when the scratch is recorded, which a read
+        # under relatime (the usual mount option) does not move.
+        keep_atime = bool(spec["via_user"])
+        _setattr(c, scratch, _AT_RECURSIVE,
+                 _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | (0 if keep_atime else _MOUNT_ATTR_NOATIME),
+                 _MOUNT_ATTR_RDONLY | (0 if keep_atime else _MOUNT_ATTR__ATIME))
         for path in spec.get("hide_dirs", ()):  # the tuner's own: an empty file system over each
             empty = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
             if c.mount(b"tmpfs", os.fsencode(path), b"tmpfs", empty, b"size=4k") != 0 \

@@ -17,7 +17,10 @@ build (empty, without a build step) and put back before each run after the first
   write them; a file's extended attributes move its change time, which is compared). After the
   recording, the tuner waits until the file system's clock (a coarse tick) has moved past the newest
   change time recorded, so that no change a run makes can carry a recorded change time. Access times
-  are not compared: the scratch directory is mounted without them inside the sandbox.
+  are not compared: the scratch directory is mounted without them inside the sandbox, and where the
+  sandbox cannot change that (a user namespace: perftune not run by root) the build's files get access
+  times a week ahead when they are recorded, which a read does not move under ``relatime``, the usual
+  mount option (only ``strictatime`` would); setting one back (``touch -a``) moves the change time.
 
 Nothing is followed out of the directory: every step is relative to an open directory (``openat``,
 ``unlinkat`` with ``O_NOFOLLOW``), a symbolic link is removed as a link, and a directory is entered only
@@ -63,6 +66,10 @@ _Key = tuple[int, int, int, int, int]
 # And of a directory, set back before each run: (permission bits, st_atime_ns, st_mtime_ns, its extended
 # attributes as sorted (name, value) pairs).
 _DirKey = tuple[int, int, int, tuple[tuple[str, bytes], ...]]
+
+
+#: How far ahead of now the access times of the build's files are set when they are recorded.
+_ATIME_AHEAD_NS = 7 * 24 * 3600 * 10**9
 
 
 class ScratchError(Exception):
@@ -145,6 +152,18 @@ def _set_back(fd: int, want: _DirKey) -> None:
     if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
         os.fchmod(fd, mode)
     os.utime(fd, ns=(atime_ns, mtime_ns))
+
+
+def _pin_access_time(parent: int, name: str, st: os.stat_result) -> os.stat_result:
+    """Set the access time of the regular file ``name`` ahead of now and of its change time, so that
+    reading it under ``relatime`` leaves it alone; returns its status afterwards (the change time moved).
+    A file whose time cannot be set (another owner, without root) keeps its own."""
+    try:
+        os.utime(name, ns=(time.time_ns() + _ATIME_AHEAD_NS, st.st_mtime_ns), dir_fd=parent,
+                 follow_symlinks=False)
+        return _lstat(parent, name)
+    except OSError:
+        return st
 
 
 def _list(fd: int) -> list[str]:
@@ -338,6 +357,8 @@ class ScratchState:
                 path = _join(rel, name)
                 st = _lstat(fd, name)
                 if recording:
+                    if stat.S_ISREG(st.st_mode):
+                        st = _pin_access_time(fd, name, st)
                     self.entries[path] = _key(st)
                 else:
                     want = self.entries.get(path)
