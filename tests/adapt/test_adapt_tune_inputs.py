@@ -259,3 +259,29 @@ def test_two_level_seeds_need_two_levels_and_a_choice_site():
     assert two.composed_seeds(below, 3) == []  # no size between the site's smallest and the cutoff
     assert two.composed_seeds({two.name: Levels((9,), ("insertion", "halves"))}, 50) == []
     assert _objective("t-adapt-compose-objective").composes is False
+
+
+def test_a_landmark_search_without_an_answer_keeps_the_seed_that_answered_before():
+    """A loaded machine can stop every run of one landmark search at its time limit: the cluster then
+    keeps the configuration that answered its inputs when the seeds were timed (with a warning), instead
+    of the whole tuning failing."""
+    from perftune.errors import RunWarning
+
+    searching = [False]
+
+    def run(config, xs):
+        if searching[0]:
+            return list(xs[1:])  # during the first landmark search, every answer is wrong
+        return _insertion(xs) if config["algo"] == "forward" else _reverse_insertion(xs)
+
+    def progress(event, done, total, best):
+        if event == "landmark":
+            searching[0] = done == 0  # only the first search (after it, answers are right again)
+
+    site = AdaptiveObjective("t-adapt-noanswer", run, Space({"algo": Choice(["forward", "backward"])}))
+    site.feature(sortedness, levels=(16,))
+    with pytest.warns(RunWarning, match="search of cluster 0 .* measured no configuration correctly"):
+        result = tune_inputs(site, _inputs(7), budget=8, n_clusters=2, seed=0, repeats=1, check=_is_sorted,
+                             on_progress=progress)
+    assert {dict(lm)["algo"] for lm in result.landmarks} <= {"forward", "backward"}
+    assert result.landmarks

@@ -669,6 +669,11 @@ def tune_inputs(
         on_progress("landmark", 0, n_searches, None)
     for j in range(n_searches):
         share = shares[j]
+        # A configuration that answered representatives before the search (the seed that answered most of
+        # them when the seeds were timed on every input, or a cluster's winner): the landmark when the
+        # search itself gets no answer (on a loaded machine, a time limit can stop every run of a search).
+        # The table below times it on every input, and the dispatcher sends it only inputs it answers.
+        answered_before: dict[str, Any] | None = None
         if j == n_clusters:
             # The overall landmark: one configuration for the largest input of every cluster together,
             # started from the clusters' winners. It is the strongest one-for-all candidate, and often the
@@ -676,6 +681,7 @@ def tune_inputs(
             reps = list(dict.fromkeys(largest_of))
             cap = None if share.evals is None else share.evals - 1
             search_seeds = [dict(w) for w in winners][:cap]
+            answered_before = dict(winners[0]) if winners else None
         else:
             members = [i for i, c in enumerate(clusters) if c == j]
             # The cluster's largest inputs, the largest of each family in it first: their times are most
@@ -698,6 +704,8 @@ def tune_inputs(
                 spent = np.where(missing, 0.0, on_reps).sum(axis=0)
                 ranked = sorted(range(len(seed_ks)), key=lambda k: (int(missing[:, k].sum()), spent[k]))
                 search_seeds = [seed_raw[seed_ks[k]] for k in ranked[:n_search_seeds]]
+                if ranked and not missing[:, ranked[0]].all():
+                    answered_before = dict(seed_raw[seed_ks[ranked[0]]])
 
         def objective(config: Any, reps: list[int] = reps) -> float:
             landmark = target.landmark_from_config(config)
@@ -737,13 +745,26 @@ def tune_inputs(
                 technique=technique, repeats=search_repeats, callbacks=hooks,
             )
             n_trials += len(result.trials)
-            if result.best is None:
+            if result.best is None and answered_before is not None:
+                import warnings
+
+                from perftune.errors import RunWarning
+
+                reasons = {t.reason for t in result.trials if t.reason}
+                warnings.warn(
+                    f"tune_inputs: the landmark search of cluster {j} of site {target.name!r} measured no "
+                    f"configuration correctly ({'; '.join(sorted(reasons))[:200] or 'no trial finished'}); "
+                    "its landmark is the configuration that answered most of its representatives before",
+                    RunWarning, stacklevel=2)
+                best_config = answered_before
+            elif result.best is None:
                 reasons = {t.reason for t in result.trials if t.reason}
                 raise AdaptError(
                     f"tune_inputs: no configuration ran correctly on cluster {j} of site {target.name!r} "
                     f"({'; '.join(sorted(reasons))[:200] or 'no trial finished'})"
                 )
-            best_config = dict(result.best.config)
+            else:
+                best_config = dict(result.best.config)
         found = add_landmark(target.landmark_from_config(Config(best_config)))
         if j < n_clusters:
             cluster_landmark.append(found)
