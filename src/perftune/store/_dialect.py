@@ -11,6 +11,7 @@ once when the store opens.
 from __future__ import annotations
 
 import abc
+import contextlib
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -24,11 +25,24 @@ from sqlalchemy.engine import URL, Connection, Engine
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
 
-__all__ = ["LOCK_WAIT_S", "SAMPLE_KEYS", "TRIAL_KEYS", "Dialect", "LockWait", "TrialRow", "refusal",
-           "store_error"]
+__all__ = [
+    "ConnectionLost",
+    "Dialect",
+    "LOCK_WAIT_S",
+    "LockWait",
+    "RECONNECT_WAIT_S",
+    "SAMPLE_KEYS",
+    "TRIAL_KEYS",
+    "TrialRow",
+    "refusal",
+    "store_error",
+]
 
 #: How long a writer keeps retrying while other processes hold the SQLite write lock.
 LOCK_WAIT_S = 120.0
+#: How long an open store keeps trying again when its connection to the database drops (a server
+#: restart or failover, a killed backend) before the operation fails with one line.
+RECONNECT_WAIT_S = 30.0
 
 #: Columns of a trial row, in the order of :data:`TrialRow` (and of the hot path's qmark parameters).
 TRIAL_KEYS = (
@@ -72,6 +86,11 @@ def refusal(location: str, found: str) -> StoreError:
 def store_error(location: str, exc: BaseException, what: str) -> StoreError:
     """``store LOCATION: WHAT: first line of the database's message``."""
     return StoreError(f"store {location}: {what}: {one_line(exc)}")
+
+
+class ConnectionLost(StoreError):
+    """The hot path's connection to the database was lost; ``str()`` is the one line to show when
+    reconnecting does not help."""
 
 
 class LockWait:
@@ -159,6 +178,20 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def is_locked(self, exc: BaseException) -> bool:
         """Whether ``exc`` means "another process holds the lock: try again"."""
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (SQLAlchemy's) means the connection to the database was lost or could not be
+        made: the transaction did not happen, and a new connection may succeed."""
+        return False
+
+    def reconnect_hot_path(self, engine: Engine) -> None:
+        """Drop the hot path's connection and open a new one.
+
+        Raises:
+            StoreError: the database cannot be reached.
+        """
+        self.close()
+        self.connect_hot_path(engine)
 
     def raise_if_interrupted(self, exc: BaseException) -> None:
         """Raise KeyboardInterrupt when ``exc`` says a signal (Ctrl-C, SIGTERM) stopped the statement."""
@@ -259,9 +292,15 @@ class Dialect(abc.ABC):
         """Close the hot path's connection; a broken one is closed quietly."""
         if self._raw is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # closing a broken connection must not mask the cause
             self._cursor.close()
-            self._raw.close()
+        try:
+            if getattr(self._raw.dbapi_connection, "closed", 0):
+                # The server dropped it: the pool would roll it back first and log that failure (a
+                # traceback of SQLAlchemy's on stderr); an invalidated one is thrown away as it is.
+                self._raw.invalidate()
+            else:
+                self._raw.close()
         except Exception:  # noqa: BLE001 - closing a broken connection must not mask the cause
             pass
         self._raw = self._cursor = None

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
-from perftune.store._dialect import TRIAL_KEYS, Dialect, TrialRow, store_error
+from perftune.store._dialect import TRIAL_KEYS, ConnectionLost, Dialect, TrialRow, store_error
 
 __all__ = ["PG_DRIVERS", "POSTGRES_CONNECT_TIMEOUT_S", "PostgresDialect"]
 
@@ -106,6 +106,16 @@ class PostgresDialect(Dialect):
         rows = conn.execute(_FOREIGN_OBJECTS_SQL, {"names": sorted(schema.metadata.tables)}).all()
         return ", ".join(f"{kind} {str(name)!r}" for kind, name in rows) if rows else None
 
+    def lost(self, exc: BaseException) -> bool:
+        if not isinstance(exc, sa.exc.DBAPIError):
+            return False
+        if exc.connection_invalidated:
+            return True
+        dbapi = getattr(self, "_dbapi", None)
+        # "could not connect" while the server restarts; "server closed the connection" mid-transaction.
+        return dbapi is not None and isinstance(exc.orig, dbapi.OperationalError | dbapi.InterfaceError) \
+            and "connect" in str(exc.orig).lower()
+
     def now(self, conn: Connection) -> float:
         # clock_timestamp(), not now(): now() is the start of the transaction, and a claim waits for locks.
         return float(conn.execute(_SERVER_CLOCK).scalar_one())
@@ -145,8 +155,10 @@ class PostgresDialect(Dialect):
             conn.rollback()
             raise StoreError(f"store {self.location}: no run with id {run_id}") from None
         except dbapi.Error as exc:
-            if not conn.closed:
-                conn.rollback()
+            if conn.closed:  # the server went away (a restart, a failover): the store reconnects
+                line = store_error(self.location, exc, f"cannot record trial {trial_id}")
+                raise ConnectionLost(str(line)) from None
+            conn.rollback()
             raise store_error(self.location, exc, f"cannot record trial {trial_id}") from None
         except BaseException:
             if not conn.closed:

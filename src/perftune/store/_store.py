@@ -9,6 +9,7 @@ What differs between SQLite and PostgreSQL lives in their dialects (:mod:`perftu
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import enum
@@ -32,7 +33,15 @@ from perftune.errors import PerftuneError, StoreError
 from perftune.store import _decode
 from perftune.store import _schema as schema
 from perftune.store._decode import Damage, StoreDamageError
-from perftune.store._dialect import Dialect, LockWait, TrialRow, refusal, store_error
+from perftune.store._dialect import (
+    RECONNECT_WAIT_S,
+    ConnectionLost,
+    Dialect,
+    LockWait,
+    TrialRow,
+    refusal,
+    store_error,
+)
 from perftune.store._environment import capture_environment
 from perftune.store._keyset import keyset_page, trial_filters
 from perftune.store._names import generate_run_name
@@ -303,6 +312,23 @@ def _lease_sql() -> _LeaseStatements:
     return _LEASE_SQL[0]
 
 
+class _Reconnect:
+    """Waiting for a database whose connection dropped: growing pauses, up to ``RECONNECT_WAIT_S``."""
+
+    def __init__(self) -> None:
+        self._deadline = time.monotonic() + RECONNECT_WAIT_S
+        self._delay = 0.1
+
+    def wait(self) -> bool:
+        """Pause before the next try; False once the time is up (the caller gives up)."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(self._delay, left))
+        self._delay = min(self._delay * 2, 2.0)
+        return True
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -520,7 +546,9 @@ class Store:
         if write and self.read_only:
             raise StoreError(f"store {self.location}: {what}: the store was opened for reading only")
         wait = LockWait(self.location, what)
+        reconnect: _Reconnect | None = None
         while True:
+            committing = False
             with self._lock:
                 try:
                     with self._engine.connect() as conn:
@@ -528,10 +556,17 @@ class Store:
                             self._dialect.begin_write(conn)
                         result = fn(conn)
                         if write:
+                            committing = True
                             conn.commit()
+                        self._reached = True
                         return result
                 except sa.exc.DBAPIError as exc:
                     self._dialect.raise_if_interrupted(exc)
+                    if self._dialect.lost(exc) and not committing and getattr(self, "_reached", False):
+                        # The transaction did not happen (a commit cut off might have: not tried again).
+                        reconnect = reconnect or _Reconnect()
+                        if reconnect.wait():
+                            continue
                     if not self._dialect.is_locked(exc):
                         raise store_error(self.location, exc, what) from None
             wait.sleep()
@@ -632,7 +667,18 @@ class Store:
             raise StoreError(f"store {self.location}: cannot record trial {trial.id}: the store was opened "
                              "for reading only")
         with self._lock:
-            return self._dialect.add_trial(run_id, trial.id, row, samples)
+            reconnect: _Reconnect | None = None
+            while True:
+                try:
+                    return self._dialect.add_trial(run_id, trial.id, row, samples)
+                except ConnectionLost:
+                    # Writing a ticket twice stores it once (the first write wins), so a write whose
+                    # commit was cut off is simply written again on a new connection.
+                    reconnect = reconnect or _Reconnect()
+                    if not reconnect.wait():
+                        raise
+                    with contextlib.suppress(StoreError):
+                        self._dialect.reconnect_hot_path(self._engine)
 
     # ------------------------------------------------------------------ runs
 
