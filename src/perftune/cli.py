@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -46,7 +47,8 @@ class _Cli(click.Group):
             click.echo(f"perftune: error: {_printable(error.format_message())}", err=True)
             sys.exit(error.exit_code)
         except click.Abort:
-            click.echo("perftune: interrupted", err=True)
+            with _interrupts_ignored():
+                click.echo("perftune: interrupted", err=True)
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -63,7 +65,8 @@ class _Cli(click.Group):
             click.echo(f"perftune: error: {_printable(str(error))}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            click.echo("perftune: interrupted", err=True)
+            with _interrupts_ignored():
+                click.echo("perftune: interrupted", err=True)
             sys.exit(130)
 
 
@@ -305,6 +308,7 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             warm_start: tuple[str, ...], as_json: bool, quiet: bool = False,
             progress_every: float | None = None) -> None:
     """Tune the program described by the task file TASK (TOML)."""
+    _check_scheduler(executor, scheduler)
     ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
@@ -350,7 +354,19 @@ def run_cmd(ctx: click.Context, task: str, store: str | None, seed: int | None, 
             # Another driver of the same task took the name between our look and our insert.
             if name or "already exists" not in str(error) or attempt == 49:
                 raise
+    _note_warm_start_skipped(st, tuner)
     _tune_task(tuner, command_target, limit, n_workers, executor, scheduler, as_json, store=st)
+
+
+def _note_warm_start_skipped(st: Any, tuner: Any) -> None:
+    """Say which runs of a --warm-start store were left out (no successful configuration in this space)."""
+    if tuner.run_id is None:
+        return
+    warm = (st.get_run(tuner.run_id).settings or {}).get("warm_start") or {}
+    skipped = warm.get("skipped") if isinstance(warm, dict) else None
+    if skipped:
+        click.echo(f"perftune: note: warm start: left out {_printable(', '.join(map(str, skipped)))} "
+                   "(no successful configuration valid in this space)", err=True)
 
 
 def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
@@ -385,10 +401,12 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         except KeyboardInterrupt:
             import shlex
 
-            progress.close()
-            shown = _printable(shlex.quote(name))
-            click.echo(f"perftune: interrupted; the trials measured are kept in run {name!r} (perftune show "
-                       f"{shown}); a {target.kind} run cannot be resumed: run the task again", err=True)
+            with _interrupts_ignored():
+                progress.close()
+                shown = _printable(shlex.quote(name))
+                click.echo(f"perftune: interrupted; the trials measured are kept in run {name!r} (perftune "
+                           f"show {shown}); a {target.kind} run cannot be resumed: run the task again",
+                           err=True)
             sys.exit(130)
         progress.close()
         _print_flags_result(result, as_json, st)
@@ -417,11 +435,13 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
                   warm_start=sources or None,
                   name=_free_name(st, name or _task_stem(task)),
                   settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
+    _note_warm_start_skipped(st, tuner)
     try:
         result = tuner.run(TargetObjective(target), limit, workers=workers, executor=executor,
                            scheduler=scheduler, progress=ctx.obj.get("progress") or False)
     except KeyboardInterrupt:
-        click.echo("perftune: interrupted", err=True)
+        with _interrupts_ignored():
+            click.echo("perftune: interrupted", err=True)
         sys.exit(130)
     searched = result.best
     result = _verified(result, target.verify)
@@ -474,6 +494,13 @@ def _target_tuning(task: str, kind: str) -> dict[str, Any]:
     return out
 
 
+def _check_scheduler(executor: str, scheduler: str | None) -> None:
+    """Refuse --scheduler without --executor dask, rather than run locally while the user meant a cluster."""
+    if scheduler is not None and executor != "dask":
+        raise PerftuneError(f"--scheduler {scheduler} needs --executor dask (without it the evaluations run "
+                            "in local processes); add --executor dask, or leave --scheduler out")
+
+
 def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
     from perftune.drive import DEFAULT_LAG
 
@@ -483,8 +510,34 @@ def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
                    f"flight; pass --lag {workers - 1} to use all {workers} workers", err=True)
 
 
+#: Set by :func:`entry`: the process ends with the command, so an interrupted command ignores any further
+#: Ctrl-C until it has exited (called from Python, as by tests, the handlers are given back instead).
+_PROCESS_ENDS_WITH_COMMAND = False
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C and SIGTERM while the block runs, and in the executable until it exits: what a command
+    does once interrupted (give the run back, print its one line, close the store) must not be cut short
+    by a second Ctrl-C into a traceback."""
+    import signal
+    import threading
+
+    before: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):
+                before[signum] = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in () if _PROCESS_ENDS_WITH_COMMAND else before.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str, scheduler: str | None,
-               as_json: bool, store: Any = None) -> None:
+               as_json: bool, store: Any = None, *, resumed: bool = False) -> None:
     from perftune.report import answer_of, record_final_answer
 
     spec = target.task
@@ -498,18 +551,20 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
                            progress=_current_progress(), timeout_s=spec.timeout_s,
                            on_trial=spec.observe)
     except KeyboardInterrupt:
-        if store is not None and tuner.run_id is not None and tuner.holds_lease:
-            # Stopped before its loop began (Ctrl-C or SIGTERM while it started; the loop ends a run it
-            # stops itself): nothing new was measured. A new run is marked interrupted (not left
-            # 'running'); a resumed one stays as it was, with its answer.
-            with contextlib.suppress(Exception):
-                if store.get_run(tuner.run_id).status == "running":
-                    tuner.close("interrupted")
-                else:
-                    tuner.release()
-                    if previous is not None:
-                        store.record_result(tuner.run_id, previous)
-        click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}", err=True)
+        with _interrupts_ignored():
+            if store is not None and tuner.run_id is not None and tuner.holds_lease:
+                # Stopped before its loop began (Ctrl-C or SIGTERM while it started; the loop ends a run it
+                # stops itself): nothing new was measured. A new run is marked interrupted (not left
+                # 'running'); a resumed one gets back its status and its answer.
+                with contextlib.suppress(Exception, KeyboardInterrupt):
+                    if not resumed:
+                        tuner.close("interrupted")
+                    else:
+                        tuner.release()
+                        if previous is not None:
+                            store.record_result(tuner.run_id, previous)
+            click.echo(f"perftune: interrupted; resume with: {_resume_command(tuner.run_name, store)}",
+                       err=True)
         sys.exit(130)
     searched = result.best
     check = getattr(getattr(spec.objective, "check", None), "expensive", None)
@@ -607,6 +662,7 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
                lag: int | None, budget: tuple[str, ...], executor: str, scheduler: str | None,
                as_json: bool, quiet: bool = False, progress_every: float | None = None) -> None:
     """Continue RUN from its last checkpoint (any worker count); --budget +100 extends a finished run."""
+    _check_scheduler(executor, scheduler)
     ctx.obj["progress"] = _progress_settings(as_json, quiet, progress_every)
     from perftune import targets
     from perftune.drive import Budget, Tuner, parse_budget
@@ -653,7 +709,8 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
         st.release_lease(lease)
         raise
     if more is not None:
-        evals = None if more.evals is None else tuner.n_trials + more.evals
+        # N more measured: the trials in flight when the run stopped are measured again among them.
+        evals = None if more.evals is None else tuner.n_trials - tuner.n_waiting + more.evals
         limit = Budget(evals=evals, seconds=more.seconds).merged(limit)
     if limit is None:
         stored = (info.settings or {}).get("budget") or {}
@@ -665,15 +722,16 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
                    "evaluations in flight", err=True)
     if limit.evals is not None and tuner.n_trials >= limit.evals and not tuner.n_waiting:
         # Nothing to do (no ticket of a killed driver waits to be measured again either): the run, its
-        # budget, its end and its answer stay as they are.
-        st.release_lease(lease)
+        # budget, its end, its status and its answer stay as they are.
+        tuner.release()
         click.echo(f"perftune: note: run {info.name!r} has {tuner.n_trials} trials, as many as a budget of "
                    f"{limit.evals} allows: nothing to measure, the run is unchanged (--budget +N measures "
                    f"N more; its result: perftune show {info.name})", err=True)
         return
     # The run's settings say the budget it runs with now (show and the report print them).
     st.update_settings(info.id, {"budget": limit.__dict__})
-    _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st)
+    _tune_task(tuner, targets.get("command")(spec), limit, n_workers, executor, scheduler, as_json, store=st,
+               resumed=True)
 
 
 @cli.command("work")
@@ -765,7 +823,9 @@ def work_cmd(ctx: click.Context, run: str, store: str | None, task: str | None, 
     try:
         summary = worker.work(spec.objective, max_trials=max_trials)
     except KeyboardInterrupt:
-        click.echo(f"perftune: interrupted; the trial in hand went back to run {worker.run_name!r}", err=True)
+        with _interrupts_ignored():
+            click.echo(f"perftune: interrupted; the trial in hand went back to run {worker.run_name!r}",
+                       err=True)
         sys.exit(130)
     over = summary.stop_reason not in ("max_trials", "interrupted")
     result = worker.result()
@@ -832,7 +892,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                          "improvement": None, "damaged": str(error)})
             continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
-        if lease is not None and lease.is_stale(now):
+        if info.status == "running" and (lease is None or lease.is_stale(now)):
             gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "created_at": info.created_at, "trials": st.count(info.id),
@@ -1091,6 +1151,8 @@ def entry() -> None:
     import signal
     import threading
 
+    global _PROCESS_ENDS_WITH_COMMAND  # noqa: PLW0603 - what this process is, set once at its start
+    _PROCESS_ENDS_WITH_COMMAND = True
     # SIGTERM (a batch system's stop, `timeout`, `kill`) ends a run as Ctrl-C does: the run is marked
     # interrupted, its checkpoint written, and the resume command printed. Workers set their own.
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
@@ -1100,6 +1162,8 @@ def entry() -> None:
         code: object = 0
     except SystemExit as stop:
         code = stop.code
+    except KeyboardInterrupt:  # pressed again between the command's own line and its exit
+        code = 130
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)  # type: ignore[arg-type]
     if code is None:
@@ -1107,6 +1171,10 @@ def entry() -> None:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)  # what sys.exit does with a message
         code = 1
+    # The command is done: a Ctrl-C now (pressed again after an interrupt) must not interrupt the exit
+    # handlers (stopping sandbox helpers, removing staged copies) into a traceback.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -1383,7 +1451,8 @@ def _bundled_examples() -> list[tuple[str, Any]]:
 
 
 def _write_examples(directory: str, *, force: bool) -> list[str]:
-    """Copy the bundled examples into ``directory``; returns the relative paths written."""
+    """Copy the bundled examples into ``directory``, keeping the files there unless ``force``; returns
+    the relative paths written."""
     from pathlib import Path
 
     root = Path(directory)
@@ -1394,13 +1463,10 @@ def _write_examples(directory: str, *, force: bool) -> list[str]:
     in_the_way = sorted(str(f) for f in folders if os.path.lexists(f) and not f.is_dir())
     if in_the_way:
         raise PerftuneError(f"examples: {in_the_way[0]} is in the way: it should be a folder")
-    if not force:
-        taken = [rel for rel, _ in examples if os.path.lexists(root / rel)]
-        if taken:
-            raise PerftuneError(f"examples: {len(taken)} of the files exist already in {directory} "
-                                f"(such as {taken[0]}); pass --force to overwrite them")
     written = []
     for rel, resource in examples:
+        if not force and os.path.lexists(root / rel):
+            continue  # kept as it is (a link too: never written through)
         target = root / rel
         try:
             missing = []
@@ -1439,9 +1505,13 @@ def examples_cmd(directory: str, force: bool) -> None:
     import shlex
 
     written = _write_examples(directory, force=force)
-    click.echo(f"wrote {len(written)} files to {directory}:")
+    kept = len(_bundled_examples()) - len(written)
+    click.echo(f"wrote {len(written)} files to {directory}" + (":" if written else ""))
     for rel in written:
         click.echo(f"  {os.path.join(directory, rel)}")
+    if kept:
+        files = "1 file that exists" if kept == 1 else f"{kept} files that exist"
+        click.echo(f"kept {files} already (--force overwrites them)")
     task = shlex.quote(os.path.join(directory, _EXAMPLES_FIRST_TASK))
     click.echo(f"next: perftune run {task} --budget 40")
 

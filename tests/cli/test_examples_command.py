@@ -91,12 +91,14 @@ def test_existing_files_are_kept_unless_force(tmp_path: Path) -> None:
     mine = target / "python_metric" / "task.toml"
     mine.parent.mkdir(parents=True)
     mine.write_text("# my own edits\n")
+    (target / "c_matmul").mkdir()  # a file deleted from the copy: written again, the others kept
     code, out = _examples(str(target))
-    assert code == 2
-    assert out.count("\n") == 1 and "perftune: error: examples:" in out and "--force" in out
-    assert "python_metric/task.toml" in out
+    assert code == 0, out
     assert mine.read_text() == "# my own edits\n"
-    assert not (target / "c_matmul").exists()  # refused before writing anything
+    assert f"  {mine}\n" not in out and "kept 1 file that exists already (--force overwrites them)" in out
+    assert (target / "c_matmul" / "matmul.c").read_bytes() == _bundled_files()["c_matmul/matmul.c"]
+    code, out = _examples(str(target))
+    assert code == 0 and out.startswith(f"wrote 0 files to {target}\nkept "), out
 
     code, out = _examples(str(target), "--force")
     assert code == 0, out
@@ -110,7 +112,8 @@ def test_force_replaces_a_planted_link_and_never_writes_through_it(tmp_path: Pat
     (target / "c_matmul").mkdir(parents=True)
     (target / "c_matmul" / "matmul.c").symlink_to(victim)
     code, out = _examples(str(target))
-    assert code == 2 and "c_matmul/matmul.c" in out  # a dangling or live link counts as taken
+    assert code == 0 and "c_matmul/matmul.c" not in out  # a dangling or live link is kept as it is
+    assert (target / "c_matmul" / "matmul.c").is_symlink() and victim.read_text() == "keep me\n"
     code, out = _examples(str(target), "--force")
     assert code == 0, out
     assert victim.read_text() == "keep me\n"

@@ -334,6 +334,7 @@ def test_a_plain_resume_measures_the_tickets_a_killed_driver_left_in_flight(tmp_
     db = str(tmp_path / "p.db")
     invoke("--store", db, "run", str(task), "--budget", "1", "--seed", "0", "--name", "r")
     killed = Tuner.resume("r", db, space=load_task(task).space)
+    killed.budget = None  # the run's stored budget (1 trial) is spent: ask beyond it
     in_flight = [killed.ask(), killed.ask()]  # issued, then the driver "dies" before measuring them
     assert all(t is not None for t in in_flight)
     killed.checkpoint()

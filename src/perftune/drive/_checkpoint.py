@@ -41,7 +41,7 @@ import numpy as np
 
 from perftune.errors import StoreError
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "CheckpointError", "decode", "encode"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "CheckpointError", "data_problem", "decode", "encode"]
 
 FORMAT = "perftune-checkpoint"
 #: Version of the layout below; v1 was a pickle of the driver (refused: it can run code).
@@ -82,7 +82,7 @@ def _class_key(cls: type) -> str:
 
 
 class _Encoder:
-    def __init__(self, space: Any) -> None:
+    def __init__(self, space: Any, *, plain: bool = False) -> None:
         from perftune.search._base import BoundedDict
         from perftune.space import Config
         from perftune.trial import Status, Trial
@@ -92,7 +92,10 @@ class _Encoder:
         self._trial_cls = Trial
         self._status_cls = Status
         self._bounded_cls = BoundedDict
-        self._helpers = {cls: key for key, cls in _state_classes().items()}
+        # plain: data only, decoded as itself (no helper objects nor nested states, which decode into
+        # what an owner's constructor built; see data_problem).
+        self._plain = plain
+        self._helpers = {} if plain else {cls: key for key, cls in _state_classes().items()}
         self.configs: list[dict[str, Any]] = []
         self._config_ids: dict[Any, int] = {}
 
@@ -131,7 +134,7 @@ class _Encoder:
             return {"$dict": self._pairs(obj, where, d)}
         if t is self._config_cls:
             return {"$config": self.config(obj)}
-        if obj is self._space:
+        if obj is self._space and not self._plain:
             return {"$space": 0}
         if t is self._status_cls:
             return {"$status": obj.value}
@@ -150,7 +153,7 @@ class _Encoder:
         key = self._helpers.get(t)
         if key is not None:
             return {"$obj": key, "attrs": self.value(dict(vars(obj)), where, d)}
-        state_dict = getattr(obj, "state_dict", None)
+        state_dict = None if self._plain else getattr(obj, "state_dict", None)
         if callable(state_dict) and callable(getattr(obj, "load_state_dict", None)):
             state = state_dict()
             if not isinstance(state, dict):
@@ -332,6 +335,27 @@ def encode(payload: Mapping[str, Any], space: Any) -> bytes:
     document = {"format": FORMAT, "version": FORMAT_VERSION, "perftune": _perftune_version(),
                 "configs": encoder.configs, "state": body}
     return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+
+def data_problem(value: Any, space: Any, where: str) -> str | None:
+    """Why ``value`` cannot go into a checkpoint as plain data (decoded as itself), or None when it can.
+
+    For values the driver keeps for others (what objectives publish through their ``EvalContext``):
+    numbers, strings, containers, numpy data, configurations and trials, not objects.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> space = Space({"x": Int(0, 9)})
+        >>> data_problem({"weights": [0.5, 1.0]}, space, "shared['risk']") is None
+        True
+        >>> data_problem(object(), space, "shared['lock']")
+        "checkpoint: shared['lock'] holds a builtins.object, which is not checkpoint data"
+    """
+    try:
+        _Encoder(space, plain=True).value(value, where)
+    except CheckpointError as error:
+        return str(error).split(" (override", 1)[0]
+    return None
 
 
 def decode(blob: bytes, space: Any, *, what: str = "checkpoint") -> dict[str, Any]:

@@ -19,7 +19,7 @@ import numbers
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -249,6 +249,37 @@ class _State:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM while the block runs (the signals that came are in the list it gives).
+
+    For the end of a run: a second Ctrl-C while the checkpoint, the run's status and the lease are
+    written must not leave the run half ended. Only the main thread can set signal handlers; elsewhere
+    nothing is held.
+    """
+    import signal
+    import threading
+
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, _frame: Any) -> None:
+        held.append(signum)
+
+    before: dict[signal.Signals, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            before[signum] = signal.signal(signum, hold)
+    try:
+        yield held
+    finally:
+        for signum, handler in before.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 def _check_run_args(workers: Any, executor: Any, timeout_s: Any) -> None:
     """Refuse bad run arguments before anything is created or written."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -397,6 +428,7 @@ class Tuner:
         self._best: Trial | None = None
         # What objectives published through their EvalContext; sent with every later submission.
         self._shared: dict[str, Any] = {}
+        self._shared_warned: set[str] = set()  # published keys a checkpoint cannot hold (warned once)
         self._default_id: int | None = None
         self._n_counted = 0  # finished trials that count against the budget (cancelled ones don't)
         self._status_counts: dict[str, int] = {}
@@ -406,6 +438,15 @@ class Tuner:
         self._resume_pending: set[int] = set()
         self._stored_after: dict[int, Trial] = {}
         self._reissue: list[int] = []
+        # The run's status in the store as this tuner left it; a run that ended (a resumed one, a second
+        # run()) is marked running again once driven, and release() gives it back its status before
+        # (_status_before) when nothing was recorded since (_n_trials_at_mark).
+        self._run_status: str | None = None
+        self._status_before: str | None = None
+        self._n_trials_at_mark = 0
+        # Whether self.budget is a resumed run's stored one (a budget given to run() replaces it).
+        self._budget_from_store = False
+        self._random_starts_queued = False  # ASHA's random starts were drawn already (a resume did it)
         self.deciding_s = 0.0  # time spent in technique.ask/tell
         self._started_at: float | None = None  # when the clock of a time budget started
         self._deadline: float | None = None  # the deadline of run() while it runs
@@ -433,6 +474,7 @@ class Tuner:
             self._pending: dict[int, _Ticket] = dict(st.pending)
             self._n_since_best = st.n_since_best
             self._default_id = st.extras.get("default_id")
+            self._shared = dict(st.extras.get("shared") or {})
             self._run = _resume_run
             return
 
@@ -470,7 +512,9 @@ class Tuner:
             # n_propose new measurements: a prior configuration already queued (the default) is not one.
             for config in [c for c in prior.ranked if c not in queued][: warm.n_propose]:
                 self._queue.append((config, "seed"))
-            warm_settings = {"warm_start": {"n_sources": prior.n_sources, "n_propose": warm.n_propose}}
+            # skipped: runs of a whole store left out, having no successful configuration in this space.
+            warm_settings = {"warm_start": {"n_sources": prior.n_sources, "n_propose": warm.n_propose,
+                                            "skipped": list(prior.skipped)}}
 
         if self._store is not None:
             run_settings = {
@@ -487,6 +531,7 @@ class Tuner:
             first = _checkpoint.encode(self._checkpoint_payload(), self.space)
             self._run = self._store.create_run(name, space, run_settings, self.goal, self.metric,
                                                environment=environment, checkpoint=first)
+            self._run_status = "running"
             self._take_lease()
 
     # ------------------------------------------------------------------ helpers
@@ -542,7 +587,10 @@ class Tuner:
     @property
     def n_trials(self) -> int:
         """Trials that count against the budget: finished ones, cancelled excluded, plus those in flight."""
-        return self._n_counted + len(self._pending)
+        # A seeded resume takes the stored trials in ticket order; any it could not re-derive yet count too.
+        uncounted = (Status.CANCELLED, Status.PRUNED)
+        later = sum(1 for t in self._stored_after.values() if t.status not in uncounted)
+        return self._n_counted + len(self._pending) + later
 
     @property
     def n_in_flight(self) -> int:
@@ -654,6 +702,7 @@ class Tuner:
             ('added', 3)
         """
         full = self._as_config(config, "add_trial()")
+        self._mark_running()
         known = self._by_config.get(full)
         if known is not None:
             raise PerftuneError(f"add_trial(): {full.to_json()} is already trial {known} of this run")
@@ -665,13 +714,15 @@ class Tuner:
         self._by_config[full] = ticket
         self._pending[ticket] = _Ticket(full, "added")
         try:
-            return self.tell(ticket, value, metrics=metrics, samples=samples, error=error)
+            told = self._tell(ticket, value, metrics=metrics, samples=samples, error=error)
         except PerftuneError:
             # A bad value: record nothing, and give the ticket back (a seeded run needs no gaps).
             self._pending.pop(ticket, None)
             self._by_config.pop(full, None)
             self._next_id = ticket
             raise
+        self._maybe_checkpoint()
+        return told
 
     def stop(self, reason: str = "stopped") -> None:
         """Issue no new trial: ``ask()`` returns None and ``run()`` ends once what is in flight finished.
@@ -771,9 +822,17 @@ class Tuner:
     def ask(self) -> Trial | None:
         """Issue the next trial, or None when the budget is spent or the space is exhausted.
 
+        A resumed run first hands out again the trials that were in flight when it stopped (under their
+        tickets); trials it stored after its last checkpoint are never handed out again.
+
         Raises:
             PerftuneError: in a seeded run, when the result of an older ticket is needed first.
         """
+        self._rederive_stored()
+        again = self._take_reissue()  # in flight when the run stopped: issued already, counted already
+        if again is not None:
+            self._mark_running()
+            return again
         reason = self._budget_reason(self.budget)
         if reason is not None:
             self._stop_reason = reason
@@ -784,7 +843,10 @@ class Tuner:
             raise PerftuneError(
                 f"ask(): this seeded run applies results in ticket order (lag {self.lag}); "
                 f"tell the result of trial {waiting[0]} first")
-        return self._issue()
+        trial = self._issue()
+        if trial is not None:
+            self._mark_running()
+        return trial
 
     def _issue(self) -> Trial | None:
         self._apply_ready()
@@ -828,6 +890,9 @@ class Tuner:
         measured by whoever ran it; they are stored with the trial. Both default to the time of this
         call.
 
+        With a store, a checkpoint is written every ``checkpoint_every`` trials and at least every
+        ``checkpoint_interval_s`` seconds, as :meth:`run` does.
+
         Example:
             >>> from perftune.space import Int, Space
             >>> tuner = Tuner(Space({"x": Int(0, 3)}), budget=1)
@@ -836,6 +901,24 @@ class Tuner:
             >>> (told.started_at, told.finished_at, tuner.ask())
             (100.0, 101.5, None)
         """
+        told = self._tell(trial, value, error=error, status=status, metrics=metrics, samples=samples,
+                          started_at=started_at, finished_at=finished_at)
+        self._maybe_checkpoint()
+        return told
+
+    def _tell(
+        self,
+        trial: Trial | int,
+        value: float | Mapping[str, Any] | None = None,
+        *,
+        error: str | None = None,
+        status: Status | None = None,
+        metrics: Mapping[str, float] | None = None,
+        samples: Sequence[float] | None = None,
+        started_at: float | None = None,
+        finished_at: float | None = None,
+    ) -> Trial:
+        """:meth:`tell` without the checkpoint."""
         ticket = trial if isinstance(trial, int) else trial.id
         if ticket not in self._pending:
             raise PerftuneError(f"tell(): trial {ticket} was not issued by this tuner, or was already told")
@@ -978,6 +1061,9 @@ class Tuner:
     def _absorb(self, trial: Trial) -> None:
         """Account for a finished trial: results, best, patience and counts."""
         self._trials[trial.id] = trial
+        if trial.technique == "default" and self._default_id is None:
+            # The baseline taken from the store (an unseeded resume whose checkpoint predates it).
+            self._default_id = trial.id
         self._status_counts[trial.status.value] = self._status_counts.get(trial.status.value, 0) + 1
         if trial.status is Status.CANCELLED:
             # Cancelled evaluations are not counted; their configuration may be proposed again later.
@@ -1013,7 +1099,29 @@ class Tuner:
         }
         if self._checks_metrics:
             driver["objectives"] = self.objectives.to_dict()
-        return {"driver": driver, "technique": state_of(self._technique)}
+        return {"driver": driver, "technique": state_of(self._technique), "shared": self._shared_data()}
+
+    def _shared_data(self) -> dict[str, Any]:
+        """What objectives published (a verifier's risk model, ...) that a checkpoint can hold as data.
+
+        A value it cannot hold (an object) is left out, with one warning per key, rather than failing the run.
+        """
+        kept: dict[str, Any] = {}
+        for key, value in self._shared.items():
+            problem = _checkpoint.data_problem(value, self.space, f"shared[{key!r}]")
+            if problem is None:
+                kept[key] = value
+                continue
+            if key not in self._shared_warned:
+                self._shared_warned.add(key)
+                import warnings
+
+                from perftune.errors import RunWarning
+
+                warnings.warn(f"{problem}: the published value {key!r} is not kept in the run's checkpoint "
+                              "(a resumed run starts without it); publish plain data", RunWarning,
+                              stacklevel=2)
+        return kept
 
     @staticmethod
     def _state_from(payload: dict[str, Any], space: Any, what: str) -> _State:
@@ -1045,7 +1153,8 @@ class Tuner:
                 applied_upto=int(d["applied_upto"]),
                 queue=queue, pending=pending,
                 n_since_best=int(d["n_since_best"]),
-                extras={"default_id": d["default_id"], "objectives": objectives},
+                extras={"default_id": d["default_id"], "objectives": objectives,
+                        "shared": Tuner._shared_from(payload.get("shared"))},
             )
         except _checkpoint.CheckpointError:
             raise
@@ -1053,6 +1162,15 @@ class Tuner:
             raise _checkpoint.CheckpointError(f"{what} does not fit this perftune: {exc}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise _checkpoint.CheckpointError(f"{what} is corrupt: {type(exc).__name__}: {exc}") from None
+
+    @staticmethod
+    def _shared_from(shared: Any) -> dict[str, Any]:
+        """The published values of a checkpoint (none in one written before they were kept)."""
+        if shared is None:
+            return {}
+        if not isinstance(shared, dict) or not all(isinstance(k, str) for k in shared):
+            raise ValueError(f"shared: expected an object of published values, got {type(shared).__name__}")
+        return dict(shared)
 
     @staticmethod
     def _check_driver(d: Any, space: Any, what: str) -> None:
@@ -1175,8 +1293,33 @@ class Tuner:
 
     def release(self) -> None:
         """Give the run's lease back without ending the run (a driver that stops before its loop begins):
-        another driver may then resume it. ``run()`` and :meth:`close` give it back themselves."""
+        another driver may then resume it. ``run()`` and :meth:`close` give it back themselves.
+
+        A resumed run that recorded nothing since gets back the status it had (``finished``, ...); one
+        that recorded trials stays ``running``, which ``perftune runs`` shows as "running (no driver)".
+        """
+        before, self._status_before = self._status_before, None
+        if (before is not None and self._lease is not None and self._store is not None
+                and self._run is not None and len(self._trials) == self._n_trials_at_mark):
+            with contextlib.suppress(Exception):  # the lease is given back whatever happens here
+                self._store.finish_run(self._run.id, before)
+                self._run_status = before
         self._release_lease()
+
+    def _mark_running(self) -> None:
+        """A run that had ended (resumed, or run again) is driven again: marked running, so that `perftune
+        runs` shows it so (with "no driver" once this driver dies). A resume that measures nothing leaves
+        the run as it was."""
+        if (self._run_status in (None, "running") or self._store is None or self._run is None
+                or self._lease is None):
+            return
+        self._store.finish_run(self._run.id, "running")
+        self._status_before, self._run_status = self._run_status, "running"
+        self._n_trials_at_mark = len(self._trials)
+
+    def _ended(self, status: str) -> None:
+        """The run is stored as ``status`` (finish_run): what a later run() or resume starts from."""
+        self._run_status, self._status_before = status, None
 
     def _release_lease(self) -> None:
         lease, self._lease = self._lease, None
@@ -1213,8 +1356,13 @@ class Tuner:
     ) -> Tuner:
         """Continue a stored run from its last checkpoint.
 
-        Trials that finished after the checkpoint are taken from the store (never measured twice);
-        evaluations that were in flight when the run stopped are issued again under their tickets.
+        Trials that finished after the checkpoint are taken from the store (never measured twice) and
+        count at once (:attr:`n_trials`, :meth:`result`, the budget); a seeded run re-derives their
+        tickets here, checking that each gives the stored configuration. Evaluations that were in flight
+        when the run stopped are issued again under their tickets, first (by ``run()`` and ``ask()``).
+        :attr:`budget` is the run's stored budget; one given to ``run()`` replaces it. The run is marked
+        running once it is driven again (``run()``, ``ask()``); :meth:`release` before that leaves it as
+        it was.
         The tuner holds the run's lease (no other driver may drive it) until ``run()`` ends, is
         interrupted, or ``close()`` is called; a lease of a dead driver on this host, or one whose
         heartbeat is older than ``perftune.store.LEASE_TIMEOUT_S``, is taken over.
@@ -1229,6 +1377,7 @@ class Tuner:
         Raises:
             LeaseError: another driver drives the run ("run X is being driven by host:pid since T").
             CheckpointError: the checkpoint is of another format or perftune version, or corrupt.
+            PerftuneError: a stored ticket re-derives another configuration than the stored one.
         """
         from perftune.space import Space
         from perftune.store import open_store
@@ -1269,6 +1418,22 @@ class Tuner:
                 except PerftuneError as exc:
                     raise PerftuneError(f"resume: run {info.name!r}: settings.pruner: {exc}") from None
             tuner._replay_store(st_store.trials(info.id))
+            budget = (info.settings or {}).get("budget")
+            if isinstance(budget, Mapping) and any(v is not None for v in budget.values()):
+                try:
+                    tuner.budget = Budget(**{k: v for k, v in budget.items() if v is not None})
+                except (TypeError, PerftuneError) as exc:
+                    raise PerftuneError(f"resume: run {info.name!r}: settings.budget: {exc}") from None
+                tuner._budget_from_store = True
+            if tuner._stored_after:
+                if (tuner._next_id == 0 and isinstance(tuner._pruner, ASHA)
+                        and tuner._pruner.random_starts):
+                    # A checkpoint from before the run's first trial: its first run() drew these first.
+                    tuner._queue_random_starts(tuner._pruner.random_starts)
+                    tuner._random_starts_queued = True
+                # Every stored trial counts now (n_trials, result(), budgets), not once run() re-derived it.
+                tuner._rederive_stored()
+            tuner._run_status = info.status  # marked running once driven (_mark_running)
         except BaseException:
             if lease is not None:
                 with contextlib.suppress(Exception):
@@ -1387,6 +1552,7 @@ class Tuner:
         return None
 
     def _next_trial(self, budget: Budget | None) -> Trial | None:
+        self._rederive_stored()
         again = self._take_reissue()
         if again is not None:
             return again
@@ -1394,29 +1560,57 @@ class Tuner:
         if reason is not None:
             self._stop_reason = reason
             return None
-        stored_after = self._stored_after
-        while True:
-            trial = self._issue()
-            if trial is None or trial.id not in stored_after:
-                return trial
-            # Seeded resume: this ticket already finished before the crash; take its stored result.
-            stored = stored_after.pop(trial.id)
-            self._pending.pop(trial.id, None)
-            if stored.config != trial.config:
-                raise PerftuneError(f"resume: ticket {trial.id} re-derived a different configuration; "
-                                    "the search is not deterministic")
-            if self._fidelity is not None and stored.intermediate:
-                # Its reports go on the rungs where the run that crashed put them: before the next ticket.
-                from perftune.drive._fidelity import replay
+        if not self._ready():
+            return None  # a stored ticket waits for the result of one in flight
+        return self._issue()
 
-                replay(self._fidelity, stored.id, stored.intermediate)
-            self._absorb(stored)
-            reason = self._budget_reason(budget)
-            if reason is not None:
-                self._stop_reason = reason
-                return None
-            if not self._ready():
-                return None
+    def _rederive_stored(self) -> None:
+        """Seeded resume: take, in ticket order, the trials stored after the last checkpoint.
+
+        Each ticket is issued again, as the run that stopped issued it (the same proposal, checked to be
+        the stored configuration), and its stored result is taken instead of measuring it again. A
+        ticket in between that the store lacks was in flight when the run stopped: it is issued here
+        too, and handed out again first (``_reissue``), as the checkpoint's are. Stops where the next
+        stored ticket needs a result still to come (its trials count meanwhile: :attr:`n_trials`).
+        """
+        stored_after = self._stored_after
+        while stored_after and self._ready():
+            stored = stored_after.pop(self._next_id, None)
+            if stored is None:
+                lost = self._issue()  # in flight when the run stopped: measured again
+                if lost is None:
+                    raise PerftuneError(f"resume: ticket {self._next_id} cannot be issued again (the space "
+                                        "is exhausted); the search is not deterministic")
+                self._reissue.append(lost.id)
+                continue
+            self._take_stored(stored)
+
+    def _take_stored(self, stored: Trial) -> None:
+        """Issue ticket ``stored.id`` again and account for its stored result (see _rederive_stored)."""
+        ticket = stored.id
+        assert ticket == self._next_id
+        head = self._queue[0][0] if self._queue else None
+        if stored.technique in ("added", "enqueued") and head != stored.config:
+            # Given by the caller after the checkpoint (add_trial, enqueue): not a proposal to derive.
+            if stored.technique == "enqueued":
+                self._apply_ready()  # as ask() did before it took the configuration from the queue
+            for item in [item for item in self._queue if item[0] == stored.config]:
+                self._queue.remove(item)
+            self._next_id += 1
+            self._by_config[stored.config] = ticket
+        else:
+            trial = self._issue()
+            self._pending.pop(ticket, None)
+            if trial is None or trial.config != stored.config:
+                raise PerftuneError(f"resume: ticket {ticket} re-derived a different configuration; "
+                                    "the search is not deterministic")
+        if self._fidelity is not None and stored.intermediate:
+            # Its reports go on the rungs where the run that crashed put them: before the next ticket.
+            # (Re-derived before run() began, they are replayed when its rungs are made.)
+            from perftune.drive._fidelity import replay
+
+            replay(self._fidelity, stored.id, stored.intermediate)
+        self._absorb(stored)
 
     def run(
         self,
@@ -1469,7 +1663,11 @@ class Tuner:
         docs/fidelity.md). A run of several objectives is not pruned: give ``pruner=False``.
         """
         limit = Budget.coerce(budget)
-        limit = self.budget if limit is None else limit.merged(self.budget)
+        if limit is None:
+            limit = self.budget
+        elif not self._budget_from_store:
+            limit = limit.merged(self.budget)
+        # (A resumed run's stored budget gives way to the one given here: run(f, 150) extends it.)
         if limit is None:
             raise PerftuneError("run(): give a budget (a number of trials, a duration or a perftune.Budget)")
         _check_run_args(workers, executor, timeout_s)
@@ -1477,6 +1675,7 @@ class Tuner:
             raise PerftuneError(f"pruner must be a perftune.drive.ASHA, True or False, got {pruner!r}")
         reports, prune_with = self._pruner_of(objective, pruner)  # before anything starts or is measured
         self._take_lease()  # again, when an earlier run() of this tuner gave the run back
+        self._mark_running()
         if reports:
             self._remember_pruner(prune_with)
         if executor == "dask":
@@ -1510,10 +1709,12 @@ class Tuner:
         try:
             self._loop(executor, limit, deadline, in_flight, bar, on_trial)
         except KeyboardInterrupt:
-            # In-flight tickets stay pending in the checkpoint, so that a resume issues them again.
-            executor.cancel_all("interrupted")
-            self._stop_reason = "interrupted"
-            self._finish(executor, bar, "interrupted")
+            # In-flight tickets stay pending in the checkpoint, so that a resume issues them again. A
+            # second Ctrl-C waits until the run is stored as interrupted and its lease given back.
+            with _interrupts_held():
+                executor.cancel_all("interrupted")
+                self._stop_reason = "interrupted"
+                self._finish(executor, bar, "interrupted")
             if self._store is not None and self._run is not None:
                 import sys
 
@@ -1527,12 +1728,16 @@ class Tuner:
                         ".run(objective, budget)")
             raise
         except BaseException:
-            self._finish(executor, bar, "crashed")
+            with _interrupts_held():
+                self._finish(executor, bar, "crashed")
             raise
         finally:
             self._deadline = None
             self._stop_fidelity()
-        self._finish(executor, bar, "finished")
+        with _interrupts_held() as held:
+            self._finish(executor, bar, "finished")
+        if held:
+            raise KeyboardInterrupt  # pressed while the run ended: it ended, stored as finished
         return self.result()
 
     def _pruner_of(self, objective: Any, pruner: ASHA | bool | None) -> tuple[bool, ASHA | None]:
@@ -1585,7 +1790,8 @@ class Tuner:
         for trial in self.trials:  # a resumed run, or a second run() of this tuner
             if trial.intermediate:
                 replay(fidelity, trial.id, trial.intermediate)
-        if settings is not None and settings.random_starts and self._next_id == 0:
+        if settings is not None and settings.random_starts and self._next_id == 0 \
+                and not self._random_starts_queued:
             self._queue_random_starts(settings.random_starts)
         return fidelity
 
@@ -1654,7 +1860,7 @@ class Tuner:
                         break
                     trial = self._next_trial(limit)
                 if trial is None:
-                    exhausted = True
+                    exhausted = bool(self._stop_reason)  # else a result in flight is awaited first
                     break
                 in_flight.add(trial.id)
                 if with_context:
@@ -1697,8 +1903,14 @@ class Tuner:
             bar.close()
         if self._store is not None and self._run is not None and not self._lease_lost:
             try:
-                self.checkpoint()
-                self._store.finish_run(self._run.id, status)
+                try:
+                    self.checkpoint()
+                finally:
+                    # The status before the lease goes: never 'running' with no driver and no lease (but
+                    # nothing is written for a run that another driver took over).
+                    if not self._lease_lost:
+                        self._store.finish_run(self._run.id, status)
+                        self._ended(status)
             finally:
                 self._release_lease()
                 self._fold_log()
@@ -1721,13 +1933,19 @@ class Tuner:
 
         A closed run can still be resumed (``Tuner.resume``) or extended.
         """
-        self.checkpoint()
-        if self._store is not None and self._run is not None and not self._lease_lost:
+        with _interrupts_held() as held:
             try:
-                self._store.finish_run(self._run.id, status)
-            finally:
-                self._release_lease()
-                self._fold_log()
+                self.checkpoint()
+            finally:  # the status even when the checkpoint failed, unless another driver took the run
+                if self._store is not None and self._run is not None and not self._lease_lost:
+                    try:
+                        self._store.finish_run(self._run.id, status)
+                        self._ended(status)
+                    finally:
+                        self._release_lease()
+                        self._fold_log()
+        if held:
+            raise KeyboardInterrupt  # pressed while the run was closed: it is closed, as asked
 
 
 class _Progress:
