@@ -38,6 +38,8 @@ def _task(tmp_path: Path, objective: str) -> Path:
         [timing]
         repeats = 1
         warmup_runs = 0
+        [check]
+        stdout = "none"
         """))
     return task
 

@@ -10,9 +10,12 @@ import threading
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftune.errors import PerftuneError, StoreError
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["DEFAULT_PORT", "create_app", "is_loopback", "serve"]
 
@@ -449,18 +452,24 @@ def serve(store: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, toke
         raise PerftuneError("dashboard: --token must not be empty")
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(18)
-    _check_port(host, port)
-    app = create_app(store, token=token)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    echo(f"perftune dashboard of {app.state.store.location}: {url}")
-    echo("read-only; Ctrl-C stops it" + ("" if token is None else "; the token is needed for every page"))
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-    uvicorn.Server(config).run()
+    # Bound here and handed to uvicorn: the URL names the port the server listens on (--port 0 asks the
+    # system for a free one), and a port that is taken is one clear line (uvicorn would log and exit 3).
+    sock = _bind(host, port)
+    try:
+        app = create_app(store, token=token)
+        port = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+        echo(f"perftune dashboard of {app.state.store.location}: {url}")
+        echo("read-only; Ctrl-C stops it" + ("" if token is None else "; the token is needed for every page"))
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
-def _check_port(host: str, port: int) -> None:
-    """One clear line when the address cannot be listened on (uvicorn would log and exit with 3)."""
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``; PerftuneError, one line, when it cannot be."""
     import socket
 
     try:
@@ -468,10 +477,11 @@ def _check_port(host: str, port: int) -> None:
     except OSError as error:
         raise PerftuneError(f"dashboard: --host {host}: {error.strerror or error}") from None
     family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as error:
-            raise PerftuneError(f"dashboard: cannot listen on {host}:{port}: "
-                                f"{error.strerror or error}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise PerftuneError(f"dashboard: cannot listen on {host}:{port}: {error.strerror or error}") from None
+    return sock

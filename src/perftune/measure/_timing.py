@@ -277,7 +277,9 @@ class SpeedupCI:
 
     ``estimate > 1`` means the winner is better (faster when minimising, higher when maximising).
     ``ratio`` is False when a sample is 0 or negative: there is no ratio then, and the numbers are 1 plus
-    the relative improvement (the difference of the means over the baseline's mean).
+    the relative improvement (the difference of the means over the baseline's mean). When the baseline's
+    mean is 0 there is no relative improvement either: the numbers are NaN, and ``difference`` holds the
+    winner's mean minus the baseline's.
     """
 
     estimate: float
@@ -285,8 +287,12 @@ class SpeedupCI:
     hi: float
     confidence: float
     ratio: bool = True
+    difference: float | None = None
 
     def __str__(self) -> str:
+        if self.difference is not None:
+            return (f"n/a: the baseline's value is 0, so there is no relative improvement (the winner's "
+                    f"differs by {self.difference:+.6g})")
         if not self.ratio:
             return (f"{(self.estimate - 1) * 100:+.1f}% [{(self.lo - 1) * 100:+.1f}%, "
                     f"{(self.hi - 1) * 100:+.1f}%] at {self.confidence:.0%} (relative, not a ratio)")
@@ -308,5 +314,11 @@ def speedup_ci(
     d, lo, hi, log_scale = _diff_interval(winner, baseline, confidence, goal)
     if log_scale:
         return SpeedupCI(math.exp(-d), math.exp(-hi), math.exp(-lo), confidence)
+    base_mean = float(np.mean(np.asarray(baseline, dtype=float)))
+    if base_mean == 0.0:
+        # Nothing to be relative to: _diff_interval's scale of 1 would print the difference as a
+        # percentage (a default of 0 and a best of 3 as "+300%").
+        difference = float(np.mean(np.asarray(winner, dtype=float))) - base_mean
+        return SpeedupCI(math.nan, math.nan, math.nan, confidence, ratio=False, difference=difference)
     # Non-positive metrics: report the relative improvement + 1 instead of a ratio.
     return SpeedupCI(1 - d, 1 - hi, 1 - lo, confidence, ratio=False)

@@ -11,6 +11,9 @@ SQLite opens it (a FIFO would block the open for ever), and so is a database hol
 trigger (perftune creates none: a view named like one of its tables could make every read run for
 ever, a trigger would run on perftune's own writes). Long statements stay interruptible: SQLite calls
 a progress handler, in which Python runs the handlers of Ctrl-C and SIGTERM.
+
+A store shared by several users: a reader never leaves -wal or -shm files that the store's owner cannot
+write (see ``_reader_would_strand_files``), and a writer that finds one names it in one line.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from perftune.errors import StoreError
 from perftune.store import _schema as schema
@@ -100,6 +103,35 @@ def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any, *, read_only
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _side_files(path: Path) -> tuple[Path, Path]:
+    """The write-ahead log and its shared-memory index, beside the store file (WAL mode)."""
+    return Path(f"{path}-wal"), Path(f"{path}-shm")
+
+
+def _reader_would_strand_files(path: Path) -> bool:
+    """Whether a reader that opened ``path`` now would create -wal and -shm files its owner cannot write.
+
+    With no -wal file, no process has the store open (SQLite creates it on a connection's first read and
+    removes it when the last writer closes), so a reader would create both, and a read-only connection
+    never removes them. SQLite gives them the reader's uid (as root, the store file's) and the store
+    file's mode: when that is not the store's owner, or the mode does not let the owner write, the owner's
+    next write fails ("attempt to write a readonly database") until someone removes them. Such a reader
+    reads the file as it is instead (``immutable=1``): without a -wal file it holds every committed trial.
+    """
+    return _reader_is_foreign(path) and not _side_files(path)[0].exists()
+
+
+def _reader_is_foreign(path: Path) -> bool:
+    """Whether -wal and -shm files this process created for ``path`` would not be writable by its owner:
+    SQLite gives them the creator's uid (as root, the store file's) and the store file's mode."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    creator = info.st_uid if os.geteuid() == 0 else os.geteuid()
+    return creator != info.st_uid or not info.st_mode & stat.S_IWUSR
 
 
 def _read_only_place(path: Path) -> bool:
@@ -174,15 +206,22 @@ class SqliteDialect(Dialect):
                 # log: this is how it sees a writer's new trials), and SQLite creates them when they are
                 # missing; a read-only connection cannot checkpoint, so it leaves them when it closes. They
                 # are not removed here: another process may have the store open, and removing its log
-                # would lose its writes. The next writer folds them in and removes them; `immutable=1`
-                # would need neither, but would not see a concurrent writer (used only on a read-only
-                # file system, above).
-                engine = sa.create_engine(
-                    url,
-                    creator=lambda: sqlite3.connect(
-                        f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
-                        isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000),
-                )
+                # would lose its writes. The next writer folds them in and removes them.
+                # A reader that would leave files the store's owner cannot write (another user; a store
+                # whose mode lets no one write it) opens it immutable while no -wal file exists, so
+                # creating none; each connection decides anew (no pool): once a writer has the store
+                # open, its -wal and -shm files are there, and a reader sees its new trials through them.
+                # (An immutable read takes no lock: a writer that started after it and folded its log
+                # into the file during that one read could show it a mix of old and new pages.)
+                resolved = path.resolve()
+
+                def connect() -> sqlite3.Connection:
+                    query = "immutable=1" if _reader_would_strand_files(resolved) else "mode=ro"
+                    return sqlite3.connect(f"{resolved.as_uri()}?{query}", uri=True, check_same_thread=False,
+                                           isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
+
+                engine = sa.create_engine(url, creator=connect,
+                                          **({"poolclass": NullPool} if _reader_is_foreign(resolved) else {}))
                 event.listen(engine, "connect", functools.partial(_on_connect, read_only=True))
                 return engine
             engine = sa.create_engine(
@@ -203,6 +242,8 @@ class SqliteDialect(Dialect):
         if not path.exists():
             _create_store_file(path, self.url, initialise)
         _check_file(path)
+        if not self.read_only:
+            _check_side_files(path)
         _warn_if_readable_by_others(path)
         return False  # an existing file is a perftune store or is refused: never initialised here
 
@@ -324,8 +365,9 @@ def _check_file(path: Path) -> None:
     if head != SQLITE_MAGIC:
         raise StoreError(f"{str(path)!r} is not a perftune store (not a SQLite database)")
     # Read-only, before the store's own connection switches the file to WAL mode (a write).
-    # On a read-only file system, immutable: no -wal or -shm file is needed (or could be made).
-    query = "immutable=1" if _read_only_place(path) else "mode=ro"
+    # On a read-only file system, immutable: no -wal or -shm file is needed (or could be made); nor made
+    # where its owner could not write them (see _reader_would_strand_files).
+    query = "immutable=1" if _read_only_place(path) or _reader_would_strand_files(path) else "mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)) as conn:
             # Only sqlite_master is read: no view or trigger of the file runs here.
@@ -342,6 +384,50 @@ def _check_file(path: Path) -> None:
         raise StoreError(f"{str(path)!r} is not a perftune store (it holds tables {listed})")
 
 
+def _owner_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _check_side_files(path: Path) -> None:
+    """Refuse, in one line naming it, a -wal or -shm file beside the store that this process cannot write.
+
+    SQLite would open it read-only and fail the first write with "attempt to write a readonly database",
+    naming no file. A reader of another user leaves such files (an older perftune's, or one that opened
+    the store while a writer had it open), and so does a reader of a store chmod-ed read-only.
+    """
+    import shlex
+
+    blocked = []
+    for side in _side_files(path):
+        try:
+            info = side.stat()
+        except OSError:
+            continue
+        if not os.access(side, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+            blocked.append((side, info))
+    if not blocked:
+        return
+    named = ", ".join(f"{str(side)!r} (owner {_owner_name(info.st_uid)}, mode {info.st_mode & 0o777:04o})"
+                      for side, info in blocked)
+    # The index (-shm) is rebuilt from the log, and an empty log holds nothing: both may go. A log with
+    # frames holds commits not yet in the store file: it is replaced by a copy of one's own, never removed.
+    removable: list[str] = []
+    copied: list[str] = []
+    for side, info in blocked:
+        kind = removable if side.name.endswith("-shm") or not info.st_size else copied
+        kind.append(shlex.quote(str(side)))
+    fixes = ([f"rm {' '.join(removable)}"] if removable else []) + [
+        f"cp {k} {k}.copy && mv {k}.copy {k} (it holds writes not yet in the store file)" for k in copied]
+    raise StoreError(f"store {str(path)!r}: this user cannot write {named}, which SQLite needs for every "
+                     "write (left by a read-only command of another user, or while the store was read-only): "
+                     f"while no one has the store open, {'; '.join(fixes)}")
+
+
 def _warn_if_readable_by_others(path: Path) -> None:
     """One line when an existing store of ours (made by an older perftune, or chmod-ed) is not private."""
     try:
@@ -353,8 +439,19 @@ def _warn_if_readable_by_others(path: Path) -> None:
     if not mode & 0o077 or info.st_uid != os.geteuid() or key in _warned_modes:
         return
     _warned_modes.add(key)
+    # Its -wal and -shm files too, made with the store's mode of their day, where they are as open and
+    # hold something (SQLite gives an empty one the store's mode when it opens it).
+    files = " ".join(repr(str(f)) for f in (path, *_side_files(path)) if f == path or _open_to_others(f))
     print(f"perftune: warning: store {str(path)!r} can be read by other users (mode {mode:04o}), "
-          f"evaluated programs included: chmod 600 {str(path)!r}", file=sys.stderr)
+          f"evaluated programs included: chmod 600 {files}", file=sys.stderr)
+
+
+def _open_to_others(path: Path) -> bool:
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return bool(info.st_mode & 0o077 and info.st_size)
 
 
 def _create_store_file(path: Path, url: URL, initialise: Callable[[URL], None]) -> None:

@@ -23,6 +23,7 @@ import re
 import shlex
 import stat
 import statistics
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -170,6 +171,7 @@ class CommandObjective:
         self.staged: dict[str, str] = {}
         # Called directly (no driver, so no context): the incumbent and what was learnt, kept here.
         self._memory: dict[str, Any] = {}
+        self._noted_unchecked = False  # this process has looked at _NOTED_UNCHECKED already
 
     # -- sandbox -------------------------------------------------------------------------------
     def sandbox(self, *, sanitizer: bool = False) -> Sandbox:
@@ -634,6 +636,7 @@ class CommandObjective:
             TrialTimeout: A step ran past its timeout.
             Pruned: Not promoted at a level below the last.
         """
+        self._note_unchecked_output()
         shared = _Shared(self._memory, context)
         if technique is None and context is not None:
             technique = context.technique
@@ -948,10 +951,33 @@ class CommandObjective:
                 first_hash = r.stdout_sha256
         return None
 
+    def _note_unchecked_output(self) -> None:
+        """One line on stderr at the first evaluation of a task that compares no output (no ``[check]
+        stdout`` or ``files``): a configuration that prints a wrong answer can win then, and the README
+        once said every output was checked. Once for all the run's worker processes (a mark in the
+        shared state directory); at the first evaluation, not when the task loads, so that a mistake
+        found before anything is measured (a store, a budget, a checkpoint) stays one line. An explicit
+        ``stdout = "none"`` says it is on purpose: no line."""
+        if self._noted_unchecked or self.check.active or self.check.stdout_declared:
+            return
+        self._noted_unchecked = True
+        try:
+            with self._locked():
+                if self._read(_NOTED_UNCHECKED) is not None:
+                    return
+                self._write(_NOTED_UNCHECKED, True)
+        except OSError:
+            pass  # no shared state directory here (a remote worker): this process says it once
+        print(f"perftune: note: {self.task_path}: the candidates' output is not checked (the task has no "
+              '[check] stdout or files), so a configuration that prints a wrong answer can win; add [check] '
+              'stdout = "exact" (or "numeric"), or stdout = "none" to say that is on purpose',
+              file=sys.stderr)
+
     def __repr__(self) -> str:
         return f"CommandObjective({self.task_path!r}, metric={self.metric!r}, goal={self.goal!r})"
 
 
+_NOTED_UNCHECKED = "noted-unchecked.json"  # in the state directory: the note was printed
 _DETERMINISTIC = "command.deterministic"
 _RISK = "command.risk"
 

@@ -251,7 +251,19 @@ def _env_value(value: Any, where: Where, key: str) -> str:
         raise where.error(key, f"expected a string, got {_toml_type(value)} {shown}{hint}")
     if isinstance(value, float) and not math.isfinite(value):
         raise where.error(key, f"expected a string, got float {value}")
+    if isinstance(value, str) and "\0" in value:
+        raise where.error(key, "holds a NUL byte, which no environment variable can hold")
     return str(value)
+
+
+def _check_env_name(name: str, where: Where, key: str) -> None:
+    """The name of an ``env`` variable: a program cannot be started with one that is empty or holds
+    ``=`` or a NUL byte (the first step of the default configuration would fail, naming no key)."""
+    if name and "=" not in name and "\0" not in name:
+        return
+    why = "is empty" if not name else "holds '='" if "=" in name else "holds a NUL byte"
+    raise where.error(key, f"environment variable name {name!r} {why}: no program can be started with it",
+                      *_quoted(name))
 
 
 # -- templates --------------------------------------------------------------------------------------
@@ -284,6 +296,26 @@ def _check_cwd(template: str, where: Where, key: str, task_dir: Path) -> None:
         raise where.error(key, f"directory {path!r} does not exist" + (f" ({full})" if full != path else ""))
     if not os.path.isdir(full):
         raise where.error(key, f"{path!r} is not a directory")
+
+
+def _check_stdin(template: str, where: Where, key: str, task_dir: Path) -> None:
+    """A ``stdin`` known before any candidate runs (no placeholder but ``{task_dir}``) must be a readable
+    regular file, as it must be when a candidate runs (where a missing one failed the default
+    configuration's first run, naming neither key nor line)."""
+    path = static_template(template, task_dir)
+    if path is None:
+        return  # rendered per candidate ({scratch}/..., {input}, a parameter): checked when it runs
+    full = path if os.path.isabs(path) else os.path.join(task_dir, path)
+    if not os.path.exists(full):
+        why = "does not exist"
+    elif not os.path.isfile(full):
+        why = "is not a regular file"
+    elif not os.access(full, os.R_OK):
+        why = "is not readable"
+    else:
+        return
+    shown = f" ({full})" if full != path else ""
+    raise where.error(key, f"file {path!r} {why}{shown}", *_quoted(template))
 
 
 def _step(
@@ -323,6 +355,7 @@ def _step(
     timeout = _number(table, "timeout_s", where, f"{section}.timeout_s", default_timeout_s, above=0)
     env = _get(table, "env", dict, where, f"{section}.env", {})
     for k, v in env.items():
+        _check_env_name(k, where, f"{section}.env.{k}")
         _check_template(_env_value(v, where, f"{section}.env.{k}"), known, where, f"{section}.env.{k}")
     cwd = _get(table, "cwd", str, where, f"{section}.cwd")
     stdin = _get(table, "stdin", str, where, f"{section}.stdin")
@@ -331,6 +364,8 @@ def _step(
             _check_template(v, known, where, f"{section}.{k}")
     if cwd is not None and task_dir is not None:
         _check_cwd(cwd, where, f"{section}.cwd", task_dir)
+    if stdin is not None and task_dir is not None:
+        _check_stdin(stdin, where, f"{section}.stdin", task_dir)
     sanitizer = _flag(table, "sanitizer", where, f"{section}.sanitizer", None)
     if sanitizer is None:
         sanitizer = any("-fsanitize" in t for t in templates)
@@ -354,6 +389,7 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
     params = {}
     render: dict[str, dict[str, Any]] = {}
     for name, spec in table.items():
+        _check_param_name(name, where)
         if isinstance(spec, Mapping) and "fidelity" in spec:
             continue  # not searched: read_fidelity reads it
         if name in BUILTINS:
@@ -389,6 +425,7 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
         ):
             spec["options"] = spec.pop("values")
         _check_default_type(spec, ptype, where, f"space.{name}", f"{name} =")
+        _check_when(spec, name, where)
         try:
             params[name] = parameter_from_dict(spec, name)
         except PerftuneError as error:
@@ -407,9 +444,56 @@ def read_space(doc: Mapping[str, Any], where: Where) -> tuple[Space, dict[str, d
         space = Space(params, constraints)
     except SpaceError as error:
         msg = str(error)
+        # A parameter's when= (an unknown name, itself): at that parameter's own line, not at [space].
+        m = re.match(r"parameter '([^']*)': when=", msg)
+        if m and m.group(1) in params:
+            name = m.group(1)
+            when = table[name].get("when") if isinstance(table.get(name), Mapping) else None
+            needles = (*(_quoted(when) if isinstance(when, str) else ()), *_name_needles(name))
+            raise where.error(f"space.{name}.when", msg.split(": ", 1)[1], *needles) from None
         needle = next((c for c in constraints if c in msg), "")
         raise where.error("constraints" if needle else "space", msg, needle) from None
     return space, render
+
+
+def _name_needles(name: str) -> tuple[str, ...]:
+    """Needles for the line of ``[space]`` entry ``name``, bare or quoted (``"a-b" = {...}``)."""
+    return f"{name} =", f'"{name}" =', f"'{name}' ="
+
+
+def _check_param_name(name: str, where: Where) -> None:
+    """A parameter's name must be one that constraints and ``when`` can name: an identifier, not a
+    keyword (``a-b`` would read as ``a - b`` there). Templates could use any name, but a parameter that
+    no expression can name is a trap found only when a constraint is added."""
+    import keyword
+
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return
+    if name.isidentifier():
+        why = "is a Python keyword"
+    else:
+        why = "is not an identifier (letters, digits and _, not starting with a digit)"
+    fixed = re.sub(r"\W", "_", name)
+    fixed = fixed if fixed.isidentifier() and not keyword.iskeyword(fixed) else f"p_{fixed}"
+    raise where.error(f"space.{name}", f"parameter name {name!r} {why}, so constraints and when could not "
+                      f"name it: rename it (e.g. {fixed}) in [space] and in the templates",
+                      *_name_needles(name))
+
+
+def _check_when(spec: Mapping[str, Any], name: str, where: Where) -> None:
+    """A parameter's ``when``: a string that parses, its errors at its own key and line, quoting it."""
+    from perftune.space import Expression
+
+    if "when" not in spec:
+        return
+    when = spec["when"]
+    if not isinstance(when, str):
+        raise where.error(f"space.{name}.when", "expected an expression string such as \"order == 'ikj'\", "
+                          f"got {_toml_type(when)} {when!r}", *_name_needles(name))
+    try:
+        Expression(when)
+    except PerftuneError as error:
+        raise where.error(f"space.{name}.when", str(error), *_quoted(when), *_name_needles(name)) from None
 
 
 _INTEGER_TYPES = ("int", "logint", "pow2")
@@ -787,7 +871,8 @@ def read_check(
     expensive = None
     if "expensive" in check_table:
         expensive = _read_expensive(check_table["expensive"], where, known, task_dir, input_paths)
-    return CheckSpec(stdout_mode, tuple(files), rtol, atol, ignore, expensive)
+    return CheckSpec(stdout_mode, tuple(files), rtol, atol, ignore, expensive,
+                     stdout_declared="stdout" in check_table)
 
 
 def _read_expensive(
@@ -904,6 +989,7 @@ def read_environment(
     """
     env = _get(doc, "env", dict, where, "env", {})
     for k, v in env.items():
+        _check_env_name(k, where, f"env.{k}")
         _check_template(_env_value(v, where, f"env.{k}"), known, where, f"env.{k}")
     cwd = _get(doc, "cwd", str, where, "cwd")
     if cwd is not None:

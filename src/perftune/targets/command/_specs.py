@@ -131,6 +131,8 @@ class CheckSpec:
     atol: float = 0.0
     ignore: str | None = None  # regex: lines matching it are not compared (timings printed by the program)
     expensive: ExpensiveCheckSpec | None = None
+    #: ``[check] stdout`` is written in the file: a ``"none"`` there is on purpose (no note at the start).
+    stdout_declared: bool = False
 
     @property
     def active(self) -> bool:

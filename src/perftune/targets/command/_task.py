@@ -47,7 +47,7 @@ class Task:
     """Everything ``perftune run task.toml`` needs.
 
     Attributes:
-        name: Run name (from the file, else the file's stem).
+        name: Run name (from the file, else the file's stem; for a task.toml, its directory's name).
         path: The task file.
         space: The search space.
         objective: ``objective(config) -> {metric: value, "samples": [...], ...}``; picklable; raises
@@ -135,6 +135,13 @@ def load_task(
         input_paths = read_inputs({"inputs": [os.path.abspath(p) for p in inputs]}, where, task_dir)
     build, run = read_steps(doc, where, known, input_paths, task_dir=task_dir)
     objective_spec = read_objective(doc, where, known)
+    if fidelity is not None and len(objective_spec.metrics) > 1:
+        # Refused by the driver too, but only once the run had been created, empty, in the store.
+        names = ", ".join(objective_spec.metrics)
+        raise where.error("objective.metrics",
+                          f"pruning a run of several objectives ({names}) is not supported, and the "
+                          f"fidelity levels of space.{fidelity.name} prune: drop the fidelity levels or keep "
+                          "one metric")
     check = read_check(doc, where, known, task_dir, input_paths)
     timing = read_timing(doc, where, objective_spec)
     sandbox_options = read_sandbox(doc, where)
