@@ -188,6 +188,10 @@ class Param(ABC):
     def cardinality(self) -> int | None:
         """Number of distinct values, None if infinite."""
 
+    def is_finite(self) -> bool:
+        """True when the domain is finite (without counting it, where counting costs more)."""
+        return self.cardinality() is not None
+
     def iter_values(self) -> Iterator[Any]:
         """Every value of a finite domain, in order (may be very many)."""
         if type(self).values is not Param.values:  # a subclass that only lists its values
@@ -276,6 +280,9 @@ def _check_options(options: Any, owner: str) -> tuple[Any, ...]:
     for o in opts:
         if not isinstance(o, str | int | float | bool):
             raise SpaceError(f"{owner}: option {o!r} must be a str, int, float or bool")
+        if isinstance(o, float) and not math.isfinite(o):
+            # NaN equals nothing (not even itself after a JSON round trip) and JSON has neither.
+            raise SpaceError(f"{owner}: option {o!r} is not a finite number")
         k = _key(o)
         if k in seen:
             raise SpaceError(f"{owner}: duplicate option {o!r}")

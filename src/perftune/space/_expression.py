@@ -19,7 +19,11 @@ size of its operands *before* it runs:
   formatting (no f-strings, ``format`` or ``str``), no shifts and no bitwise operators;
 * value lists (:func:`evaluate_constant`): all the comprehensions of one evaluation, nested ones
   included, take at most 100,000 steps together, and the evaluation does at most 10,000,000 units of
-  work (an operation costs the size of what it reads and builds), so nesting cannot multiply the caps.
+  work (an operation costs the size of what it reads and builds), so nesting cannot multiply the caps;
+* constraints and conditions: the constant parts computed when the text is parsed build at most
+  1,000,000 units together (each ``(0,) * 10000`` is 10,000), and :attr:`Expression.work` bounds the
+  units one evaluation may build and read, which a caller can refuse past a limit of its own (the
+  replay target refuses a T1 ``Conditions`` expression of more than 100,000 per configuration).
 
 A refusal is an :class:`~perftune.errors.ExpressionError` naming the expression when the text is
 parsed (constant parts are computed then), or a ``ValueError`` when a constraint is evaluated on a
@@ -54,6 +58,7 @@ _MAX_INT_BITS = 4096
 _MAX_ROUND_DIGITS = 1000
 _MAX_INT_TEXT = 1300  # int("...") of at most this many characters (4,096 bits are 1,234 digits)
 _MAX_WORK = 10_000_000  # units of work of one evaluate_constant (items read or built, 32-bit words)
+_MAX_CONSTANT_WORK = 1_000_000  # units the computed constant parts of one expression build together
 _SEQUENCES = (str, tuple, list)
 
 
@@ -323,28 +328,33 @@ class Expression:
         frozenset({'algo'})
     """
 
-    __slots__ = ("_fn", "names", "text")
+    __slots__ = ("_fn", "names", "text", "work")
 
     text: str
     names: frozenset[str]
+    work: int
     _fn: _Fn
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, value_sizes: Mapping[str, int | None] | None = None) -> None:
         if isinstance(text, Expression):
             text = text.text
         if not isinstance(text, str):
             raise ExpressionError(f"expression {text!r}: must be a string, not {type(text).__name__}")
         self.text = text
-        self._compile()
+        self._compile(value_sizes)
 
-    def _compile(self) -> None:
+    def _compile(self, value_sizes: Mapping[str, int | None] | None = None) -> None:
         text = self.text
         body = _parse(text, _EXPRESSION_LIMITS)
         names: set[str] = set()
-        compiler = _Compiler(text, names)
+        compiler = _Compiler(text, names, value_sizes=value_sizes)
         fn, _const, _value = compiler.compile(body)
         self._fn = fn
         self.names = frozenset(names)
+        #: An upper bound of the units of work (items built or read) of one evaluation, with each name's
+        #: value as ``value_sizes`` says: None for a number, else the most items or characters it holds;
+        #: a name it does not list (or without ``value_sizes``) may be any value of up to 10,000 items.
+        self.work = compiler.eval_work
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         """Evaluate against ``env``.
@@ -390,13 +400,26 @@ class _Compiler:
     evaluation's :class:`_Budget` for what it reads and builds, since it runs once per step.
     """
 
-    def __init__(self, text: str, names: set[str], *, sequences: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        names: set[str],
+        *,
+        sequences: bool = False,
+        value_sizes: Mapping[str, int | None] | None = None,
+    ) -> None:
         self.text = text
         self.names = names
         self.sequences = sequences
         self.limits = _CONSTANT_LIMITS if sequences else _EXPRESSION_LIMITS
         self.ops = _CONSTANT_OPS if sequences else _EXPRESSION_OPS
         self.budget = _Budget() if sequences else None
+        # Expressions: the units their computed constants built (bounded), and a bound of the units of one
+        # evaluation, from each node's (is a number, most items) as far as the compiler can tell.
+        self.value_sizes = value_sizes or {}
+        self.constant_work = 0
+        self.eval_work = 0
+        self.shape: dict[int, tuple[bool, int]] = {}
         self.bound: list[str] = []  # comprehension variables in scope, innermost last
         # Index in self.bound of the outermost comprehension variable read so far: a comprehension that
         # reads a variable of an enclosing one is not constant (it runs again at each outer step).
@@ -436,10 +459,43 @@ class _Compiler:
                 raise self.fail(f"cannot compute {part}: {detail}") from None
             if budget is not None and self.bound:
                 self.const_cost += _cost(value, _MAX_WORK)  # read again at every step: the parent pays
+            if budget is None:
+                self._constant_shape(node, value)
             return (lambda env, v=value: v), True, value
         if budget is not None and self.bound:
             fn = self._charged(fn, operand_cost, budget)
+        if budget is None:
+            _numeric, size = self.shape.setdefault(id(node), (False, self.limits.length))
+            self.eval_work += size  # what this node builds, at every evaluation
         return fn, False, None
+
+    def _constant_shape(self, node: ast.AST, value: Any) -> None:
+        """Record a constant's shape; a computed one (not a literal or a display of literals, which the
+        text's size bounds) is charged to the expression's constant work."""
+        size = _cost(value, _MAX_CONSTANT_WORK)
+        self.shape[id(node)] = (type(value) in _SCALAR_TYPES and not isinstance(value, str), size)
+        if isinstance(node, ast.BinOp | ast.Call | ast.IfExp | ast.BoolOp | ast.UnaryOp):
+            self.constant_work += size
+            if self.constant_work > _MAX_CONSTANT_WORK:
+                raise self.fail(f"its constant parts build more than {_MAX_CONSTANT_WORK} units "
+                                "(items and characters) together")
+
+    def _shape(self, node: ast.AST) -> tuple[bool, int]:
+        """(is surely a number, most items) of a compiled node's value."""
+        return self.shape.get(id(node), (False, self.limits.length))
+
+    def _note(self, node: ast.AST, numeric: bool, size: int, read: int = 0) -> None:
+        """Record a non-constant node's shape; ``read``: units it reads besides building its value."""
+        if self.budget is None:
+            self.shape[id(node)] = (numeric, 1 if numeric else size)
+            self.eval_work += read
+
+    def _size_of(self, node: ast.AST, compiled: tuple[_Fn, bool, Any]) -> int:
+        """Units an operand holds (a constant set: looked up by hashing, not read)."""
+        _fn, is_const, value = compiled
+        if is_const:
+            return 1 if isinstance(value, frozenset) else _cost(value, _MAX_CONSTANT_WORK)
+        return self._shape(node)[1]
 
     @staticmethod
     def _charged(fn: _Fn, operand_cost: int, budget: _Budget) -> _Fn:
@@ -485,6 +541,9 @@ class _Compiler:
             self.lowest_bound_read = min(self.lowest_bound_read, index)
             return operator.itemgetter(name), False
         self.names.add(name)
+        if name in self.value_sizes:
+            size = self.value_sizes[name]
+            self._note(node, size is None, size or 1)
         return operator.itemgetter(name), False
 
     def _BinOp(self, node: ast.BinOp) -> tuple[_Fn, bool]:
@@ -513,6 +572,19 @@ class _Compiler:
             op = operator.mod if lc else self.ops.mod
         else:
             op = self.ops.pow
+        if not (lc and rc):
+            (l_num, l_size), (r_num, r_size) = self._shape(node.left), self._shape(node.right)
+            length = self.limits.length
+            if l_num and r_num or kind not in (ast.Add, ast.Mult):
+                self._note(node, True, 1)  # a number (sequences have no - / // % **, and % of one fails)
+            elif kind is ast.Add:
+                self._note(node, False, l_size + r_size)
+            elif lc and type(lv) is int:
+                self._note(node, False, min(max(lv, 0) * r_size, length))
+            elif rc and type(rv) is int:
+                self._note(node, False, min(max(rv, 0) * l_size, length))
+            else:  # a repetition by a count known only then: the operator's cap bounds it
+                self._note(node, False, length)
         if lc and rc:
             return (lambda env: op(lv, rv)), True
         if rc:
@@ -525,6 +597,7 @@ class _Compiler:
         if not isinstance(node.op, ast.Not | ast.USub | ast.UAdd):
             raise self.fail(f"operator {type(node.op).__name__} is not allowed")
         f, c, _ = self.compile(node.operand)
+        self._note(node, True, 1)
         if isinstance(node.op, ast.Not):
             return (lambda env: not f(env)), c
         if isinstance(node.op, ast.USub):
@@ -535,6 +608,8 @@ class _Compiler:
         parts = [self.compile(v) for v in node.values]
         fns = tuple(p[0] for p in parts)
         is_const = all(p[1] for p in parts)
+        shapes = [self._shape(v) for v in node.values]  # the value is one of the operands'
+        self._note(node, all(n for n, _ in shapes), max(size for _, size in shapes))
         if isinstance(node.op, ast.And):
             if len(fns) == 2:
                 a, b = fns
@@ -578,6 +653,10 @@ class _Compiler:
             else:
                 comparators.append(self.compile(comp))
         is_const = left[1] and all(c[1] for c in comparators)
+        # Comparing reads both sides (a constant set: hashing the other side).
+        read = self._size_of(node.left, left) + sum(
+            self._size_of(comp, c) for comp, c in zip(node.comparators, comparators, strict=True))
+        self._note(node, True, 1, read)
         if len(ops) == 1:
             op0 = ops[0]
             lf = left[0]
@@ -620,6 +699,10 @@ class _Compiler:
                     tup = tuple(values)
                     return (lambda env: tup), True, tup
                 return (lambda env: frozen), True, frozen
+            if self.budget is None:  # built at every evaluation (compile() never sees this node)
+                size = len(parts) + sum(self._size_of(e, p) for e, p in zip(node.elts, parts, strict=True))
+                self.shape[id(node)] = (False, size)
+                self.eval_work += size
             return self._sequence_of(parts)
         fn, is_const, value = self.compile(node)
         if is_const and isinstance(value, tuple | list):
@@ -642,7 +725,9 @@ class _Compiler:
         return (lambda env: tuple([f(env) for f in fns])), is_const, None
 
     def _Tuple(self, node: ast.Tuple) -> tuple[_Fn, bool]:
-        fn, is_const, _ = self._sequence_of([self.compile(e) for e in node.elts])
+        parts = [self.compile(e) for e in node.elts]
+        fn, is_const, _ = self._sequence_of(parts)
+        self._note(node, False, len(parts) + sum(self._shape(e)[1] for e in node.elts))
         return fn, is_const
 
     _List = _Tuple
@@ -652,6 +737,8 @@ class _Compiler:
         test, tc, _ = self.compile(node.test)
         body, bc, _ = self.compile(node.body)
         orelse, oc, _ = self.compile(node.orelse)
+        (b_num, b_size), (o_num, o_size) = self._shape(node.body), self._shape(node.orelse)
+        self._note(node, b_num and o_num, max(b_size, o_size))
         return (lambda env: body(env) if test(env) else orelse(env)), tc and bc and oc
 
     def _Call(self, node: ast.Call) -> tuple[_Fn, bool]:
@@ -672,6 +759,12 @@ class _Compiler:
         parts = [self.compile(a) for a in node.args]
         fns = tuple(p[0] for p in parts)
         is_const = all(p[1] for p in parts)
+        shapes = [self._shape(a) for a in node.args]
+        read = sum(self._size_of(a, p) for a, p in zip(node.args, parts, strict=True))
+        if name in ("min", "max"):  # one of the arguments, or an item of the one argument
+            self._note(node, all(n for n, _ in shapes), max(size for _, size in shapes), read)
+        else:
+            self._note(node, True, 1, read)
         if len(fns) == 1:
             (a,) = fns
             return (lambda env: func(a(env))), is_const

@@ -317,9 +317,13 @@ class Float(Param):
         return super().iter_values()
 
     def _from_unit(self, x: float) -> float:
+        if math.isinf(self._span):  # hi - lo overflows (Float(-1e308, 1e308)): scale each bound instead
+            return _tidy(self.lo * (1.0 - x) + self.hi * x, self.lo, self.hi)
         return _tidy(self.lo + x * self._span, self.lo, self.hi)
 
     def _to_unit(self, value: float) -> float:
+        if math.isinf(self._span):
+            return min(max((value / 2 - self.lo / 2) / (self.hi / 2 - self.lo / 2), 0.0), 1.0)
         return 0.5 if self._span == 0 else (value - self.lo) / self._span
 
     def sample(self, rng: np.random.Generator) -> float:

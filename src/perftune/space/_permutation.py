@@ -28,7 +28,10 @@ from perftune.space._expression import Expression
 __all__ = ["Permutation", "Schedule"]
 
 _CROSSOVERS = ("pmx", "ox", "cx")
-_MAX_COUNT_STATES = 200_000
+# Counting a Schedule's orders exactly (a dynamic program over the placed-item sets of each connected
+# part of its precedence graph) stops after this many steps in all; a part it did not count is bounded
+# by its chains: k items in a fixed order leave k!-fold fewer orders.
+_MAX_COUNT_WORK = 200_000
 
 
 class Permutation(Param):
@@ -69,6 +72,8 @@ class Permutation(Param):
         for it in self.items:
             if not isinstance(it, str | int | float | bool):
                 raise SpaceError(f"{owner}: item {it!r} must be a str, int, float or bool")
+            if isinstance(it, float) and not math.isfinite(it):
+                raise SpaceError(f"{owner}: item {it!r} is not a finite number")
         if len(set(self.items)) != len(self.items):
             dup = next(x for i, x in enumerate(self.items) if x in self.items[:i])
             raise SpaceError(f"{owner}: duplicate item {dup!r}")
@@ -135,6 +140,9 @@ class Permutation(Param):
 
     def cardinality(self) -> int:
         return math.factorial(self._n)
+
+    def is_finite(self) -> bool:
+        return True
 
     def iter_values(self) -> Iterator[tuple[Any, ...]]:
         return itertools.permutations(self.items)
@@ -417,34 +425,88 @@ class Schedule(Permutation):
         return all(where[a] < where[b] for a, b in self._edges)
 
     def cardinality(self) -> int:
-        """Number of orders that respect the precedence (exact up to 200,000 DP states, else n!)."""
+        """Number of orders that respect the precedence.
+
+        Exact when every connected part of the precedence graph is counted within the work limit
+        (independent pairs or chains of any number of items are); a part that is not is bounded by a
+        partition of it into chains, ``k!`` fewer orders for each chain of ``k`` items (exact for chains).
+        Computed once, on first use.
+        """
         if self._count is None:
             self._count = self._count_extensions()
         return self._count
+
+    def _components(self) -> list[list[int]]:
+        """The items of each connected part of the precedence graph (an item without edges: one part)."""
+        parent = list(range(self._n))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for a, b in self._edges:
+            parent[root(a)] = root(b)
+        parts: dict[int, list[int]] = {}
+        for i in range(self._n):
+            parts.setdefault(root(i), []).append(i)
+        return list(parts.values())
+
+    def _count_part(self, part: list[int], budget: list[int]) -> int | None:
+        """Orders of one connected part (its items in a topological order), or None past the budget."""
+        local = {item: k for k, item in enumerate(part)}
+        pred_mask = [sum(1 << local[p] for p in self._preds[i]) for i in part]
+        m = len(part)
+        counts: dict[int, int] = {0: 1}
+        for _ in range(m):  # breadth-first over placed-item sets (downsets), layer by layer
+            nxt: dict[int, int] = {}
+            for placed, c in counts.items():
+                budget[0] -= m
+                if budget[0] < 0:
+                    return None
+                for k in range(m):
+                    bit = 1 << k
+                    if not placed & bit and pred_mask[k] & placed == pred_mask[k]:
+                        nxt[placed | bit] = nxt.get(placed | bit, 0) + c
+            counts = nxt
+        return counts.get((1 << m) - 1, 0)
+
+    def _chain_bound(self, part: list[int]) -> int:
+        """An upper bound of one part's orders: ``m! / prod(k!)`` over a partition of it into chains."""
+        left = set(part)
+        bound = math.factorial(len(part))
+        order = [i for i in self._topological(list(range(self._n))) if i in left]
+        while left:
+            # The longest path among the items left (a chain: each item comes after the previous one).
+            best: dict[int, tuple[int, int]] = {}
+            for i in order:
+                if i in left:
+                    prev = max(((best[p][0], p) for p in self._preds[i] if p in left), default=(0, -1))
+                    best[i] = (prev[0] + 1, prev[1])
+            i = max((v[0], k) for k, v in best.items())[1]
+            length = best[i][0]
+            while i != -1:
+                left.discard(i)
+                i = best[i][1]
+            bound //= math.factorial(length)
+        return bound
 
     def _count_extensions(self) -> int:
         n = self._n
         if not self._edges:
             return math.factorial(n)
-        pred_mask = [sum(1 << p for p in ps) for ps in self._preds]
-        full = (1 << n) - 1
-        counts: dict[int, int] = {0: 1}
-        frontier = {0}
-        # Breadth-first over placed-item sets (downsets), layer by layer.
-        for _ in range(n):
-            nxt: dict[int, int] = {}
-            for placed in frontier:
-                c = counts[placed]
-                for i in range(n):
-                    bit = 1 << i
-                    if not placed & bit and pred_mask[i] & placed == pred_mask[i]:
-                        m = placed | bit
-                        nxt[m] = nxt.get(m, 0) + c
-            if len(nxt) > _MAX_COUNT_STATES:
-                return math.factorial(n)  # an upper bound; exact counting would be too slow
-            counts = nxt
-            frontier = set(nxt)
-        return counts.get(full, 0)
+        # Orders of independent parts interleave freely: n! / prod(m_i!) interleavings of their orders.
+        budget = [_MAX_COUNT_WORK]
+        total = math.factorial(n)
+        for part in self._components():
+            m = len(part)
+            total //= math.factorial(m)
+            if m == 1:
+                continue
+            count = self._count_part(part, budget)
+            total *= count if count is not None else self._chain_bound(part)
+        return total
 
     def iter_values(self) -> Iterator[tuple[Any, ...]]:
         n = self._n

@@ -4,8 +4,10 @@ declared constraints.
 Parameters are assigned in a *plan* order that checks each constraint as soon as the names it reads
 are known; finite domains are pruned by arc consistency over small constraint tables; a depth-first
 search with conflict-directed backjumping draws random solutions, and without a generator enumerates
-them all in order. ``Space`` owns the parameters, activity and operators and asks the solver for
-valid assignments.
+them all in order. An equality (``bx * by == 1024``, ``a == b``, one ``==`` of an ``and``) whose other
+names are assigned is solved for the last one over a large ordered domain by bisection (a few dozen
+evaluations instead of a random hit among a million values); the checks then verify the solutions.
+``Space`` owns the parameters, activity and operators and asks the solver for valid assignments.
 
 Example:
     >>> import numpy as np
@@ -17,16 +19,20 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import functools
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from perftune.errors import ExpressionError
 from perftune.space._base import Param
 from perftune.space._constraints import Constraint, ConstraintFn, checks_hold
+from perftune.space._expression import Expression
+from perftune.space._params import Int, Pow2
 
 __all__ = ["ABSENT", "SAMPLE_BUDGET", "ConstraintSolver", "hashable"]
 
@@ -40,6 +46,10 @@ RANDOM_CANDIDATES = 24
 DOMAIN_LIMIT = 4096
 PRUNE_LIMIT = 50_000
 TABLE_WORK = 300_000
+
+# Equalities are looked for in constraint texts of at most this many characters (a long membership
+# test, as perftune.triton writes, is not re-parsed).
+EQUATION_TEXT_LIMIT = 2_000
 
 # A parameter with no value (inactive, or no preference); the end of a candidate iterator.
 ABSENT = object()
@@ -80,6 +90,76 @@ def hashable(v: Any) -> Any:
     except TypeError:
         return repr(v)
     return v
+
+
+class Equation(NamedTuple):
+    """``lhs == rhs``, a constraint or a conjunct of one (``a % 8 == 0 and a * b == 1024``)."""
+
+    names: frozenset[str]
+    lhs: ConstraintFn
+    rhs: ConstraintFn
+
+
+def equations(text: str) -> list[Equation]:
+    """The equalities a constraint text requires: itself, or the ``==`` conjuncts of an ``and``.
+
+    Example:
+        >>> [sorted(e.names) for e in equations("a > 0 and a * b == 1024")]
+        [['a', 'b']]
+    """
+    if len(text) > EQUATION_TEXT_LIMIT:
+        return []
+    try:
+        stack: list[ast.expr] = [ast.parse(text.strip(), mode="eval").body]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[Equation] = []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            stack.extend(reversed(node.values))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            try:
+                lhs, rhs = Expression(ast.unparse(node.left)), Expression(ast.unparse(node.comparators[0]))
+            except (ExpressionError, RecursionError, ValueError):
+                continue
+            if lhs.names | rhs.names:
+                out.append(Equation(lhs.names | rhs.names, lhs._fn, rhs._fn))
+    return out
+
+
+def _roots(residual: Callable[[int], Any], n: int) -> tuple[list[int] | None, int]:
+    """Indices ``k`` in ``range(n)`` where ``residual(k) == 0``, found by bisection between the ends, and
+    the evaluations spent.
+
+    ``[]`` when no index makes it zero although it changes sign between the ends (a monotone residual
+    then has no root), or keeps one sign there and is strictly monotone at three points between them
+    (``bx * by - 1024`` for a ``bx`` above 1024). None when the ends and those points tell nothing
+    (``a % 1000 - 7`` has one sign at both ends, and many roots).
+    """
+    d0, d1 = residual(0), residual(n - 1)
+    found = [k for k, d in ((0, d0), (n - 1, d1)) if d == 0]
+    n_evals = 2
+    if found:
+        return found, n_evals
+    if (d0 < 0) == (d1 < 0):
+        points = [d0, *(residual(n * q // 4) for q in (1, 2, 3)), d1]
+        n_evals += 3
+        pairs = list(itertools.pairwise(points))
+        monotone = all(a < b for a, b in pairs) or all(a > b for a, b in pairs)
+        return ([] if monotone and 0 not in points else None), n_evals
+    lo, hi = 0, n - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        dm = residual(mid)
+        n_evals += 1
+        if dm == 0:
+            return [mid], n_evals
+        if (dm < 0) == (d0 < 0):
+            lo = mid
+        else:
+            hi = mid
+    return [], n_evals
 
 
 def _active(fn: ConstraintFn, data: Mapping[str, Any]) -> bool:
@@ -131,6 +211,8 @@ class ConstraintSolver:
         self.tables: dict[str, list[tuple[tuple[str, ...], dict[tuple[Any, ...], _Allowed]]]] = {}
         # Why the constraints cannot hold, when pruning proved it.
         self.unsat: str | None = None
+        # name -> the equalities that read it (over always-active parameters), found on first use.
+        self._equations: dict[str, list[Equation]] | None = None
 
     def satisfies(self, data: Mapping[str, Any]) -> bool:
         """True when every constraint holds for ``data`` (one reading an absent name holds)."""
@@ -289,6 +371,67 @@ class ConstraintSolver:
                             queue.append(c2)
                             queued.add(id(c2))
 
+    def equations_of(self, name: str) -> list[Equation]:
+        """The equalities of the constraints that read ``name`` (computed once, on first use)."""
+        if self._equations is None:
+            self._equations = {}
+            for c in self._constraints:
+                if not isinstance(c.source, str) or not c.names:
+                    continue
+                if any(self.params[n].when is not None for n in c.names):
+                    continue  # guarded: an inactive parameter makes it hold
+                for eq in equations(c.source):
+                    for n in eq.names:
+                        self._equations.setdefault(n, []).append(eq)
+        return self._equations.get(name, [])
+
+    def solve(
+        self, name: str, p: Param, values: Mapping[str, Any], domain: Sequence[Any] | None
+    ) -> tuple[list[Any] | None, int]:
+        """Values of ``name`` that satisfy an equality whose other names are in ``values``, found by
+        bisection over its ordered domain (``domain``, else an ``Int`` range), and the evaluations spent.
+
+        ``[]`` when an equality changes sign over the domain without a root (none, if it is monotone in
+        ``name``, as products, sums and comparisons of names are); None when bisection tells nothing.
+        Every value returned satisfies its equality; one that is not monotone may have solutions that
+        are not found.
+        """
+        eqs = [e for e in self.equations_of(name) if all(n == name or n in values for n in e.names)]
+        if not eqs:
+            return None, 0
+        at: Callable[[int], Any]
+        if domain is not None:
+            n, at = len(domain), domain.__getitem__
+        elif isinstance(p, Int) and not isinstance(p, Pow2):
+            lo = p.lo
+            n, at = p.hi - p.lo + 1, lambda k: lo + k
+        else:
+            return None, 0
+        env = dict(values)
+        found: list[Any] = []
+        n_evals = 0
+        no_root = False
+        for eq in eqs:
+            def residual(k: int, eq: Equation = eq) -> Any:
+                env[name] = at(k)
+                d = eq.lhs(env) - eq.rhs(env)
+                if isinstance(d, bool) or not isinstance(d, int | float) or d != d:
+                    raise TypeError("not a real number")
+                return d
+
+            try:
+                roots, spent = _roots(residual, n)
+            except Exception:  # not numbers, a division by zero...: nothing solved here
+                n_evals += 2
+                continue
+            n_evals += spent
+            if roots is not None:
+                no_root = no_root or not roots
+                found.extend(at(k) for k in roots if at(k) not in found)
+        if found:
+            return found, n_evals
+        return ([] if no_root else None), n_evals
+
     def allowed(self, name: str, values: dict[str, Any]) -> _Allowed | None:
         """Values of ``name`` consistent with the tabulated constraints, given earlier values."""
         tables = self.tables.get(name)
@@ -315,6 +458,7 @@ class ConstraintSolver:
         prefer: Any,
         domains: dict[str, list[Any]],
         allowed: _Allowed | None = None,
+        solved: Sequence[Any] | None = None,
     ) -> Iterator[Any]:
         dom = domains.get(name)
         if allowed is not None:
@@ -339,6 +483,12 @@ class ConstraintSolver:
         if rng is None or uniform is None:
             yield from (dom if dom is not None else p.iter_values())
             return
+        if solved is not None:
+            if not solved:
+                return  # an equality has no solution here: random draws among many would only fail it
+            for v in solved:
+                if p.contains(v) and (dom is None or hashable(v) in self.domain_sets[name]):
+                    yield v
         if dom is not None:
             n = len(dom)
             if n == 0:
@@ -397,6 +547,7 @@ class ConstraintSolver:
         # (Enumeration backtracks chronologically: jumping could skip solutions.)
         backjump = rng is not None
         static, check_levels = self.conflict_levels()
+        position = {name: i for i, (name, *_rest) in enumerate(plan)}
         conflicts: list[set[int]] = [set() for _ in range(n)]
         sampled = [False] * n  # level i draws random candidates (not every value)
         values: dict[str, Any] = {}
@@ -420,9 +571,23 @@ class ConstraintSolver:
                     it = iter((prefer[name],))
                 else:
                     allowed = self.allowed(name, values) if self.tables else None
-                    it = self._candidates(name, p, rng, uniform, prefer.get(name, ABSENT), domains, allowed)
                     dom = domains.get(name)
                     sampled[i] = allowed is None and (dom is None or len(dom) > EXHAUSTIVE_VALUES)
+                    solved: list[Any] | None = None
+                    if sampled[i] and rng is not None:
+                        # Too many values to try them all: solve an equality for this one first.
+                        solved, spent = self.solve(name, p, values, dom)
+                        evals += spent
+                        if solved == []:
+                            # No value can satisfy the equalities after the earlier values they read:
+                            # those levels are to blame (no random draws to retry here).
+                            sampled[i] = False
+                            if backjump:
+                                conflicts[i].update(
+                                    position[n] for e in self.equations_of(name) for n in e.names
+                                    if n != name and n in values)
+                    it = self._candidates(name, p, rng, uniform, prefer.get(name, ABSENT), domains, allowed,
+                                          solved)
                 iters[i] = it
             v = next(it, _END)
             if v is _END:

@@ -31,7 +31,7 @@ from perftune.space._config import Config
 from perftune.space._constraints import Constraint, ConstraintFn, checks_hold, guard, suggest
 from perftune.space._expression import Expression
 from perftune.space._params import Param, parameter_from_dict
-from perftune.space._solver import ABSENT, SAMPLE_BUDGET, ConstraintSolver, hashable
+from perftune.space._solver import ABSENT, EXHAUSTIVE_VALUES, SAMPLE_BUDGET, ConstraintSolver, hashable
 
 __all__ = ["Space"]
 
@@ -42,6 +42,9 @@ ENUMERATE_LIMIT = 50_000
 ENUMERATE_BUDGET = 100_000
 # Counting valid configurations by enumeration is done up to this Cartesian product.
 COUNT_LIMIT = 1_000_000
+# When sampling finds nothing, the valid configurations are enumerated within this many candidate checks
+# (once per space): all of them when the enumeration ends within it, else those it found.
+FALLBACK_ENUMERATE_BUDGET = 2_000_000
 # Candidates tried per repair before giving up (per sampled configuration: SAMPLE_BUDGET).
 REPAIR_BUDGET = 2_000
 # Restarts of the randomized depth-first search per sampled configuration (budget shared).
@@ -185,14 +188,23 @@ class Space:
         self._default_enc = {n: params[n].encode(params[n].default_value()).tolist() for n in names}
         self._encoders = [(n, params[n], getattr(params[n], "encode1", None)) for n in names]
 
-        cards = [params[n].cardinality() for n in names]
-        self._finite = all(c is not None for c in cards)
-        self._product: int | None = math.prod(c for c in cards if c is not None) if self._finite else None
+        # Counting some domains costs (a Schedule's orders): the product is computed on first use.
+        self._finite = all(params[n].is_finite() for n in names)
+        self._product_value: int | None = None
         self._solver = ConstraintSolver(params, names, order, self._constraints)
         self._enumerated: list[Config] | None = None
         self._cumulative: np.ndarray | None = None
         self._enumeration_failed = False
+        # Valid configurations found by the fallback enumeration when it ran out of work (None: not run).
+        self._pool: list[Config] | None = None
         self._count: int | None = None
+
+    @property
+    def _product(self) -> int | None:
+        """Number of combinations of the parameters' values (None if a domain is infinite)."""
+        if self._product_value is None and self._finite:
+            self._product_value = math.prod(self.params[n].cardinality() or 0 for n in self.names)
+        return self._product_value
 
     def __getstate__(self) -> dict[str, Any]:
         return {"params": self.params, "names": self.names, "constraints": self._constraint_sources}
@@ -370,17 +382,53 @@ class Space:
                 if stats.get("budget_hit") or len(found) > ENUMERATE_LIMIT:
                     self._enumeration_failed = True
                     return None
-            self._enumerated = found
-            # Keep each parameter's own distribution (log-uniform...): weight every valid
-            # configuration by its probability under independent sampling.
-            weighted = [n for n in self.names if self.params[n].uniform_mass is False]
-            if weighted and self._enumerated:
-                w = np.ones(len(self._enumerated))
-                for n in weighted:
-                    p = self.params[n]
-                    w *= [p.mass(c[n]) if n in c else 1.0 for c in self._enumerated]
-                self._cumulative = np.cumsum(w)
+            self._set_enumerated(found)
         return self._enumerated
+
+    def _set_enumerated(self, found: list[Config]) -> None:
+        """Keep every valid configuration, for sampling, counting and enumerating."""
+        self._enumerated = found
+        self._enumeration_failed = False
+        # Keep each parameter's own distribution (log-uniform...): weight every valid
+        # configuration by its probability under independent sampling.
+        weighted = [n for n in self.names if self.params[n].uniform_mass is False]
+        if weighted and found:
+            w = np.ones(len(found))
+            for n in weighted:
+                p = self.params[n]
+                w *= [p.mass(c[n]) if n in c else 1.0 for c in found]
+            self._cumulative = np.cumsum(w)
+
+    def _fallback_pool(self) -> tuple[list[Config], int]:
+        """Valid configurations for a space that sampling found none of, and the candidate checks spent.
+
+        The first call enumerates a space of at most :data:`FALLBACK_ENUMERATE_BUDGET` combinations (of
+        its pruned domains) within as many candidate checks: when that ends, the valid configurations are
+        all known (and sampled as :meth:`sample` does a small space's); when it does not, those found are
+        kept to sample from. A larger space is not enumerated (an unsatisfiable one fails as fast as
+        before). Later calls return what the first found, at no cost.
+        """
+        if self._enumerated is not None:
+            return self._enumerated, 0
+        if self._pool is not None or not self._finite:
+            return self._pool or [], 0
+        domains = self._domains()
+        size = math.prod(len(domains[n]) if n in domains else (self.params[n].cardinality() or 0)
+                         for n in self.names)
+        if size > FALLBACK_ENUMERATE_BUDGET:
+            self._pool = []  # too many combinations to go through: sampling's failure stands
+            return [], 0
+        stats: dict[str, int] = {}
+        found: list[Config] = []
+        for v in self._search(None, budget=FALLBACK_ENUMERATE_BUDGET, stats=stats):
+            found.append(self._ordered(v))
+            if len(found) > ENUMERATE_LIMIT:
+                break
+        if not stats.get("budget_hit") and len(found) <= ENUMERATE_LIMIT:
+            self._set_enumerated(found)
+        else:
+            self._pool = found
+        return found, stats.get("evals", 0)
 
     def _estimated_valid(self, n_draws: int = 256) -> float:
         """Rough number of valid configurations: product times the valid fraction of plain draws."""
@@ -434,10 +482,24 @@ class Space:
                 idx = rng.integers(len(valid), size=n)
             return [valid[int(i)] for i in idx]
         for _ in range(n):
-            out.append(self._sample_one(rng))
+            if self._pool:  # sampling found nothing before: what the fallback enumeration found
+                out.append(self._pool[int(rng.integers(len(self._pool)))])
+                continue
+            spent: list[int] = []
+            try:
+                out.append(self._sample_one(rng, spent))
+            except UnsatisfiableError:
+                pool, n_checked = self._fallback_pool()
+                if not pool:
+                    raise UnsatisfiableError(
+                        f"no valid configuration found after {sum(spent) + n_checked} tries: "
+                        "constraints may be unsatisfiable") from None
+                if self._enumerated is not None:
+                    return out + self.sample(rng, n - len(out))
+                out.append(pool[int(rng.integers(len(pool)))])
         return out
 
-    def _sample_one(self, rng: np.random.Generator) -> Config:
+    def _sample_one(self, rng: np.random.Generator, spent: list[int] | None = None) -> Config:
         # A couple of plain draws first: cheap and unbiased when most of the space is valid.
         for _ in range(2):
             data = self._sample_direct(rng)
@@ -450,6 +512,8 @@ class Space:
             if found is not None:
                 return self._ordered(found)
             n_checked += stats.get("evals", 0)
+        if spent is not None:
+            spent.append(n_checked)
         raise UnsatisfiableError(
             f"no valid configuration found after {n_checked} tries: constraints may be unsatisfiable"
         )
@@ -481,6 +545,9 @@ class Space:
         self._domains()
         if self._solver.unsat is not None:
             return None
+        fixed = self._repair_one(data, rng, pinned)
+        if fixed is not None:
+            return fixed
         # Local repair: resample one parameter named by a violated constraint.
         for _ in range(3):
             names: list[str] = []
@@ -513,6 +580,51 @@ class Space:
         if valid:
             return self._nearest_enumerated(data, valid, rng)
         return None
+
+    def _repair_one(
+        self, data: dict[str, Any], rng: np.random.Generator, pinned: frozenset[str]
+    ) -> Config | None:
+        """A valid configuration that differs from ``data`` in one parameter of a violated constraint, one
+        with too many values for the search to try them all: its equalities solved for it (``by = 1024 /
+        bx``). One of the fixes found, at random; None when there is none within REPAIR_BUDGET checks.
+        (A parameter of a few values is left to the search, which tries each of them.)"""
+        names: list[str] = []
+        for c in self._constraints:
+            try:
+                ok = c.fn(data)
+            except KeyError:
+                continue
+            except Exception:
+                ok = False
+            if not ok:
+                names.extend(n for n in data if (c.names is None or n in c.names) and n not in names)
+        domains = self._domains()
+        fixes: list[tuple[str, Any]] = []
+        work = 0
+        for name in names:
+            if name in pinned or name in self._controls:
+                continue  # a controller's change switches other parameters: the search below handles it
+            p = self.params[name]
+            dom = domains.get(name)
+            if dom is not None and len(dom) <= EXHAUSTIVE_VALUES:
+                continue
+            others = {k: v for k, v in data.items() if k != name}
+            solved, spent = self._solver.solve(name, p, others, dom)
+            work += spent
+            for v in solved or ():
+                if work >= REPAIR_BUDGET:
+                    break
+                if v == data[name] or not p.contains(v):
+                    continue
+                work += 1
+                trial = dict(data)
+                trial[name] = v
+                if self._check_constraints(trial):
+                    fixes.append((name, v))
+        if not fixes:
+            return None
+        name, v = fixes[int(rng.integers(len(fixes)))]
+        return self._ordered({**data, name: v})
 
     def _nearest_enumerated(
         self, data: dict[str, Any], valid: list[Config], rng: np.random.Generator

@@ -14,9 +14,10 @@ decompressed, and checked when it is loaded: a malformed file is one line naming
 
 Kernel Tuner cache files (``*.kt.json(.gz)``) load with :func:`load_kt`, with a T1 file for their
 restrictions, into the same kind of problem (``CompilationFailedConfig`` and the other failure strings
-become failed measurements with that string as the reason); :func:`export_kt` / :func:`export_run_kt`
-write any run as a cache that ``kernel_tuner.tune_kernel(..., simulation_mode=True, cache=...)``
-replays.
+become failed measurements with that string as the reason; times are Kernel Tuner's milliseconds, and
+an objective that is a rate, such as ``GFLOP/s``, is maximised: ``problem.goal``); :func:`export_kt` /
+:func:`export_run_kt` write any run as a cache that ``kernel_tuner.tune_kernel(...,
+simulation_mode=True, cache=...)`` replays, with its times in milliseconds.
 
 Example:
     >>> import perftune
@@ -32,7 +33,14 @@ Example:
 from __future__ import annotations
 
 from perftune.targets.replay._export import export_run_t4, export_t4, t4_document
-from perftune.targets.replay._ktcache import KT_ERRORS, export_kt, export_run_kt, kt_cache_document, load_kt
+from perftune.targets.replay._ktcache import (
+    KT_ERRORS,
+    TIME_UNITS,
+    export_kt,
+    export_run_kt,
+    kt_cache_document,
+    load_kt,
+)
 from perftune.targets.replay._load import (
     INPUT_LIMIT_ENV,
     ReplayFailure,
@@ -48,6 +56,7 @@ from perftune.targets.replay._load import (
 __all__ = [
     "INPUT_LIMIT_ENV",
     "KT_ERRORS",
+    "TIME_UNITS",
     "ReplayFailure",
     "ReplayObjective",
     "ReplayProblem",

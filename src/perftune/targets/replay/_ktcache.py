@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime
 import gzip
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -32,11 +31,16 @@ from perftune.errors import PerftuneError
 from perftune.targets.replay._load import (
     ReplayObjective,
     ReplayProblem,
+    _best,
+    _keep,
     _number,
     _Record,
     _shown,
     at,
+    check_time,
+    check_value_types,
     json_value,
+    measurement_goal,
     parse_json,
     read_json,
     read_text,
@@ -44,7 +48,7 @@ from perftune.targets.replay._load import (
 )
 from perftune.trial import Status, Trial
 
-__all__ = ["KT_ERRORS", "export_kt", "export_run_kt", "kt_cache_document", "load_kt"]
+__all__ = ["KT_ERRORS", "TIME_UNITS", "export_kt", "export_run_kt", "kt_cache_document", "load_kt"]
 
 KT_ERRORS = ("CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig", "ErrorConfig")
 """The failure strings Kernel Tuner writes as a configuration's ``time``."""
@@ -53,6 +57,13 @@ KT_ERRORS = ("CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig", 
 _BOOKKEEPING = ("time", "times", "compile_time", "verification_time", "benchmark_time", "strategy_time",
                 "framework_time", "timestamp")
 _EXC_PREFIX = re.compile(r"^\w+(Error|Failure|Exception|Warning): ")
+# Kernel Tuner keeps every time of an entry in milliseconds (its timing observers' unit): a trial's value
+# and samples in these units are multiplied by the factor when they are written as its "time".
+TIME_UNITS = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+# Runs whose values are seconds: the command target's wall and CPU times, torch.compile's and the
+# compiler-flag target's times per call.
+_SECONDS_METRICS = ("wall_time", "cpu_time")
+_SECONDS_TARGETS = ("torch_compile", "flags")
 
 
 def _read_cache_text(path: Path) -> Any:
@@ -77,6 +88,7 @@ def load_kt(
     kt_path: str | os.PathLike[str],
     *,
     objective: str | None = None,
+    goal: str | None = None,
     name: str | None = None,
 ) -> ReplayProblem:
     """Load a Kernel Tuner cache file, with a T1 file for its space, into a :class:`ReplayProblem`.
@@ -94,12 +106,16 @@ def load_kt(
     Args:
         t1_path: The ``*.T1.json`` file of the kernel.
         kt_path: The cache, ``*.kt.json``, ``*.json`` or gzip-compressed ``*.json.gz``.
-        objective: Entry key to replay (minimised); default: the cache's ``objective``, else ``"time"``.
+        objective: Entry key to replay; default: the cache's ``objective``, else ``"time"``.
+        goal: ``"min"`` or ``"max"``; default: by the objective's name (``time``, in milliseconds as
+            Kernel Tuner measures it, is minimised; a rate such as ``GFLOP/s`` maximised; any other
+            name needs ``goal``: a cache does not say which way its objective goes).
         name: Problem name; default: the cache file's name without ``.kt.json(.gz)``.
 
     Raises:
-        PerftuneError: a file is missing or malformed, or the cache's parameters are not the T1
-            file's; the message names the file.
+        PerftuneError: a file is missing or malformed, the cache's parameters are not the T1 file's
+            (names, or a value of another type), a time is negative, or the objective's direction is
+            unknown; the message names the file.
 
     Example:
         >>> p = load_kt("data/benchmark_hub/pnpoly.T1.json",
@@ -127,21 +143,22 @@ def load_kt(
         )
     declared = doc.get("objective")
     obj_name = objective or (declared if isinstance(declared, str) and declared else "time")
+    obj_goal = measurement_goal(obj_name, goal, str(kt_path))
     from perftune.space import Config
 
     records: dict[tuple[Any, ...], _Record] = {}
     n_failed = n_outside = 0
-    best_value = math.inf
-    best_key: tuple[Any, ...] | None = None
     for key_text, entry in cache.items():
         where = f"{kt_path}: cache entry {_shown(key_text)}"
         if not isinstance(entry, Mapping):
             raise PerftuneError(f"{where} is not an object")
         try:
-            cfg = Config({n: json_value(entry[n], at(where, "parameter ", n)) for n in names})
+            values = {n: json_value(entry[n], at(where, "parameter ", n)) for n in names}
         except KeyError as e:
             raise PerftuneError(f"{where} lacks parameter {e.args[0]!r}") from None
+        cfg = Config(values)
         if not space.is_valid(cfg):
+            check_value_types(space, values, where, str(t1_path))
             n_outside += 1
             continue
         key = tuple(cfg[n] for n in names)
@@ -154,13 +171,14 @@ def load_kt(
         if value is None:
             n_failed += 1
             reason = raw if isinstance(raw, str) and raw else f"no numeric {obj_name!r}"
-            records[key] = _Record(None, reason, metrics)
+            _keep(records, key, _Record(None, reason, metrics))
             continue
-        records[key] = _Record(value, None, metrics)
-        if value < best_value:
-            best_value, best_key = value, key
-    if best_key is None:
+        check_time(value, obj_name, where)
+        _keep(records, key, _Record(value, None, metrics))
+    best = _best(records, obj_goal)
+    if best is None:
         raise PerftuneError(f"{kt_path}: no successful measurement of {obj_name!r}")
+    best_value, best_key = best
     base = Path(kt_path).name
     for suffix in (".gz", ".json", ".kt"):
         base = base.removesuffix(suffix)
@@ -179,6 +197,7 @@ def load_kt(
         n_failed=n_failed,
         n_outside=n_outside,
         metadata=meta,
+        goal=obj_goal,
     )
 
 
@@ -215,13 +234,16 @@ def kt_cache_document(
     device_name: str = "perftune",
     problem_size: Any = None,
     objective: str = "time",
+    time_unit: str = "ms",
 ) -> dict[str, Any]:
     """Build the Kernel Tuner cache document (a dict) for ``trials``.
 
     ``tune_params`` lists every value of each parameter of ``space`` (a parameter with more than
     10,000 values, or a run without a space, lists the values its trials measured), in the space's
-    parameter order. An OK trial's value is its ``time`` (in the run's units; Kernel Tuner reads
-    milliseconds) and its samples its ``times``; a failed or timed-out trial's ``time`` is
+    parameter order. An OK trial's value is its ``time`` and its samples its ``times``, in milliseconds
+    as Kernel Tuner keeps every time of an entry (``time_unit`` says the unit of the trials' values:
+    ``"s"`` values are multiplied by 1000; ``"ms"``, the default, is what :func:`load_kt` replays, so a
+    loaded cache is written back unchanged); a failed or timed-out trial's ``time`` is
     ``CompilationFailedConfig`` when its reason says so (a replayed Kernel Tuner failure keeps its
     string), ``InvalidConfig`` for a constraint violation, else ``RuntimeFailedConfig``. Pending and
     cancelled trials are left out. When a configuration was measured twice, a success wins over a
@@ -240,6 +262,9 @@ def kt_cache_document(
         >>> doc["tune_params"], doc["cache"]["1"]["time"]
         ({'x': [1, 2]}, 2.0)
     """
+    if time_unit not in TIME_UNITS:
+        raise PerftuneError(f"time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
+    to_ms = TIME_UNITS[time_unit] if objective == "time" else 1.0
     kept: dict[tuple[Any, ...], Trial] = {}
     order: list[str] = list(space.names) if space is not None else []
     for t in trials:
@@ -274,9 +299,9 @@ def kt_cache_document(
         entry: dict[str, Any] = dict(zip(order, values, strict=True))
         ok = t.ok and t.value is not None
         if ok:
-            entry[objective] = float(t.value)  # type: ignore[arg-type]
+            entry[objective] = float(t.value) * to_ms  # type: ignore[arg-type]
             if objective == "time":
-                entry["times"] = [float(s) for s in t.samples] or [entry["time"]]
+                entry["times"] = [float(s) * to_ms for s in t.samples] or [entry["time"]]
         else:
             entry[objective] = _kt_error(t)
         search_s = t.metrics.get("search_time_s")
@@ -310,8 +335,10 @@ def export_kt(
     device_name: str = "perftune",
     problem_size: Any = None,
     objective: str = "time",
+    time_unit: str = "ms",
 ) -> Path:
-    """Write ``trials`` as a Kernel Tuner cache file (see :func:`kt_cache_document`).
+    """Write ``trials`` as a Kernel Tuner cache file (see :func:`kt_cache_document`; ``time_unit`` is the
+    unit of the trials' values, written in milliseconds).
 
     Kernel Tuner reads its cache with a plain ``open``, so write ``*.json`` for it; ``*.gz`` is
     gzip-compressed for storage (and :func:`load_kt` reads it). Replay the file with
@@ -327,7 +354,7 @@ def export_kt(
     """
     p = Path(path)
     doc = kt_cache_document(trials, space=space, kernel_name=kernel_name, device_name=device_name,
-                            problem_size=problem_size, objective=objective)
+                            problem_size=problem_size, objective=objective, time_unit=time_unit)
     # Compact separators: Kernel Tuner recognises a closed file by its last three characters "}}}".
     text = json.dumps(doc, separators=(",", ":"))
     try:
@@ -350,6 +377,7 @@ def export_run_kt(
     kernel_name: str | None = None,
     device_name: str = "perftune",
     problem_size: Any = None,
+    time_unit: str | None = None,
 ) -> Path:
     """Write a stored run as a Kernel Tuner cache file.
 
@@ -360,6 +388,10 @@ def export_run_kt(
         kernel_name: The name Kernel Tuner is called with; default: the run's name.
         device_name: Written as the cache's device (simulation mode takes it from the file).
         problem_size: Written when given; Kernel Tuner then checks it against its own.
+        time_unit: The unit of the run's values (written in milliseconds, see :data:`TIME_UNITS`);
+            default: ``"s"`` for a run of perftune's own timers (metric ``wall_time`` or ``cpu_time``
+            of a task file, ``tune_compile``, the compiler-flag target), else ``"ms"`` (a replayed
+            Kernel Tuner cache or T4 file, Triton's times), written as they are.
 
     Raises:
         PerftuneError: the run maximises its metric (Kernel Tuner minimises a cache's objective).
@@ -382,5 +414,22 @@ def export_run_kt(
                                 "Kernel Tuner cache holds a time to minimise: export it as CSV or JSON")
         space = info.load_space() if getattr(info, "space", None) else None
         name = kernel_name or getattr(info, "name", None) or str(run_id)
+        unit = time_unit if time_unit is not None else _run_time_unit(info)
         return export_kt(st.trials(run_id), path, space=space, kernel_name=name, device_name=device_name,
-                         problem_size=problem_size)
+                         problem_size=problem_size, time_unit=unit)
+
+
+def _run_time_unit(info: Any) -> str:
+    """The unit of a stored run's values as far as the run says: ``"s"`` for perftune's own timers (a
+    task file's ``wall_time``/``cpu_time``, ``tune_compile``, the compiler-flag target), else ``"ms"``.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> _run_time_unit(SimpleNamespace(metric="wall_time", settings={}))
+        's'
+    """
+    settings = getattr(info, "settings", None) or {}
+    metric = getattr(info, "metric", None) or settings.get("metric")
+    if metric in _SECONDS_METRICS or settings.get("target") in _SECONDS_TARGETS:
+        return "s"
+    return "ms"

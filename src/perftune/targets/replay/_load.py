@@ -21,9 +21,12 @@ __all__ = [
     "ReplayProblem",
     "Where",
     "at",
+    "check_time",
+    "check_value_types",
     "input_limit_bytes",
     "json_value",
     "load",
+    "measurement_goal",
     "parse_json",
     "read_json",
     "read_text",
@@ -35,6 +38,9 @@ DEFAULT_INPUT_MAX_MB = _jsonfile.DEFAULT_INPUT_MAX_MB
 _MAX_VALUES = 100_000  # values of one T1 parameter, nested items included
 _MAX_VALUE_DEPTH = 4  # [[1, 2], [3, 4]] is depth 2
 _MAX_INT = 2**63  # parameter values are 64-bit integers at most
+# Units of work (items built or read) one T1 condition may take per configuration checked: a bound of the
+# Expression's, far above what a real condition needs (tens).
+_MAX_CONDITION_WORK = 100_000
 
 
 class ReplayFailure(Exception):
@@ -180,6 +186,10 @@ def _parse_values(raw: Any, where: str) -> list[Any]:
         raise PerftuneError(f"{where}: Values has {len(raw)} values (at most {_MAX_VALUES})")
     budget = [_MAX_VALUES]
     values = [json_value(v, f"{where}: Values[{i}]", budget=budget) for i, v in enumerate(raw)]
+    for i, v in enumerate(values):
+        if isinstance(v, tuple):
+            raise PerftuneError(f"{where}: Values[{i}] is the list {_shown(list(v))}; a parameter value is a "
+                                "number, a string or a boolean")
     if len(set(values)) != len(values):
         raise PerftuneError(f"{where}: Values {_shown(list(values))} has duplicates")
     return values
@@ -252,15 +262,32 @@ def space_from_t1(t1: Mapping[str, Any], where: str = "T1") -> Any:
         if not isinstance(conditions, list):
             raise PerftuneError(f"{where}: ConfigurationSpace.Conditions must be a list, "
                                 f"not {type(conditions).__name__}")
-        constraints: list[str] = []
-        for i, c in enumerate(conditions):
-            expr = c.get("Expression") if isinstance(c, Mapping) else c
-            if not isinstance(expr, str) or not expr.strip():
-                raise PerftuneError(f"{where}: Conditions[{i}] has no Expression")
-            constraints.append(expr)
+        constraints = [_condition(c, i, params, where) for i, c in enumerate(conditions)]
         return Space(params, constraints)
     except SpaceError as e:  # a bad default, condition or value list: say which file it is in
         raise type(e)(f"{where}: {e}") from None
+
+
+def _condition(raw: Any, i: int, params: Mapping[str, Any], where: str) -> Any:
+    """The ``Conditions[i]`` expression, compiled; refused when one configuration's check may take more
+    than :data:`_MAX_CONDITION_WORK` units of work (every configuration of the space is checked)."""
+    from perftune.errors import ExpressionError
+    from perftune.space import Expression
+
+    text = raw.get("Expression") if isinstance(raw, Mapping) else raw
+    if not isinstance(text, str) or not text.strip():
+        raise PerftuneError(f"{where}: Conditions[{i}] has no Expression")
+    # Each parameter's values: numbers (None) or the longest string.
+    sizes = {name: max((len(v) for v in p.values() if isinstance(v, str)), default=None)
+             for name, p in params.items()}
+    try:
+        expr = Expression(text, value_sizes=sizes)
+    except ExpressionError as e:  # space_from_t1 puts the file's name first
+        raise type(e)(f"Conditions[{i}]: {e}") from None
+    if expr.work > _MAX_CONDITION_WORK:
+        raise PerftuneError(f"{where}: Conditions[{i}]: expression {_shown(text)} may take {expr.work} units "
+                            f"of work per configuration (at most {_MAX_CONDITION_WORK})")
+    return expr
 
 
 @dataclass(frozen=True)
@@ -326,6 +353,9 @@ class ReplayProblem:
         n_results: Number of T4 records.
         n_failed: Number of records that failed.
         n_outside: Records that violate the declared constraints (ignored).
+        metadata: What the file says about itself (device, kernel...).
+        goal: ``"min"`` or ``"max"``: the direction of the replayed measurement (``optimum`` is its best);
+            pass it on, as ``perftune.tune(problem.objective, problem.space, goal=problem.goal)``.
     """
 
     name: str
@@ -338,6 +368,7 @@ class ReplayProblem:
     n_failed: int
     n_outside: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    goal: str = "min"
 
     def values(self) -> list[float]:
         """All successful recorded values (for distributions and ranks)."""
@@ -371,6 +402,16 @@ def _measurement(measurements: list[Mapping[str, Any]], name: str) -> Any:
     return None
 
 
+def check_time(value: float, name: str, where: str) -> None:
+    """Refuse a negative time (a corrupt file: no configuration runs in less than no time).
+
+    Raises:
+        PerftuneError: one line naming ``where``.
+    """
+    if value < 0 and name.lower().endswith("time"):
+        raise PerftuneError(f"{where}: {name} {value!r} is negative")
+
+
 def _number(v: Any, where: Where = "") -> float | None:
     """``v`` as a finite float, None when it is not a number (a failure string, NaN, infinity).
 
@@ -387,11 +428,83 @@ def _number(v: Any, where: Where = "") -> float | None:
     return f if math.isfinite(f) else None
 
 
+# Measurements that are better low (times, energies) or high (rates: GFLOP/s, GB/s), by their names.
+_LOWER_IS_BETTER = ("time", "_s", "_ms", "_us", "_ns", "energy", "latency")
+_HIGHER_IS_BETTER = ("/s",)
+
+
+def measurement_goal(name: str, goal: str | None, where: str) -> str:
+    """``goal`` when given, else the direction a measurement's name says: ``"min"`` for a time (``time``,
+    ``*_time``, ``*_ms``...) or an energy, ``"max"`` for a rate (``GFLOP/s``, ``GB/s``).
+
+    Raises:
+        PerftuneError: ``goal`` is not ``"min"``, ``"max"`` or None, or it is None and the name says
+            nothing (one line naming ``where`` and how to say it).
+    """
+    if goal is not None:
+        if goal not in ("min", "max"):
+            raise PerftuneError(f"goal must be 'min' or 'max', got {_shown(goal)}")
+        return goal
+    lowered = name.lower()
+    if lowered.endswith(_HIGHER_IS_BETTER):
+        return "max"
+    if lowered.endswith(_LOWER_IS_BETTER):
+        return "min"
+    raise PerftuneError(f"{where}: the objective {_shown(name)} is not a time or a rate, so whether it is "
+                        "better low or high is not known: pass goal='min' or goal='max'")
+
+
+def _best(records: Mapping[tuple[Any, ...], _Record], goal: str) -> tuple[float, tuple[Any, ...]] | None:
+    """The best successful value and its key (the first one recorded among equals), or None."""
+    found: tuple[float, tuple[Any, ...]] | None = None
+    for key, rec in records.items():
+        v = rec.value
+        if v is not None and (found is None or (v > found[0] if goal == "max" else v < found[0])):
+            found = (v, key)
+    return found
+
+
+def _keep(records: dict[tuple[Any, ...], _Record], key: tuple[Any, ...], rec: _Record) -> None:
+    """Record ``rec`` for ``key`` unless it was recorded already: a success wins over a failure, otherwise
+    the first record stays (as :func:`perftune.targets.replay.kt_cache_document` writes one)."""
+    earlier = records.get(key)
+    if earlier is None or (earlier.value is None and rec.value is not None):
+        records[key] = rec
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def check_value_types(space: Any, values: Mapping[str, Any], where: str, source: str) -> None:
+    """Refuse a configuration value of another type than its parameter's values (``"32"`` for ``32``):
+    the configuration would otherwise count as outside the space, without a word.
+
+    Raises:
+        PerftuneError: one line naming ``where``, the parameter, the value and ``source`` (the T1 file).
+    """
+    for name, value in values.items():
+        p = space.params.get(name)
+        if p is None or p.contains(value):
+            continue
+        listed = p.values() if (p.cardinality() or _MAX_VALUES + 1) <= _MAX_VALUES else None
+        kinds = {_kind(v) for v in listed} if listed is not None else {"number"}
+        if _kind(value) not in kinds:
+            expected = " or ".join(sorted(kinds))
+            raise PerftuneError(f"{where}: parameter {_shown(name)} is {_shown(value)} (a {_kind(value)}); "
+                                f"{source} gives it {expected} values")
+
+
 def load(
     t1_path: str | os.PathLike[str],
     t4_path: str | os.PathLike[str],
     *,
     objective: str | None = None,
+    goal: str | None = None,
     name: str | None = None,
 ) -> ReplayProblem:
     """Load a T1 space description and T4 results into a :class:`ReplayProblem`.
@@ -400,11 +513,17 @@ def load(
         t1_path: The ``*.T1.json`` file (``TuningParameters`` and ``Conditions``).
         t4_path: The ``*.T4.json`` or ``*.T4.json.gz`` results file.
         objective: Measurement to replay; default: the records' ``objectives[0]``, else ``"time"``.
+        goal: ``"min"`` or ``"max"``; default: by the objective's name (a time is minimised, a rate such
+            as ``GFLOP/s`` maximised; any other name needs ``goal``).
         name: Problem name; default: the T4 file name without ``.T4.json(.gz)``.
 
+    A configuration recorded more than once replays as its success (the first, if several), else as its
+    first failure; ``optimum`` and ``best_config`` are those of the replayed outcomes.
+
     Raises:
-        PerftuneError: a file is missing or malformed, or a T4 configuration does not match the T1
-            parameters; the message names the file.
+        PerftuneError: a file is missing or malformed, a T4 configuration does not match the T1
+            parameters (a missing parameter, a value of another type), a time is negative, or the
+            objective's direction is unknown; the message names the file.
 
     Example:
         >>> p = load("data/benchmark_hub/convolution_milo.T1.json",
@@ -423,8 +542,6 @@ def load(
     names = tuple(space.names)
     records: dict[tuple[Any, ...], _Record] = {}
     n_failed = n_outside = 0
-    best_value = math.inf
-    best_key: tuple[Any, ...] | None = None
     obj_name = objective
     from perftune.space import Config
 
@@ -444,11 +561,13 @@ def load(
         objectives = _objectives(r, where)
         cfg = Config(values)
         if not space.is_valid(cfg):
+            check_value_types(space, values, where, str(t1_path))
             n_outside += 1
             continue
         key = tuple(cfg[n] for n in names)
         if obj_name is None:
             obj_name = objectives[0]
+            obj_goal = measurement_goal(obj_name, goal, f"{t4_path}")
         invalidity = str(r.get("invalidity", "correct"))
         raw = _measurement(measurements, obj_name)
         value = _number(raw, at(where, "", obj_name))
@@ -461,13 +580,15 @@ def load(
             n_failed += 1
             detail = f" ({raw})" if isinstance(raw, str) and raw else ""
             reason = f"{invalidity}{detail}" if invalidity != "correct" else f"no numeric {obj_name!r}"
-            records[key] = _Record(None, reason, metrics)
+            _keep(records, key, _Record(None, reason, metrics))
             continue
-        records[key] = _Record(value, None, metrics)
-        if value < best_value:
-            best_value, best_key = value, key
-    if best_key is None:
+        check_time(value, obj_name, where)
+        _keep(records, key, _Record(value, None, metrics))
+    obj_goal = measurement_goal(obj_name or "time", goal, f"{t4_path}")
+    best = _best(records, obj_goal)
+    if best is None:
         raise PerftuneError(f"{t4_path}: no successful measurement of {obj_name or 'time'!r}")
+    best_value, best_key = best
     base = Path(t4_path).name
     for suffix in (".gz", ".json", ".T4"):
         base = base.removesuffix(suffix)
@@ -483,6 +604,7 @@ def load(
         n_failed=n_failed,
         n_outside=n_outside,
         metadata=dict(metadata or {}),
+        goal=obj_goal,
     )
 
 

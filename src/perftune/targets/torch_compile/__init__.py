@@ -6,6 +6,8 @@
 * :func:`compile_space` — the space of Inductor settings for ``"cpu"`` or ``"cuda"`` on the installed torch.
 * :func:`run_job` — compile, check and time ``torch.compile`` variants in a fresh process
   (:class:`Job`, :class:`TimingPlan`, :class:`VariantTiming`); a crash or hang is a status with a reason.
+  The process starts from the caller's settings (:func:`caller_state`: Inductor and Dynamo config, CPU
+  threads, matmul precision).
 
 torch is imported lazily: importing this package does not import it. ``perftune.torch`` is the short name.
 
@@ -17,7 +19,14 @@ Example:
 
 from __future__ import annotations
 
-from perftune.targets.torch_compile._runner import Job, TimingPlan, VariantTiming, run_job, tolerance_of
+from perftune.targets.torch_compile._runner import (
+    Job,
+    TimingPlan,
+    VariantTiming,
+    caller_state,
+    run_job,
+    tolerance_of,
+)
 from perftune.targets.torch_compile._space import (
     KNOBS,
     KnobSpec,
@@ -35,6 +44,7 @@ __all__ = [
     "KnobSpec",
     "TimingPlan",
     "VariantTiming",
+    "caller_state",
     "compile_space",
     "inductor_default",
     "mode_options",

@@ -7,7 +7,8 @@ group of its own so that Inductor's compile workers die with it. In that process
 
 1. the eager model runs once on the inputs under ``torch.no_grad()``: its output is the reference;
 2. each variant is compiled by its first call (timed: ``compile_s``) and its output is checked against
-   the reference within the output dtype's tolerance (relative Frobenius error; NaN never passes);
+   the reference: its NaN and inf elements must be the reference's (in place and sign), and its finite
+   elements within the output dtype's tolerance (relative Frobenius error over the finite elements);
 3. the variants that passed are timed in interleaved rounds (variant order rotated every round), after
    warm-up calls, so that all of them see the same clocks, power state and caches. On a GPU each sample
    is CUDA events around ``k`` calls (``k`` chosen so that a sample lasts at least ``min_sample_s``:
@@ -16,19 +17,24 @@ group of its own so that Inductor's compile workers die with it. In that process
 
 The parent waits at most ``timeout_s``; then it kills the process group (TIMEOUT). A process that dies
 (a signal, ``os._exit``) fails every variant of its job with the exit reason and the last lines the
-process wrote to stderr.
+process wrote to stderr. The process starts from the caller's settings (:func:`caller_state`), and it
+kills itself and its group within a second when the caller is gone (SIGTERM, SIGKILL): no compile or
+GPU memory outlives the tuner.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +43,10 @@ from typing import Any
 from perftune.errors import PerftuneError
 from perftune.trial import Status
 
-__all__ = ["Job", "TimingPlan", "VariantTiming", "run_job", "tolerance_of"]
+__all__ = ["Job", "TimingPlan", "VariantTiming", "caller_state", "run_job", "tolerance_of"]
+
+# How often a job's process checks that the process that started it is still there.
+_WATCH_PARENT_S = 1.0
 
 # Relative Frobenius error ||out - ref|| / ||ref|| allowed per output dtype. Compiled code reorders
 # reductions and fuses casts, so results differ from eager by rounding: float32 lands far under 1e-4,
@@ -82,9 +91,15 @@ class TimingPlan:
     min_sample_s: float = 1e-3
 
     def __post_init__(self) -> None:
-        if self.n_warmup < 0 or self.n_rounds < 1 or not self.min_sample_s > 0:
+        counts = (self.n_warmup, self.n_rounds)
+        counts_ok = all(isinstance(n, int) and not isinstance(n, bool) for n in counts)
+        sample_ok = isinstance(self.min_sample_s, int | float) and not isinstance(self.min_sample_s, bool)
+        if not (counts_ok and sample_ok) or self.n_warmup < 0 or self.n_rounds < 1 or not (
+            0 < self.min_sample_s < math.inf
+        ):
             raise PerftuneError(
-                f"TimingPlan: need n_warmup >= 0, n_rounds >= 1, min_sample_s > 0; got {self}"
+                "TimingPlan: need integers n_warmup >= 0 and n_rounds >= 1, and a number min_sample_s > 0; "
+                f"got {self}"
             )
 
 
@@ -130,6 +145,7 @@ class VariantTiming:
         compile_s: Wall time of the first (compiling) call.
         samples_s: Seconds per call, one per round.
         rel_error: Largest relative error of its outputs against eager.
+        model_failed: The model itself failed when run uncompiled (eager), so every variant fails alike.
 
     Example:
         >>> VariantTiming("plain", {}, samples_s=[2e-3, 1e-3, 3e-3]).median_s
@@ -143,6 +159,7 @@ class VariantTiming:
     compile_s: float | None = None
     samples_s: list[float] = field(default_factory=list)
     rel_error: float | None = None
+    model_failed: bool = False
 
     @property
     def median_s(self) -> float | None:
@@ -178,15 +195,30 @@ def _relative_error(out: Any, ref: Any, rtol: float | None) -> tuple[float, str 
             if not torch.equal(g, w):
                 return math.inf, f"wrong output {i}: differs from eager ({w.dtype} must match exactly)"
             continue
-        g64, w64 = g.detach().double().cpu(), w.detach().double().cpu()
-        if not bool(torch.isfinite(g64).all()) and bool(torch.isfinite(w64).all()):
-            return math.inf, f"wrong output {i}: NaN or inf where eager is finite"
-        denom = float(torch.linalg.vector_norm(w64)) or 1.0
-        err = float(torch.linalg.vector_norm(torch.nan_to_num(g64 - w64))) / denom
+        g64, w64 = g.detach().cpu(), w.detach().cpu()
+        if g64.is_complex():
+            g64, w64 = torch.view_as_real(g64), torch.view_as_real(w64)
+        g64, w64 = g64.double(), w64.double()
+        # Non-finite elements must be the same as eager's, in place and sign (masked attention rows,
+        # log(0), fp16 overflow give them); the others are compared by their relative error.
+        g_inf = torch.where(torch.isinf(g64), g64, 0.0)
+        w_inf = torch.where(torch.isinf(w64), w64, 0.0)
+        mismatch = (torch.isnan(g64) != torch.isnan(w64)) | (g_inf != w_inf)
+        if bool(mismatch.any()):
+            n_bad = int(mismatch.sum())
+            return math.inf, f"wrong output {i}: {n_bad} element(s) differ from eager in NaN or inf"
+        both = torch.isfinite(g64) & torch.isfinite(w64)
+        denom = float(torch.linalg.vector_norm(w64[both])) or 1.0
+        err = float(torch.linalg.vector_norm(g64[both] - w64[both])) / denom
+        if not err <= tol:  # a NaN error (an overflow of the norm) fails too
+            return (math.inf if math.isnan(err) else err), (
+                f"wrong output {i}: relative error {err:.2e} > {tol:.0e} against eager ({w.dtype})")
         worst = max(worst, err)
-        if err > tol:
-            return err, f"wrong output {i}: relative error {err:.2e} > {tol:.0e} against eager ({w.dtype})"
     return worst, None
+
+
+class _ModelFailed(Exception):
+    """The uncompiled model raised on the inputs: no variant can be checked against it."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -210,8 +242,11 @@ def _execute(job: Job) -> list[VariantTiming]:
     results: list[VariantTiming] = []
     callables: dict[str, Callable[..., Any]] = {}
     with torch.no_grad():
-        reference = job.fn(*job.inputs)
-        sync()
+        try:
+            reference = job.fn(*job.inputs)
+            sync()
+        except Exception as exc:
+            raise _ModelFailed(_one_line(exc)) from None
         for label, options in job.variants:
             vt = VariantTiming(label, dict(options) if options is not None else None)
             results.append(vt)
@@ -276,22 +311,102 @@ def _calls_per_sample(fn: Callable[..., Any], job: Job, sync: Callable[[], None]
     return k
 
 
-def _child(conn: Any, payload: bytes, stderr_path: str) -> None:
+def _apply_state(state: Mapping[str, Any]) -> None:
+    """Put the caller's settings (:func:`caller_state`) into this fresh process, before anything compiles."""
+    import torch
+
+    with contextlib.suppress(Exception):
+        torch.set_num_threads(int(state["threads"]))
+    # The precision first: it sets the TF32 flags, which the caller may have set apart from it.
+    with contextlib.suppress(Exception):
+        torch.set_float32_matmul_precision(state["matmul_precision"])
+    with contextlib.suppress(Exception):
+        torch.backends.cuda.matmul.allow_tf32 = bool(state["cuda_matmul_allow_tf32"])
+    with contextlib.suppress(Exception):
+        torch.backends.cudnn.allow_tf32 = bool(state["cudnn_allow_tf32"])
+    for module_name, patch in state.get("configs", {}).items():
+        module = importlib.import_module(module_name)
+        for key, value in patch.items():
+            with contextlib.suppress(Exception):
+                setattr(module, key, value)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Kill this process and its compile workers once the parent is gone (a SIGTERM or SIGKILL of the
+    tuner must not leave a compile or a process holding GPU memory behind)."""
+    own_group = os.getpgid(0) == os.getpid()
+    while True:
+        time.sleep(_WATCH_PARENT_S)
+        if os.getppid() != parent_pid:
+            if own_group:
+                with contextlib.suppress(OSError):
+                    os.killpg(0, signal.SIGKILL)
+            os._exit(1)
+
+
+def _child(conn: Any, payload: bytes, stderr_path: str, state: Mapping[str, Any], parent_pid: int) -> None:
     # Own process group: the parent kills Inductor's compile workers together with this process.
     with contextlib.suppress(OSError):
         os.setsid()
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     fd = os.open(stderr_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 2)
     os.close(fd)
     try:
         import torch
 
+        _apply_state(state)
         job = torch.load(io.BytesIO(payload), weights_only=False)
         conn.send(("ok", _execute(job)))
+    except _ModelFailed as exc:
+        conn.send(("model-failed", str(exc)))
     except BaseException as exc:  # the whole job failed in a way the parent should report, not crash on
         conn.send(("error", _one_line(exc)))
     finally:
         conn.close()
+
+
+# ------------------------------------------------------------------ in the caller's process
+
+
+def caller_state() -> dict[str, Any]:
+    """The settings of this process that change how a compiled model runs, for :func:`run_job`'s process.
+
+    A fresh interpreter starts from torch's defaults; what the caller changed is carried over: the
+    Inductor and Dynamo config values that differ from their defaults (those that can be pickled), the
+    number of CPU threads, the float32 matmul precision and the TF32 flags. So the defaults a space reads
+    here (:func:`perftune.torch.inductor_default`) are the ones the candidates are compiled against.
+
+    Example:
+        >>> caller_state()["threads"] >= 1  # doctest: +SKIP
+        True
+    """
+    import torch
+
+    state: dict[str, Any] = {"threads": torch.get_num_threads()}
+    with contextlib.suppress(Exception):
+        state["matmul_precision"] = torch.get_float32_matmul_precision()
+    with contextlib.suppress(Exception):
+        state["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+    with contextlib.suppress(Exception):
+        state["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+    configs: dict[str, dict[str, Any]] = {}
+    for module_name in ("torch._inductor.config", "torch._dynamo.config"):
+        module = importlib.import_module(module_name)
+        entries = getattr(module, "_config", {})
+        patch: dict[str, Any] = {}
+        for key, value in module.get_config_copy().items():
+            entry = entries.get(key)
+            try:
+                if entry is not None and value == entry.default:
+                    continue
+                pickle.dumps(value)
+            except Exception:  # a value that cannot be compared or sent (a custom pass object) stays here
+                continue
+            patch[key] = value
+        configs[module_name] = patch
+    state["configs"] = configs
+    return state
 
 
 # ------------------------------------------------------------------ in the caller's process
@@ -336,23 +451,30 @@ def _tail(path: str, n_lines: int = 2) -> str:
     return " | ".join(lines[-n_lines:])[:300]
 
 
-def run_job(job: Job, *, timeout_s: float) -> list[VariantTiming]:
+def run_job(job: Job, *, timeout_s: float, state: Mapping[str, Any] | None = None) -> list[VariantTiming]:
     """Run ``job`` in a fresh process; every variant comes back with a status, even when the process dies.
+
+    The process starts from this process's settings (:func:`caller_state`), and it ends itself when
+    this process is gone (killed, or ended by a signal), with the compile workers it started.
 
     Args:
         job: The model, inputs and variants.
         timeout_s: Wall-clock limit for the whole process (import, compiles, timing).
+        state: The settings to start from (default: :func:`caller_state` now).
 
     Returns:
-        One :class:`VariantTiming` per variant, in order.
+        One :class:`VariantTiming` per variant, in order. When the model itself fails uncompiled, every
+        variant fails with ``model_failed`` set.
     """
     payload = serialize(job)
+    state = dict(state) if state is not None else caller_state()
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     with tempfile.NamedTemporaryFile("w", prefix="perftune-compile-", suffix=".log", delete=False) as log:
         stderr_path = log.name
-    proc = ctx.Process(target=_child, args=(sender, payload, stderr_path), daemon=True)
+    proc = ctx.Process(target=_child, args=(sender, payload, stderr_path, state, os.getpid()), daemon=True)
     t0 = time.monotonic()
+    killed = False
     try:
         proc.start()
         sender.close()
@@ -370,8 +492,13 @@ def run_job(job: Job, *, timeout_s: float) -> list[VariantTiming]:
         if message is not None:
             proc.join(10.0)  # let it exit on its own; then its compile workers go with its group
         _kill(proc)
+        killed = True
         if message is not None and message[0] == "ok":
             return list(message[1])
+        if message is not None and message[0] == "model-failed":
+            reason = f"the model itself fails uncompiled (eager): {message[1]}"
+            return [VariantTiming(label, dict(opts) if opts else None, Status.FAILED, reason,
+                                  model_failed=True) for label, opts in job.variants]
         if message is not None:
             reason = f"the compile process failed: {message[1]}"
         tail = _tail(stderr_path)
@@ -381,6 +508,8 @@ def run_job(job: Job, *, timeout_s: float) -> list[VariantTiming]:
             VariantTiming(label, dict(opts) if opts else None, status, reason) for label, opts in job.variants
         ]
     finally:
+        if proc.pid is not None and not killed:  # an exception (Ctrl-C, SystemExit): it must not outlive us
+            _kill(proc)
         receiver.close()
         with contextlib.suppress(OSError):
             os.unlink(stderr_path)

@@ -2,9 +2,10 @@
 
 Each parameter is an Inductor config key (``torch._inductor.config``, dotted for sub-configs such as
 ``triton.cudagraphs``), so a configuration is exactly the ``options=`` dict of ``torch.compile``. The
-default value of every parameter is the installed torch's own default, so the space's default
-configuration is plain ``torch.compile``. Keys that the installed torch does not have are left out
-(torch moves its options between releases), as are those that only matter on the other device kind.
+default value of every parameter is its value in this process (torch's own default unless the caller
+changed it; the fresh processes that compile the candidates start from the same values), so the space's
+default configuration is plain ``torch.compile``. Keys that the installed torch does not have are left
+out (torch moves its options between releases), as are those that only matter on the other device kind.
 
 Example:
     >>> space = compile_space("cpu")  # doctest: +SKIP
@@ -22,7 +23,8 @@ from perftune.errors import PerftuneError
 from perftune.space import Bool, Choice, Space
 
 __all__ = [
-    "DEVICE_KINDS", "KNOBS", "KnobSpec", "compile_space", "inductor_default", "mode_options", "options_of",
+    "DEVICE_KINDS", "KNOBS", "KnobSpec", "check_space", "compile_space", "inductor_default", "mode_options",
+    "options_of",
 ]
 
 DEVICE_KINDS = ("cpu", "cuda")
@@ -100,7 +102,12 @@ def _config_module() -> Any:
 
 
 def inductor_default(key: str) -> Any:
-    """The installed torch's default of an Inductor config key (``AttributeError`` when it has none)."""
+    """The value of an Inductor config key in this process (``AttributeError`` when torch has no such key).
+
+    It is torch's own default unless this process changed it; :func:`perftune.torch.run_job` starts its
+    fresh processes from this process's values (:func:`perftune.torch.caller_state`), so a candidate that
+    leaves the key out is compiled with this value.
+    """
     obj: Any = _config_module()
     for part in key.split("."):
         obj = getattr(obj, part)
@@ -171,9 +178,50 @@ def mode_options(mode: str, device: str) -> dict[str, Any]:
     return out
 
 
+def _type_problem(value: Any, default: Any) -> str | None:
+    """Why ``value`` cannot be an Inductor setting whose default is ``default`` (None when it can)."""
+    if default is None or type(value) is type(default):
+        return None
+    if isinstance(default, bool) or isinstance(value, bool):
+        return f"{value!r} is not a bool" if isinstance(default, bool) else f"{value!r} is a bool"
+    if isinstance(default, float) and isinstance(value, int):
+        return None
+    if isinstance(default, int | float | str):
+        return f"{value!r} is a {type(value).__name__}, not a {type(default).__name__}"
+    return None
+
+
+def check_space(space: Space) -> None:
+    """Refuse a space whose parameters are not Inductor config keys of this torch, or whose values are of
+    another type than the key's (one line; before any process starts).
+
+    Raises:
+        PerftuneError: The first unknown key or wrongly typed value.
+    """
+    for name, param in space.params.items():
+        try:
+            default = inductor_default(name)
+        except AttributeError:
+            import torch
+
+            raise PerftuneError(
+                f"tune_compile: space parameter {name!r} is not an Inductor config key of torch "
+                f"{torch.__version__} (see torch._inductor.config)"
+            ) from None
+        card = param.cardinality()
+        listed = param.values() if card is not None and card <= 10_000 else None
+        values = listed if listed is not None else [param.default_value()]
+        for value in values:
+            problem = _type_problem(value, default)
+            if problem is not None:
+                raise PerftuneError(
+                    f"tune_compile: space parameter {name!r}: {problem} (torch's value is {default!r})"
+                )
+
+
 def options_of(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``options=`` dict of ``torch.compile`` for a configuration: only the settings that differ from
-    the installed torch's defaults (so the dict reads as what was changed)."""
+    their value in this process (:func:`inductor_default`; so the dict reads as what was changed)."""
     out: dict[str, Any] = {}
     for key, value in dict(config).items():
         try:
