@@ -39,6 +39,11 @@ def test_every_view_renders_without_console_errors(dashboard: Any, page: Any, br
     alpha = page.locator("#runs tbody tr[data-run='alpha'] td").all_inner_texts()
     assert alpha[1] == "alpha" and alpha[3] == "finished" and alpha[5] == "70"
     screenshot(page, "dashboard-runs")
+    # The page polls every second; rows that did not change stay the same elements, so that a click is not
+    # lost while they would be swapped (press on the old row, release on the new one).
+    page.evaluate("() => { window.alphaRow = document.querySelector(\"#runs tr[data-run='alpha']\"); }")
+    page.wait_for_timeout(2500)  # two polls at least
+    assert page.evaluate("() => window.alphaRow.isConnected")
 
     page.locator("#runs a", has_text="alpha").click()
     page.wait_for_url("**/runs/alpha")

@@ -313,7 +313,7 @@
   // ------------------------------------------------------------------ runs page
 
   function runsPage() {
-    const state = {rows: P.data && P.data.runs || [], q: "", status: "", kind: "", chosen: new Set()};
+    const state = {rows: P.data && P.data.runs || [], q: "", status: "", kind: "", chosen: new Set(), html: null};
     $("content").innerHTML =
       '<div class="controls"><input id="q" placeholder="search name, kind, machine" size="32">' +
       '<select id="status-filter"><option value="">any status</option></select>' +
@@ -340,7 +340,7 @@
       const rows = state.rows.filter((r) =>
         (!state.status || r.status === state.status) && (!state.kind || r.kind === state.kind) &&
         (!state.q || [r.name, r.kind, r.machine].join(" ").toLowerCase().includes(state.q)));
-      $("runs").tBodies[0].innerHTML = rows.map((r) => {
+      const html = rows.map((r) => {
         if (r.error) {  // a damaged run: its name and what is wrong, the other runs as usual
           return '<tr data-run="' + esc(r.name) + '"><td></td><td><a href="' + runHref(r) + '">' + esc(r.name) + "</a></td><td>" +
             esc(r.kind) + '</td><td class="status-' + esc(r.status) + '">' + esc(r.status) + '</td><td colspan="8" class="error">' +
@@ -358,6 +358,14 @@
           improvement(r.improvement) + "</td><td>" + esc(r.machine || "-") + "</td><td>" + when(r.started_at) +
           "</td><td>" + when(r.finished_at) + "</td></tr>";
       }).join("");
+      // Unchanged rows are left as they are: replacing them every second would swallow a click that lands
+      // while they are swapped (the press on the old row, the release on the new one).
+      if (html === state.html) {
+        updateCompare();
+        return;
+      }
+      state.html = html;
+      $("runs").tBodies[0].innerHTML = html;
       for (const box of document.querySelectorAll(".pick")) {
         box.addEventListener("change", (e) => {
           if (e.target.checked) state.chosen.add(e.target.value); else state.chosen.delete(e.target.value);
