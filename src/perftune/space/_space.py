@@ -545,23 +545,14 @@ class Space:
         self._domains()
         if self._solver.unsat is not None:
             return None
-        fixed = self._repair_one(data, rng, pinned)
+        violated = self._violated_names(data)
+        fixed = self._repair_one(data, rng, pinned, list(dict.fromkeys(violated)))
         if fixed is not None:
             return fixed
-        # Local repair: resample one parameter named by a violated constraint.
+        # Local repair: resample one parameter named by a violated constraint (a name read by several of
+        # them is drawn more often).
+        names = [n for n in violated if n not in pinned]
         for _ in range(3):
-            names: list[str] = []
-            for c in self._constraints:
-                try:
-                    ok = c.fn(data)
-                except KeyError:
-                    continue
-                except Exception:
-                    ok = False
-                if not ok:
-                    # In declaration order: iterating the frozenset would depend on PYTHONHASHSEED.
-                    names.extend(n for n in data if c.names is None or n in c.names)
-            names = [n for n in names if n not in pinned]
             if not names:
                 break
             trial = dict(data)
@@ -581,13 +572,10 @@ class Space:
             return self._nearest_enumerated(data, valid, rng)
         return None
 
-    def _repair_one(
-        self, data: dict[str, Any], rng: np.random.Generator, pinned: frozenset[str]
-    ) -> Config | None:
-        """A valid configuration that differs from ``data`` in one parameter of a violated constraint, one
-        with too many values for the search to try them all: its equalities solved for it (``by = 1024 /
-        bx``). One of the fixes found, at random; None when there is none within REPAIR_BUDGET checks.
-        (A parameter of a few values is left to the search, which tries each of them.)"""
+    def _violated_names(self, data: Mapping[str, Any]) -> list[str]:
+        """The names each constraint that ``data`` breaks reads, constraint after constraint (a name once per
+        constraint it is in), each in declaration order: iterating a frozenset would depend on
+        PYTHONHASHSEED. A constraint reading an absent name holds; one that raises is broken."""
         names: list[str] = []
         for c in self._constraints:
             try:
@@ -597,7 +585,17 @@ class Space:
             except Exception:
                 ok = False
             if not ok:
-                names.extend(n for n in data if (c.names is None or n in c.names) and n not in names)
+                names.extend(n for n in data if c.names is None or n in c.names)
+        return names
+
+    def _repair_one(
+        self, data: dict[str, Any], rng: np.random.Generator, pinned: frozenset[str], names: list[str]
+    ) -> Config | None:
+        """A valid configuration that differs from ``data`` in one parameter of a violated constraint, one
+        with too many values for the search to try them all: its equalities solved for it (``by = 1024 /
+        bx``). One of the fixes found, at random; None when there is none within REPAIR_BUDGET checks.
+        (A parameter of a few values is left to the search, which tries each of them.) ``names``: those of
+        the violated constraints, each once."""
         domains = self._domains()
         fixes: list[tuple[str, Any]] = []
         work = 0
