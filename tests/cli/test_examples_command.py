@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 from importlib.resources import files
 from pathlib import Path
@@ -150,3 +151,89 @@ def test_the_repository_examples_are_the_bundled_ones() -> None:
     assert re.search(r"perftune run examples/c_matmul/task.toml", makefile)
     stencil = BUNDLED / "gcc_flags" / "stencil.c"
     assert stencil.samefile(BUNDLED.parent / "targets" / "flags" / "programs" / "stencil.c")
+
+
+# -- TASK_FILES.md says what the loader does --------------------------------------------------------------
+
+TASK_FILES = BUNDLED / "TASK_FILES.md"
+
+
+def _complete_example(folder: Path) -> Path:
+    """The ```toml block of "A complete example", written as it is, with the files it names."""
+    text = TASK_FILES.read_text()
+    block = text.split("## A complete example", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    (folder / "data").mkdir()
+    (folder / "data" / "input.txt").write_text("1 2 3\n")
+    (folder / "data" / "other.txt").write_text("4 5 6\n")
+    (folder / "mm.c").write_text("int main(void) { return 0; }\n")
+    task = folder / "task.toml"
+    task.write_text(block)
+    return task
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the example's build step runs gcc")
+def test_the_complete_example_of_task_files_loads_as_written(tmp_path: Path) -> None:
+    task = load_task(_complete_example(tmp_path), prepare=False)
+    assert task.name == "matmul" and task.technique == "default"
+    assert task.seeds == [{"block": 64, "unroll": 4, "order": "ikj", "fast": False, "passes": ("b", "a", "c"),
+                           "tile": 2}]
+    assert all(task.space.is_valid(s) for s in task.seeds)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the example's build step runs gcc")
+def test_every_key_a_task_file_may_hold_is_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every table's allowed keys, as the loader checks them, recorded while it reads the complete example
+    # (with a budget table, the one table it does not have).
+    from perftune.targets.command import _sections, _task
+
+    allowed: dict[str, set[str]] = {}
+    original = _sections.check_keys
+
+    def recording(table: object, keys: set[str], where: object, prefix: str) -> None:
+        allowed.setdefault(prefix, set()).update(keys)
+        original(table, keys, where, prefix)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_sections, "check_keys", recording)
+    monkeypatch.setattr(_task, "check_keys", recording)
+    task = _complete_example(tmp_path)
+    task.write_text(task.read_text().replace("budget = 100 ", "budget = { evals = 100 }"))
+    load_task(task, prepare=False)
+    assert {"", "build.", "run.", "objective.", "check.", "check.expensive.", "timing.", "sandbox.",
+            "tuning.", "tuning.budget."} <= set(allowed)
+    text = TASK_FILES.read_text()
+
+    def documented(prefix: str, key: str) -> bool:  # `key = ...` in the example, `key` or [table] in prose
+        return bool(re.search(rf"(?<![\w.-]){re.escape(key)}\s*=|`{re.escape(key)}`", text)) \
+            or f"[{prefix}{key}]" in text
+
+    undocumented = [f"{prefix}{key}" for prefix, keys in sorted(allowed.items()) for key in sorted(keys)
+                    if not documented(prefix, key)]
+    assert undocumented == []
+
+
+def test_the_dask_example_stores_its_run_only_when_told_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    import perftune
+
+    script = BUNDLED / "dask_local" / "tune_on_dask.py"
+    spec = importlib.util.spec_from_file_location("tune_on_dask", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stores: list[object] = []
+
+    def fake_tune(*args: object, store: object = None, **kwargs: object) -> object:
+        stores.append(store)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(perftune, "tune", fake_tune)
+    for argv in (["tune_on_dask.py"], ["tune_on_dask.py", "local:2", "perftune.db"]):
+        monkeypatch.setattr("sys.argv", argv)
+        with pytest.raises(SystemExit):
+            module.main()
+    assert stores == [None, "perftune.db"]
+    doc = module.__doc__ or ""
+    assert "kept in memory only" in doc and "local:2 perftune.db" in doc

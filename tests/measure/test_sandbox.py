@@ -192,3 +192,21 @@ def test_wall_time_covers_the_whole_step_inside_a_pid_namespace(sandbox: Sandbox
         pytest.skip("PID namespaces unavailable: the step is clocked by the tuner")
     r = run(sandbox, ["sleep", "0.2"])  # sleep cannot return early: a lower bound, not a timing
     assert r.ok and r.wall_s >= 0.2, r.wall_s
+
+
+def test_a_process_limit_above_the_hard_limit_still_runs() -> None:
+    # RLIMIT_NPROC is set between fork and exec, where no process may raise its hard limit: the backstop
+    # of a pids cgroup (8 x the limit) or the limit itself is capped by it, instead of failing every step.
+    import resource
+
+    from perftune.measure._limits import rlimits
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip("no hard limit on the number of processes here")
+    for pids_by_cgroup in (True, False):
+        limits = dict((which, (soft, most)) for which, soft, most in
+                      rlimits(Limits(n_procs=hard + 1), memory_by_cgroup=True, pids_by_cgroup=pids_by_cgroup))
+        assert limits[resource.RLIMIT_NPROC] == (hard, hard)
+    r = run(Sandbox(Limits(memory_mb=256, n_procs=hard // 8 + 1, disk_mb=64)), ["sh", "-c", "echo ok"])
+    assert r.status is Status.OK and r.stdout == b"ok\n", r.reason

@@ -396,3 +396,50 @@ def test_an_error_about_a_short_key_names_its_own_line() -> None:
     assert where.line_of("n =", "n=") == 4
     assert where.line_of("max =") == 2 and where.line_of("nope =") is None
     assert where.line_of('fidelity = [') == 4  # other needles are found as typed
+
+
+# -- 11. the line of a key: in its own table, or in an inline table -----------------------------------------
+
+
+def test_an_unknown_key_is_reported_at_its_own_table_with_where_it_belongs(tmp_path: Path) -> None:
+    # A key of the same name earlier in another table ([check.expensive] budget) is not its line.
+    text = edit("[timing]", '[check]\nstdout = "none"\n\n[check.expensive]\nbudget = 0.1\n\n'
+                            '[timing]\nbudget = 5')
+    task = write(tmp_path, text)
+    message = error_of(task, tmp_path)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln == "budget = 5")
+    assert message.startswith(f"{task}:{line}: timing.budget: unknown key (allowed: "), message
+    assert message.endswith("; 'budget' is a key of [check.expensive] and [tuning]"), message
+
+
+def test_an_error_in_an_inline_table_names_the_line_of_that_table(tmp_path: Path) -> None:
+    text = ('build = { command = ["true"], timeout_s = 60 }\n'
+            'run = { command = ["true", "{x}"], timeout_s = "5" }\n'
+            '[space]\nx = { type = "int", min = 1, max = 5, default = 1 }\n')
+    task = write(tmp_path, text)
+    assert error_of(task, tmp_path) == f"{task}:2: run.timeout_s: expected a number, got str '5'"
+    text = edit("[timing]", '[check]\nstdout = "none"\nexpensive = { budget = 0.1, bogus = 1 }\n\n[timing]')
+    task = write(tmp_path, text)
+    message = error_of(task, tmp_path)
+    assert message.startswith(f"{task}:{line_of(text, 'bogus')}: check.expensive.bogus: unknown key"), message
+
+
+# -- 12. [tuning] technique and seeds ------------------------------------------------------------------------
+
+
+def test_an_unknown_technique_is_one_line_with_its_key_and_line(tmp_path: Path) -> None:
+    text = edit("seed = 1", 'seed = 1\ntechnique = "randm"')
+    task = write(tmp_path, text)
+    message = error_of(task, tmp_path)
+    assert message.startswith(f"{task}:{line_of(text, 'technique')}: tuning.technique: unknown technique "
+                              "'randm' (known: "), message
+    assert message.endswith("; did you mean 'random'?"), message
+
+
+def test_a_seed_value_of_the_wrong_type_is_said_to_be_so(tmp_path: Path) -> None:
+    text = edit("seed = 1", 'seed = 1\nseeds = [{ level = "3" }]')
+    task = write(tmp_path, text)
+    assert error_of(task, tmp_path) == (
+        f"{task}:{line_of(text, 'seeds')}: tuning.seeds[0]: parameter 'level': expected an integer for type "
+        "'int', got string '3' (remove the quotes)"
+    )

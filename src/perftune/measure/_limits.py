@@ -646,10 +646,14 @@ def rlimits(
     """The rlimits a step gets, as ``(resource, soft, hard)``; applied between fork and exec.
 
     RLIMIT_NPROC counts every process of the user, parallel candidates included: when a pids cgroup
-    bounds the step, it is only a loose backstop.
+    bounds the step, it is only a loose backstop. It never exceeds this process's own hard limit, which a
+    step could not raise (its start would fail, naming no limit): the hard limit bounds the step then.
     """
     fsize = int(limits.file_size_mb or limits.disk_mb) * _MiB
     n_procs = limits.n_procs * 8 + 64 if pids_by_cgroup else limits.n_procs
+    _, hard_procs = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard_procs != resource.RLIM_INFINITY:
+        n_procs = min(n_procs, hard_procs)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     n_files = limits.n_open_files if hard == resource.RLIM_INFINITY else min(limits.n_open_files, hard)
     out = [

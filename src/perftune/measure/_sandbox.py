@@ -40,6 +40,7 @@ import dataclasses
 import errno
 import hashlib
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -88,7 +89,8 @@ class StepResult:
         limit: Which limit was hit: ``"memory"``, ``"processes"``, ``"disk"``, ``"file size"``
             (with ``Status.FAILED``; with ``Status.TIMEOUT``, the limit the step was stuck at).
         wall_s: Wall-clock time from start to exit of the step's main process.
-        cpu_s: User + system CPU time of the step and the children it waited for.
+        cpu_s: User + system CPU time of the step's program and the children it waited for (the
+            sandbox's setup before exec, and the relay and init of a PID namespace, not counted).
         max_rss_kb: Peak memory in KiB: the step's cgroup peak when a memory cgroup is available,
             else ``ru_maxrss`` (which includes the supervisor's image at fork time).
         stdout: Standard output (the first ``stdout_max_bytes``; see ``stdout_truncated``).
@@ -683,8 +685,9 @@ class Sandbox:
                 return StepResult(args, Status.FAILED, reason=f"stdin refused: {error}")
         else:
             stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        # The candidate's own time, clocked inside its PID namespace (see _spawn._enter_pid_namespace).
-        timing_r, timing_w = os.pipe() if self._pid_namespace() else (None, None)
+        # The candidate's own time, clocked inside its PID namespace (see _spawn._enter_pid_namespace),
+        # and the CPU time of the sandbox's setup before exec, which the step's does not count.
+        timing_r, timing_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         spec = self._spec(
@@ -814,10 +817,12 @@ class Sandbox:
             started.done()
         assert exit_t is not None and status is not None
         wall = exit_t - t0
-        if timing_r is not None:
-            clocked = _read_clock(timing_r)
-            if clocked is not None and not timed_out:
-                wall = clocked
+        clocked, clocked_cpu, setup_cpu = _read_timing(timing_r)
+        if clocked is not None and not timed_out:
+            wall = clocked
+        if clocked_cpu is not None:
+            cpu_s = clocked_cpu  # what the init reaped: the candidate and what it left running
+        cpu_s = max(0.0, cpu_s - setup_cpu)
         stderr_text = b"".join(captured.err_tail)[-4096:].decode(errors="replace")
         result = StepResult(
             args,
@@ -933,16 +938,31 @@ class Sandbox:
                 r.reason = f"memory limit hit: {limits.memory_mb} MB; exit code {r.returncode}{tail}"
 
 
-def _read_clock(fd: int) -> float | None:
-    """Seconds the init clocked for the candidate (None when it was killed before it could say)."""
+# What the step's side writes on the timing pipe (_spawn.enter_step, _spawn._enter_pid_namespace).
+_TIMING_LINES = re.compile(rb"setup (\d+\.\d{6})\n(?:clock (\d+) cpu (\d+\.\d{6})\n)?")
+
+
+def _read_timing(fd: int) -> tuple[float | None, float | None, float]:
+    """What the step's side said on the timing pipe: ``(seconds the init clocked for the candidate, CPU
+    seconds of the candidate and what it left running, CPU seconds of the setup before exec)``.
+
+    The setup's CPU time is said by the candidate's process just before exec, the rest by the init of a
+    PID namespace once the candidate ended (None when it was killed before it could say, or without a
+    PID namespace). Anything but exactly that (a step that failed before exec, or that forged a line)
+    counts as nothing said.
+    """
     try:
         os.set_blocking(fd, False)
-        data = os.read(fd, 64)
-        return int(data) / 1e9 if data else None
-    except (OSError, ValueError):
-        return None
+        data = os.read(fd, 256)
+    except OSError:
+        data = b""
     finally:
         os.close(fd)
+    m = _TIMING_LINES.fullmatch(data)
+    if m is None:
+        return None, None, 0.0
+    setup, clock, cpu = m.groups()
+    return (None if clock is None else int(clock) / 1e9), (None if cpu is None else float(cpu)), float(setup)
 
 
 class _Started:

@@ -204,6 +204,12 @@ def enter_step(spec: dict[str, Any], timing_fd: int | None) -> None:
     # No program the step runs gains rights (set-user-ID, file capabilities) it was not started with.
     c.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.chdir(spec["cwd"])  # after the bind mount, so that relative paths reach the writable scratch
+    if timing_fd is not None:
+        # This process's CPU time so far is the sandbox's setup, not the program's: said on the timing
+        # pipe, which the exec that follows closes, so that the tuner counts the step without it.
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        with contextlib.suppress(OSError):
+            os.write(timing_fd, f"setup {used.ru_utime + used.ru_stime:.6f}\n".encode())
 
 
 def _mount(c: Any, source: bytes | None, target: bytes, flags: int) -> None:
@@ -245,8 +251,9 @@ def _enter_pid_namespace(c: Any, timing_fd: int | None) -> None:
     status; its first fork is the namespace's init, which mounts the private ``/proc``, reaps orphans
     and leaves when the candidate does, whereupon the kernel kills everything left in the namespace.
     The candidate is not the init itself: an init ignores the signals it sends itself (``abort()``).
-    The init also clocks the candidate, from its fork to its exit, and writes the nanoseconds to
-    ``timing_fd``: the namespace's setup and the relay's way out are no part of the step's time.
+    The init also clocks the candidate, from its fork to its exit, and writes the nanoseconds and the
+    CPU time of the candidate and what it left running (``clock NS cpu SECONDS``) to ``timing_fd``:
+    the namespace's setup, the relay's and the init's own work are no part of the step's time.
     """
     read_end, write_end = os.pipe()
     init = os.fork()
@@ -269,8 +276,7 @@ def _enter_pid_namespace(c: Any, timing_fd: int | None) -> None:
             except ChildProcessError:
                 os._exit(1)
             if pid == candidate:
-                if timing_fd is not None:
-                    os.write(timing_fd, str(time.perf_counter_ns() - started_ns).encode())
+                elapsed_ns = time.perf_counter_ns() - started_ns
                 # What the candidate left running is ended and reaped here, so that its CPU time is in
                 # the step's (a child that did the work and was never waited for took it out of the
                 # count when the kernel ended it after the init).
@@ -279,6 +285,10 @@ def _enter_pid_namespace(c: Any, timing_fd: int | None) -> None:
                 with contextlib.suppress(ChildProcessError):
                     while True:
                         os.wait()
+                if timing_fd is not None:
+                    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu = reaped.ru_utime + reaped.ru_stime
+                    os.write(timing_fd, f"clock {elapsed_ns} cpu {cpu:.6f}\n".encode())
                 os.write(write_end, str(status).encode())
                 os._exit(0)
     os.close(write_end)

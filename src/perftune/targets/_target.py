@@ -88,8 +88,9 @@ class TaskRunner(Protocol):
     kind: ClassVar[str]
 
     def run_task(self, *, budget: Any, workers: int, store: Any, seed: int | None, name: str,
-                 on_trial: Any = None) -> Any:
-        """Tune and return the target's result; ``on_trial`` is called after each trial (progress)."""
+                 on_trial: Any = None, lag: int | None = None) -> Any:
+        """Tune and return the target's result; ``on_trial`` is called after each trial (progress);
+        ``lag`` is the search's (``--lag``; None: the default)."""
         ...
 
 

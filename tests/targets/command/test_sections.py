@@ -86,3 +86,31 @@ def test_tuning_reads_budget_and_seeds_and_refuses_an_invalid_seed() -> None:
     doc, where = parse(SPACE + "[tuning]\nseeds = [{ n = 99 }]\n")
     with pytest.raises(TaskError, match=r"tuning\.seeds\[0\]: invalid configuration"):
         read_tuning(doc, where, space)
+
+
+def test_a_seed_missing_parameters_names_them_all_and_says_defaults_are_not_filled() -> None:
+    text = SPACE + 'extra = { type = "int", min = 1, max = 3, when = "mode == \'b\'" }\n'
+    doc, where = parse(text)
+    space, _ = read_space(doc, where)
+    doc, where = parse(text + '[tuning]\nseeds = [{ n = 4 }, { mode = "b" }]\n')
+    expected = (r"^t\.toml:7: tuning\.seeds\[0\]: parameter 'mode' is missing: a seed gives a value to every "
+                r"active parameter \(missing ones are not filled from their defaults\)$")
+    with pytest.raises(TaskError, match=expected):
+        read_tuning(doc, where, space)
+    doc, where = parse(text + '[tuning]\nseeds = [{ mode = "b" }]\n')
+    with pytest.raises(TaskError, match=r"tuning\.seeds\[0\]: parameters 'n', 'extra' are missing"):
+        read_tuning(doc, where, space)
+
+
+def test_sandbox_sizes_are_bounded_so_that_their_bytes_fit_the_kernels_limits() -> None:
+    from perftune.targets.command._sections import read_sandbox
+
+    doc, where = parse("[sandbox]\nprocesses = 20\ndisk_mb = 10000000000000\n")
+    with pytest.raises(TaskError, match=r"^t\.toml:3: sandbox\.disk_mb: must be >= 1 and <= 4398046511104, "
+                                        r"got 10000000000000$"):
+        read_sandbox(doc, where)
+    doc, where = parse("[sandbox]\nmemory_mb = 4398046511104\n")
+    with pytest.raises(TaskError, match=r"sandbox\.memory_mb: must be >= 1 and <= 1099511627776"):
+        read_sandbox(doc, where)
+    most = read_sandbox(*parse("[sandbox]\ndisk_mb = 4398046511104\nprocesses = 20000\n"))
+    assert most["processes"] == 20000

@@ -93,3 +93,46 @@ def test_missing_compiler_is_one_clear_line(flags_cache) -> None:  # type: ignor
         discover("no-such-compiler-perftune")
     message = str(err.value)
     assert "no-such-compiler-perftune" in message and "not found" in message and "\n" not in message
+
+
+def test_gxx_is_discovered_in_cxx(flags_cache) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    info = discover("g++")  # its probe file is compiled as C++: the probe is valid C++ too
+    assert info.language == "c++" and info.flag("-funroll-loops") is not None
+    assert discover("gcc", language="c++").language == "c++"
+
+
+def test_a_param_a_seed_sets_is_kept_at_any_level(gcc_info) -> None:  # type: ignore[no-untyped-def]
+    from perftune.targets.flags import build_space, config_from_flags, render
+
+    space = build_space(gcc_info)
+    at_o3 = gcc_info.param("max-inline-insns-auto")
+    assert at_o3 is not None and gcc_info.param_default(at_o3, "2") != at_o3.default  # 15 at -O2, 30 at -O3
+    value = f"--param=max-inline-insns-auto={at_o3.default}"
+    assert value in render(config_from_flags(["-O2", value], gcc_info, space), gcc_info)
+    # A level alone is that level with the compiler's own params, as before.
+    for level in ("-O2", "-O1", "-Os", "-Ofast"):
+        assert render(config_from_flags([level], gcc_info, space), gcc_info) == [level]
+    # Params that -march changes: the seed's own value stays, -march alone stays alone.
+    if "native" in gcc_info.march:
+        assert render(config_from_flags(["-O3", "-march=native"], gcc_info, space), gcc_info) == \
+            ["-O3", "-march=native"]
+        changed = gcc_info.param_defaults.get("3|native|default", {})
+        for name in changed:
+            p = gcc_info.param(name)
+            assert p is not None
+            if p.name in space.params and space.params[p.name].when is None:
+                seed = ["-O3", "-march=native", f"--param={name}={p.default}"]
+                assert seed[-1] in render(config_from_flags(seed, gcc_info, space), gcc_info)
+
+
+def test_a_seed_param_without_effect_is_one_line_not_dropped(gcc_info) -> None:  # type: ignore[no-untyped-def]
+    from perftune.targets.flags import build_space, config_from_flags
+
+    space = build_space(gcc_info)
+    with pytest.raises(PerftuneError) as err:
+        config_from_flags(["-O3", "--param=max-unroll-times=4"], gcc_info, space)  # -funroll-loops is off
+    assert "-funroll-loops" in str(err.value) and "\n" not in str(err.value)

@@ -130,3 +130,124 @@ def test_each_failure_kind_maps_to_one_trial_status() -> None:
     assert Measurement("cancelled").trial_status is Status.CANCELLED
     for kind in ("compile-error", "compiler-crash", "rejected", "run-error", "wrong-output"):
         assert Measurement(kind).trial_status is Status.FAILED, kind
+
+
+# ------------------------------------------------------------------ what the output check covers
+
+
+def _program(tmp_path, name: str, body: str, **kw):  # type: ignore[no-untyped-def]
+    source = tmp_path / name
+    source.write_text("#include <stdio.h>\n#include <time.h>\n" + body)
+    return Program(sources=(str(source),), **kw)
+
+
+# ~4.8 MB of numbers; with -DBAD one line 4.4 MB in (past the 4 MiB kept as text, before the last 64 KiB).
+_BIG_OUTPUT = """int main(void) {
+    for (long i = 0; i < 700000; i++) {
+        long v = i;
+#ifdef BAD
+        if (i == 650000) v = -1;
+#endif
+        printf("%ld\\n", v);
+    }
+    return 0;
+}
+"""
+
+
+def test_a_difference_past_the_first_4_mib_of_stdout_is_wrong_output(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ev = Evaluator(_program(tmp_path, "big.c", _BIG_OUTPUT), gcc_info)
+    ev.set_reference(["-O2"])
+    assert ev.measure(["-O3"], n_runs=1).ok
+    bad = ev.measure(["-O3", "-DBAD"], n_runs=1)
+    assert bad.status == "wrong-output", bad.reason
+    assert "after its first 4 MiB" in (bad.reason or "")
+
+
+def test_more_than_4_mib_of_stdout_with_a_tolerance_is_refused_in_one_line(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from perftune.errors import PerftuneError
+
+    ev = Evaluator(_program(tmp_path, "big.c", _BIG_OUTPUT, rel_tol=1e-9), gcc_info)
+    with pytest.raises(PerftuneError) as err:
+        ev.set_reference(["-O2"])
+    message = str(err.value)
+    assert "\n" not in message and "more than 4 MiB" in message and "tolerance" in message
+
+
+_STDERR_RESULT = """int main(void) {
+    long s = 0;
+    for (long i = 0; i < 1000; i++) s += i * i % 7;
+#ifdef BAD
+    s += 1;
+#endif
+    fprintf(stderr, "sum %ld\\n", s);
+    return 0;
+}
+"""
+
+
+def test_a_result_printed_on_stderr_is_checked(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ev = Evaluator(_program(tmp_path, "err.c", _STDERR_RESULT), gcc_info)
+    ev.set_reference(["-O2"])
+    assert ev.check_stderr and ev.warnings == []
+    assert ev.measure(["-O3"], n_runs=1).ok
+    bad = ev.measure(["-O3", "-DBAD"], n_runs=1)
+    assert bad.status == "wrong-output" and "stderr" in (bad.reason or ""), bad.reason
+
+
+def test_a_stderr_that_changes_from_run_to_run_is_not_checked_and_said(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    body = """int main(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    printf("42\\n");
+    fprintf(stderr, "took %ld ns\\n", (long)t.tv_nsec);
+    return 0;
+}
+"""
+    ev = Evaluator(_program(tmp_path, "timed.c", body), gcc_info)
+    ev.set_reference(["-O2"])
+    assert not ev.check_stderr
+    assert len(ev.warnings) == 1
+    assert "stderr" in ev.warnings[0] and "changes from run to run" in ev.warnings[0]
+    assert ev.measure(["-O3"], n_runs=1).ok
+
+
+def test_a_program_printing_nothing_is_said_to_be_checked_by_its_exit_code_only(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ev = Evaluator(_program(tmp_path, "quiet.c", "int main(void) { return 0; }\n"), gcc_info)
+    ev.set_reference(["-O2"])  # not an error
+    assert len(ev.warnings) == 1 and "prints nothing" in ev.warnings[0] and "exit code" in ev.warnings[0]
+
+
+def test_the_warnings_of_the_reference_reach_the_result(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from perftune.targets.flags import tune_flags
+
+    quiet = tmp_path / "quiet.c"
+    quiet.write_text("int main(void) { return 0; }\n")
+    result = tune_flags([str(quiet)], "", budget=2, info=gcc_info, confirm_runs=2, include_params=False,
+                        reduce=False)
+    assert any("prints nothing" in note for note in result.notes)
+
+
+def test_an_infinity_matches_only_the_same_infinity_and_nan_only_nan() -> None:
+    for reference, output in (("inf", "-inf"), ("inf", "0"), ("-inf", "12345"),
+                              ("result inf", "result 1e-300"), ("1.5", "nan"), ("nan", "1.5"),
+                              ("x inf", "x nan")):
+        assert compare_outputs(reference, output, rel_tol=1e-6) is not None, (reference, output)
+        assert compare_outputs(reference, output, abs_tol=1e300) is not None, (reference, output)
+    assert compare_outputs("inf -inf nan", "inf -inf nan", rel_tol=1e-6) is None
+    assert compare_outputs("x inf", "x INF", rel_tol=1e-6) is None
+    assert compare_outputs("x nan", "x -nan", rel_tol=1e-6) is None  # glibc prints -nan for some NaNs
+
+
+def test_a_tolerance_applies_to_numbers_glued_to_text_or_punctuation() -> None:
+    for reference, output in (("sum=1.0000001", "sum=1.0000002"),
+                              ("(1.0000001, 2.0)", "(1.0000002, 2.0)"),
+                              ("1.0000001s", "1.0000002s"), ("sum 1.0000001", "sum 1.0000002")):
+        assert compare_outputs(reference, output, rel_tol=1e-5) is None, (reference, output)
+        assert compare_outputs(reference, output) is not None  # exact
+    assert compare_outputs("sum=1.0", "sum=1.1", rel_tol=1e-5) is not None  # beyond the tolerance
+    assert compare_outputs("sum=1.0", "total=1.0", rel_tol=1e-5) is not None  # the text differs
+    assert compare_outputs("a=1,b=2", "a=1,b=2,c=3", rel_tol=1e-5) is not None
+    assert compare_outputs("banana", "banana", rel_tol=1e-5) is None

@@ -133,3 +133,23 @@ def test_a_winner_reduced_to_O3_says_so_and_show_agrees(task_dir, monkeypatch):
     assert payload["improvement"]["text"] == "improvement over -O3: 1.000x (the final answer is -O3 itself)"
     shown = invoke("--store", db, "show", "reduced")
     assert payload["note"] in shown and payload["improvement"]["text"] in shown
+
+
+def test_an_interrupted_run_answers_the_searchs_fastest_flags_and_command_line(task_dir):
+    db = f"sqlite:///{task_dir / 'p.db'}"
+
+    def interrupt(n_trials, speedup):  # type: ignore[no-untyped-def]
+        if n_trials >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _tune.tune_flags([str(task_dir / "stencil.c")], ["64", "10"], rel_tol=1e-5, include_params=False,
+                         budget=30, seed=1, store=db, name="cut", on_trial=interrupt,
+                         seeds=["-O3 -funroll-loops"])
+    best = json.loads(invoke("--store", db, "best", "cut"))
+    assert set(best) == {"flags", "command_line"}  # as a finished run's, not the search's configuration
+    assert best["flags"][0].startswith("-O") and best["command_line"].startswith("gcc ")
+    assert str(task_dir / "stencil.c") in best["command_line"]
+    shown = invoke("--store", db, "show", "cut")
+    assert "improvement over -O3" in shown and "interrupted" in shown
+    assert f"final command line: {best['command_line']}" in shown

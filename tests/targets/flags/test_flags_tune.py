@@ -4,6 +4,7 @@ bad input. Speed belongs in benchmarks/flags.py; these tests assert behaviour on
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,7 @@ def test_task_from_toml(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert task.sources == ("a.c",) and task.run_args == ("10", "x y") and task.cwd == str(tmp_path)
     assert task.rel_tol == 1e-6 and task.seeds == ("-O2 -funroll-loops",)
     assert task.name == "task" and task.compiler == "gcc"
-    with pytest.raises(TaskError, match=r"task.toml: key target.sourcez"):
+    with pytest.raises(TaskError, match=r"task.toml: target.sourcez: unknown key .*did you mean .sources.\?"):
         task_from_toml({"kind": "flags", "sourcez": ["a.c"]}, path)
     with pytest.raises(TaskError, match=r"key target.sources"):
         task_from_toml({"kind": "flags"}, path)
@@ -232,3 +233,190 @@ def test_task_from_toml(tmp_path) -> None:  # type: ignore[no-untyped-def]
         task_from_toml({"kind": "flags", "sources": ["a.c"], "clock": "sundial"}, path)
     with pytest.raises(TaskError, match=r"key target.rel_tol"):
         task_from_toml({"kind": "flags", "sources": ["a.c"], "rel_tol": "small"}, path)
+
+
+def test_task_file_seeds_that_are_not_option_strings_are_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "task.toml")
+    with pytest.raises(TaskError, match=r"task.toml: key target.seeds\[0\]: expected a string of options"):
+        task_from_toml({"kind": "flags", "sources": ["a.c"], "seeds": [["-O3", 5]]}, path)
+    with pytest.raises(TaskError, match=r"task.toml: key target.seeds\[1\]: no closing quotation"):
+        task_from_toml({"kind": "flags", "sources": ["a.c"], "seeds": ["-O2", '-O3 "unclosed']}, path)
+    with pytest.raises(TaskError, match=r"task.toml: key target.run: no closing quotation"):
+        task_from_toml({"kind": "flags", "sources": ["a.c"], "run": "'x"}, path)
+
+
+def test_a_seed_that_cannot_be_split_is_one_line(gcc_info) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PerftuneError) as err:
+        tune_flags([KAHAN], "", budget=3, seeds=['-O3 "x'], info=gcc_info)
+    assert "no closing quotation" in _one_line(err)
+
+
+def _write_task(folder: Path, text: str) -> Path:
+    (folder / "kahan.c").write_text((DATA / "kahan.c").read_text())
+    task = folder / "t.toml"
+    task.write_text(text)
+    return task
+
+
+_TASK = '[target]\nkind = "flags"\nsources = ["kahan.c"]\nrun = ["1000"]\nparams = false\n'
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "expected"),
+    [
+        ('nmae = "typo"\n', "", r":1: nmae: unknown key \(allowed: description, name, target, tuning\); "
+                              r"did you mean 'name'\?"),
+        ("", "[tunning]\nbudget = 2\n", r":6: tunning: unknown key .*did you mean 'tuning'\?"),
+        ("", "[sandbox]\nmemory_mb = 1\n", r":6: sandbox: unknown key \(allowed: "),
+        ("", "[timing]\nmin_runs = 50\n", r":6: timing: unknown key"),
+        ("", "[check]\nstdout = 'ignore'\n", r":6: check: unknown key"),
+        ("", "[objective]\ngoal = 'max'\n", r":6: objective: unknown key"),
+        ("", "[space]\nx = { type = 'int', min = 1, max = 3 }\n", r":6: space: unknown key"),
+        ("", "[tuning]\nbugdet = 2\n", r":7: tuning.bugdet: unknown key .*did you mean 'budget'\?"),
+        ("", "relt_ol = 1\n", r":6: target.relt_ol: unknown key .*did you mean 'rel_tol'\?"),
+    ],
+)
+def test_a_flags_task_file_refuses_what_it_does_not_use_in_one_line(flags_cache, public_tmp_path, head, tail,
+                                                                    expected) -> None:  # type: ignore[no-untyped-def]
+    from perftune.cli import cli
+
+    task = _write_task(public_tmp_path, head + _TASK + tail)
+    res = CliRunner().invoke(cli, ["--store", str(public_tmp_path / "s.db"), "run", str(task),
+                                   "--budget", "2"])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert re.search(re.escape(str(task)) + expected, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize(
+    ("seeds", "expected"),
+    [
+        ('[["-O3", 5]]', r"key target.seeds\[0\]: expected a string of options or a list of strings"),
+        ('["-O3 \\"unclosed"]', r"key target.seeds\[0\]: no closing quotation"),
+        ('["-O2", "-O3 -fno-such-flag"]',
+         r"key target.seeds\[1\]: unknown optimisation flag '-fno-such-flag'"),
+    ],
+)
+def test_bad_seeds_of_a_flags_task_file_are_one_line_naming_file_and_key(flags_cache, public_tmp_path, seeds,
+                                                                         expected) -> None:  # type: ignore[no-untyped-def]
+    from perftune.cli import cli
+
+    task = _write_task(public_tmp_path, _TASK + f"seeds = {seeds}\n")
+    res = CliRunner().invoke(cli, ["--store", str(public_tmp_path / "s.db"), "run", str(task),
+                                   "--budget", "2"])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert re.search(re.escape(str(task)) + ": " + expected, lines[0]), lines[0]
+
+
+def test_cpp_sources_tune_with_gxx_and_with_gcc(flags_cache, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    source = tmp_path / "sum.cpp"
+    source.write_text(
+        "#include <cstdio>\n#include <cstdlib>\n#include <vector>\n"
+        "int main(int argc, char **argv) {\n"
+        "  long n = argc > 1 ? std::atol(argv[1]) : 1000;\n"
+        "  std::vector<long> v(n);\n  long s = 0;\n"
+        "  for (long i = 0; i < n; i++) { v[i] = i * i % 7; s += v[i]; }\n"
+        '  std::printf("%ld\\n", s);\n  return 0;\n}\n'
+    )
+    for compiler in ("g++", "gcc"):  # gcc compiles .cpp as C++ but needs the C++ library at link time
+        result = tune_flags([str(source)], "20000", compiler=compiler, budget=3, seed=1, confirm_runs=2,
+                            include_params=False, reduce=False)
+        assert result.n_trials == 3 and result.failures == {}, (compiler, result.failures)
+        assert result.command_line.startswith(compiler + " ")
+
+
+def test_no_build_runs_while_a_candidate_is_timed(gcc_info, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Builds may overlap each other; a timed run waits for the builds in flight and holds back new ones."""
+    import threading
+    import time
+
+    ev = Evaluator(Program(sources=(KAHAN,), run_args=("20000", "2")), gcc_info)
+    ev.set_reference(["-O2"])
+    lock = threading.Lock()
+    building = [0]
+    overlaps: list[str] = []
+    build_run, run_run = ev.build_sandbox.run, ev.run_sandbox.run
+
+    def slow_build(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with lock:
+            building[0] += 1
+        try:
+            time.sleep(0.3)  # a slow compiler
+            return build_run(*args, **kwargs)
+        finally:
+            with lock:
+                building[0] -= 1
+
+    def checked_run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with lock:
+            if building[0]:
+                overlaps.append(f"{building[0]} build(s) in flight")
+        return run_run(*args, **kwargs)
+
+    monkeypatch.setattr(ev.build_sandbox, "run", slow_build)
+    monkeypatch.setattr(ev.run_sandbox, "run", checked_run)
+    options = [["-O3"], ["-O2"], ["-O3", "-funroll-loops"], ["-O1"], ["-O3", "-fno-tree-pre"], ["-Os"]]
+    threads = [threading.Thread(target=ev.measure, args=(o,), kwargs={"n_runs": 4}) for o in options]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not overlaps, overlaps
+
+
+def test_every_key_of_a_flags_task_file_is_documented_in_task_files_md() -> None:
+    from perftune.targets.flags import _task
+
+    text = (Path(__file__).parents[3] / "src" / "perftune" / "examples" / "TASK_FILES.md").read_text()
+    section = text.split('## Compiler flags: `[target] kind = "flags"`', 1)[1].split("\n## ", 1)[0]
+    keys = [*_task._KEYS, *_task._TOP_KEYS, *(f"tuning.{k}" for k in _task._TUNING_KEYS)]
+    undocumented = [key for key in keys
+                    if not re.search(rf"(?<![\w.-]){re.escape(key.split('.')[-1])}\s*=", section)
+                    and f"`{key.split('.')[-1]}`" not in section and f"[{key}]" not in section]
+    assert undocumented == []
+    # The example of the section is a flags task file the loader takes as written.
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    import tomllib
+
+    data = tomllib.loads(block)
+    _task.check_task_file(data, "t.toml", block)
+    task_from_toml(data["target"], "t.toml", text=block)
+
+
+def test_the_reduction_drops_options_that_only_noise_and_drift_favour(gcc_info, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Run times that are noise around one value, on a machine that slows down as it goes: no option makes a
+    difference, so none is kept (measured one after the other, every later set looked slower)."""
+    import random
+
+    ev = Evaluator(Program(sources=(KAHAN,), run_args=("20000", "2")), gcc_info)
+    ev.set_reference(["-O2"])
+    noise = random.Random(5)
+    calls = [0]
+    real_run_once = ev.run_once
+
+    def noisy_run_once(binary, scratch, timeout_s=None):  # type: ignore[no-untyped-def]
+        _, why, out = real_run_once(binary, scratch, timeout_s)  # the real output, checked as ever
+        calls[0] += 1
+        return 1.0 + 0.003 * calls[0] + noise.gauss(0.0, 0.01), why, out
+
+    monkeypatch.setattr(ev, "run_once", noisy_run_once)
+    winner = ["-O3", "-march=native", "-funroll-loops", "-fno-tree-vectorize", "-fno-inline"]
+    minimal, contributions = reduce_flags(ev, winner, runs=6)
+    assert minimal == ["-O3"] and contributions == {}
+
+
+def test_the_lag_reaches_the_search_and_is_recorded(gcc_info, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from perftune.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'lag.db'}"
+    tune_flags([KAHAN], "2000 1", budget=2, seed=1, lag=0, info=gcc_info, store=db, name="lagged",
+               confirm_runs=2, include_params=False, reduce=False)
+    store = open_store(db)
+    assert store.get_run("lagged").settings["lag"] == 0

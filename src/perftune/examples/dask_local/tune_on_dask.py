@@ -2,9 +2,12 @@
 
     python examples/dask_local/tune_on_dask.py                      # local cluster of 2 workers
     python examples/dask_local/tune_on_dask.py tcp://host:8786      # an existing scheduler
+    python examples/dask_local/tune_on_dask.py local:2 perftune.db  # and store the run
 
 Every evaluation runs as a Dask task on a worker; if a worker dies mid-evaluation, Dask runs the task
-again on another one. The run is stored in ./perftune.db and can be resumed.
+again on another one. Without a second argument the run is kept in memory only; with a store (a file
+such as perftune.db, or a database URL) it is stored there: `perftune show` and `perftune report` read
+it, and `perftune.Tuner.resume(run, store)` continues it.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ Schema (names are stable)::
     budget = 100                        # or "10m", or { evals = 100, seconds = 600 }
     seed = 1
     workers = 1                         # at most 1024
-    seeds = [{ block = 64, unroll = 4, order = "ikj", fast = false }]
+    seeds = [{ block = 64, unroll = 4, order = "ikj", fast = false, passes = ["b", "a", "c"] }]
+                                        # every active parameter: defaults are not filled in
 
 Every number and boolean is checked at load time (type, finite, range: ``timeout_s > 0``,
 ``repeats >= 1``, ``rtol >= 0``, ...), each mistake one line naming the file, key and line; an
@@ -91,9 +92,12 @@ printed as ``nan``, ``inf`` or ``-inf`` is a failed trial ("objective value -inf
 
 Placeholders: ``{param}`` for every parameter (an inactive one renders empty), ``{scratch}``,
 ``{input}``, ``{task_dir}``; ``{{``/``}}`` are literal braces. An argument that renders empty is
-dropped. There is no shell unless ``shell = true``. With it, the command is shell code and every
-substituted value is quoted as one shell word (``shlex.quote``; an empty value stays empty): a value
-cannot inject commands, and cannot be several words either (do not quote placeholders yourself).
+dropped. Steps run in ``{scratch}`` unless ``cwd`` says otherwise; a relative ``[check] files`` entry or
+``[objective] file`` is relative to the run step's working directory, and a relative program
+(``./prog``) is the one in the step's working directory when it is there, else the task folder's.
+There is no shell unless ``shell = true``. With it, the command is shell code and every substituted
+value is quoted as one shell word (``shlex.quote``; an empty value stays empty): a value cannot inject
+commands, and cannot be several words either (do not quote placeholders yourself).
 What ``shell`` gives up is the argument vector's guarantee that the command is only what is written:
 globbing, variables and redirections of the command line itself apply.
 

@@ -197,7 +197,9 @@ class CommandObjective:
         """Raise TaskError naming the key when a step's program cannot be found or executed.
 
         The programs of ``[build]``, ``[run]`` and ``[check.expensive] build`` are checked, each as
-        the candidates will run it; one built by an earlier step (``{scratch}/prog``) is not.
+        the candidates will run it; one built by an earlier step (``{scratch}/prog``, or ``./prog`` of a
+        run step that runs in the scratch directory after a build) is not. A relative ``./prog`` is looked
+        for in the step's working directory when that is a fixed one, then in the task folder.
         ``error(key, message)`` makes the error of a program that exists but cannot run (the task
         loader's names the line too); a program not found is reported as ``FILE: KEY: command not
         found: ...``.
@@ -221,8 +223,18 @@ class CommandObjective:
             program = static_template(step.command[0], self._candidate_task_dir())
             if program is None:  # built by an earlier step, e.g. {scratch}/prog
                 continue
-            if os.sep in program:
-                program = os.path.normpath(os.path.join(self._candidate_task_dir(), program))
+            if os.sep in program and not os.path.isabs(program):
+                # ./prog: in the step's working directory when it is there at run time, else in the task
+                # folder (see _program). A run step may run what a build step makes in its directory.
+                places = self._static_places(program, step)
+                found_at = next((p for _, p in places if os.path.lexists(p)), None)
+                in_scratch = self._fixed_cwd(step) is None  # {scratch}: what is there is made by the build
+                if section == "run" and self.build is not None and (found_at is None or in_scratch):
+                    continue  # the build may make it where the step runs, and that one comes first
+                if found_at is None:
+                    looked = " and ".join(self._real(d) or d for d, _ in places)
+                    raise self._error(key, f"command not found: {program} (looked in {looked})")
+                program = found_at
             if "{" in step.command[0] and self.build is not None and not os.path.lexists(program):
                 continue  # {task_dir}/prog: perhaps made by the build step (where it may write there)
             if os.sep in program and os.path.isdir(program):
@@ -236,6 +248,23 @@ class CommandObjective:
             found, problem = sandbox.resolve(program, path, user=self._probe_user(sandbox))
             if found is None:  # the file and key, as before (no line: tests and scripts match this form)
                 raise self._error(key, self._real(problem) or f"cannot run {program}")
+
+    def _static_places(self, program: str, step: StepSpec) -> list[tuple[str, str]]:
+        """Where a relative ``program`` with a slash may be, as far as is known before any candidate runs,
+        as ``(directory, path)``: in the step's working directory when that is a fixed one (not the
+        scratch directory, empty before its build), then in the task folder."""
+        task_dir = self._candidate_task_dir()
+        cwd = self._fixed_cwd(step)
+        dirs = [task_dir] if cwd is None else [cwd, task_dir]
+        return [(d, os.path.normpath(os.path.join(d, program))) for d in dict.fromkeys(dirs)]
+
+    def _fixed_cwd(self, step: StepSpec) -> str | None:
+        """The working directory of ``step`` when it is known before any candidate runs (no placeholder but
+        ``{task_dir}``); None for the scratch directory or one a candidate's values render."""
+        cwd_t = step.cwd or self.cwd
+        task_dir = self._candidate_task_dir()
+        cwd = static_template(cwd_t, task_dir) if cwd_t else None
+        return None if cwd is None else os.path.normpath(os.path.join(task_dir, cwd))
 
     def _error(self, key: str, message: str) -> TaskError:
         return TaskError(f"{self.task_path}: {key}: {message}")
@@ -341,22 +370,58 @@ class CommandObjective:
         out = [(self._fill(t, quoted), self._fill(t, ctx)) for t in command]
         return [a for a, raw in out if raw != ""]  # an element that renders empty is dropped
 
+    def _step_cwd(self, step: Any, ctx: Mapping[str, str], scratch: str) -> str:
+        """The working directory of ``step``: its ``cwd``, else the task's, else the scratch directory; a
+        relative one is relative to the task folder."""
+        cwd_t = step.cwd or self.cwd
+        cwd = self._fill(cwd_t, ctx) if cwd_t else scratch
+        if not os.path.isabs(cwd):
+            cwd = os.path.join(self._candidate_task_dir(), cwd)
+        return cwd
+
+    def _output_path(self, template: str, ctx: Mapping[str, str]) -> str:
+        """Where a ``[check] files`` entry or the ``[objective] file`` is: a relative path is relative to
+        the run step's working directory (the scratch directory unless ``cwd`` says otherwise), where the
+        candidate wrote it, never to perftune's own working directory."""
+        path = self._fill(template, ctx)
+        if os.path.isabs(path):
+            return path
+        return os.path.join(self._step_cwd(self.run, ctx, ctx["scratch"]), path)
+
+    def _program(self, program: str, cwd: str) -> tuple[str | None, str]:
+        """A relative ``argv[0]`` with a slash (``./prog``), resolved: in the step's working directory when
+        it is there when the step starts (as a shell would: what the build made there), else in the task
+        folder (a script next to the task file). Returns ``(path, "")``, or ``(None, reason)``."""
+        in_cwd = os.path.normpath(os.path.join(cwd, program))
+        if os.path.lexists(in_cwd):
+            return in_cwd, ""
+        task_dir = self._candidate_task_dir()
+        in_task_dir = os.path.normpath(os.path.join(task_dir, program))
+        if os.path.lexists(in_task_dir):
+            return in_task_dir, ""
+        return None, (f"command not found: {program} (looked in the step's working directory {cwd} and in "
+                      f"the task folder {task_dir})")
+
     def _step(
         self, sandbox: Sandbox, step: Any, ctx: Mapping[str, str], scratch: str, timeout_s: float
     ) -> StepResult:
         env = {k: self._fill(v, ctx) for k, v in self.env}
         env.update({k: self._fill(v, ctx) for k, v in step.env})
-        cwd_t = step.cwd or self.cwd
-        cwd = self._fill(cwd_t, ctx) if cwd_t else scratch
+        cwd = self._step_cwd(step, ctx, scratch)
         task_dir = self._candidate_task_dir()
-        if not os.path.isabs(cwd):
-            cwd = os.path.join(task_dir, cwd)
         stdin = self._fill(step.stdin, ctx) if step.stdin else None
         if stdin and not os.path.isabs(stdin):
             stdin = os.path.join(task_dir, stdin)
         argv = self._argv(step.command, ctx, shell=step.shell)
+        if step.sanitizer and not sandbox.limits.sanitizer:
+            # `sanitizer = true` (or -fsanitize in its arguments): an ASan/TSan step reserves terabytes of
+            # address space; it gets the limits of the expensive check's sanitizer steps.
+            sandbox = self.sandbox(sanitizer=True)
         if isinstance(argv, list) and argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
-            argv[0] = os.path.join(task_dir, argv[0])
+            program, problem = self._program(argv[0], cwd)
+            if program is None:
+                return StepResult(argv, Status.FAILED, reason=self._real(problem))
+            argv[0] = program
         r = sandbox.run(
             argv, scratch=scratch, cwd=cwd, env=env, timeout_s=timeout_s, stdin_path=stdin, shell=step.shell
         )
@@ -467,7 +532,54 @@ class CommandObjective:
                             ) from None
                         ref["wall_s"] = r.wall_s
                     ref["inputs"][str(index)] = self._save_outputs(r, ctx, f"ref{index}")
+                ctx = self._context(config, scratch.path, None)
+                self._run_reference_again(sandbox, state, ctx, scratch.path, ref["inputs"]["0"])
+                self._check_default_expensively(config, scratch.path, ref)
             self._write("reference.json", ref)
+
+    def _run_reference_again(
+        self, sandbox: Sandbox, state: ScratchState, ctx: Mapping[str, str], scratch: str, ref: dict[str, Any]
+    ) -> None:
+        """Run the default configuration a second time and compare its output with the reference, as every
+        candidate's is: output that differs from run to run (a time, an address, a date) would fail every
+        trial, the default's included, and spend the whole budget. One run more; none without a check."""
+        if not self.check.active:
+            return
+        problem = state.restore()
+        if problem:
+            raise TaskError(
+                f"{self.task_path}: run: the default configuration, before its second run: {problem} "
+                "(write outputs to new files)"
+            )
+        r = self._step(sandbox, self.run, ctx, scratch, self.run.timeout_s)
+        if not r.ok:
+            raise TaskError(f"{self.task_path}: run: the default configuration fails when run a second "
+                            f"time: {r.reason}")
+        problem = self._cheap_check(r, ctx, ref)
+        if problem:
+            raise TaskError(
+                f"{self.task_path}: check: two runs of the default configuration disagree, so every "
+                f"candidate would fail the output check: {problem}; skip the lines that vary (timings) with "
+                "check.ignore = '<regex>', compare numbers within a tolerance with check.stdout = "
+                '"numeric" and rtol/atol, or turn the comparison off with check.stdout = "none"'
+            )
+
+    def _check_default_expensively(
+        self, config: Mapping[str, Any], scratch: str, ref: dict[str, Any]
+    ) -> None:
+        """``[check.expensive]`` on the default configuration, before anything is measured: a check that
+        cannot build, or that fails the default itself, would fail every potential winner. Its trial
+        does not run the check again (``ref["default_checked"]``), so the run costs no more for it."""
+        if self.check.expensive is None:
+            return
+        problem = self._expensive_check(config, scratch, ref)
+        if problem is not None and problem.startswith(_CHECKING_BUILD):
+            raise TaskError(f"{self.task_path}: check.expensive.build: the default configuration fails to "
+                            f"build with it: {problem[len(_CHECKING_BUILD):]}")
+        if problem is not None:
+            raise TaskError(f"{self.task_path}: check.expensive: the default configuration fails its own "
+                            f"expensive check: {problem}")
+        ref["default_checked"] = True
 
     def _reference_inputs(self) -> list[str | None]:
         extra = list(self.check.expensive.inputs) if self.check.expensive else []
@@ -482,7 +594,7 @@ class CommandObjective:
         saved["stdout"] = out_path
         files = []
         for i, t in enumerate(self.check.files):
-            src = self._fill(t, ctx)
+            src = self._output_path(t, ctx)
             dst = os.path.join(self.state_dir, f"{tag}.file{i}")
             try:
                 data = self._read_output(src, ctx["scratch"])
@@ -514,7 +626,7 @@ class CommandObjective:
         if m == "max_rss":
             return float(r.max_rss_kb)
         if m == "file_size":
-            path = self._fill(self.objective.file, ctx)
+            path = self._output_path(self.objective.file, ctx)
             try:
                 return float(self._read_output(path, scratch, size_only=True))
             except CandidateFileError as error:
@@ -534,6 +646,7 @@ class CommandObjective:
                 raise CandidateError(
                     f"pattern '{self.objective.pattern}' matched {token!r}, not a number"
                 ) from None
+        too_long = False
         for line in reversed(text.splitlines()):
             line = line.strip()
             if not line.startswith("{"):
@@ -542,6 +655,9 @@ class CommandObjective:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+                too_long = True
+                continue
             value: Any = obj
             for part in self.objective.key.split("."):
                 if not isinstance(value, Mapping) or part not in value:
@@ -549,9 +665,11 @@ class CommandObjective:
                     break
                 value = value[part]
             if isinstance(value, int | float) and not isinstance(value, bool):
-                return _finite(float(value))
+                return _finite_json(value)
+        why = (f" (a JSON line holds an integer of more than {sys.get_int_max_str_digits()} digits, which is "
+               "not a finite number)") if too_long else ""
         raise CandidateError(
-            f"no JSON line in stdout has a numeric {self.objective.key!r} ({_snippet(text)})"
+            f"no JSON line in stdout has a numeric {self.objective.key!r}{why} ({_snippet(text)})"
         )
 
     def _compare_text(self, got: str, want: str) -> str | None:
@@ -559,7 +677,7 @@ class CommandObjective:
             pat = re.compile(self.check.ignore)
             got = "\n".join(line for line in got.splitlines() if not pat.search(line))
             want = "\n".join(line for line in want.splitlines() if not pat.search(line))
-        if self.check.stdout == "numeric" or self.check.rtol or self.check.atol:
+        if self._numeric():
             return _compare_numeric(got, want, self.check.rtol, self.check.atol)
         if got != want:
             for i, (a, b) in enumerate(zip(got.splitlines(), want.splitlines(), strict=False), 1):
@@ -570,6 +688,10 @@ class CommandObjective:
                 return "the outputs differ only in line endings or a trailing newline"
             return f"output has {n_got} lines, the reference {n_want}"
         return None
+
+    def _numeric(self) -> bool:
+        """Whether outputs are compared as numbers within ``rtol``/``atol``."""
+        return self.check.stdout == "numeric" or bool(self.check.rtol or self.check.atol)
 
     def _exact_stdout(self) -> bool:
         """Whether stdout is compared byte for byte (then a hash covers what is not kept)."""
@@ -593,7 +715,7 @@ class CommandObjective:
             if problem:
                 return f"stdout differs from the default configuration's: {problem}"
         for i, t in enumerate(self.check.files):
-            path = self._fill(t, ctx)
+            path = self._output_path(t, ctx)
             try:
                 got = self._read_output(path, ctx["scratch"])
             except CandidateFileError as error:
@@ -603,17 +725,14 @@ class CommandObjective:
                 want_b = f.read()
             if got == want_b:
                 continue
-            if self.check.rtol or self.check.atol or self.check.stdout == "numeric":
-                problem = _compare_numeric(
-                    got.decode(errors="replace"),
-                    want_b.decode(errors="replace"),
-                    self.check.rtol,
-                    self.check.atol,
-                )
-                if problem is None:
-                    continue
-                return f"output file {t!r} differs: {problem}"
-            return f"output file {t!r} differs from the default configuration's"
+            # Compared as stdout is (ignore, numeric tolerance); surrogateescape keeps every byte
+            # distinct, so two different binary files never decode to the same text.
+            problem = self._compare_text(
+                got.decode(errors="surrogateescape"), want_b.decode(errors="surrogateescape")
+            )
+            if problem is None:  # only lines that `ignore` skips differ, or numbers within the tolerance
+                continue
+            return f"output file {t!r} differs from the default configuration's: {problem}"
         return None
 
     # -- the objective -------------------------------------------------------------------------
@@ -877,7 +996,10 @@ class CommandObjective:
         shared.set(_RISK, verifier.to_dict())
         if not (chosen or potential_winner):
             return None, 0.0
-        problem = self._expensive_check(config, scratch, ref)
+        if ref.get("default_checked") and dict(config) == dict(self.space.default()):
+            problem = None  # checked while preparing, against this very reference
+        else:
+            problem = self._expensive_check(config, scratch, ref)
         verifier = self._verifier(shared)
         verifier.record(encoding, bad=problem is not None, x=x, checked=True, technique=technique)
         shared.set(_RISK, verifier.to_dict())
@@ -912,7 +1034,7 @@ class CommandObjective:
                 build = StepSpec(tuple(ex.build), ex.build_timeout_s, sanitizer=ex.sanitizer)
                 r = self._step(sandbox, build, ctx, vscratch.path, ex.build_timeout_s)
                 if not r.ok:
-                    return f"checking build: {r.reason}"
+                    return f"{_CHECKING_BUILD}{r.reason}"
                 return self._check_runs(sandbox, config, vscratch.path, inputs, ref, run_timeout, ex.repeats)
         return self._check_runs(self.sandbox(), config, scratch, inputs, ref, run_timeout, ex.repeats)
 
@@ -977,6 +1099,7 @@ class CommandObjective:
         return f"CommandObjective({self.task_path!r}, metric={self.metric!r}, goal={self.goal!r})"
 
 
+_CHECKING_BUILD = "checking build: "  # how a failed build of [check.expensive] starts its reason
 _NOTED_UNCHECKED = "noted-unchecked.json"  # in the state directory: the note was printed
 _DETERMINISTIC = "command.deterministic"
 _RISK = "command.risk"
@@ -1039,6 +1162,16 @@ def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise CandidateError(f"objective value {value} is not finite")
     return value
+
+
+def _finite_json(value: int | float) -> float:
+    """A JSON number as a float; an integer too large for one (``1e400`` is inf already) is not finite."""
+    try:
+        return _finite(float(value))
+    except OverflowError:
+        digits = str(abs(value))
+        shown = f"{'-' if value < 0 else ''}{digits[:6]}...{digits[-3:]} ({len(digits)} digits)"
+        raise CandidateError(f"objective value {shown} is not finite") from None
 
 
 def _snippet(text: str) -> str:

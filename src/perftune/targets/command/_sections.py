@@ -75,6 +75,14 @@ TOP_KEYS = {
     "adapt",  # read by perftune.adapt (per-input dispatch); the command target ignores it
 }
 _STEP_KEYS = {"command", "timeout_s", "shell", "env", "cwd", "stdin", "sanitizer"}
+_OBJECTIVE_KEYS = {"metric", "metrics", "goal", "pattern", "key", "file", "deterministic", "constraints"}
+_CHECK_KEYS = {"stdout", "files", "rtol", "atol", "ignore", "expensive"}
+_EXPENSIVE_KEYS = {"budget", "build", "build_timeout_s", "run_timeout_s", "inputs", "repeats", "sanitizer"}
+_SANDBOX_KEYS = {
+    "memory_mb", "processes", "disk_mb", "network", "isolate_files", "scratch_root", "keep_scratch"
+}
+_TUNING_KEYS = {"budget", "seed", "workers", "seeds", "technique"}
+_BUDGET_KEYS = {"evals", "seconds", "patience", "target"}
 
 
 # -- errors with file, key and line ---------------------------------------------------------------
@@ -123,10 +131,34 @@ class Where:
                 return i
         return None
 
+    def line_of_inline_key(self, key: str) -> int | None:
+        """Line of a key of an inline table (``run.timeout_s`` in ``run = { ..., timeout_s = 5 }``): the
+        line that assigns the table in its parent table and holds ``leaf =``."""
+        *tables, leaf = key.split(".")
+        if not tables:
+            return None
+        leaf = leaf.split("[")[0]
+        *parents, name = tables
+        parent = ".".join(parents)
+        quoted = "|".join(re.escape(n) for n in (name, f'"{name}"', f"'{name}'"))
+        opening = re.compile(rf"^(?:{quoted})\s*=\s*\{{")
+        assignment = re.compile(rf"(?<![\w.\-]){re.escape(leaf)}\s*=(?!=)")
+        current = ""
+        for i, line in enumerate(self.text.splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("[") and "]" in stripped:
+                current = stripped.lstrip("[").split("]")[0].strip()
+                continue
+            if current == parent and opening.match(stripped) and assignment.search(stripped):
+                return i
+        return None
+
     def error(self, key: str, message: str, *needles: str) -> TaskError:
         line = self.line_of(*needles) if needles else None
         if line is None and key:
             line = self.line_of_key(key)
+        if line is None and key:
+            line = self.line_of_inline_key(key)
         if line is None and key:
             leaf = key.split(".")[-1].split("[")[0]
             line = self.line_of(f"{leaf} =", f"{leaf}=", f"[{key}]")
@@ -187,15 +219,8 @@ def _number(
     value = cast(float, value)  # an int, or a float when not ``integer``
     if not math.isfinite(value):
         raise where.error(path, f"must be a finite number, got {value}")
-    bounds = []
-    if above is not None:
-        bounds.append(f"> {above:g}")
-    if at_least is not None:
-        bounds.append(f">= {at_least:g}")
-    if below is not None:
-        bounds.append(f"< {below:g}")
-    if at_most is not None:
-        bounds.append(f"<= {at_most:g}")
+    bounds = [f"{op} {b}" if isinstance(b, int) else f"{op} {b:g}"  # an integer bound in full
+              for op, b in ((">", above), (">=", at_least), ("<", below), ("<=", at_most)) if b is not None]
     if (
         (above is not None and not value > above)
         or (at_least is not None and not value >= at_least)
@@ -217,13 +242,21 @@ def did_you_mean(word: str, options: Any) -> str:
 def check_keys(table: Mapping[str, Any], allowed: set[str], where: Where, prefix: str) -> None:
     for key in table:
         if key not in allowed:
-            raise where.error(
-                f"{prefix}{key}" if prefix else key,
-                f"unknown key (allowed: {', '.join(sorted(allowed))}){did_you_mean(key, allowed)}",
-                f"{key} =",
-                f"{key}=",
-                f"[{prefix}{key}]",
-            )
+            full = f"{prefix}{key}" if prefix else key
+            message = f"unknown key (allowed: {', '.join(sorted(allowed))}){did_you_mean(key, allowed)}"
+            if not did_you_mean(key, allowed):
+                message += _elsewhere(key, prefix)
+            if where.line_of_key(full) is not None or where.line_of_inline_key(full) is not None:
+                raise where.error(full, message)  # at the key's own table, not its first namesake
+            raise where.error(full, message, f"{key} =", f"{key}=", f"[{full}]")
+
+
+def _elsewhere(key: str, prefix: str) -> str:
+    """``"; 'budget' is a key of [tuning]"`` when ``key`` belongs to other tables of a task file."""
+    tables = [t for t, keys in _TABLE_KEYS.items() if key in keys and f"{t}." != prefix]
+    if not tables:
+        return ""
+    return f"; {key!r} is a key of " + " and ".join(f"[{t}]" if t else "the top level" for t in tables)
 
 
 def _toml_type(value: Any) -> str:
@@ -504,7 +537,14 @@ def _check_default_type(spec: Mapping[str, Any], ptype: str, where: Where, key: 
     """A ``default`` of the wrong type (``default = "1"`` for an int) is said to be so, not out of range."""
     if "default" not in spec:
         return
-    value = spec["default"]
+    problem = _type_mismatch(spec["default"], ptype)
+    if problem:
+        raise where.error(f"{key}.default", problem, needle)
+
+
+def _type_mismatch(value: Any, ptype: str) -> str | None:
+    """``expected an integer for type 'int', got string '3' (remove the quotes)``, or None when ``value``
+    has the type of a ``ptype`` parameter (or the parameter checks its own values: choice, ordinal...)."""
     if ptype in _INTEGER_TYPES:
         ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
     elif ptype in _NUMBER_TYPES:
@@ -512,12 +552,12 @@ def _check_default_type(spec: Mapping[str, Any], ptype: str, where: Where, key: 
     elif ptype == "bool":
         ok, expected = isinstance(value, bool), "true or false (a TOML boolean, without quotes)"
     else:
-        return  # choice, ordinal, permutation, ...: the parameter checks its own values
-    if not ok:
-        shown = str(value).lower() if isinstance(value, bool) else repr(value)
-        hint = " (remove the quotes)" if isinstance(value, str) and _unquoted_fits(value, ptype) else ""
-        got = f"{_toml_type(value)} {shown}{hint}"
-        raise where.error(f"{key}.default", f"expected {expected} for type {ptype!r}, got {got}", needle)
+        return None
+    if ok:
+        return None
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)
+    hint = " (remove the quotes)" if isinstance(value, str) and _unquoted_fits(value, ptype) else ""
+    return f"expected {expected} for type {ptype!r}, got {_toml_type(value)} {shown}{hint}"
 
 
 def _unquoted_fits(text: str, ptype: str) -> bool:
@@ -722,8 +762,7 @@ def read_objective(doc: Mapping[str, Any], where: Where, known: set[str]) -> Obj
     obj_table = doc.get("objective", {})
     if not isinstance(obj_table, Mapping):
         raise where.error("objective", "expected a table [objective]")
-    check_keys(obj_table, {"metric", "metrics", "goal", "pattern", "key", "file", "deterministic",
-                           "constraints"}, where, "objective.")
+    check_keys(obj_table, _OBJECTIVE_KEYS, where, "objective.")
     metrics = _read_metrics(obj_table, where)
     metric = _get(obj_table, "metric", str, where, "objective.metric", metrics[0] if metrics else "wall_time")
     if metrics and metric != metrics[0]:
@@ -845,7 +884,7 @@ def read_check(
     check_table = doc.get("check", {})
     if not isinstance(check_table, Mapping):
         raise where.error("check", "expected a table [check]")
-    check_keys(check_table, {"stdout", "files", "rtol", "atol", "ignore", "expensive"}, where, "check.")
+    check_keys(check_table, _CHECK_KEYS, where, "check.")
     stdout_mode = _get(check_table, "stdout", (str, bool), where, "check.stdout", "none")
     if stdout_mode is True:
         stdout_mode = "exact"
@@ -881,12 +920,7 @@ def _read_expensive(
     """``[check.expensive]``: a costlier check (a sanitizer build, more inputs) within a budget."""
     if not isinstance(ex, Mapping):
         raise where.error("check.expensive", "expected a table [check.expensive]")
-    check_keys(
-        ex,
-        {"budget", "build", "build_timeout_s", "run_timeout_s", "inputs", "repeats", "sanitizer"},
-        where,
-        "check.expensive.",
-    )
+    check_keys(ex, _EXPENSIVE_KEYS, where, "check.expensive.")
     try:
         budget_frac = float(
             _number(ex, "budget", where, "check.expensive.budget", 0.1, at_least=0, at_most=1)
@@ -942,6 +976,19 @@ _TIMING_KEYS = {
     "futility_confidence",
 }
 
+#: The keys of every table of a task file, by table: where a key written in the wrong table belongs.
+_TABLE_KEYS: dict[str, set[str]] = {
+    "": TOP_KEYS,
+    "build": _STEP_KEYS,
+    "run": _STEP_KEYS,
+    "objective": _OBJECTIVE_KEYS,
+    "check": _CHECK_KEYS,
+    "check.expensive": _EXPENSIVE_KEYS,
+    "timing": _TIMING_KEYS,
+    "sandbox": _SANDBOX_KEYS,
+    "tuning": _TUNING_KEYS,
+}
+
 
 def read_timing(doc: Mapping[str, Any], where: Where, objective: ObjectiveSpec) -> TimingOptions:
     """``[timing]``: how often a candidate runs and when the sequential test stops."""
@@ -961,19 +1008,19 @@ def read_timing(doc: Mapping[str, Any], where: Where, objective: ObjectiveSpec) 
         raise where.error("timing", str(error), "[timing]") from None
 
 
+#: The largest values of ``[sandbox]``: sizes in MiB whose bytes (4x for a sanitizer's memory) fit the
+#: kernel's limits (a C long), and no more processes than Linux can number (PID_MAX_LIMIT).
+_SANDBOX_MOST = {"memory_mb": 2**40, "processes": 2**22, "disk_mb": 2**42}
+
+
 def read_sandbox(doc: Mapping[str, Any], where: Where) -> dict[str, Any]:
     """``[sandbox]``: limits and isolation of the candidates, checked here and passed on as given."""
     sandbox_table = doc.get("sandbox", {})
     if not isinstance(sandbox_table, Mapping):
         raise where.error("sandbox", "expected a table [sandbox]")
-    check_keys(
-        sandbox_table,
-        {"memory_mb", "processes", "disk_mb", "network", "isolate_files", "scratch_root", "keep_scratch"},
-        where,
-        "sandbox.",
-    )
-    for k in ("memory_mb", "processes", "disk_mb"):
-        _number(sandbox_table, k, where, f"sandbox.{k}", integer=True, at_least=1)
+    check_keys(sandbox_table, _SANDBOX_KEYS, where, "sandbox.")
+    for k, most in _SANDBOX_MOST.items():
+        _number(sandbox_table, k, where, f"sandbox.{k}", integer=True, at_least=1, at_most=most)
     for k in ("network", "isolate_files", "keep_scratch"):
         _flag(sandbox_table, k, where, f"sandbox.{k}")
     _get(sandbox_table, "scratch_root", str, where, "sandbox.scratch_root")
@@ -1004,13 +1051,15 @@ def read_tuning(doc: Mapping[str, Any], where: Where, space: Space) -> TuningSpe
     tuning = doc.get("tuning", {})
     if not isinstance(tuning, Mapping):
         raise where.error("tuning", "expected a table [tuning]")
-    check_keys(tuning, {"budget", "seed", "workers", "seeds", "technique"}, where, "tuning.")
+    check_keys(tuning, _TUNING_KEYS, where, "tuning.")
     budget = _read_budget(tuning, where) if "budget" in tuning else None
     seed = _number(tuning, "seed", where, "tuning.seed", integer=True, at_least=0)
     workers = _number(
         tuning, "workers", where, "tuning.workers", integer=True, at_least=1, at_most=MAX_WORKERS
     )
     technique = _get(tuning, "technique", str, where, "tuning.technique")
+    if technique is not None:
+        _check_technique(technique, where)
     seeds_raw = _get(tuning, "seeds", list, where, "tuning.seeds", [])
     seeds: list[dict[str, Any]] = []
     for i, s in enumerate(seeds_raw):
@@ -1020,15 +1069,52 @@ def read_tuning(doc: Mapping[str, Any], where: Where, space: Space) -> TuningSpe
             )
         unknown = [k for k in s if k not in space.params]
         if unknown:
-            raise where.error(f"tuning.seeds[{i}]", f"unknown parameter {unknown[0]!r}")
-        from perftune.space import Config
-
-        cfg = Config.from_json(dict(s), space)
-        problem = space.why_invalid(cfg)
-        if problem:
-            raise where.error(f"tuning.seeds[{i}]", f"invalid configuration: {problem}")
-        seeds.append(dict(cfg))
+            raise where.error(f"tuning.seeds[{i}]", f"unknown parameter {unknown[0]!r}"
+                              f"{did_you_mean(unknown[0], space.names)}")
+        for name, value in s.items():
+            problem = _type_mismatch(value, space.params[name].type_name)
+            if problem:
+                raise where.error(f"tuning.seeds[{i}]", f"parameter {name!r}: {problem}")
+        seeds.append(_read_seed(s, space, where, f"tuning.seeds[{i}]"))
     return TuningSpec(budget=budget, seed=seed, workers=workers, technique=technique, seeds=tuple(seeds))
+
+
+def _check_technique(name: str, where: Where) -> None:
+    """``[tuning] technique``: a registered technique (or alias), else one line with the known names."""
+    from perftune.search import ALIASES, get, names
+
+    try:
+        get(name)
+    except PerftuneError:
+        known = [*names(), *ALIASES]
+        raise where.error("tuning.technique", f"unknown technique {name!r} (known: {', '.join(known)})"
+                          f"{did_you_mean(name, known)}", *_quoted(name)) from None
+
+
+def _read_seed(raw: Mapping[str, Any], space: Space, where: Where, key: str) -> dict[str, Any]:
+    """One ``[tuning] seeds`` entry: a valid and complete configuration. As ``perftune.tune(seeds=...)``,
+    a seed names every active parameter: missing ones are not filled from their defaults."""
+    from perftune.space import Config
+
+    cfg = Config.from_json(dict(raw), space)
+    problem = space.why_invalid(cfg)
+    missing: list[str] = []
+    filled = dict(cfg)
+    while problem is not None and (m := re.fullmatch(r"parameter '(\w+)' is missing", problem)) is not None:
+        # Every missing parameter at once (the activity of a conditional one may hang on another's value).
+        if m.group(1) in missing or m.group(1) not in space.params:
+            break
+        missing.append(m.group(1))
+        filled[m.group(1)] = space.params[m.group(1)].default_value()
+        problem = space.why_invalid(Config(filled))
+    if missing:
+        names = ", ".join(repr(n) for n in missing)
+        raise where.error(key, f"parameter{'s' if len(missing) > 1 else ''} {names} "
+                          f"{'are' if len(missing) > 1 else 'is'} missing: a seed gives a value to every "
+                          "active parameter (missing ones are not filled from their defaults)")
+    if problem:
+        raise where.error(key, f"invalid configuration: {problem}")
+    return dict(cfg)
 
 
 def _read_budget(tuning: Mapping[str, Any], where: Where) -> Budget | None:
@@ -1037,7 +1123,7 @@ def _read_budget(tuning: Mapping[str, Any], where: Where) -> Budget | None:
 
     raw = tuning["budget"]
     if isinstance(raw, Mapping):
-        check_keys(raw, {"evals", "seconds", "patience", "target"}, where, "tuning.budget.")
+        check_keys(raw, _BUDGET_KEYS, where, "tuning.budget.")
         for k in ("evals", "patience"):
             _number(raw, k, where, f"tuning.budget.{k}", integer=True, at_least=1)
         _number(raw, "seconds", where, "tuning.budget.seconds", above=0)

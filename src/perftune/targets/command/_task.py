@@ -104,11 +104,13 @@ class Task:
 def load_task(
     path: str | os.PathLike[str], *, prepare: bool = True, inputs: Sequence[str] | None = None
 ) -> Task:
-    """Read a task file; with ``prepare``, also build and run the default configuration once.
+    """Read a task file; with ``prepare``, also build and run the default configuration (twice with a check).
 
     Preparing catches, before any measurement, a default configuration that fails, a metric that
-    cannot be read from its output (a regex that never matches) and produces the reference output
-    for the correctness check.
+    cannot be read from its output (a regex that never matches), output that the check tells apart
+    between two runs of the default (one run more, when there is a check), and an expensive check that
+    the default fails (its build included); and it produces the reference output for the correctness
+    check.
 
     ``inputs`` replaces the file's ``inputs`` (paths, absolute or relative to the current directory):
     ``perftune.adapt`` measures one configuration per input this way, each with its own reference.
@@ -118,7 +120,7 @@ def load_task(
             not UTF-8, malformed TOML, an unknown key, a value of the wrong type or out of range, an
             unknown parameter in a template, a working directory that does not exist, a missing or
             non-executable program, an unreadable input, a regex that never matches, a default
-            configuration that fails.
+            configuration that fails, fails its own checks or prints a different output each run.
     """
     file = Path(path)
     text = read_task_text(path)

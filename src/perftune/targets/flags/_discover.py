@@ -3,7 +3,9 @@
 Everything comes from the compiler itself (``-Q --help=optimizers``, ``-Q --help=params``,
 ``-Q --help=target``), parsed for the installed version. Which flags and params the compiler really
 accepts is probed once (group testing: one compile for all of them, bisection only where something is
-rejected) and cached per compiler under ``~/.cache/perftune/flags/`` (``$XDG_CACHE_HOME`` honoured).
+rejected) in the language the sources are in (C or C++), and cached per compiler and language under
+``~/.cache/perftune/flags/`` (``$XDG_CACHE_HOME`` honoured). A ``--param``'s default depends on the -O
+level and the -march/-mtune: the defaults of every combination the search offers are read as well.
 
 Example:
     >>> info = discover("gcc")  # doctest: +SKIP
@@ -21,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +31,27 @@ from typing import Any
 from perftune._atomic import write_text_atomic
 from perftune.errors import PerftuneError
 
-__all__ = ["CompilerInfo", "FlagInfo", "ParamInfo", "cache_dir", "discover", "resolve_compiler"]
+__all__ = [
+    "LANGUAGES",
+    "LEVELS",
+    "CompilerInfo",
+    "FlagInfo",
+    "ParamInfo",
+    "cache_dir",
+    "cxx_sources",
+    "discover",
+    "language_of",
+    "resolve_compiler",
+]
 
 # Bumped whenever the parsing or probing below changes, so that stale caches are ignored.
-_CACHE_FORMAT = 4
+_CACHE_FORMAT = 5
+
+LEVELS = ("3", "2", "1", "s", "fast")
+"""The -O levels the search offers (``-O3`` first: the baseline, whose defaults the params' are)."""
+
+LANGUAGES = ("c", "c++")
+"""The languages flags are probed in (:func:`language_of`)."""
 
 # Flags listed under --help=optimizers that are not speed knobs for an ordinary build: they need
 # profile data, instrument or harden the code, change the ABI or the code model, or only serve
@@ -79,7 +99,7 @@ static double work(double *a, int n) {
 }
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 100;
-    double *a = calloc((size_t)n, sizeof(double));
+    double *a = (double *)calloc((size_t)n, sizeof(double));
     if (!a) return 1;
     for (int i = 0; i < n; i++) a[i] = i * 0.25;
     printf("%.6f\n", work(a, n));
@@ -158,6 +178,10 @@ class CompilerInfo:
         march: ``-march`` values that this machine can run (``native`` first).
         mtune: ``-mtune`` values worth trying.
         rejected: Flags or params the compiler refused during probing or tuning (with the reason).
+        language: ``"c"`` or ``"c++"``: the language the flags were probed in.
+        param_defaults: The params' defaults that an -O level, -march and -mtune change from the
+            ``-O3`` ones (:attr:`ParamInfo.default`), by ``"level|march|mtune"`` (``"2|default|default"``);
+            see :meth:`param_default`.
 
     Example:
         >>> info = discover("gcc")  # doctest: +SKIP
@@ -174,6 +198,20 @@ class CompilerInfo:
     march: tuple[str, ...]
     mtune: tuple[str, ...]
     rejected: dict[str, str] = field(default_factory=dict)
+    language: str = "c"
+    param_defaults: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def param_default(self, param: ParamInfo, level: str = "3", march: str = "default",
+                      mtune: str = "default") -> int:
+        """``param``'s default under ``-O<level>`` and the -march/-mtune value (``"default"``: none given).
+
+        Example:
+            >>> info = discover("gcc")  # doctest: +SKIP
+            >>> p = info.param("max-inline-insns-auto")  # doctest: +SKIP
+            >>> info.param_default(p, "3"), info.param_default(p, "2")  # doctest: +SKIP
+            (30, 15)
+        """
+        return self.param_defaults.get(f"{level}|{march}|{mtune}", {}).get(param.param, param.default)
 
     def flag(self, flag: str) -> FlagInfo | None:
         """The flag named ``flag`` (``-fX``, ``-fno-X`` and ``-fX=value`` all find ``-fX``)."""
@@ -213,6 +251,9 @@ class CompilerInfo:
             march=tuple(data["march"]),
             mtune=tuple(data["mtune"]),
             rejected=dict(data.get("rejected", {})),
+            language=str(data.get("language", "c")),
+            param_defaults={str(k): {str(n): int(v) for n, v in d.items()}
+                            for k, d in data.get("param_defaults", {}).items()},
         )
 
 
@@ -356,18 +397,78 @@ def _march_choices(cc: str, known: list[str], known_tune: list[str]) -> tuple[li
     return march, mtune
 
 
-def _accepts(cc: str, options: Sequence[str], workdir: str) -> tuple[bool, str]:
+def _param_values(text: str) -> dict[str, int]:
+    """Every numeric param's value in ``<cc> -Q --help=params``."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _PARAM_RE.match(line)
+        if m:
+            try:
+                values[m.group(1)] = int(m.group(4))
+            except ValueError:
+                continue
+    return values
+
+
+def _param_defaults(cc: str, params: Sequence[ParamInfo], march: Sequence[str],
+                    mtune: Sequence[str]) -> dict[str, dict[str, int]]:
+    """The params' defaults that differ from the -O3 ones, for each -O level, -march and -mtune the
+    search offers (``"level|march|mtune"``; one ``-Q --help=params`` each, a few milliseconds)."""
+    combos = [(level, m, t) for level in LEVELS for m in ("default", *march) for t in ("default", *mtune)
+              if (level, m, t) != ("3", "default", "default")]
+
+    def read(combo: tuple[str, str, str]) -> dict[str, int]:
+        level, m, t = combo
+        opts = [f"-O{level}", *([f"-march={m}"] if m != "default" else []),
+                *([f"-mtune={t}"] if t != "default" else [])]
+        try:
+            values = _param_values(_run([cc, *opts, "-Q", "--help=params"]).stdout)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}  # nothing known: the -O3 defaults stand in
+        return {p.param: values[p.param] for p in params if values.get(p.param, p.default) != p.default}
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        found = list(pool.map(read, combos))
+    return {"|".join(combo): diff for combo, diff in zip(combos, found, strict=True) if diff}
+
+
+# Suffixes gcc compiles as C++, whatever the driver.
+_CXX_SUFFIXES = (".cc", ".cp", ".cxx", ".cpp", ".CPP", ".c++", ".C")
+
+
+def cxx_sources(sources: Sequence[str]) -> bool:
+    """Whether any of ``sources`` is C++ (by its suffix, as gcc decides).
+
+    Example:
+        >>> cxx_sources(["main.c", "kernel.cpp"]), cxx_sources(["main.c"])
+        (True, False)
+    """
+    return any(str(src).endswith(_CXX_SUFFIXES) for src in sources)
+
+
+def language_of(compiler: str, sources: Sequence[str] = ()) -> str:
+    """``"c++"`` for a C++ driver (``g++``, ``clang++``) or C++ sources (``.cpp``, ``.cc``, ...), else C.
+
+    Example:
+        >>> language_of("gcc", ["a.c"]), language_of("gcc", ["a.cpp"]), language_of("g++")
+        ('c', 'c++', 'c++')
+    """
+    return "c++" if "++" in os.path.basename(compiler) or cxx_sources(sources) else "c"
+
+
+def _accepts(cc: str, options: Sequence[str], workdir: str, language: str = "c") -> tuple[bool, str]:
     src = os.path.join(workdir, "probe.c")
-    res = _run([cc, "-O3", *options, "-c", src, "-o", os.path.join(workdir, "probe.o")])
+    res = _run([cc, "-x", language, "-O3", *options, "-c", src, "-o", os.path.join(workdir, "probe.o")])
     stderr = res.stderr.strip()
     return res.returncode == 0 and not stderr, stderr
 
 
-def _probe_group(cc: str, options: list[str], workdir: str, rejected: dict[str, str]) -> list[str]:
+def _probe_group(cc: str, options: list[str], workdir: str, rejected: dict[str, str],
+                 language: str = "c") -> list[str]:
     """Return the accepted options, finding rejected ones by bisection (one compile when all pass)."""
     if not options:
         return []
-    ok, stderr = _accepts(cc, options, workdir)
+    ok, stderr = _accepts(cc, options, workdir, language)
     if ok:
         return list(options)
     # Most complaints name the option: set those aside and retry the rest in one compile.
@@ -376,27 +477,29 @@ def _probe_group(cc: str, options: list[str], workdir: str, rejected: dict[str, 
         for o in named:
             line = next((ln for ln in stderr.splitlines() if o in ln), stderr)
             rejected[o] = line.strip()[:200]
-        return _probe_group(cc, [o for o in options if o not in named], workdir, rejected)
+        return _probe_group(cc, [o for o in options if o not in named], workdir, rejected, language)
     if len(options) == 1:
         rejected[options[0]] = (stderr.splitlines() or ["rejected"])[0][:200]
         return []
     mid = len(options) // 2
-    return _probe_group(cc, options[:mid], workdir, rejected) + _probe_group(
-        cc, options[mid:], workdir, rejected
+    return _probe_group(cc, options[:mid], workdir, rejected, language) + _probe_group(
+        cc, options[mid:], workdir, rejected, language
     )
 
 
-def _cache_key(cc: str, version_line: str) -> str:
+def _cache_key(cc: str, version_line: str, language: str = "c") -> str:
     stat = os.stat(cc)
-    text = f"{_CACHE_FORMAT}|{cc}|{version_line}|{stat.st_size}|{int(stat.st_mtime)}"
+    text = f"{_CACHE_FORMAT}|{cc}|{version_line}|{stat.st_size}|{int(stat.st_mtime)}|{language}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def cache_path(info_or_cc: CompilerInfo | str) -> Path:
-    """The cache file of a compiler (path or discovered info)."""
+def cache_path(info_or_cc: CompilerInfo | str, language: str | None = None) -> Path:
+    """The cache file of a compiler (path or discovered info) and language (the info's, else C)."""
     cc = info_or_cc.path if isinstance(info_or_cc, CompilerInfo) else resolve_compiler(info_or_cc)
+    if language is None:
+        language = info_or_cc.language if isinstance(info_or_cc, CompilerInfo) else "c"
     version_line = _run([cc, "--version"]).stdout.splitlines()[0]
-    return cache_dir() / f"{Path(cc).name}-{_cache_key(cc, version_line)}.json"
+    return cache_dir() / f"{Path(cc).name}-{_cache_key(cc, version_line, language)}.json"
 
 
 def remember_rejected(info: CompilerInfo, option: str, reason: str) -> None:
@@ -411,18 +514,24 @@ def remember_rejected(info: CompilerInfo, option: str, reason: str) -> None:
         pass  # the cache is an optimisation; a later probe finds the same thing again
 
 
-def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
+def discover(compiler: str = "gcc", *, use_cache: bool = True, language: str | None = None) -> CompilerInfo:
     """Discover and probe ``compiler``'s optimisation flags, params and -march/-mtune values.
 
-    The result is cached per compiler version; the cache is rebuilt when the compiler changes.
+    The result is cached per compiler version and language; the cache is rebuilt when the compiler
+    changes.
 
     Args:
         compiler: A name on ``PATH`` or a path.
         use_cache: Read and write the cache (``False`` probes again).
+        language: ``"c"`` or ``"c++"``: the language the flags are probed in (that of the sources to
+            tune; :func:`language_of`). Default: C++ for a C++ driver (``g++``), else C.
 
     Raises:
         PerftuneError: The compiler is not installed or does not answer like gcc.
     """
+    language = language or language_of(compiler)
+    if language not in LANGUAGES:
+        raise PerftuneError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}")
     cc = resolve_compiler(compiler)
     try:
         version_res = _run([cc, "--version"])
@@ -431,7 +540,7 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
     if version_res.returncode != 0 or not version_res.stdout:
         raise PerftuneError(f"compiler {compiler!r} does not answer --version")
     version_line = version_res.stdout.splitlines()[0]
-    path = cache_dir() / f"{Path(cc).name}-{_cache_key(cc, version_line)}.json"
+    path = cache_dir() / f"{Path(cc).name}-{_cache_key(cc, version_line, language)}.json"
     if use_cache and path.exists():
         try:
             return CompilerInfo.from_json(json.loads(path.read_text()))
@@ -453,18 +562,19 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
     rejected: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="perftune-probe-") as workdir:
         Path(workdir, "probe.c").write_text(_PROBE_SOURCE)
-        ok, stderr = _accepts(cc, [], workdir)
+        ok, stderr = _accepts(cc, [], workdir, language)
         if not ok:
+            what = "C++" if language == "c++" else "C"
             raise PerftuneError(
-                f"compiler {compiler!r} cannot compile a small C file: {stderr.splitlines()[:1]}"
+                f"compiler {compiler!r} cannot compile a small {what} file: {stderr.splitlines()[:1]}"
             )
         # Each flag is probed in the form the search uses: -fX and -fno-X, or -fX=<first value>.
         on = [f.flag for f in flags if f.kind == "bool"]
         off = ["-fno-" + f.flag[2:] for f in flags if f.kind == "bool"]
         enums = [f"{f.flag}={f.values[0]}" for f in flags if f.kind == "enum"]
-        accepted = set(_probe_group(cc, on, workdir, rejected))
-        accepted |= set(_probe_group(cc, off, workdir, rejected))
-        accepted |= set(_probe_group(cc, enums, workdir, rejected))
+        accepted = set(_probe_group(cc, on, workdir, rejected, language))
+        accepted |= set(_probe_group(cc, off, workdir, rejected, language))
+        accepted |= set(_probe_group(cc, enums, workdir, rejected, language))
         kept_flags = []
         for f in flags:
             if (
@@ -479,14 +589,15 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
         kept_params = []
         lo_opts = [f"--param={p.param}={p.lo}" for p in params]
         hi_opts = [f"--param={p.param}={p.hi}" for p in params]
-        accepted_params = set(_probe_group(cc, lo_opts, workdir, rejected)) | set(
-            _probe_group(cc, hi_opts, workdir, rejected)
+        accepted_params = set(_probe_group(cc, lo_opts, workdir, rejected, language)) | set(
+            _probe_group(cc, hi_opts, workdir, rejected, language)
         )
         for p, lo_opt, hi_opt in zip(params, lo_opts, hi_opts, strict=True):
             if lo_opt in accepted_params and hi_opt in accepted_params:
                 kept_params.append(p)
-        march_ok = [m for m in march if _accepts(cc, [f"-march={m}"], workdir)[0]]
-        mtune_ok = [m for m in mtune if _accepts(cc, [f"-mtune={m}"], workdir)[0]]
+        march_ok = [m for m in march if _accepts(cc, [f"-march={m}"], workdir, language)[0]]
+        mtune_ok = [m for m in mtune if _accepts(cc, [f"-mtune={m}"], workdir, language)[0]]
+    param_defaults = _param_defaults(cc, kept_params, march_ok, mtune_ok)
 
     info = CompilerInfo(
         path=cc,
@@ -498,6 +609,8 @@ def discover(compiler: str = "gcc", *, use_cache: bool = True) -> CompilerInfo:
         march=tuple(march_ok),
         mtune=tuple(mtune_ok),
         rejected=rejected,
+        language=language,
+        param_defaults=param_defaults,
     )
     if use_cache:
         try:

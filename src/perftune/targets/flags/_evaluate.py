@@ -3,9 +3,14 @@
 Each candidate is built and run in its own scratch directory through the sandbox of
 :mod:`perftune.measure` (process group, timeout, cgroup/rlimit limits, namespaces where available;
 the build keeps the user's identity so that it can read the user's headers, the run drops to an
-unprivileged user when perftune runs as root). Builds may run in parallel (``--workers``); timing runs
-are serialised by a lock so that two timed runs never share the machine, and repeated adaptively with
-the sequential test of :func:`perftune.measure.measure_adaptively` against the best so far. A binary that is
+unprivileged user when perftune runs as root). Builds may run in parallel (``--workers``); a timed run
+has the machine to itself (a reader/writer lock: builds share it, a timed run waits for the builds in
+flight and holds back new ones, and two timed runs never overlap), and is repeated adaptively with the
+sequential test of :func:`perftune.measure.measure_adaptively` against the best so far.
+
+Every candidate's output is checked against the -O2 build's: all of stdout (its SHA-256, whatever its
+size) when the comparison is exact, its numbers within the tolerance otherwise; and stderr too, when the
+-O2 build prints the same stderr twice. A binary that is
 byte-identical to one already measured is not measured again (most flags leave most programs alone),
 and an option the compiler rejected once is avoided from then on.
 
@@ -18,27 +23,104 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perftune.errors import PerftuneError
 from perftune.measure import Decision, Limits, Sandbox, TimingSettings, measure_adaptively
 from perftune.targets.flags._compare import compare_outputs
-from perftune.targets.flags._discover import CompilerInfo, remember_rejected
+from perftune.targets.flags._discover import CompilerInfo, cxx_sources, remember_rejected
 from perftune.targets.flags._size import code_size
 from perftune.trial import Status
 
-__all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator"]
+__all__ = ["TIME_BUDGET_REACHED", "Measurement", "Program", "Evaluator", "link_args_for"]
 
 TIME_BUDGET_REACHED = "time budget reached"
 """The reason of a step that the time budget (:attr:`Evaluator.time_left`) stopped (``"cancelled"``)."""
+
+# The most of a run's stdout kept as text; beyond it only its SHA-256 is known (the sandbox hashes it all).
+_STDOUT_KEPT_BYTES = 4 << 20
+# What the sandbox keeps of stderr: its last 4 KiB.
+_STDERR_KEPT_BYTES = 4096
+
+
+def link_args_for(compiler: str, sources: Sequence[str], link_args: Sequence[str]) -> tuple[str, ...]:
+    """``link_args``, with ``-lstdc++`` added when C++ sources are linked by a C driver (``gcc``, ``cc``).
+
+    ``g++`` links the C++ runtime by itself; ``gcc`` compiles a ``.cpp`` file as C++ but links it as C,
+    which fails on every use of the C++ library (``undefined reference to operator delete``).
+
+    Example:
+        >>> link_args_for("gcc", ["a.cpp"], ["-lm"]), link_args_for("g++", ["a.cpp"], ["-lm"])
+        (('-lm', '-lstdc++'), ('-lm',))
+    """
+    out = tuple(link_args)
+    driver = os.path.basename(compiler)
+    if cxx_sources(sources) and "++" not in driver and "-lstdc++" not in out:
+        out += ("-lstdc++",)
+    return out
+
+
+@dataclass(frozen=True)
+class _Output:
+    """What a run printed, as far as it can be compared (the sandbox keeps the head of a long stdout and
+    the hash of all of it, and the last 4 KiB of stderr)."""
+
+    stdout: str = ""
+    stdout_sha256: str = ""
+    stdout_truncated: bool = False
+    stderr: str = ""
+
+
+class _MachineShare:
+    """Builds share the machine with each other; a timed run has it to itself.
+
+    A reader/writer lock that favours the writer: a timed run waits for the builds in flight to end, and
+    new builds wait while a timed run waits or runs, so that a candidate's timing is never slowed by
+    another one's compiler.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._n_building = 0
+        self._n_waiting_runs = 0
+        self._running = False
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._running and not self._n_waiting_runs)
+            self._n_building += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._n_building -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        with self._cond:
+            self._n_waiting_runs += 1
+            try:
+                self._cond.wait_for(lambda: not self._running and not self._n_building)
+            finally:
+                self._n_waiting_runs -= 1
+            self._running = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running = False
+                self._cond.notify_all()
 
 
 @dataclass(frozen=True)
@@ -164,7 +246,12 @@ class Evaluator:
             Limits(memory_mb=2 * memory_mb, disk_mb=2048), drop_user=False, scratch_root=workdir
         )
         self.run_sandbox = Sandbox(Limits(memory_mb=memory_mb, disk_mb=1024), scratch_root=workdir)
-        self.reference: str | None = None
+        self.reference: str | None = None  # the -O2 build's stdout (its text)
+        self._reference: _Output | None = None
+        # Whether candidates' stderr is checked: the -O2 build printed the same stderr twice.
+        self.check_stderr = False
+        # One line each on what the output check cannot see (tune_flags puts them in its notes).
+        self.warnings: list[str] = []
         self.best_s: float | None = None
         self.best_samples: list[float] | None = None
         self.baseline_s: float | None = None
@@ -173,7 +260,7 @@ class Evaluator:
         # candidate). None, or a clock that answers None: no time budget.
         self.time_left: Callable[[], float | None] | None = None
         self.build_s: float | None = None  # wall time of the last successful build (for planning)
-        self._time_lock = threading.Lock()
+        self._machine = _MachineShare()
         self._state_lock = threading.Lock()
         self._by_hash: dict[str, Measurement] = {}
         self.n_builds = 0
@@ -211,11 +298,12 @@ class Evaluator:
         sources = [os.path.join(cwd, s) for s in self.program.sources]
         p = self.program
         cmd = [self.info.path, *p.compile_args, *options, *sources, "-o", binary, *p.link_args]
-        limit, cut = self._limit(p.compile_timeout_s)
-        if limit <= 0:
-            return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
-        started = time.monotonic()
-        step = self.build_sandbox.run(cmd, scratch=scratch, cwd=cwd, timeout_s=limit)
+        with self._machine.building():
+            limit, cut = self._limit(p.compile_timeout_s)
+            if limit <= 0:
+                return None, Measurement("cancelled", reason=TIME_BUDGET_REACHED)
+            started = time.monotonic()
+            step = self.build_sandbox.run(cmd, scratch=scratch, cwd=cwd, timeout_s=limit)
         with self._state_lock:
             self.n_builds += 1
         if step.ok:
@@ -264,17 +352,22 @@ class Evaluator:
 
     # ----------------------------------------------------------------- running
 
+    def timed_runs(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the machine for timed runs: no build runs meanwhile, nor another timed run."""
+        return self._machine.timing()
+
     def run_once(
         self, binary: str, scratch: Any, timeout_s: float | None = None
-    ) -> tuple[float | None, str | None, str]:
-        """Run ``binary`` once: ``(seconds or None, failure reason or None, stdout)``."""
+    ) -> tuple[float | None, str | None, _Output]:
+        """Run ``binary`` once: ``(seconds or None, failure reason or None, what it printed)``."""
         limit, cut = self._limit(timeout_s if timeout_s is not None else self.program.run_timeout_s)
         if limit <= 0:
-            return None, TIME_BUDGET_REACHED, ""
+            return None, TIME_BUDGET_REACHED, _Output()
         step = self.run_sandbox.run(
-            [binary, *self.program.run_args], scratch=scratch, cwd=self._run_cwd(), timeout_s=limit
+            [binary, *self.program.run_args], scratch=scratch, cwd=self._run_cwd(), timeout_s=limit,
+            stdout_max_bytes=_STDOUT_KEPT_BYTES,
         )
-        out = step.text()
+        out = _Output(step.text(), step.stdout_sha256, step.stdout_truncated, step.stderr_tail)
         if step.status is Status.TIMEOUT:
             return None, TIME_BUDGET_REACHED if cut else f"run timed out after {limit:.1f} s", out
         if not step.ok:
@@ -369,10 +462,8 @@ class Evaluator:
                 raise _RunFailed(
                     Measurement(status, reason=why if not checked[0] else f"{why} (on a repeat)")
                 )
-            if not checked[0] and self.reference is not None:
-                diff = compare_outputs(
-                    self.reference, out, rel_tol=self.program.rel_tol, abs_tol=self.program.abs_tol
-                )
+            if not checked[0]:
+                diff = self.output_difference(out)
                 if diff is not None:
                     raise _RunFailed(
                         Measurement("wrong-output", reason=f"output differs from the -O2 build: {diff}")
@@ -381,7 +472,7 @@ class Evaluator:
             assert seconds is not None
             return seconds
 
-        with self._time_lock:
+        with self.timed_runs():
             if n_runs is not None:
                 samples = [run_once() for _ in range(n_runs)]
                 return Measurement("ok", value=statistics.median(samples), samples=samples)
@@ -391,21 +482,64 @@ class Evaluator:
             m.decision = outcome.decision
             return m
 
+    def output_difference(self, out: _Output) -> str | None:
+        """None when ``out`` (what a run printed: :meth:`run_once`) matches the reference output (or when
+        there is no reference yet), else the first difference in one line."""
+        if self._reference is None:
+            return None
+        return self._difference(self._reference, out, stderr=self.check_stderr)
+
+    def _tolerant(self) -> bool:
+        return self.program.rel_tol > 0 or self.program.abs_tol > 0
+
+    def _difference(self, reference: _Output, out: _Output, *, stderr: bool) -> str | None:
+        """None when ``out`` matches ``reference`` (stderr too when ``stderr``), else the first difference.
+
+        Exact: all of stdout, by its SHA-256 (the sandbox hashes what it does not keep). With a tolerance:
+        the numbers of stdout's text (which is all of it: a longer reference is refused beforehand).
+        """
+        p = self.program
+        if not self._tolerant():
+            if out.stdout_sha256 != reference.stdout_sha256:
+                diff = compare_outputs(reference.stdout, out.stdout)
+                if diff is not None:
+                    return diff
+                if reference.stdout_truncated or out.stdout_truncated:
+                    return (f"stdout differs after its first {_STDOUT_KEPT_BYTES >> 20} MiB "
+                            "(the SHA-256 of all of it differs)")
+                return "stdout differs in white space"
+        elif out.stdout_truncated:
+            return (f"stdout is longer than {_STDOUT_KEPT_BYTES >> 20} MiB, the reference's "
+                    f"{len(reference.stdout.encode())} bytes")
+        else:
+            diff = compare_outputs(reference.stdout, out.stdout, rel_tol=p.rel_tol, abs_tol=p.abs_tol)
+            if diff is not None:
+                return diff
+        if stderr and out.stderr != reference.stderr:
+            diff = compare_outputs(reference.stderr, out.stderr, rel_tol=p.rel_tol, abs_tol=p.abs_tol)
+            if diff is not None or not self._tolerant():
+                return f"stderr: {diff or 'differs in white space'}"
+        return None
+
     def set_reference(self, options: Sequence[str]) -> None:
         """Build and run with ``options`` (the -O2 build) and keep its output as the reference.
 
-        The run is repeated once: a program whose output changes from run to run cannot be checked.
+        The run is repeated once: a program whose stdout changes from run to run cannot be checked. Its
+        stderr is checked too when it is the same on both runs; what the check cannot see is said in
+        :attr:`warnings` (one line each): a stderr that changes from run to run, one longer than 4 KiB,
+        an -O2 build that prints nothing at all (only the exit code is checked then).
 
         Raises:
-            PerftuneError: The program does not build, does not run, or prints different output twice.
+            PerftuneError: The program does not build, does not run, prints different stdout twice, or
+                prints more than 4 MiB with a tolerance (which only the first 4 MiB could be checked by).
         """
         srcs = " ".join(self.program.sources)
+        args = " ".join(self.program.run_args)
         with self.scratch() as scratch:
             binary, failure = self.build(options, scratch)
             if failure is not None:
                 raise PerftuneError(f"{srcs} does not compile with {' '.join(options)}: {failure.reason}")
             assert binary is not None
-            args = " ".join(self.program.run_args)
             outputs = []
             for _ in range(2):
                 _, why, out = self.run_once(binary, scratch)
@@ -414,15 +548,40 @@ class Evaluator:
                         f"the run of {srcs} {args} fails when built with {' '.join(options)}: {why}"
                     )
                 outputs.append(out)
-            diff = compare_outputs(
-                outputs[0], outputs[1], rel_tol=self.program.rel_tol, abs_tol=self.program.abs_tol
+        first, second = outputs
+        if self._tolerant() and first.stdout_truncated:
+            raise PerftuneError(
+                f"the output of {srcs} {args} is more than {_STDOUT_KEPT_BYTES >> 20} MiB: more than "
+                f"{_STDOUT_KEPT_BYTES >> 20} MiB cannot be checked within a tolerance (rel_tol, abs_tol); "
+                "print less, or compare exactly"
             )
-            if diff is not None:
-                raise PerftuneError(
-                    f"the output of {srcs} {args} changes from run to run ({diff}): "
-                    "it cannot be checked; print only deterministic results"
-                )
-            self.reference = outputs[0]
+        diff = self._difference(first, second, stderr=False)
+        if diff is not None:
+            raise PerftuneError(
+                f"the output of {srcs} {args} changes from run to run ({diff}): "
+                "it cannot be checked; print only deterministic results"
+            )
+        warnings = []
+        long_stderr = len(first.stderr.encode()) >= _STDERR_KEPT_BYTES
+        if self._difference(first, second, stderr=True) is not None:
+            self.check_stderr = False
+            warnings.append(f"the stderr of {srcs} {args} changes from run to run at -O2: only stdout is "
+                            "checked")
+        elif long_stderr and self._tolerant():
+            self.check_stderr = False
+            warnings.append(f"{srcs} {args} prints more than 4 KiB to stderr: with a tolerance, only stdout "
+                            "is checked")
+        else:
+            self.check_stderr = True
+            if long_stderr:
+                warnings.append(f"{srcs} {args} prints more than 4 KiB to stderr: only its last 4 KiB are "
+                                "checked")
+        if not first.stdout and not first.stderr:
+            warnings.append(f"{srcs} {args} prints nothing at -O2: nothing but the exit code of candidates "
+                            "is checked")
+        self.warnings = warnings
+        self._reference = first
+        self.reference = first.stdout
 
     def close(self) -> None:
         """Nothing to release (scratch directories are removed as candidates finish)."""

@@ -7,9 +7,11 @@ Knobs, named as identifiers so that ``when=`` expressions can mention them:
 - one per flag: ``funroll_loops`` is ``"default"`` (not given), ``"on"`` (``-funroll-loops``) or ``"off"``
   (``-fno-unroll-loops``); an enumerated flag (``-fvect-cost-model=``) is ``"default"`` or one of its values;
 - one per ``--param``: ``param_max_unroll_times`` is an integer (``Int`` for small ranges, ``Pow2`` when
-  the default and the range are powers of two, ``LogInt`` otherwise), its default the compiler's own, so
-  that only values that differ from the compiler's default reach the command line. A param that only
-  matters when a flag is on is active only then (``when="funroll_loops == 'on'"``).
+  the default and the range are powers of two, ``LogInt`` otherwise), its default the compiler's own at
+  ``-O3``. A value reaches the command line when it differs from the compiler's default under the
+  configuration's own -O level, -march and -mtune (``max-inline-insns-auto`` is 30 at -O3 but 15 at -O2:
+  ``-O2 --param=max-inline-insns-auto=30`` keeps its param). A param that only matters when a flag is on
+  is active only then (``when="funroll_loops == 'on'"``).
 
 The default configuration renders as plain ``-O3``: the baseline. One constraint keeps ``-Ofast`` from
 being paired with ``-fno-fast-math`` (that pair is -O3 under another name).
@@ -29,11 +31,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perftune.errors import PerftuneError
-from perftune.targets.flags._discover import CompilerInfo, FlagInfo, ParamInfo
+from perftune.targets.flags._discover import LEVELS, CompilerInfo, FlagInfo, ParamInfo
 
 __all__ = ["LEVELS", "build_space", "config_from_flags", "render"]
-
-LEVELS = ("3", "2", "1", "s", "fast")
 
 # Which flag a family of --params serves (prefix of the param name -> flag, and the states of the flag
 # in which the param is active). A param whose flag is absent from the compiler stays unconditional.
@@ -84,8 +84,25 @@ _PARAM_FLAG = [
 _PARAM_SPREAD = 8
 
 
-def _param_kind(p: ParamInfo) -> tuple[str, int, int]:
-    """Choose the scale of a param: ``("int"|"pow2"|"logint", lo, hi)``."""
+def _param_kind(p: ParamInfo, defaults: Iterable[int] = ()) -> tuple[str, int, int]:
+    """Choose the scale of a param: ``("int"|"pow2"|"logint", lo, hi)``.
+
+    The range also covers ``defaults``, the param's defaults at other -O levels and -march/-mtune
+    values, so that a seed such as ``-O1`` or ``-march=native`` can keep the compiler's own values.
+    """
+    kind, lo, hi = _param_scale(p)
+    values = [v for v in defaults if p.lo <= v <= p.hi or not p.range_known]
+    if not values or min(values) >= lo and max(values) <= hi:
+        return kind, lo, hi
+    lo, hi = min(lo, *values), max(hi, *values)
+    if kind == "pow2" and any(v < 1 or v & (v - 1) for v in values):
+        kind = "logint"
+    if kind == "logint" and lo < 1:
+        kind = "int"
+    return kind, lo, hi
+
+
+def _param_scale(p: ParamInfo) -> tuple[str, int, int]:
     lo, hi = p.lo, p.hi
     if hi - lo <= 64:
         return "int", lo, hi
@@ -106,12 +123,20 @@ def _param_kind(p: ParamInfo) -> tuple[str, int, int]:
     return "logint", max(lo, 1), hi
 
 
-def _param_when(p: ParamInfo, flags_by_flag: Mapping[str, FlagInfo]) -> str | None:
+def _param_flag(p: ParamInfo, flags_by_flag: Mapping[str, FlagInfo]) -> tuple[FlagInfo, str] | None:
+    """The flag a param serves and when the param is active (``"on"``, ``"not-off"``), or None."""
     for pattern, flag, mode in _PARAM_FLAG:
         if re.match(pattern, p.param) and flag in flags_by_flag:
-            name = flags_by_flag[flag].name
-            return f"{name} == 'on'" if mode == "on" else f"{name} != 'off'"
+            return flags_by_flag[flag], mode
     return None
+
+
+def _param_when(p: ParamInfo, flags_by_flag: Mapping[str, FlagInfo]) -> str | None:
+    served = _param_flag(p, flags_by_flag)
+    if served is None:
+        return None
+    flag, mode = served
+    return f"{flag.name} == 'on'" if mode == "on" else f"{flag.name} != 'off'"
 
 
 def build_space(
@@ -153,10 +178,14 @@ def build_space(
             values = [v for v in f.values if f"{f.flag}={v}" not in info.rejected]
             params[f.name] = Choice(["default", *values], default="default")
     if include_params:
+        defaults: dict[str, list[int]] = {}
+        for changed in info.param_defaults.values():
+            for name, value in changed.items():
+                defaults.setdefault(name, []).append(value)
         for p in info.params:
             if f"--param={p.param}" in info.rejected:
                 continue
-            kind, lo, hi = _param_kind(p)
+            kind, lo, hi = _param_kind(p, defaults.get(p.param, ()))
             if not lo <= p.default <= hi:
                 continue
             when = _param_when(p, by_flag)
@@ -176,10 +205,12 @@ def build_space(
 def render(config: Mapping[str, Any], info: CompilerInfo) -> list[str]:
     """The compiler options of a configuration (only what differs from the compiler's defaults).
 
-    Order: ``-O``, ``-march``, ``-mtune``, flags, params, each group sorted by name so that equal
-    configurations give equal command lines.
+    A param is left out when its value is the compiler's default under the configuration's -O level,
+    -march and -mtune (:meth:`CompilerInfo.param_default`). Order: ``-O``, ``-march``, ``-mtune``, flags,
+    params, each group sorted by name so that equal configurations give equal command lines.
     """
-    out = [f"-O{config.get('O', '3')}"]
+    level = str(config.get("O", "3"))
+    out = [f"-O{level}"]
     march = config.get("march", "default")
     if march != "default":
         out.append(f"-march={march}")
@@ -195,7 +226,7 @@ def render(config: Mapping[str, Any], info: CompilerInfo) -> list[str]:
         else:
             out.append(f"{f.flag}={value}")
     for p in sorted(info.params, key=lambda p: p.param):
-        if p.name in config and int(config[p.name]) != p.default:
+        if p.name in config and int(config[p.name]) != info.param_default(p, level, march, mtune):
             out.append(f"--param={p.param}={int(config[p.name])}")
     return out
 
@@ -203,11 +234,15 @@ def render(config: Mapping[str, Any], info: CompilerInfo) -> list[str]:
 def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) -> dict[str, Any]:
     """The configuration that renders as ``options`` (a user's seed such as ``-O2 -funroll-loops``).
 
+    A param the options do not set takes the compiler's default under their -O level, -march and
+    -mtune (so that ``-O2`` renders as ``-O2``); one they set keeps its value at any level.
+
     Raises:
         PerftuneError: An option is not a known optimisation flag, param, -O level or -march/-mtune
             value of this compiler (one line naming it).
     """
     config = dict(space.default())
+    given: dict[str, tuple[ParamInfo, str]] = {}  # the params the options set, by name
     for opt in options:
         if opt.startswith("-O"):
             level = opt[2:] or "1"
@@ -235,6 +270,7 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
             if not space.params[p.name].contains(number):
                 raise PerftuneError(f"seed: --param {name}={number} is outside the tuned range")
             config[p.name] = number
+            given[p.name] = (p, opt)
         elif opt.startswith("-f"):
             f = info.flag(opt)
             if f is None or f.name not in space.params:
@@ -261,7 +297,23 @@ def config_from_flags(options: Iterable[str], info: CompilerInfo, space: Any) ->
         except KeyError:
             active = False
         if not active:
+            if name in given:  # a param the seed sets is said to be without effect, not dropped silently
+                p, opt = given[name]
+                served = _param_flag(p, {f.flag: f for f in info.flags})
+                if served is not None and served[1] == "on":
+                    why = f"with {served[0].flag} on: add {served[0].flag} to the seed"
+                else:
+                    flag = "its flag" if served is None else served[0].flag
+                    why = f"unless {flag} is off: drop -fno-{flag[2:]} from the seed"
+                raise PerftuneError(f"seed: perftune tunes {opt} only {why}, or leave the param out")
             config.pop(name, None)
         elif name not in config:
             config[name] = param.default_value()
+    # The params the options leave alone are the compiler's own under their level and -march/-mtune.
+    where = (str(config.get("O", "3")), config.get("march", "default"), config.get("mtune", "default"))
+    for p in info.params:
+        if p.name in config and p.name not in given:
+            default = info.param_default(p, *where)
+            if space.params[p.name].contains(default):
+                config[p.name] = default
     return config

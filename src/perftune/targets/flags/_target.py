@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from perftune.space import Config
 from perftune.targets._target import Example, Outcome, TargetBase
-from perftune.targets.flags._discover import discover
-from perftune.targets.flags._evaluate import Evaluator, Program
+from perftune.targets.flags._discover import discover, language_of
+from perftune.targets.flags._evaluate import Evaluator, Program, link_args_for
 from perftune.targets.flags._space import build_space, render
-from perftune.targets.flags._task import FlagsTask, task_from_toml
+from perftune.targets.flags._task import FlagsTask, check_task_file, task_from_toml
 from perftune.trial import Status
 
 __all__ = ["FlagsTarget"]
@@ -64,8 +64,20 @@ class FlagsTarget(TargetBase):
 
     @classmethod
     def from_task(cls, path: str, table: Mapping[str, Any]) -> FlagsTarget:
-        """``[target] kind = "flags"`` (see :func:`perftune.targets.flags.task_from_toml`)."""
-        return cls(task_from_toml(table, path))
+        """``[target] kind = "flags"`` (see :func:`perftune.targets.flags.task_from_toml`).
+
+        The rest of the file is checked too (:func:`perftune.targets.flags.check_task_file`): a table or
+        key this kind does not use is an error naming its line, not silently ignored.
+        """
+        import tomllib
+
+        from perftune.targets._registry import read_task_text
+
+        text = ""
+        if os.path.isfile(path):
+            text = read_task_text(path)
+            check_task_file(tomllib.loads(text), path, text)
+        return cls(task_from_toml(table, path, text=text))
 
     @classmethod
     def example(cls, workdir: str) -> Example:
@@ -85,7 +97,8 @@ class FlagsTarget(TargetBase):
 
     def _compiler(self) -> Any:
         if self._info is None:
-            self._info = discover(self.task.compiler)
+            t = self.task
+            self._info = discover(t.compiler, language=language_of(t.compiler, t.sources))
         return self._info
 
     def space(self) -> Any:
@@ -97,7 +110,8 @@ class FlagsTarget(TargetBase):
         # The reference output is the -O2 build's, as in tune_flags: built on the first evaluation.
         if self._evaluator is None:
             t = self.task
-            program = Program(sources=t.sources, run_args=t.run_args, link_args=t.link_args,
+            program = Program(sources=t.sources, run_args=t.run_args,
+                              link_args=link_args_for(t.compiler, t.sources, t.link_args),
                               compile_args=t.compile_args, rel_tol=t.rel_tol, abs_tol=t.abs_tol, cwd=t.cwd,
                               run_timeout_s=t.run_timeout_s, clock=t.clock)
             evaluator = Evaluator(program, self._compiler(), workdir=self.workdir)
@@ -127,13 +141,13 @@ class FlagsTarget(TargetBase):
         """The compiler command line of ``config``."""
         t = self.task
         return shlex.join([t.compiler, *t.compile_args, *render(config, self._compiler()), *t.sources,
-                           "-o", "prog", *t.link_args])
+                           "-o", "prog", *link_args_for(t.compiler, t.sources, t.link_args)])
 
     def run_task(self, *, budget: Any, workers: int, store: Any, seed: int | None, name: str,
-                 on_trial: Any = None) -> Any:
+                 on_trial: Any = None, lag: int | None = None) -> Any:
         """The whole flags run of a task file: :meth:`FlagsTask.run` (returns a ``FlagsResult``)."""
         return self.task.run(budget=budget, workers=workers, store=store, seed=seed, name=name,
-                             on_trial=on_trial)
+                             on_trial=on_trial, lag=lag)
 
     def __getstate__(self) -> dict[str, Any]:
         # Worker processes build their own evaluator (it holds locks and sandboxes).

@@ -7,9 +7,9 @@
    time.
 3. Confirm: re-measure the winner and -O3 interleaved and compute the speedup with a confidence
    interval; a winner that is not faster than -O3 is replaced by -O3, so the result is never worse.
-4. Reduce the winner to a minimal flag set (groups of options whose removal does not slow the program
-   beyond the noise are dropped; identical binaries cost nothing), then measure each remaining option's
-   contribution.
+4. Reduce the winner to a minimal flag set (groups of options whose removal is not shown to slow the
+   program, timed interleaved with the current set, are dropped; identical binaries cost nothing), then
+   measure each remaining option's contribution the same way.
 
 Example:
     >>> result = tune_flags(["prog.c"], ["1000"], budget="60s")  # doctest: +SKIP
@@ -19,26 +19,31 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
 import shlex
+import shutil
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perftune.drive import Budget, Countdown, Outcome, ThreadExecutor, Tuner, parse_budget
-from perftune.errors import BudgetError, PerftuneError
-from perftune.measure import Decision, speedup_ci
+from perftune.errors import BudgetError, PerftuneError, TaskError
+from perftune.measure import speedup_ci
 from perftune.report import FinalAnswer, Improvement, record_final_answer
-from perftune.targets.flags._discover import CompilerInfo, discover
-from perftune.targets.flags._evaluate import TIME_BUDGET_REACHED, Evaluator, Measurement, Program
+from perftune.targets.flags._discover import CompilerInfo, discover, language_of
+from perftune.targets.flags._evaluate import (
+    TIME_BUDGET_REACHED,
+    Evaluator,
+    Program,
+    link_args_for,
+)
 from perftune.targets.flags._space import build_space, config_from_flags, render
 from perftune.trial import Status
 
 __all__ = ["FlagsResult", "reduce_flags", "tune_flags"]
-
-# Removing options may cost at most this fraction of run time (the tie threshold).
-TIE = 0.01
 
 # With a time budget, the steps after the search (confirmation against -O3, reduction, the final
 # measurement) get this share of it; the search gets the rest, less the time the checks before it took.
@@ -145,7 +150,17 @@ def _as_budget(budget: str | int | float | Sequence[str | int | float] | None) -
 
 
 def _split_seed(seed: str | Sequence[str]) -> list[str]:
-    return shlex.split(seed) if isinstance(seed, str) else list(seed)
+    """A seed's options: a string split as a shell would, or a list as it is.
+
+    Raises:
+        PerftuneError: A string a shell could not split (an unclosed quote).
+    """
+    if not isinstance(seed, str):
+        return list(seed)
+    try:
+        return shlex.split(seed)
+    except ValueError as error:
+        raise PerftuneError(f"seed: {str(error).lower()} in {seed!r}") from None
 
 
 def tune_flags(
@@ -176,6 +191,8 @@ def tune_flags(
     on_trial: Callable[[int, float | None], None] | None = None,
     name: str | None = None,
     goal: str = "time",
+    seeds_key: str | None = None,
+    lag: int | None = None,
 ) -> FlagsResult:
     """Tune the compiler options of a C/C++ program for speed.
 
@@ -213,6 +230,10 @@ def tune_flags(
         goal: ``"time"`` (the fastest) or ``"time,size"``: also the smallest code (bytes of executable
             ELF sections, :func:`code_size`); the search then looks for the Pareto front of the two
             (``FlagsResult.pareto``), and the confirmation and the reduction are those of its fastest.
+        seeds_key: Where ``seeds`` come from, for messages: a seed that names an unknown option is
+            reported as ``{seeds_key}[i]: ...`` (a task file's ``FILE: key target.seeds``).
+        lag: The search's lag (:class:`perftune.Tuner`; None: its default): a seeded run keeps at most
+            ``lag + 1`` candidates in flight.
 
     Raises:
         PerftuneError: Missing compiler, sources not compiling or program not running at -O2, a seed
@@ -241,11 +262,11 @@ def tune_flags(
         path = os.path.join(cwd, src)
         if not os.path.isfile(path):
             raise PerftuneError(f"source file {src!r} not found")
-    info = info or discover(compiler)
+    info = info or discover(compiler, language=language_of(compiler, sources))
     program = Program(
         sources=tuple(sources),
         run_args=tuple(run_args),
-        link_args=tuple(link_args),
+        link_args=link_args_for(compiler, sources, link_args),
         compile_args=tuple(compile_args),
         rel_tol=rel_tol,
         abs_tol=abs_tol,
@@ -256,7 +277,14 @@ def tune_flags(
     evaluator = Evaluator(program, info, workdir=workdir)
     try:
         space = build_space(info, include_params=include_params)
-        seed_configs = [config_from_flags(_split_seed(s), info, space) for s in seeds]
+        seed_configs = []
+        for index, text in enumerate(seeds):
+            try:
+                seed_configs.append(config_from_flags(_split_seed(text), info, space))
+            except PerftuneError as error:
+                if seeds_key is None:
+                    raise
+                raise TaskError(f"{seeds_key}[{index}]: {str(error).removeprefix('seed: ')}") from None
         o2 = config_from_flags(["-O2"], info, space)
         # Seeds that often win on the machine at hand: the host's own ISA, with and without unrolling.
         extra = []
@@ -291,6 +319,7 @@ def tune_flags(
             technique="mo-bandit" if with_size and technique == "bandit" else technique,
             seeds=[o2, *seed_configs, *extra],
             name=name,
+            lag=lag,
             budget=Budget(evals=limit.evals, seconds=search_s),
             settings={
                 "target": "flags",
@@ -307,6 +336,9 @@ def tune_flags(
         failures: dict[str, int] = {}
         baseline: list[float | None] = [None]
         best: list[tuple[float, Any] | None] = [None]
+        # The -O3 trial and the fastest one so far: an interrupted run's answer (_record_interrupted).
+        default_trial: list[Any] = [None]
+        best_trial: list[Any] = [None]
         counts = {"done": 0}
 
         def evaluate(config: Any) -> Outcome:
@@ -328,9 +360,11 @@ def tune_flags(
                 if trial.technique == "default":
                     baseline[0] = trial.value
                     evaluator.baseline_s = trial.value
+                    default_trial[0] = trial
                 finished.append((trial.value, trial.config))
                 if best[0] is None or trial.value < best[0][0]:
                     best[0] = (trial.value, trial.config)
+                    best_trial[0] = trial
                     trace.append((search_clock.elapsed_s(), trial.value, render(trial.config, info)))
             else:
                 kind = (trial.reason or "").split(":", 1)[0]
@@ -345,7 +379,11 @@ def tune_flags(
 
         # Threads, not worker processes: every build and run is already a sandboxed subprocess, and
         # the evaluator's cache of binaries and its lock for timed runs are shared by all candidates.
-        searched = tuner.run(evaluate, executor=ThreadExecutor(evaluate, None, workers), on_trial=record)
+        try:
+            searched = tuner.run(evaluate, executor=ThreadExecutor(evaluate, None, workers), on_trial=record)
+        except KeyboardInterrupt:
+            _record_interrupted(tuner, evaluator, info, compiler, default_trial[0], best_trial[0])
+            raise
         evaluator.time_left = command_clock.remaining_s  # the steps after the search: what is left
         n_done, n_cancelled = counts["done"], searched.counts().get(Status.CANCELLED.value, 0)
 
@@ -358,23 +396,27 @@ def tune_flags(
                 finalists.append(flags)
             if len(finalists) >= n_finalists:
                 break
-        notes: list[str] = []
+        notes: list[str] = list(evaluator.warnings)  # what the output check cannot see
         if n_done + n_cancelled == 0 and seconds is not None:
             notes.append(f"the checks before the search took {checks_s:.1f} s of the "
                          f"{seconds:g} s budget: no time was left to search")
         if n_cancelled:
             notes.append(f"{n_cancelled} candidate(s) in flight when the search's time ran out "
                          "were cancelled")
-        result = _confirm_and_reduce(
-            evaluator,
-            info,
-            finalists,
-            reduce=reduce,
-            confirm_runs=confirm_runs,
-            compiler_name=compiler,
-            search_speedup=history[-1][1] if history else None,
-            notes=notes,
-        )
+        try:
+            result = _confirm_and_reduce(
+                evaluator,
+                info,
+                finalists,
+                reduce=reduce,
+                confirm_runs=confirm_runs,
+                compiler_name=compiler,
+                search_speedup=history[-1][1] if history else None,
+                notes=notes,
+            )
+        except KeyboardInterrupt:
+            _record_interrupted(tuner, evaluator, info, compiler, default_trial[0], best_trial[0])
+            raise
         result.notes = notes
         result.n_cancelled = n_cancelled
         result.n_trials = n_done
@@ -391,6 +433,42 @@ def tune_flags(
         return result
     finally:
         evaluator.close()
+
+
+def _record_interrupted(tuner: Any, evaluator: Evaluator, info: CompilerInfo, compiler_name: str,
+                        default_trial: Any, best_trial: Any) -> None:
+    """Record an interrupted run's answer: the search's fastest option set, as flags and a command line
+    (what a finished run records), against -O3 as the search measured them, said to be unconfirmed."""
+    if best_trial is None:
+        return
+    flags = render(best_trial.config, info)
+    improvement = None
+    if default_trial is not None:
+        base = list(default_trial.samples or [default_trial.value])
+        cand = list(best_trial.samples or [best_trial.value])
+        estimate, lo, hi = _speedup(base, cand) if flags != ["-O3"] else (1.0, 1.0, 1.0)
+        improvement = Improvement(estimate, lo, hi, 0.95, baseline="-O3", is_baseline=flags == ["-O3"],
+                                  interval=len(base) > 1 and len(cand) > 1)
+    note = ("interrupted: the search's fastest option set as the search measured it, neither confirmed "
+            "against -O3 nor reduced")
+    answer = FinalAnswer(improvement, command_line=_command_line(evaluator, compiler_name, flags), note=note,
+                         config={"flags": flags})
+    record_final_answer(getattr(tuner, "_store", None), getattr(tuner, "run_id", None), answer)
+
+
+def _command_line(evaluator: Evaluator, compiler_name: str, flags: Sequence[str]) -> str:
+    """The compiler command line of ``flags``, which works pasted into any folder."""
+    p = evaluator.program
+    cmd = [
+        _absolute_program(compiler_name),
+        *_absolute_options(p.compile_args, p.cwd),
+        *flags,
+        *(os.path.abspath(os.path.join(p.cwd, src)) for src in p.sources),
+        "-o",
+        "prog",
+        *_absolute_options(p.link_args, p.cwd),
+    ]
+    return shlex.join(cmd)
 
 
 class _OutOfTime(Exception):
@@ -416,7 +494,7 @@ def _interleaved(
                 raise _OutOfTime(failed.reason)
             raise RuntimeError(f"confirmation build failed: {failed.reason}")
         assert bin_a is not None and bin_b is not None
-        with evaluator._time_lock:
+        with evaluator.timed_runs():
             for _ in range(n_runs):
                 for binary, scratch, sink in ((bin_a, scratch_a, ta), (bin_b, scratch_b, tb)):
                     seconds, why, _ = evaluator.run_once(binary, scratch)
@@ -461,8 +539,9 @@ class _Plan:
         return None if n < min(wanted, MIN_CONFIRM_RUNS) else min(wanted, n)
 
     def reduction_fits(self, n_options: int, runs: int, keep_s: float) -> bool:
-        """Whether reducing ``n_options`` options (``runs`` runs a build) fits and leaves ``keep_s``."""
-        cost = (3 * n_options + 3) * (self._build_s() + runs * self._run_s())
+        """Whether reducing ``n_options`` options fits and leaves ``keep_s``: at most ``3n + 3`` reduced
+        sets and ``n + 1`` single options, each a build and ``runs`` interleaved pairs of runs."""
+        cost = (4 * n_options + 4) * (self._build_s() + 2 * runs * self._run_s())
         return cost + keep_s <= self.left_s()
 
     def pair_s(self, runs: int) -> float:
@@ -582,20 +661,10 @@ def _confirm_and_reduce(
         base_s = m.samples or [evaluator.baseline_s if evaluator.baseline_s is not None else float("nan")]
         speed, lo, hi, fin_s = 1.0, 1.0, 1.0, base_s
 
-    p = evaluator.program
-    cmd = [
-        _absolute_program(compiler_name),
-        *_absolute_options(p.compile_args, p.cwd),
-        *final,
-        *(os.path.abspath(os.path.join(p.cwd, src)) for src in p.sources),
-        "-o",
-        "prog",
-        *_absolute_options(p.link_args, p.cwd),
-    ]
     return FlagsResult(
         flags=final,
         winner_flags=list(winner),
-        command_line=shlex.join(cmd),
+        command_line=_command_line(evaluator, compiler_name, final),
         speedup=speed,
         ci=(lo, hi),
         baseline_s=statistics.median(base_s),
@@ -643,65 +712,91 @@ def _absolute_options(options: Sequence[str], cwd: str) -> list[str]:
 def reduce_flags(
     evaluator: Evaluator, options: Sequence[str], *, runs: int = 6
 ) -> tuple[list[str], dict[str, float]]:
-    """Drop options whose removal does not slow the program beyond the tie threshold.
+    """Drop the options whose removal does not make the program slower beyond the noise.
 
-    The winner is timed ``runs`` times; every reduced set is then compared with those samples by the
-    sequential test of :mod:`perftune.measure` (dropped when it is the same within the tie threshold
-    or faster; always against the winner's own samples, so that ties cannot add up to a slowdown).
-    The ``-O`` level is tried first (removing it means -O3); then groups of options, halving as in
+    Every reduced set is timed against the current one interleaved (``runs`` runs each, in alternating
+    order, so that drift in the machine's load hits both alike); a group of options is kept only when the
+    95% confidence interval of the slowdown without it lies above 1, i.e. when removing it is shown to be
+    worse. The ``-O`` level is tried first (removing it means -O3); then groups of options, halving as in
     delta debugging, so that a winner with many irrelevant options is reduced with few builds. A build
-    that gives the very same binary costs no runs; a set whose output differs is refused.
+    that gives the very same binary costs no runs; a set whose output differs from the reference, or that
+    fails, is refused. Last, each remaining option is measured alone in the same way: one whose removal is
+    not shown to be worse is dropped too, so that every option kept has the slowdown it is listed with.
 
     Returns:
         ``(minimal options, {option: slowdown fraction when it alone is removed; NaN when the output
-        changes without it})``.
+        changes or the program fails without it})``.
     """
     level = options[0] if options and options[0].startswith("-O") else "-O3"
     rest = [o for o in options if not o.startswith("-O")]
-    ref = evaluator.measure([level, *rest], n_runs=runs)
-    if not ref.ok:
-        return list(options), {}
-    winner_samples = list(ref.samples)
-    current_hash = ref.binary_hash
+    with evaluator.scratch() as current_scratch:
+        current_binary, failure = evaluator.build([level, *rest], current_scratch)
+        if failure is not None or current_binary is None:
+            return list(options), {}
 
-    def acceptable(opts: list[str]) -> tuple[bool, Measurement]:
-        m = evaluator.measure(opts, same_as=current_hash, against=winner_samples)
-        if not m.ok:
-            return False, m
-        if m.cached:  # the very same binary
-            return True, m
-        return m.decision in (Decision.SAME, Decision.BETTER), m
+        def slowdown_without(opts: list[str]) -> float | None:
+            """How much slower ``opts`` is than the current set when that is shown beyond the noise
+            (NaN: its output differs or it fails), else None (it may replace the current set)."""
+            with evaluator.scratch() as scratch:
+                binary, failed = evaluator.build(opts, scratch)
+                if failed is not None or binary is None:
+                    return math.nan
+                if _same_file(binary, current_binary):
+                    return None  # the very same program: nothing to time
+                reduced_s: list[float] = []
+                current_s: list[float] = []
+                with evaluator.timed_runs():
+                    for i in range(2 * runs):
+                        first = (i // 2 + i) % 2 == 0  # reduced, current / current, reduced / ...
+                        which, where, sink = ((binary, scratch, reduced_s) if first
+                                              else (current_binary, current_scratch, current_s))
+                        seconds, why, out = evaluator.run_once(which, where)
+                        if why is not None or seconds is None:
+                            return math.nan
+                        if which is binary and len(reduced_s) == 0 and evaluator.output_difference(out):
+                            return math.nan
+                        sink.append(seconds)
+                worse = speedup_ci(reduced_s, current_s)  # the current set's speedup over the reduced one
+                if worse.lo > 1.0:
+                    return statistics.median(reduced_s) / statistics.median(current_s) - 1.0
+                shutil.copyfile(binary, current_binary)  # the reduced set is the current one from now on
+                return None
 
-    kept = list(rest)
-    if level != "-O3":
-        ok, m = acceptable(["-O3", *kept])
-        if ok:
-            level, current_hash = "-O3", m.binary_hash
+        kept = list(rest)
+        if level != "-O3" and slowdown_without(["-O3", *kept]) is None:
+            level = "-O3"
 
-    def shrink(group: list[str]) -> None:
-        nonlocal kept, current_hash
-        trial_keep = [o for o in kept if o not in group]
-        ok, m = acceptable([level, *trial_keep])
-        if ok:
-            kept, current_hash = trial_keep, m.binary_hash
-            return
-        if len(group) > 1:
-            mid = len(group) // 2
-            shrink(group[:mid])
-            shrink(group[mid:])
+        def shrink(group: list[str]) -> None:
+            nonlocal kept
+            trial_keep = [o for o in kept if o not in group]
+            if slowdown_without([level, *trial_keep]) is None:
+                kept = trial_keep
+                return
+            if len(group) > 1:
+                mid = len(group) // 2
+                shrink(group[:mid])
+                shrink(group[mid:])
 
-    if kept:
-        shrink(list(kept))
-    final = [level, *kept]
-    contributions: dict[str, float] = {}
-    final_m = evaluator.measure(final, n_runs=runs)
-    for opt in final:
-        if opt == "-O3":
-            continue
-        without = ["-O3", *kept] if opt.startswith("-O") else [o for o in final if o != opt]
-        m = evaluator.measure(without, n_runs=runs)
-        if m.ok and final_m.ok and m.value is not None and final_m.value is not None:
-            contributions[opt] = m.value / final_m.value - 1.0
-        else:
-            contributions[opt] = float("nan")  # the output changes without it: it is required
-    return final, contributions
+        if kept:
+            shrink(list(kept))
+        # Each option left alone, in the final context: kept with its slowdown, or dropped after all.
+        contributions: dict[str, float] = {}
+        for opt in [level, *kept]:
+            if opt == "-O3":
+                continue
+            without = ["-O3", *kept] if opt.startswith("-O") else [level, *(o for o in kept if o != opt)]
+            slowdown = slowdown_without(without)
+            if slowdown is None:
+                if opt.startswith("-O"):
+                    level = "-O3"
+                else:
+                    kept.remove(opt)
+                continue
+            contributions[opt] = slowdown
+    return [level, *kept], contributions
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two built binaries are byte for byte the same."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return hashlib.sha256(fa.read()).digest() == hashlib.sha256(fb.read()).digest()
