@@ -396,8 +396,9 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         limit = list(items) if items else ["5m"]
         progress = _flags_progress(limit, ctx.obj.get("progress"))
         try:
+            _warn_lag(seed, lag, n_workers)
             result = target.run_task(budget=limit, workers=n_workers, store=st, seed=seed, name=name,
-                                     on_trial=progress)
+                                     on_trial=progress, lag=lag)
         except KeyboardInterrupt:
             import shlex
 
@@ -453,6 +454,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
     _print_result(result, as_json=as_json, answer=answer)
     if result.best is not None and not as_json:
         click.echo(target.explain(result.best.config))
+    _exit_without_answer(result)
 
 
 def _target_tuning(task: str, kind: str) -> dict[str, Any]:
@@ -499,6 +501,16 @@ def _check_scheduler(executor: str, scheduler: str | None) -> None:
     if scheduler is not None and executor != "dask":
         raise PerftuneError(f"--scheduler {scheduler} needs --executor dask (without it the evaluations run "
                             "in local processes); add --executor dask, or leave --scheduler out")
+
+
+#: The exit status of ``perftune run`` and ``perftune resume`` when the run has no final answer (no trial
+#: succeeded, or none passed its check): what was measured is stored, but a script must not take it.
+EXIT_NO_ANSWER = 3
+
+
+def _exit_without_answer(result: Any) -> None:
+    if result.best is None:
+        sys.exit(EXIT_NO_ANSWER)
 
 
 def _warn_lag(seed: int | None, lag: int | None, workers: int) -> None:
@@ -582,6 +594,7 @@ def _tune_task(tuner: Any, target: Any, limit: Any, workers: int, executor: str,
     answer = answer_of(result.best, result.default, goal=spec.goal, note=note)
     record_final_answer(store, result.run_id, answer)
     _print_result(result, as_json=as_json, answer=answer)
+    _exit_without_answer(result)
 
 
 def _resume_command(run_name: str | None, store: Any) -> str:
@@ -861,12 +874,12 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         ctx.obj["runs_store"] = store
         return
     st = _open(ctx, store, read_only=True)
-    from perftune.report import FinalAnswer, answer_of
+    from perftune.report import FinalAnswer, answer_of, driver_gone, metric_unit, value_text
     from perftune.store import StoreDamageError
 
     rows = []
     damaged: list[str] = []
-    gone: set[int] = set()  # running runs whose driver is gone (a stale lease)
+    gone: set[int] = set()  # running runs whose driver is gone (report.driver_gone: a stale lease)
     now = st.clock()  # heartbeats are the store's time (the database server's), not this machine's
     for info in st.list_runs():
         try:
@@ -882,19 +895,20 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
                 answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
             # A running run's lease says whether its driver is still there; a damaged one is this run's
             # damage, not the listing's.
-            lease = st.get_lease(info.id) if info.status == "running" else None
+            if driver_gone(st, info, now):
+                gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         except StoreDamageError as error:
             what = error.detail if error.trial_id is None else f"trial {error.trial_id}: {error.field}"
             damaged.append(f"run {info.name!r} (id {info.id}) is damaged: {what} "
                            f"(perftune runs delete {info.id} removes it)")
             rows.append({"id": info.id, "name": info.name, "status": "damaged", "goal": info.goal,
+                         "metric": info.metric, "unit": metric_unit(info.metric),
                          "created_at": info.created_at, "trials": st.count(info.id), "best": None,
                          "improvement": None, "damaged": str(error)})
             continue
         imp = None if answer is None or answer.improvement is None else answer.improvement.to_json()
-        if info.status == "running" and (lease is None or lease.is_stale(now)):
-            gone.add(info.id)  # its driver was killed: the table says so (the JSON keeps the status)
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
+                     "metric": info.metric, "unit": metric_unit(info.metric), "driver_gone": info.id in gone,
                      "created_at": info.created_at, "trials": st.count(info.id),
                      "best": None if best is None else best.value, "improvement": imp})
     if as_json:
@@ -904,14 +918,20 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 
     # Names are what the other commands take: never cut one short (the other columns give way).
     longest = max((len(_printable(str(r["name"]))) for r in rows), default=4)
-    table = Table("id", Column("name", min_width=longest), Column("status", min_width=11), "goal", "trials",
-                  "best", Column("improvement", min_width=11), Column("created", min_width=19))
+    # Nor a best value and its unit, nor a metric's name.
+    bests = {r["id"]: value_text(r["best"], r["unit"]) for r in rows}
+    widest_best = max((len(b) for b in bests.values()), default=4)
+    widest_metric = max((len(_printable(str(r["metric"] or "-"))) for r in rows), default=6)
+    table = Table("id", Column("name", min_width=longest), Column("status", min_width=11), "goal",
+                  Column("metric", min_width=min(widest_metric, 40)), "trials",
+                  Column("best", min_width=widest_best), Column("improvement", min_width=11),
+                  Column("created", min_width=19))
     for r in rows:
         imp = r["improvement"]
         # Text cells: a name like "[/]" is printed, not parsed as markup.
         status = f"{r['status']} (no driver)" if r["id"] in gone else str(r["status"])
         table.add_row(str(r["id"]), _text(str(r["name"])), _text(status), _text(str(r["goal"])),
-                      str(r["trials"]), "-" if r["best"] is None else f"{r['best']:.6g}",
+                      _text(str(r["metric"] or "-")), str(r["trials"]), bests[r["id"]],
                       "-" if imp is None else _factor(imp, "estimate"), _when(r["created_at"]))
     _console().print(table)
     for line in damaged:
@@ -925,27 +945,42 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 @click.pass_context
 def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> None:
     """Show one run (name, id or 'latest'): best, baseline, failures, history."""
-    from perftune.report import final_answer
+    from perftune.report import (
+        driver_gone,
+        failure_key,
+        final_answer,
+        metric_unit,
+        value_text,
+        with_failed_default,
+    )
 
     st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
     trials = st.trials(info.id)
     best = st.best(info.id)
     default = next((t for t in trials if t.technique == "default"), None)
-    answer = final_answer(st, info, trials)
+    # A default configuration that failed leaves no improvement: the answer's note says so.
+    answer = with_failed_default(final_answer(st, info, trials), default)
     pareto = _pareto_of(st, info)
+    unit = metric_unit(info.metric)
+    try:
+        gone = driver_gone(st, info)
+    except StoreError:  # a damaged lease: `perftune runs` names it; the run's trials are still shown
+        gone = False
     counts: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for t in trials:
         counts[t.status.value] = counts.get(t.status.value, 0) + 1
-        # Pruning (docs/fidelity.md) and a cancellation by the run's end are no failures.
-        if t.reason and t.status.value not in ("ok", "pruned", "cancelled"):
-            key = t.reason.splitlines()[0][:120]
+        # Pruning (docs/fidelity.md) and a cancellation by the run's end are no failures; grouped by
+        # failure_key, as the report and the dashboard group them.
+        if t.status.value not in ("ok", "pruned", "cancelled", "pending"):
+            key = failure_key(t.reason) or t.status.value
             reasons[key] = reasons.get(key, 0) + 1
     if as_json:
         imp = answer.improvement
         _emit_json({"run": {"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
-                            "metric": info.metric, "created_at": info.created_at,
+                            "metric": info.metric, "unit": unit, "driver_gone": gone,
+                            "created_at": info.created_at,
                             "finished_at": info.finished_at,
                             "settings": info.settings, "environment": getattr(info, "environment", None)},
                     "counts": counts, "failures": reasons, "best": _trial_json(best),
@@ -958,8 +993,10 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
     from rich.table import Table
 
     console = _console()
-    console.print(f"run [bold]{_escape(str(info.name))}[/] (id {info.id}), {_escape(str(info.status))}, "
-                  f"goal {_escape(str(info.goal))}, {len(trials)} trials")
+    status = f"{info.status} (no driver)" if gone else str(info.status)
+    aim = f"goal {info.goal}" + (f" {info.metric}" if info.metric else "") + (f" ({unit})" if unit else "")
+    console.print(f"run [bold]{_escape(str(info.name))}[/] (id {info.id}), {_escape(status)}, "
+                  f"{_escape(aim)}, {len(trials)} trials")
     console.print("by status: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     if counts.get("cancelled"):
         console.print(f"cancelled: {counts['cancelled']} trials stopped by the run's end (a time budget, an "
@@ -968,9 +1005,9 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
         console.print(f"pruned: {counts['pruned']} trials stopped early by the pruner; they are not full "
                       "evaluations and do not count against the budget")
     if default is not None and default.ok:
-        console.print(f"default configuration: {default.value:.6g}")
+        console.print(f"default configuration: {value_text(default.value, unit)}")
     if best is not None:
-        console.print(f"best: [bold green]{best.value:.6g}[/] (trial {best.id}) "
+        console.print(f"best: [bold green]{value_text(best.value, unit)}[/] (trial {best.id}) "
                       f"{_escape(best.config.to_json())}")
     if answer.command_line is not None:
         console.print(f"final command line: {_escape(answer.command_line)}")
@@ -986,7 +1023,8 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
             table.add_row(_text(reason), str(n))
         console.print(table)
-    table = Table("trial", "status", "value", "technique", "config", title="last 15 trials")
+    table = Table("trial", "status", f"value ({unit})" if unit else "value", "technique", "config",
+                  title="last 15 trials")
     for t in trials[-15:]:
         value = "-" if t.value is None else f"{t.value:.6g}"
         table.add_row(str(t.id), t.status.value, value, _text(str(t.technique)),
@@ -1028,9 +1066,12 @@ def _print_pareto(console: Any, pareto: dict[str, Any]) -> None:
     more = f", the first {len(shown)} by {names[0]} (--json lists all)" if len(rows) > len(shown) else ""
     title = (f"Pareto front: {len(rows)} trial{'s' if len(rows) != 1 else ''} of "
              + ", ".join(f"{o['name']} ({o['goal']})" for o in pareto["objectives"]) + more)
-    # The objectives' names and goals come from the store: Text, never parsed as markup, made printable.
-    table = Table("trial", *[Column(header=_text(str(n))) for n in names], "technique", "config",
-                  title=_text(title))
+    from perftune.report import metric_unit
+
+    # The objectives' names and goals come from the store: Text, never parsed as markup, made printable;
+    # a built-in metric's column names its unit.
+    table = Table("trial", *[Column(header=_text(str(n) + (f" ({metric_unit(n)})" if metric_unit(n) else "")))
+                             for n in names], "technique", "config", title=_text(title))
     for t in shown:
         values = ["-" if t["values"][n] is None else f"{t['values'][n]:.6g}" for n in names]
         table.add_row(str(t["id"]), *values, _text(str(t["technique"])),
@@ -1076,9 +1117,13 @@ def best_cmd(ctx: click.Context, run: str, store: str | None) -> None:
                    "- writes CSV or JSON to standard output.")
 @click.option("--store", "store", default=None, metavar="URL", help="Results store.")
 @click.option("--kernel-name", default=None, help="With --format kt: the kernel name (default: the run's).")
+@click.option("--time-unit", "time_unit", type=click.Choice(["s", "ms", "us", "ns"]), default=None,
+              help="With --format kt: the unit of the run's values, written as Kernel Tuner's milliseconds "
+                   "(default: s for wall_time/cpu_time and the flags and torch_compile targets, else ms).")
 @click.pass_context
 def export_cmd(
-    ctx: click.Context, run: str, fmt: str | None, output: str, store: str | None, kernel_name: str | None
+    ctx: click.Context, run: str, fmt: str | None, output: str, store: str | None, kernel_name: str | None,
+    time_unit: str | None,
 ) -> None:
     """Export the trials of RUN as CSV, JSON or a Kernel Tuner cache file.
 
@@ -1095,12 +1140,17 @@ def export_cmd(
     fmt = fmt or named or "csv"
     if to_stdout and fmt == "kt":
         raise click.UsageError("-o -: a Kernel Tuner cache is a file Kernel Tuner opens; name one (.kt.json)")
+    if fmt != "kt" and time_unit is not None:
+        raise click.UsageError("--time-unit is only for --format kt")
     st = _open(ctx, store, read_only=True)
     info = st.get_run(run)
+    if not to_stdout and st.owns_path(output):
+        raise PerftuneError(f"{output}: that is the store's own file ({st.location}): an export never "
+                            "replaces the store it reads; name another file")
     if fmt == "kt":
         from perftune.targets.replay import export_run_kt
 
-        export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name)
+        export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name, time_unit=time_unit)
     else:
         if kernel_name is not None:
             raise click.UsageError("--kernel-name is only for --format kt")
@@ -1322,10 +1372,13 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
 
     _shell_words("--run", run_args)  # a typo there is one line now, not a traceback from inside the run
     link_args = _shell_words("--link", link)
+    seed_lists = [_shell_words("--seed-flags", s) for s in seed_flags]
     if common.get("executor", "local") != "local":
         raise PerftuneError("flags: builds and timed runs stay on this machine; "
                             "--executor dask is not supported")
 
+    n_workers = _opt(ctx, "workers", workers) or 1
+    _warn_lag(_opt(ctx, "seed", seed), common.get("lag"), n_workers)
     st = _open(ctx, store, must_exist=False)
     budget_items = _opt(ctx, "budget", budget) or "5m"
     progress = _flags_progress(budget_items, _progress_settings(as_json, common.get("quiet", False),
@@ -1333,9 +1386,9 @@ def flags_cmd(ctx: click.Context, sources: tuple[str, ...], run_args: str, compi
     try:
         result = tune_flags(
             list(sources), run_args, compiler=compiler, budget=budget_items,
-            workers=_opt(ctx, "workers", workers) or 1, seeds=list(seed_flags), rel_tol=rel_tol,
+            workers=n_workers, seeds=seed_lists, rel_tol=rel_tol,
             abs_tol=abs_tol, link_args=link_args, store=st,
-            seed=_opt(ctx, "seed", seed),
+            seed=_opt(ctx, "seed", seed), lag=common.get("lag"),
             include_params=not no_params, reduce=not no_reduce, on_trial=progress,
             clock=common.get("clock", "wall"), goal=goal,
         )
@@ -1516,6 +1569,44 @@ def examples_cmd(directory: str, force: bool) -> None:
     click.echo(f"next: perftune run {task} --budget 40")
 
 
+@cli.command("techniques")
+def techniques_cmd() -> None:
+    """List the search techniques that tune(technique=...) and a task's [tuning] technique may name.
+
+    Each with where it comes from: built in, an alias, or a plug-in (the distribution that installed
+    it under the entry-point group perftune.techniques, and its object).
+    """
+    from importlib import metadata
+
+    from perftune import search
+
+    entry_points: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a broken installation: the built-ins are listed all the same
+        for ep in metadata.entry_points(group=search.ENTRY_POINT_GROUP):
+            entry_points.setdefault(ep.name, ep)
+    rows: list[tuple[str, str]] = []
+    for name in search.names():
+        try:
+            cls = search.get(name)
+        except PerftuneError as error:
+            rows.append((name, f"plug-in that fails to load: {error}"))
+            continue
+        plugin = entry_points.get(name)
+        if cls.__module__.split(".")[0] == "perftune":
+            origin = "built-in"
+        elif plugin is not None:
+            dist = getattr(plugin, "dist", None)
+            source = f"{dist.name} {dist.version}" if dist is not None else "an installed distribution"
+            origin = f"plug-in from {source} ({plugin.value})"
+        else:
+            origin = f"registered in this process ({cls.__module__}.{cls.__qualname__})"
+        rows.append((name, origin))
+    rows += [(alias, f"alias of {target}") for alias, target in sorted(search.ALIASES.items())]
+    width = max(len(name) for name, _ in rows)
+    for name, origin in rows:
+        click.echo(_printable(f"{name:<{width}}  {origin}"))
+
+
 # ---- issue 14: seeing a run (dashboard, runs delete, compare) ----
 
 
@@ -1577,12 +1668,13 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
 
     The first run is the reference: each other run's best is compared with its best, a speedup with
     a 95% confidence interval from their samples (the report's single definition of improvement).
+    Runs that optimise different things (another goal, metric or set of objectives) are refused.
 
     \b
     Example:
       perftune compare tune-a tune-b
     """
-    from perftune.report import compare_view
+    from perftune.report import compare_view, value_text
 
     st = _open(ctx, store, read_only=True)
     if len(runs) < 2:
@@ -1590,23 +1682,25 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], store: str | None, as
     view = compare_view(st, list(runs))
     rows = _compare_rows(st, view)
     if as_json:
-        _emit_json({"goal": view["goal"], "runs": rows})
+        _emit_json({"goal": view["goal"], "metric": view["metric"], "unit": view["unit"], "runs": rows})
         return
     from rich.table import Column, Table
 
     marks = sorted({m for r in rows for m in r["best_at"]}, key=int)
     widest = max(len(_printable(r["name"])) for r in rows)
+    unit = view["unit"]
+    title = (f"goal: {view['goal']}imise {view['metric'] or 'the value'}" + (f" ({unit})" if unit else ""))
     table = Table(Column("run", min_width=widest), "status", "trials", "best",
                   Column("vs the first's best", min_width=20),
-                  *[f"best at {m}" for m in marks], title=_text(f"goal: {view['goal']}imise"))
+                  *[f"best at {m}" for m in marks], title=_text(title))
     for r in rows:
         imp = r["improvement_over_first"]
-        table.add_row(_text(r["name"]), _text(str(r["status"])), str(r["n_trials"]),
-                      "-" if r["best"] is None else f"{r['best']:.6g}",
+        status = f"{r['status']} (no driver)" if r["driver_gone"] else str(r["status"])
+        table.add_row(_text(r["name"]), _text(status), str(r["n_trials"]), value_text(r["best"], unit),
                       "(reference)" if r is rows[0] else "-" if imp is None else
                       (_factor(imp, "estimate") + ("" if not imp["interval"] else
                                                    f" ({_factor(imp, 'low')} to {_factor(imp, 'high')})")),
-                      *["-" if r["best_at"].get(m) is None else f"{r['best_at'][m]:.6g}" for m in marks])
+                      *[value_text(r["best_at"].get(m), unit) for m in marks])
     _console().print(table)
     for r in rows[1:]:
         if r["improvement_over_first"] is not None:
@@ -1639,6 +1733,7 @@ def _compare_rows(st: Any, view: dict[str, Any]) -> list[dict[str, Any]]:
             # Trial ids of two runs may coincide: the other run's best is never "the baseline itself".
             imp = None if found is None else dataclasses.replace(found, is_baseline=False).to_json()
         rows.append({"name": r["run"]["name"], "id": r["run"]["id"], "status": r["run"]["status"],
+                     "driver_gone": r["run"]["driver_gone"],
                      "n_trials": r["n_trials"], "best": r["run"]["best"], "best_at": best_at,
                      "improvement_over_first": imp})
     return rows

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from perftune.space import Config
 
-__all__ = ["Pruned", "Status", "Trial", "TrialTimeout"]
+__all__ = ["FAILURE_KEY_CHARS", "Pruned", "Status", "Trial", "TrialTimeout", "failure_key"]
 
 
 class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change str() and f-strings)
@@ -113,3 +113,19 @@ class Pruned(Exception):
         ...         raise Pruned("not promising at step 1")
         ...     return 0.5
     """
+
+
+#: How many characters of a failure's reason group failures (every view, and tune()'s warning).
+FAILURE_KEY_CHARS = 160
+
+
+def failure_key(reason: str | None) -> str:
+    """What groups failures by reason in every view (``show``, ``--json``, the report, the dashboard): the
+    reason's first line, cut at :data:`FAILURE_KEY_CHARS` characters ("" for no reason).
+
+    Example:
+        >>> failure_key("RuntimeError: boom\\n  at line 3"), failure_key(None)
+        ('RuntimeError: boom', '')
+    """
+    text = (reason or "").strip()
+    return text.splitlines()[0][:FAILURE_KEY_CHARS].rstrip() if text else ""

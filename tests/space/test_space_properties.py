@@ -69,7 +69,8 @@ def log_floats(draw: st.DrawFn) -> Param:
 
 @st.composite
 def choices(draw: st.DrawFn) -> Param:
-    opts = draw(st.lists(option, min_size=1, max_size=6, unique_by=lambda o: (type(o) is bool, o)))
+    # Unique by value: True and 1 (False and 0) cannot both be options, a configuration holds True == 1.
+    opts = draw(st.lists(option, min_size=1, max_size=6, unique_by=lambda o: o))
     return draw(st.sampled_from([Choice, Ordinal]))(opts)
 
 

@@ -199,7 +199,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
 
     from perftune import report
     from perftune.report._page import DASHBOARD_CSP
-    from perftune.report._views import COMPARE_MAX_RUNS
+    from perftune.report._views import COMPARE_MAX_RUNS, check_comparable
     from perftune.store import TRIAL_ORDERS
 
     if isinstance(store, str) or store is None:
@@ -210,9 +210,17 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     st = store
     cache = _Cache()
 
-    def version_key(ref: str) -> tuple[int, int, str, Any]:
+    def gone(info: Any) -> bool:
+        """Whether the run says running but its driver is gone (a damaged lease: the run's view says so)."""
+        try:
+            return report.driver_gone(st, info)
+        except StoreError:
+            return False
+
+    def version_key(ref: str) -> tuple[int, int, str, Any, bool]:
         info = st.get_run(ref)
-        return info.id, st.count(info.id), info.status, info.finished_at
+        # A driver that dies changes no trial count: its run's views must be read again all the same.
+        return info.id, st.count(info.id), info.status, info.finished_at, gone(info)
 
     def json_response(payload: Any, status_code: int = 200) -> Response:
         return Response(report.view_json(payload), status_code=status_code, media_type="application/json",
@@ -260,6 +268,12 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
             infos = [st.get_run(r) for r in refs]
         except StoreError as error:
             return HTMLResponse(f"<!doctype html><p>{html.escape(str(error))}</p>", status_code=404)
+        try:
+            # What `perftune compare` refuses (other spaces, other goals or metrics) is refused here too,
+            # with the same line.
+            check_comparable(list({i.id: i for i in infos}.values()))
+        except PerftuneError as error:
+            return HTMLResponse(f"<!doctype html><p>{html.escape(str(error))}</p>", status_code=400)
         names = [i.name for i in infos]
         return page("compare", "perftune compare: " + " vs ".join(names), request, runs=names,
                     run_ids=[i.id for i in infos])
@@ -276,7 +290,7 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
     def api_runs(request: Request) -> Any:
         # Keyed by every run's (count, status): polling a quiet store costs a count per run.
         infos = st.list_runs()
-        key = ("runs", *[(i.id, i.status, i.finished_at, st.count(i.id)) for i in infos])
+        key = ("runs", *[(i.id, i.status, i.finished_at, st.count(i.id), gone(i)) for i in infos])
         return {"runs": cache.get(key, lambda: report.runs_view(st)), "store": st.location}
 
     def api_run(request: Request, ref: str) -> Any:
@@ -284,8 +298,8 @@ def create_app(store: Any, *, token: str | None = None) -> Any:
         return cache.get(("run", *key), lambda: report.run_view(st, key[0]))
 
     def api_version(request: Request, ref: str) -> Any:
-        _, n, status, finished = version_key(ref)
-        return {"n_trials": n, "status": status, "finished_at": finished}
+        _, n, status, finished, driver_gone = version_key(ref)
+        return {"n_trials": n, "status": status, "finished_at": finished, "driver_gone": driver_gone}
 
     def api_trials(request: Request, ref: str) -> Any:
         q = request.query_params

@@ -14,6 +14,7 @@ that promise.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import numbers
 import statistics
@@ -42,7 +43,7 @@ from perftune.drive._fidelity import ASHA, Fidelity, takes_trial
 from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._warmstart import Prior, WarmStart
 from perftune.errors import PerftuneError, SpaceError
-from perftune.trial import Status, Trial
+from perftune.trial import Status, Trial, failure_key
 
 if TYPE_CHECKING:
     from perftune.drive._attach import Worker
@@ -71,6 +72,11 @@ STOP_MISSING_METRIC = "metric missing"
 SAME_FAILURE_TRIALS = 20
 #: How ``Result.stop_reason`` starts for that stop.
 STOP_SAME_FAILURE = "every trial failed the same way"
+#: ``Result.stop_reason`` when every valid configuration of the space was tried.
+STOP_EXHAUSTED = "space exhausted"
+#: ``Result.stop_reason`` when neither the search nor random samples found a configuration not tried yet,
+#: in a space too large (or infinite) to list its valid configurations and know that none is left.
+STOP_NOTHING_NEW = "no new configuration found"
 
 
 @dataclass
@@ -83,7 +89,9 @@ class Result:
         default: The trial of the default configuration (the baseline), when it was measured.
         run_id: Numeric id of the run in the store (None without a store).
         run_name: Name of the run in the store.
-        stop_reason: Why the run ended ("budget", "time", "patience", "target", "space exhausted", ...).
+        stop_reason: Why the run ended ("budget", "time", "patience", "target", "space exhausted": every
+            valid configuration was tried, "no new configuration found": none untried was found in a space
+            too large to list, ...).
         goal: The primary objective's goal, ``"min"`` or ``"max"``.
         objectives: The run's objectives and constraints (:class:`perftune.search.Objectives`); with
             several, ``best`` is the best on the first (primary) one and :attr:`pareto` is the front.
@@ -168,19 +176,18 @@ class Result:
         """How many times better the best is than the default configuration (>1 is better).
 
         The ratio of the geometric means of their samples: the number ``perftune show``, the report and
-        ``--json`` print for the run (:meth:`speedup`'s estimate; with one sample each, the ratio of the
-        values). Defined for positive values (times, sizes, rates); a best of exactly 0 when minimising
-        is infinitely better. None when there is no baseline or the values change sign.
+        ``--json`` (``improvement_over_default``) print for the run (:meth:`speedup`'s estimate; with one
+        sample each, the ratio of the values). Defined for positive values (times, sizes, rates). None
+        when there is no baseline or a value is 0 or below: there is no ratio then, and ``show`` prints
+        the relative change instead (:meth:`speedup` has it, with ``ratio`` False).
         """
         if self.best is None or self.default is None or not self.default.ok:
             return None
         b, d = self.best.value, self.default.value
         assert b is not None and d is not None
         low, high = (b, d) if self.goal == "min" else (d, b)
-        if low < 0 or high <= 0:
+        if low <= 0 or high <= 0:
             return None
-        if low == 0:
-            return float("inf")
         if len(self.best.samples) <= 1 and len(self.default.samples) <= 1:
             return high / low  # one value each: their ratio is the geometric means' ratio, exactly
         try:
@@ -290,19 +297,93 @@ def _check_run_args(workers: Any, executor: Any, timeout_s: Any) -> None:
         raise PerftuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
 
 
+def _technique_spec(technique: Any) -> tuple[str, Any]:
+    """``(name, settings)`` from ``technique=``: a name, or a name and its settings dataclass."""
+    if isinstance(technique, str):
+        return technique, None
+    if isinstance(technique, tuple) and len(technique) == 2 and isinstance(technique[0], str):
+        name, settings = technique
+        if settings is not None and (isinstance(settings, type) or not dataclasses.is_dataclass(settings)):
+            raise PerftuneError(
+                f"technique=({name!r}, ...): the settings must be an instance of the technique's settings "
+                f"dataclass, such as BanditSettings(exploration=0.1), got {_shorten(repr(settings))}")
+        return name, settings
+    raise PerftuneError(
+        "technique must be a technique name or a pair (name, settings) such as "
+        f"('bandit', BanditSettings(...)), got {_shorten(repr(technique))}")
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _create_technique(name: str, space: Space, seed: int, deterministic: bool,
-                      objectives: Objectives | None = None) -> Technique:
-    """The technique ``name``, told not to read clocks when the run is deterministic, and told the
-    objectives when it searches for a Pareto front."""
+                      objectives: Objectives | None = None, settings: Any = None) -> Technique:
+    """The technique ``name`` (with ``settings``, its settings dataclass, or its defaults), told not to read
+    clocks when the run is deterministic, and told the objectives when it searches for a Pareto front."""
     from perftune import search
     from perftune.search._base import ClockAware
 
-    technique: Technique = search.create(name, space, seed=seed)
+    if settings is not None:
+        expected = getattr(search.get(name), "Settings", None)
+        if isinstance(expected, type) and not isinstance(settings, expected):
+            raise PerftuneError(f"technique {name!r}: its settings are {expected.__name__}, "
+                                f"got {type(settings).__name__}")
+    technique: Technique = search.create(name, space, seed=seed, settings=settings)
     if deterministic and isinstance(technique, ClockAware):
         technique.set_deterministic(True)
     if objectives is not None and isinstance(technique, search.MultiObjectiveAware):
         technique.set_objectives(objectives)
     return technique
+
+
+def _settings_data(settings: Any) -> Any:
+    """A technique's settings as checkpoint data: each settings dataclass (nested ones too, as in
+    ``BanditSettings.technique_settings``) becomes ``{"settings_of": "module:Class", "fields": {...}}``."""
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+        kind = type(settings)
+        return {"settings_of": f"{kind.__module__}:{kind.__qualname__}",
+                "fields": {f.name: _settings_data(getattr(settings, f.name))
+                           for f in dataclasses.fields(settings) if f.init}}
+    if isinstance(settings, tuple | list):
+        return type(settings)(_settings_data(v) for v in settings)
+    if isinstance(settings, dict):
+        return {k: _settings_data(v) for k, v in settings.items()}
+    return settings
+
+
+def _settings_from(data: Any, name: str) -> Any:
+    """The inverse of :func:`_settings_data`. A class is rebuilt only when it is the settings class of a
+    registered technique: the checkpoint names it, it never picks what is imported or called."""
+    from perftune import search
+
+    classes: dict[str, type] = {}
+
+    def settings_class(key: Any) -> type:
+        if not classes:
+            for candidate in dict.fromkeys([name, *search.names()]):
+                try:
+                    kind = getattr(search.get(candidate), "Settings", None)
+                except PerftuneError:  # a plug-in that fails to load: not the one named, or the error says so
+                    continue
+                if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+                    classes.setdefault(f"{kind.__module__}:{kind.__qualname__}", kind)
+        kind = classes.get(key) if isinstance(key, str) else None
+        if kind is None:
+            raise ValueError(f"technique_settings: {key!r} is not the settings class of a registered "
+                             "technique")
+        return kind
+
+    def rebuild(v: Any) -> Any:
+        if isinstance(v, dict) and set(v) == {"settings_of", "fields"} and isinstance(v["fields"], dict):
+            return settings_class(v["settings_of"])(**{k: rebuild(x) for k, x in v["fields"].items()})
+        if isinstance(v, tuple | list):
+            return type(v)(rebuild(x) for x in v)
+        if isinstance(v, dict):
+            return {k: rebuild(x) for k, x in v.items()}
+        return v
+
+    return None if data is None else rebuild(data)
 
 
 def _objectives_of(goal: Any, metric: str | None, metrics: Sequence[str] | None,
@@ -342,7 +423,8 @@ class Tuner:
             a fixed ``lag``, so the run is the same for any number of workers.
         store: None (keep results in memory only), a :class:`perftune.store.Store`, or a store URL.
         technique: Name of a registered technique; ``"default"`` (a boundary-biased initial design, then
-            the AUC-bandit ensemble; see :class:`perftune.search.StagedBandit`).
+            the AUC-bandit ensemble; see :class:`perftune.search.StagedBandit`). Or a name and its
+            settings: ``("bandit", BanditSettings(exploration=0.1))`` (kept in the run's checkpoints).
         seeds: Configurations (mappings) to try early, right after the default configuration.
         metric: When the objective returns a mapping of metrics, the one to optimise.
         metrics: Several objectives by name, the primary first, with ``goal`` one goal for all or a
@@ -379,7 +461,7 @@ class Tuner:
         goal: str | Mapping[str, str] | Sequence[str] = "min",
         seed: int | None = None,
         store: Store | str | None = None,
-        technique: str = "default",
+        technique: str | tuple[str, Any] = "default",
         seeds: Iterable[Mapping[str, Any]] = (),
         metric: str | None = None,
         metrics: Sequence[str] | None = None,
@@ -435,6 +517,7 @@ class Tuner:
         self._last_checkpoint_t = time.monotonic()
         self._last_checkpoint_n = 0
         self._stop_reason = ""
+        self._exhausted = False  # the last proposal that found nothing knew every valid configuration tried
         self._resume_pending: set[int] = set()
         self._stored_after: dict[int, Trial] = {}
         self._reissue: list[int] = []
@@ -446,6 +529,7 @@ class Tuner:
         self._n_trials_at_mark = 0
         # Whether self.budget is a resumed run's stored one (a budget given to run() replaces it).
         self._budget_from_store = False
+        self._budget_stored: dict[str, Any] | None = None  # the budget _remember_budget stored last
         self._random_starts_queued = False  # ASHA's random starts were drawn already (a resume did it)
         self.deciding_s = 0.0  # time spent in technique.ask/tell
         self._started_at: float | None = None  # when the clock of a time budget started
@@ -464,6 +548,7 @@ class Tuner:
             st = _resume_state
             self._technique_name = st.technique_name
             self._technique_seed = st.technique_seed
+            self._technique_settings = st.extras.get("technique_settings")
             self._technique = st.technique
             self._rng = np.random.default_rng()
             self._rng.bit_generator.state = st.rng
@@ -478,14 +563,17 @@ class Tuner:
             self._run = _resume_run
             return
 
-        if technique == "default" and objectives.is_multi:
+        technique, technique_settings = _technique_spec(technique)
+        if technique == "default" and objectives.is_multi and technique_settings is None:
             technique = "mo-bandit"  # the default search with several objectives (docs/multiobjective.md)
         self._technique_name = technique
+        self._technique_settings = technique_settings
         self.lag = (DEFAULT_LAG if lag is None else lag) if self.deterministic else 0
         technique_seed = seed if seed is not None else fresh_seed()
         self._rng = np.random.default_rng(stream_seed(technique_seed, Stream.DRIVER))
         self._technique_seed = technique_seed
-        self._technique = _create_technique(technique, space, technique_seed, self.deterministic, objectives)
+        self._technique = _create_technique(technique, space, technique_seed, self.deterministic, objectives,
+                                            technique_settings)
         self._next_id = 0
         self._applied_upto = 0
         self._queue = deque()
@@ -817,7 +905,22 @@ class Tuner:
                 return None
             if not self._known(config):
                 return config, "random"
-        return None
+        return self._unmeasured()
+
+    def _unmeasured(self) -> tuple[Any, str] | None:
+        """A random configuration not tried yet, once random samples keep finding tried ones: drawn from
+        every valid configuration, where the space can list them cheaply (at most 50,000 of them; the
+        space lists them once). None when every one is tried (:attr:`_exhausted`), or when the space
+        cannot list them (then the search only found nothing new: STOP_NOTHING_NEW)."""
+        enumeration = getattr(self.space, "_enumeration", None)
+        valid = enumeration() if callable(enumeration) else None
+        self._exhausted = valid is not None
+        if not valid:
+            return None
+        left = [c for c in valid if c not in self._by_config]
+        if not left:
+            return None
+        return left[int(self._rng.integers(len(left)))], "random"
 
     def ask(self) -> Trial | None:
         """Issue the next trial, or None when the budget is spent or the space is exhausted.
@@ -852,7 +955,7 @@ class Tuner:
         self._apply_ready()
         proposal = self._propose()
         if proposal is None:
-            self._stop_reason = "space exhausted"
+            self._stop_reason = STOP_EXHAUSTED if self._exhausted else STOP_NOTHING_NEW
             return None
         config, origin = proposal
         ticket = self._next_id
@@ -1099,6 +1202,8 @@ class Tuner:
         }
         if self._checks_metrics:
             driver["objectives"] = self.objectives.to_dict()
+        if self._technique_settings is not None:
+            driver["technique_settings"] = _settings_data(self._technique_settings)
         return {"driver": driver, "technique": state_of(self._technique), "shared": self._shared_data()}
 
     def _shared_data(self) -> dict[str, Any]:
@@ -1135,8 +1240,9 @@ class Tuner:
             from perftune.search import Objectives
 
             objectives = None if d.get("objectives") is None else Objectives.from_dict(d["objectives"])
+            technique_settings = _settings_from(d.get("technique_settings"), d["technique_name"])
             technique = _create_technique(d["technique_name"], space, d["technique_seed"], deterministic,
-                                          objectives)
+                                          objectives, technique_settings)
             load_state(technique, payload["technique"])
             np.random.default_rng().bit_generator.state = d["rng"]  # a bad state fails here, not later
             from perftune.space import Config
@@ -1154,7 +1260,8 @@ class Tuner:
                 queue=queue, pending=pending,
                 n_since_best=int(d["n_since_best"]),
                 extras={"default_id": d["default_id"], "objectives": objectives,
-                        "shared": Tuner._shared_from(payload.get("shared"))},
+                        "shared": Tuner._shared_from(payload.get("shared")),
+                        "technique_settings": technique_settings},
             )
         except _checkpoint.CheckpointError:
             raise
@@ -1676,6 +1783,7 @@ class Tuner:
         reports, prune_with = self._pruner_of(objective, pruner)  # before anything starts or is measured
         self._take_lease()  # again, when an earlier run() of this tuner gave the run back
         self._mark_running()
+        self._remember_budget(limit)
         if reports:
             self._remember_pruner(prune_with)
         if executor == "dask":
@@ -1767,6 +1875,18 @@ class Tuner:
         if asha is not None and self.objectives.is_multi:
             raise _multi_pruning_error(self.objectives, "run()")
         return True, asha
+
+    def _remember_budget(self, limit: Budget) -> None:
+        """Store the budget run() works to with the run (``settings["budget"]``), so that every view shows
+        progress against it and a resumed run continues to it (a budget given to tune() or run() only,
+        not to the Tuner, was not stored before)."""
+        stored = dict(limit.__dict__)
+        if stored == self._budget_stored:
+            return
+        update = getattr(self._store, "update_settings", None)  # a store object without it: a test double
+        if update is not None and self._run is not None:
+            update(self._run.id, {"budget": stored})
+            self._budget_stored = stored
 
     def _remember_pruner(self, asha: ASHA | None) -> None:
         """Store the run's pruner with it (``settings["pruner"]``: the ASHA settings, or false), so that a
@@ -1986,7 +2106,7 @@ def tune(
     metrics: Sequence[str] | None = None,
     constraints: Sequence[str] | None = None,
     seeds: Iterable[Mapping[str, Any]] = (),
-    technique: str = "default",
+    technique: str | tuple[str, Any] = "default",
     name: str | None = None,
     timeout_s: float | None = None,
     lag: int | None = None,
@@ -2016,7 +2136,8 @@ def tune(
         metrics: Several objectives by name (primary first), with ``goal`` one goal or a list of goals.
         constraints: Bounds on reported metrics, like ``["accuracy >= 0.99"]`` (see :class:`Tuner`).
         seeds: Configurations to try early.
-        technique: Search technique (default: the AUC-bandit ensemble).
+        technique: Search technique (default: the AUC-bandit ensemble), or a name and its settings:
+            ``("bandit", BanditSettings(exploration=0.1))``.
         name: Run name in the store.
         timeout_s: Kill an evaluation after this long (it runs in a worker process); TIMEOUT.
         lag: Lag of seeded runs.
@@ -2096,7 +2217,7 @@ def _warn_if_all_failed(result: Result) -> None:
         return
     reasons: dict[str, int] = {}
     for t in done:
-        key = (t.reason or t.status.value).splitlines()[0][:200]
+        key = failure_key(t.reason) or t.status.value  # grouped as show and the report group them
         reasons[key] = reasons.get(key, 0) + 1
     reason, count = max(reasons.items(), key=lambda kv: kv[1])
     import warnings

@@ -17,12 +17,14 @@ Sources: a :class:`Prior` already read, a :class:`~perftune.drive.Result`, a seq
 :class:`~perftune.Trial`, a :class:`~perftune.store.Store` (every run of it on this space),
 ``(store, run)`` for one run (the store a :class:`~perftune.store.Store`, a path or a URL; the run a
 name or an id), or a path: a benchmark-hub T4 results file (``*.T4.json[.gz]``), a Kernel Tuner cache
-file (``*.json[.gz]`` with a ``cache`` table; failures, whose ``time`` is a string, are left out) or a
-store file/URL (every run of it on this space). A source whose parameters differ from the space's is
-refused with one line naming them; one with the same parameters but other ranges or constraints is
-mapped: its configurations that are valid in the new space are used, the others dropped (refused when
-none is left). A whole store skips its runs on this space that have no successful configuration valid
-in it (a crashed or failed run; :attr:`Prior.skipped` names them), and is refused only when none is left.
+file (``*.json[.gz]`` with a ``cache`` table; failures, whose ``time`` is a string, are left out), a run
+exported by ``perftune export --format json`` (``Store.export(run, "json", ...)``: the same ranks as
+``(store, run)`` gives) or a store file/URL (every run of it on this space). A source whose parameters
+differ from the space's is refused with one line naming them; one with the same parameters but other
+ranges or constraints is mapped: its configurations that are valid in the new space are used, the others
+dropped (refused when none is left). A whole store skips its runs on this space that have no successful
+configuration valid in it (a crashed or failed run; :attr:`Prior.skipped` names them), and is refused only
+when none is left.
 
 ``warm_start=`` takes a list (or tuple) of sources, or one source. A tuple of two is one
 ``(store, run)`` source when its first item is a store (a :class:`~perftune.store.Store`, or a path or
@@ -334,8 +336,59 @@ def _load_json(path: Path) -> Any:
         raise PerftuneError(f"warm_start: {path}: cannot read it ({detail})") from None
 
 
+def _is_perftune_export(doc: Any) -> bool:
+    """Whether ``doc`` is a run as ``perftune export --format json`` writes it: ``{"schema", "run",
+    "trials"}``."""
+    return (isinstance(doc, Mapping) and "schema" in doc and isinstance(doc.get("run"), Mapping)
+            and isinstance(doc.get("trials"), list))
+
+
+def _from_export(doc: Mapping[str, Any], path: Path, space: Space) -> dict[Config, float]:
+    """Losses of the successful trials of a run exported by perftune (``perftune export --format json``).
+
+    The trials' losses are those the store holds (the value, negated for a run that maximises it; None for
+    a failed or infeasible trial), and each configuration is decoded by the space as the store decodes it:
+    the prior is the one ``(store, run)`` gives for the run exported.
+
+    Raises:
+        PerftuneError: another export schema, a trial without a configuration, or a configuration of other
+            parameters or that cannot be decoded; one line naming the file and the trial.
+    """
+    import math
+
+    from perftune.space import Config
+    from perftune.store import EXPORT_SCHEMA
+
+    label = path.name
+    schema = doc.get("schema")
+    if isinstance(schema, bool) or schema != EXPORT_SCHEMA:
+        raise PerftuneError(f"warm_start: {label}: a perftune export of schema {repr(schema)[:40]}; this "
+                            f"perftune reads schema {EXPORT_SCHEMA}")
+    losses: dict[Config, float] = {}
+    for i, row in enumerate(doc["trials"]):
+        where = f"warm_start: {label}: trials[{i}]"
+        raw = row.get("config") if isinstance(row, Mapping) else None
+        if not isinstance(raw, Mapping):
+            raise PerftuneError(f"{where} has no configuration")
+        _check_names(label, raw, space)
+        loss = row.get("loss")
+        if (row.get("status") != "ok" or isinstance(loss, bool) or not isinstance(loss, int | float)
+                or not math.isfinite(loss)):
+            continue  # a failure, an infeasible trial or one still pending: no rank to learn
+        try:
+            decoded = Config.from_json(raw, space=space)
+        except (PerftuneError, ValueError, TypeError, RecursionError) as error:
+            detail = (str(error).splitlines() or [type(error).__name__])[0][:200]
+            raise PerftuneError(f"{where}: {detail}") from None
+        config = _config(decoded, space)
+        if config is not None and (config not in losses or loss < losses[config]):
+            losses[config] = float(loss)
+    return losses
+
+
 def _from_file(path: Path, space: Space) -> dict[Config, float]:
-    """Losses (times) of a T4 results file or a Kernel Tuner cache file; failures left out.
+    """Losses (times) of a T4 results file, a Kernel Tuner cache file or a run exported by perftune;
+    failures left out.
 
     Every row is checked when the file is read: its parameters (the space's, each a hashable value),
     its ``objectives`` and ``measurements``; a malformed row is one line naming the file and the row.
@@ -402,8 +455,11 @@ def _from_file(path: Path, space: Space) -> dict[Config, float]:
         for key, entry in entries:
             where = f"{label}: cache entry {key[:100]!r}"
             rows.append((parameters(entry, where), entry.get("time")))
+    elif _is_perftune_export(doc):
+        return _from_export(doc, path, space)
     else:
-        raise PerftuneError(f"warm_start: {path.name}: neither a T4 results file nor a Kernel Tuner cache")
+        raise PerftuneError(f"warm_start: {path.name}: neither a T4 results file, a Kernel Tuner cache nor a "
+                            "run exported by perftune (perftune export --format json)")
     losses: dict[Config, float] = {}
     for conf, value in rows:
         # Failures are strings (Kernel Tuner) or a non-"correct" invalidity (T4): no rank to learn.

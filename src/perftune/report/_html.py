@@ -53,13 +53,14 @@ def failure_counts(trials: Sequence[Trial]) -> list[tuple[str, str, int]]:
         >>> failure_counts([Trial(0, Config({"x": 1}), Status.FAILED, reason="boom")])  # doctest: +SKIP
         [('failed', 'boom', 1)]
     """
+    from perftune.report._views import failure_key
+
     counts: Counter[tuple[str, str]] = Counter()
     for t in trials:
         if t.status in (Status.OK, Status.PENDING, Status.PRUNED, Status.CANCELLED):
             continue
-        text = (t.reason or "").strip()
-        reason = text.splitlines()[0] if text else t.status.value
-        counts[(t.status.value, reason[:160])] += 1
+        # Grouped as every other view groups them (show, the run page): by failure_key.
+        counts[(t.status.value, failure_key(t.reason) or t.status.value)] += 1
     return [(s, r, n) for (s, r), n in counts.most_common()]
 
 
@@ -124,10 +125,11 @@ def _when(t: float | None) -> str:
         return _text(t)  # not a time (a damaged store): shown as it is
 
 
-def _best_html(best: dict[str, Any] | None) -> list[str]:
+def _best_html(best: dict[str, Any] | None, unit: str | None = None) -> list[str]:
     if best is None:
         return ["<p>No successful trial.</p>"]
-    parts = [f"<p>value <b>{_value(best['value'])}</b> (trial {_text(best['trial'])}, proposed by "
+    shown = _value(best["value"]) + (f" {_text(unit)}" if unit else "")
+    parts = [f"<p>value <b>{shown}</b> (trial {_text(best['trial'])}, proposed by "
              f"<code>{html.escape(str(best['technique']))}</code>)</p>"]
     parts += [f"<p class='improvement'><b>{html.escape(line)}</b></p>" for line in best["lines"]]
     if best["command_line"]:
@@ -161,20 +163,22 @@ def _fallback_body(view: dict[str, Any], plots: bool, missing: bool) -> str:
         counts[status] += len(f["trial"])
     parts = ["<table id='run-summary'>",
              f"<tr><th>run</th><td>{_text(run['name'])} (id {_text(run['id'])})</td></tr>",
-             f"<tr><th>status</th><td>{html.escape(str(run['status']))}</td></tr>",
+             f"<tr><th>status</th><td>{html.escape(str(run['status']))}"
+             f"{' (no driver)' if run.get('driver_gone') else ''}</td></tr>",
              f"<tr><th>kind</th><td>{_text(run['kind'])}</td></tr>",
              f"<tr><th>created</th><td>{_when(run['started_at'])}</td></tr>",
              f"<tr><th>finished</th><td>{_when(run['finished_at'])}</td></tr>",
              f"<tr><th>machine</th><td>{html.escape(str(run['machine'] or '-'))}</td></tr>",
              f"<tr><th>goal</th><td>{html.escape(str(run['goal']))}imise "
-             f"{_text(run['metric'] or 'the objective')}</td></tr>",
+             f"{_text(run['metric'] or 'the objective')}"
+             f"{' (' + _text(run['unit']) + ')' if run.get('unit') else ''}</td></tr>",
              f"<tr><th>trials</th><td>{_text(view['n_trials'])} ("
              + ", ".join(f"{_text(n)} {_text(s)}" for s, n in sorted(counts.items()) if n) + ")</td></tr>"]
     if run["settings"]:
         settings = json.dumps(run["settings"], default=str, sort_keys=True)
         parts.append(f"<tr><th>settings</th><td><code>{html.escape(settings)}</code></td></tr>")
     parts.append("</table><h2>Best configuration</h2>")
-    parts += _best_html(view["best"])
+    parts += _best_html(view["best"], run.get("unit"))
     parts.append("<h2>Convergence</h2>")
     if conv["n_points"]:
         if not plots:
@@ -270,7 +274,9 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
     the same data: the best configuration (for a large space such as a flags run, only the parameters
     that differ from the default, grouped) with its command line and the improvement with its
     confidence interval; the convergence (every trial and the best so far, by trial or by time); the
-    trial table (sortable, filterable, paginated); parameter importance, parallel coordinates and
+    trial table (sortable, filterable, paginated: every trial of a run of up to
+    :data:`REPORT_MAX_TRIALS`; of a larger one, the first ones and always the best, with a line beside the
+    table saying so); parameter importance, parallel coordinates and
     slice plots; the technique credits over time; the failures by reason. plotly.js and the data are
     inlined: the file makes no request when opened. Without plotly (the ``plot`` extra) the page has
     the tables and says where each plot would be.
@@ -292,15 +298,16 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
 
     Raises:
         PerftuneError: unknown run (from the store), a trial id that is not an integer (a damaged store),
-            ``plots=True`` without plotly, the file cannot be written, or a symbolic link without
-            ``follow_symlinks``.
+            ``plots=True`` without plotly, the file cannot be written, a symbolic link without
+            ``follow_symlinks``, or ``path`` is the store's own file (its database, -wal or -shm file,
+            through a link too).
 
     Example:
         >>> from perftune.store import open_store
         >>> write_html(open_store("perftune.db"), "latest", "report.html")  # doctest: +SKIP
     """
     from perftune.report._page import REPORT_CSP_NO_SCRIPT, csp_meta, page_html, plotly_js, view_asset
-    from perftune.report._views import parameter_view, pareto_view, run_view, trials_view
+    from perftune.report._views import parameter_view, pareto_view, report_trials, run_view
 
     missing = not plots_available()
     if plots is None:
@@ -308,16 +315,23 @@ def write_html(store: Any, run: str | int, path: str | os.PathLike[str], *,
     elif plots and missing:
         plotly_js()  # fails before anything is written, naming the extra to install
     info = store.get_run(run)
+    owns = getattr(store, "owns_path", None)
+    if owns is not None and owns(path):
+        raise PerftuneError(f"{os.fspath(path)} is the store's own file ({store.location}): a report never "
+                            "replaces the store it reads; name another file")
     view = run_view(store, info.id)
     body = _fallback_body(view, plots, missing)
     title = f"perftune run {info.name}"
     footer = (f"<p class='muted' style='text-align:center'>written by perftune on "
               f"{datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}</p>")
     if plots:
-        trials = trials_view(store, info.id, limit=REPORT_MAX_TRIALS)
-        data = {"run": view, "params": parameter_view(store, info.id), "pareto": pareto_view(store, info.id),
-                "trials": trials["rows"],
-                "n_trials_inlined": len(trials["rows"])}
+        pareto = pareto_view(store, info.id)
+        # The run's own table, not a dashboard page: up to REPORT_MAX_TRIALS rows, the best always among them.
+        front = [] if pareto is None else pareto["front"]["trial"]
+        trials = report_trials(store, info.id, limit=REPORT_MAX_TRIALS, keep=front)
+        data = {"run": view, "params": parameter_view(store, info.id), "pareto": pareto,
+                "trials": trials["rows"], "n_trials_inlined": len(trials["rows"]),
+                "trials_note": trials["note"]}
         page = page_html("run", title=title, config={"mode": "static", "run": info.name, "data": data},
                          inline=True, body=body, footer=footer)
     else:

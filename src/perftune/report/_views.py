@@ -26,18 +26,27 @@ from typing import Any
 
 from perftune.errors import PerftuneError, StoreError
 from perftune.report._improvement import FinalAnswer, improvement_of
-from perftune.trial import Status
+from perftune.trial import FAILURE_KEY_CHARS, Status, failure_key
 
 __all__ = [
+    "FAILURE_KEY_CHARS",
     "IMPORTANCE_METHOD",
+    "METRIC_UNITS",
+    "check_comparable",
     "compare_view",
+    "driver_gone",
+    "failure_key",
     "failure_label",
     "flag_groups",
+    "metric_unit",
     "parameter_view",
     "pareto_view",
+    "report_trials",
     "run_view",
     "runs_view",
     "trials_view",
+    "value_text",
+    "with_failed_default",
 ]
 
 #: How :func:`parameter_view` ranks the parameters, as the pages print it.
@@ -58,20 +67,110 @@ _GROUP_LABELS = {"level": "level and target", "flag": "-f flags", "param": "--pa
 def failure_label(status: str, reason: str | None) -> str:
     """One line for a failure: ``status: reason``, without saying the status twice.
 
+    The reason is its :func:`failure_key`: the labels group failures as every other view does.
+
     Example:
         >>> failure_label("timeout", "timeout: run timed out after 2 s")
         'timeout: run timed out after 2 s'
         >>> failure_label("failed", "RuntimeError: boom")
         'failed: RuntimeError: boom'
     """
-    text = (reason or "").strip()
-    first = text.splitlines()[0][:160] if text else ""
+    first = failure_key(reason)
     if not first:
         return status
     # Reasons often start with the status already ("timeout: ...", "Timed out: ..."): say it once.
     if re.match(rf"{re.escape(status)}\b\W*", first, flags=re.IGNORECASE):
         return first
     return f"{status}: {first}"
+
+
+#: The units of the metrics perftune measures itself (a task file's ``[objective] metric``, TASK_FILES.md);
+#: a metric of the user's own has no known unit, and its values are shown bare.
+METRIC_UNITS = {"wall_time": "s", "cpu_time": "s", "max_rss": "KiB", "file_size": "bytes"}
+
+
+def metric_unit(metric: str | None) -> str | None:
+    """The unit of a built-in metric's values (:data:`METRIC_UNITS`), else None.
+
+    Example:
+        >>> metric_unit("wall_time"), metric_unit("max_rss"), metric_unit("gflops"), metric_unit(None)
+        ('s', 'KiB', None, None)
+    """
+    return METRIC_UNITS.get(metric) if isinstance(metric, str) else None
+
+
+def value_text(value: float | None, unit: str | None = None) -> str:
+    """A value as every text view prints it: six significant digits and its unit, "-" for none.
+
+    Example:
+        >>> value_text(0.0279357, "s"), value_text(80.0), value_text(None, "s")
+        ('0.0279357 s', '80', '-')
+    """
+    if value is None:
+        return "-"
+    text = f"{value:.6g}" if isinstance(value, int | float) else str(value)
+    return f"{text} {unit}" if unit else text
+
+
+def _aim(info: Any) -> tuple[Any, ...]:
+    """What a run optimises: its goal and metric, and its objectives when it has several."""
+    objectives = _objectives_of(info)
+    pairs = None if objectives is None else tuple(zip(*objectives, strict=True))
+    return info.goal or "min", info.metric or None, pairs
+
+
+def _aim_text(info: Any) -> str:
+    """``minimises wall_time``, ``maximises its value``, ``minimises time and maximises size``."""
+    verb = {"min": "minimises", "max": "maximises"}
+    objectives = _objectives_of(info)
+    if objectives is not None:
+        return " and ".join(f"{verb.get(g, g)} {n}" for n, g in zip(*objectives, strict=True))
+    goal = info.goal or "min"
+    return f"{verb.get(goal, str(goal))} {info.metric or 'its value'}"
+
+
+def driver_gone(store: Any, info: Any, now: float | None = None) -> bool:
+    """Whether a run that says ``running`` has no live driver: no lease, or a stale one (its driver was
+    killed). What ``runs``, ``show``, the report and the dashboard print as "running (no driver)".
+
+    ``now`` is the store's clock (:meth:`~perftune.store.Store.clock`), read here when not given.
+
+    Raises:
+        StoreDamageError: the run's lease holds what perftune never writes.
+    """
+    if info.status != "running":
+        return False
+    lease = store.get_lease(info.id)
+    return lease is None or lease.is_stale(store.clock() if now is None else now)
+
+
+def _default_failed(default: Any) -> str | None:
+    """The line saying the default configuration did not succeed, so that there is no improvement."""
+    if default is None or default.ok:
+        return None
+    status = default.status.value if isinstance(default.status, Status) else str(default.status)
+    why = failure_key(default.reason)
+    shown = f"{status} ({why})" if why and why.lower() != status.lower() else status
+    return f"default configuration: {shown}: no improvement can be computed"
+
+
+def with_failed_default(answer: FinalAnswer, default: Any) -> FinalAnswer:
+    """``answer`` with a note saying that the default configuration (the baseline) did not succeed, when it
+    did not and the answer therefore has no improvement; else ``answer`` itself.
+
+    Example:
+        >>> from perftune.space import Config
+        >>> from perftune.trial import Trial
+        >>> broken = Trial(0, Config({"x": 0}), Status.FAILED, reason="RuntimeError: broken")
+        >>> with_failed_default(FinalAnswer(None, trial=3), broken).lines()
+        ['default configuration: failed (RuntimeError: broken): no improvement can be computed']
+    """
+    line = _default_failed(default)
+    if line is None or answer.improvement is not None or (answer.note and line in answer.note):
+        return answer
+    import dataclasses
+
+    return dataclasses.replace(answer, note=f"{answer.note}; {line}" if answer.note else line)
 
 
 def _trial_id(value: Any, info: Any) -> int:
@@ -142,16 +241,22 @@ def _kind(info: Any) -> str:
 
 
 def _answer(store: Any, info: Any) -> FinalAnswer:
-    """The recorded final answer, else best against default: two indexed lookups, never all trials."""
+    """The recorded final answer, else best against default: two indexed lookups, never all trials.
+
+    An answer without an improvement says so when the default configuration failed
+    (:func:`with_failed_default`).
+    """
     recorded = FinalAnswer.from_json((info.settings or {}).get("result"))
-    if recorded is not None:
+    if recorded is not None and recorded.improvement is not None:
         return recorded
-    best = store.best(info.id)
     # The first trial of the default technique: an index walk that stops at it (no count of them all).
     _, defaults = store.trial_page(info.id, technique="default", limit=1, count=False)
     default = defaults[0] if defaults else None
+    if recorded is not None:
+        return with_failed_default(recorded, default)
+    best = store.best(info.id)
     imp = improvement_of(best, default, goal=info.goal or "min")
-    return FinalAnswer(imp, trial=None if best is None else best.id)
+    return with_failed_default(FinalAnswer(imp, trial=None if best is None else best.id), default)
 
 
 def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> dict[str, Any]:
@@ -162,6 +267,7 @@ def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> di
     n_trials, n_ok = counts if counts is not None else (store.count(info.id), -1)
     return {
         "id": info.id, "name": info.name, "status": info.status, "goal": info.goal, "metric": info.metric,
+        "unit": metric_unit(info.metric), "aim": _shown_aim(info), "driver_gone": _driver_gone(store, info),
         "kind": _kind(info), "n_trials": n_trials, "budget_evals": n_evals, "budget_seconds": n_seconds,
         "progress": None if not n_evals else min(1.0, n_trials / n_evals),
         "best": None if best is None else best.value,
@@ -171,6 +277,22 @@ def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> di
         "space_fingerprint": info.space_fingerprint,
         "n_failed": _n_failed(store, info.id, n_trials, n_ok),
     }
+
+
+def _shown_aim(info: Any) -> str | None:
+    """:func:`_aim_text` for a view's row: None for damaged objectives (the run page names the damage)."""
+    try:
+        return _aim_text(info)
+    except StoreError:
+        return None
+
+
+def _driver_gone(store: Any, info: Any) -> bool:
+    """:func:`driver_gone` for a view: a damaged lease is not said to be gone (``perftune runs`` names it)."""
+    try:
+        return driver_gone(store, info)
+    except StoreError:
+        return False
 
 
 def _n_failed(store: Any, run_id: int, n_trials: int, n_ok: int) -> int:
@@ -201,7 +323,8 @@ def runs_view(store: Any) -> list[dict[str, Any]]:
                 f"store {store.location}: run {info.name!r} (id {info.id}) cannot be read: "
                 f"{type(error).__name__}: {str(error)[:120]}")
             rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
-                         "metric": info.metric, "kind": _kind(info), "n_trials": None, "budget_evals": None,
+                         "metric": info.metric, "unit": metric_unit(info.metric), "aim": None,
+                         "driver_gone": False, "kind": _kind(info), "n_trials": None, "budget_evals": None,
                          "budget_seconds": None, "progress": None, "best": None, "improvement": None,
                          "machine": None, "cpu": None, "started_at": info.created_at,
                          "finished_at": info.finished_at, "space_fingerprint": info.space_fingerprint,
@@ -403,6 +526,8 @@ def run_view(store: Any, ref: str | int) -> dict[str, Any]:
         else [{"name": n, "goal": g} for n, g in zip(*objectives, strict=True)],
         "budget": {"evals": n_evals, "seconds": n_seconds},
         "n_trials": len(rows),
+        # The trial table's status filter: every status a trial ends with (pending ones while it runs).
+        "statuses": [s.value for s in Status if s is not Status.PENDING or info.status == "running"],
     }
 
 
@@ -546,13 +671,63 @@ def trials_view(store: Any, ref: str | int, *, offset: int = 0, limit: int = 50,
         # the one before.
         "first": json.dumps(trial_sort_key(page[0], sort)) if page else None,
         "last": json.dumps(trial_sort_key(page[-1], sort)) if page else None,
-        "rows": [{"trial": t.id, "status": t.status.value, "value": t.value,
-                  "reason": None if t.ok else failure_label(t.status.value, t.reason),
-                  "samples": len(t.samples), "technique": t.technique, "worker": t.worker,
-                  "duration_s": None if t.started_at is None or t.finished_at is None
-                  else round(t.finished_at - t.started_at, 4),
-                  "config": t.config.to_json()} for t in page],
+        "rows": _trial_rows(page),
     }
+
+
+def _trial_rows(trials: Iterable[Any]) -> list[dict[str, Any]]:
+    """The trial table's rows (the dashboard's pages and the report's inlined table)."""
+    return [{"trial": t.id, "status": t.status.value, "value": t.value,
+             "reason": None if t.ok else failure_label(t.status.value, t.reason),
+             "samples": len(t.samples), "technique": t.technique, "worker": t.worker,
+             "duration_s": None if t.started_at is None or t.finished_at is None
+             else round(t.finished_at - t.started_at, 4),
+             "config": t.config.to_json()} for t in trials]
+
+
+def report_trials(store: Any, ref: str | int, *, limit: int,
+                  keep: Iterable[int] = ()) -> dict[str, Any]:
+    """The trial table the report inlines: every trial of a run of at most ``limit`` trials; of a larger
+    run, the first ones by ticket and always its best trial, its final answer's and the tickets of
+    ``keep`` (such as a Pareto front), ``limit`` rows in all. Not the dashboard's page size: the report's
+    table is the run's, filtered and sorted in the page.
+
+    Returns:
+        ``{"rows": [...], "n_trials": n, "note": str | None}``: the rows in ticket order, the run's trial
+        count, and the line the page shows beside its table when rows were left out (else None).
+
+    Raises:
+        StoreError: no such run.
+    """
+    info = store.get_run(ref)
+    limit = max(1, int(limit))
+    n_trials = store.count(info.id)
+    if n_trials <= limit:
+        _, trials = store.trial_page(info.id, limit=None, count=False)
+        note = None
+    else:
+        best = store.best(info.id)
+        answer = _answer(store, info)
+        wanted = [t for t in (best.id if best is not None else None, answer.trial) if t is not None]
+        wanted = list(dict.fromkeys([*wanted, *keep]))[:limit // 2]
+        _trial_ids(wanted, info)
+        chosen = set(wanted)
+        _, first = store.trial_page(info.id, limit=limit, count=False)
+        _trial_ids((t.id for t in first), info)
+        plain = [t for t in first if t.id not in chosen][:limit - len(wanted)]
+        found = [t for t in first if t.id in chosen]
+        missing = [i for i in wanted if i not in {t.id for t in found}]
+        if missing:
+            found += store.trial_page(info.id, trial_ids=missing, limit=None, count=False)[1]
+        trials = sorted(plain + found, key=lambda t: t.id)
+        end = plain[-1].id if plain else -1
+        n_after = sum(1 for t in trials if t.id > end)
+        after = "" if not n_after else (" and the best trial after them" if n_after == 1 else
+                                        f" and {n_after} best trials after them")
+        note = (f"table: the first {len(trials) - n_after} of {n_trials} trials{after} (the dashboard "
+                "or perftune export has them all)")
+    _trial_ids((t.id for t in trials), info)
+    return {"rows": _trial_rows(trials), "n_trials": n_trials, "note": note}
 
 
 #: The longest page cursor read (the JSON of ``[key, ticket]``; a key is a value, a status or a duration).
@@ -683,7 +858,8 @@ def compare_view(store: Any, refs: Sequence[str | int]) -> dict[str, Any]:
     A run named twice (by name and by id too) is drawn once; at most :data:`COMPARE_MAX_RUNS` runs.
 
     Raises:
-        PerftuneError: fewer than two runs, more than COMPARE_MAX_RUNS, or runs of different search spaces.
+        PerftuneError: fewer than two runs, more than COMPARE_MAX_RUNS, runs of different search spaces or
+            runs that optimise different things (:func:`check_comparable`).
         StoreError: no such run.
     """
     unique = list(dict.fromkeys(refs))
@@ -693,10 +869,7 @@ def compare_view(store: Any, refs: Sequence[str | int]) -> dict[str, Any]:
     infos = list({i.id: i for i in found}.values())
     if len(infos) < 2:
         raise PerftuneError("compare: give two or more different runs")
-    prints = {i.space_fingerprint for i in infos}
-    if len(prints) > 1:
-        listed = ", ".join(f"{i.name} ({(i.space_fingerprint or 'no space')[:8]})" for i in infos)
-        raise PerftuneError(f"compare: the runs do not share a search space: {listed}")
+    check_comparable(infos)
     runs = []
     for info in infos:
         view = run_view(store, info.id)
@@ -704,4 +877,22 @@ def compare_view(store: Any, refs: Sequence[str | int]) -> dict[str, Any]:
         runs.append({"run": view["run"], "best_trial": conv["best_trial"], "best_value": conv["best_value"],
                      "best_elapsed_s": conv["best_elapsed_s"], "n_trials": view["n_trials"],
                      "best": view["best"]})
-    return {"runs": runs, "goal": infos[0].goal or "min"}
+    return {"runs": runs, "goal": infos[0].goal or "min", "metric": infos[0].metric,
+            "unit": metric_unit(infos[0].metric)}
+
+
+def check_comparable(infos: Sequence[Any]) -> None:
+    """Refuse, in one line, runs that cannot be compared: of different search spaces, or optimising
+    different things (another goal, metric or set of objectives), whose values a speedup cannot relate.
+
+    Raises:
+        PerftuneError: naming each run's space, or what each run optimises.
+        StoreDamageError: a run's stored objectives are not what perftune writes.
+    """
+    prints = {i.space_fingerprint for i in infos}
+    if len(prints) > 1:
+        listed = ", ".join(f"{i.name} ({(i.space_fingerprint or 'no space')[:8]})" for i in infos)
+        raise PerftuneError(f"compare: the runs do not share a search space: {listed}")
+    if len({_aim(i) for i in infos}) > 1:
+        listed = ", ".join(f"{i.name} {_aim_text(i)}" for i in infos)
+        raise PerftuneError(f"compare: the runs optimise different things: {listed}")

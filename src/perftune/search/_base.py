@@ -27,16 +27,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from perftune.errors import PerftuneError
+from perftune.space import Config
 from perftune.trial import Status
 
 if TYPE_CHECKING:
-    from perftune.space import Config, Space
+    from perftune.space import Space
     from perftune.trial import Trial
 
 __all__ = [
@@ -462,14 +463,14 @@ class BaseTechnique(Stateful):
             self.work_done += 1.0
             try:
                 config = self._propose()
+                if config is None:
+                    return None
+                config = self.valid(config)
             except PerftuneError:
                 raise
             except Exception as exc:
                 self._record_error(exc)
                 break
-            if config is None:
-                return None
-            config = self.valid(config)
             if config in now or config in self._pending:
                 continue
             if config in self._known:
@@ -496,9 +497,14 @@ class BaseTechnique(Stateful):
         """True when this technique neither knows a result for ``config`` nor waits for one."""
         return config not in self._known and config not in self._pending
 
-    def valid(self, config: Config) -> Config:
-        """``config`` if valid, else a repaired or freshly sampled valid configuration."""
+    def valid(self, config: Mapping[str, Any]) -> Config:
+        """``config`` if valid, else a repaired or freshly sampled valid configuration.
+
+        A plain mapping (a plug-in's ``_propose`` may return a dict) comes back as a :class:`Config`.
+        """
         space = self.space
+        if type(config) is not Config:
+            config = Config(config)
         if space.is_valid(config):
             return config
         repaired = space.repair(config, self.rng)

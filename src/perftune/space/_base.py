@@ -180,6 +180,10 @@ class Param(ABC):
     def contains(self, value: Any) -> bool:
         """True when ``value`` is a legal value of this parameter."""
 
+    def why_not(self, value: Any) -> str:
+        """Why ``value`` is not a legal value (for one that :meth:`contains` refuses), in words."""
+        return f"{value!r} is outside the domain {self.domain_text()}"
+
     def nearest(self, value: Any) -> Any:
         """A legal value close to ``value`` (the default when nothing sensible is close)."""
         return value if self.contains(value) else self.default_value()
@@ -287,5 +291,12 @@ def _check_options(options: Any, owner: str) -> tuple[Any, ...]:
         if k in seen:
             raise SpaceError(f"{owner}: duplicate option {o!r}")
         seen.add(k)
+    for o in opts:
+        if type(o) is bool and (1, o) in seen:
+            # A configuration holds values, and True == 1 (False == 0): the two would be one configuration.
+            number = next(x for x in opts if type(x) is not bool and x == o)
+            raise SpaceError(f"{owner}: {o!r} and {number!r} cannot both be options: a configuration "
+                             f"does not tell them apart ({o!r} == {number!r}); use strings such as '{o}' "
+                             f"and '{number}'")
     return opts
 

@@ -56,6 +56,22 @@ __all__ = [
 # Numeric parameters
 # ---------------------------------------------------------------------------------------------
 
+# numpy draws integers below 2**63 - 1 at most; a wider Int (Int(0, 10**30)) composes its draw.
+_INT64_MAX = 2**63 - 1
+
+
+def _wide_integer(rng: np.random.Generator, n: int) -> int:
+    """A uniform integer in ``[0, n)`` for any ``n >= 1``: 62-bit pieces, rejection above ``n``."""
+    bits = (n - 1).bit_length()
+    pieces = -(-bits // 62)
+    while True:
+        x = 0
+        for piece in rng.integers(1 << 62, size=pieces).tolist():
+            x = (x << 62) | piece
+        x >>= pieces * 62 - bits
+        if x < n:
+            return x
+
 
 class Int(Param):
     """An integer in ``[lo, hi]`` (inclusive), uniform.
@@ -98,6 +114,11 @@ class Int(Param):
     def contains(self, value: Any) -> bool:
         return (type(value) is int or _is_int(value)) and self.lo <= value <= self.hi
 
+    def why_not(self, value: Any) -> str:
+        if not _is_int(value):
+            return f"must be an integer, got {value!r}"
+        return super().why_not(value)
+
     def nearest(self, value: Any) -> Any:
         if self.contains(value):
             return value
@@ -112,6 +133,8 @@ class Int(Param):
         return iter(range(self.lo, self.hi + 1))
 
     def sample(self, rng: np.random.Generator) -> int:
+        if self._n > _INT64_MAX:
+            return self.lo + _wide_integer(rng, self._n)
         return self.lo + int(rng.integers(self._n))
 
     def mutate(self, value: Any, rng: np.random.Generator, scale: float = 0.1) -> int:
@@ -278,6 +301,7 @@ class Float(Param):
         if self.lo > self.hi:
             raise SpaceError(f"{owner}: empty range (lo > hi)")
         self._validate()
+        self._digits = _tidy_digits(self.lo, self.hi)
         super().__init__(default=default, when=when)
 
     def _validate(self) -> None:
@@ -301,6 +325,11 @@ class Float(Param):
     def contains(self, value: Any) -> bool:
         return _is_real(value) and self.lo <= value <= self.hi
 
+    def why_not(self, value: Any) -> str:
+        if not _is_real(value):
+            return f"must be a number, got {value!r}"
+        return super().why_not(value)
+
     def nearest(self, value: Any) -> Any:
         if self.contains(value):
             return value
@@ -318,8 +347,8 @@ class Float(Param):
 
     def _from_unit(self, x: float) -> float:
         if math.isinf(self._span):  # hi - lo overflows (Float(-1e308, 1e308)): scale each bound instead
-            return _tidy(self.lo * (1.0 - x) + self.hi * x, self.lo, self.hi)
-        return _tidy(self.lo + x * self._span, self.lo, self.hi)
+            return _tidy(self.lo * (1.0 - x) + self.hi * x, self.lo, self.hi, self._digits)
+        return _tidy(self.lo + x * self._span, self.lo, self.hi, self._digits)
 
     def _to_unit(self, value: float) -> float:
         if math.isinf(self._span):
@@ -361,13 +390,30 @@ class Float(Param):
         return self._from_unit(_unit(vec[0]))
 
 
-def _tidy(value: float, lo: float, hi: float) -> float:
-    """``value`` in ``[lo, hi]``, to 12 significant digits: a value that went through the unit cube and
-    back (an encoded measured configuration, a proposal next to it) comes out as the value itself, not
-    one a rounding error away (0.0001 as 0.00010000000000000009), so that the cache knows it."""
+def _tidy(value: float, lo: float, hi: float, digits: int = 12) -> float:
+    """``value`` in ``[lo, hi]``, to ``digits`` significant digits (12, see :func:`_tidy_digits`): a value
+    that went through the unit cube and back (an encoded measured configuration, a proposal next to it)
+    comes out as the value itself, not one a rounding error away (0.0001 as 0.00010000000000000009), so
+    that the cache knows it. ``digits`` 0: the value as it is."""
     value = min(max(value, lo), hi)
-    tidy = float(f"{value:.12g}")
+    if not digits:
+        return value
+    tidy = float(f"{value:.{digits}g}")
     return tidy if lo <= tidy <= hi else value
+
+
+def _tidy_digits(lo: float, hi: float) -> int:
+    """Significant digits :func:`_tidy` keeps in ``[lo, hi]``: 12, or more where 12 would be coarser than a
+    millionth of the range (``Float(1e9, 1e9 + 1e-3)`` would collapse to one value); 0 (no rounding) where
+    even 17 would."""
+    span, big = hi - lo, max(abs(lo), abs(hi))
+    if span == 0 or not math.isfinite(span) or big == 0:
+        return 12
+    top = math.floor(math.log10(big))
+    for digits in range(12, 18):
+        if 10.0 ** (top - digits + 1) <= 1e-6 * span:
+            return digits
+    return 0
 
 
 class LogFloat(Float):
@@ -391,7 +437,7 @@ class LogFloat(Float):
             return self.lo
         if x >= 1.0:
             return self.hi
-        return _tidy(math.exp(self._log_lo + x * self._span), self.lo, self.hi)
+        return _tidy(math.exp(self._log_lo + x * self._span), self.lo, self.hi, self._digits)
 
     def _to_unit(self, value: float) -> float:
         return 0.5 if self._span == 0 else (math.log(value) - self._log_lo) / self._span

@@ -30,7 +30,7 @@ import numpy as np
 
 from perftune.errors import ExpressionError
 from perftune.space._base import Param
-from perftune.space._constraints import Constraint, ConstraintFn, checks_hold
+from perftune.space._constraints import Constraint, ConstraintFn, ConstraintKeyError, checks_hold
 from perftune.space._expression import Expression
 from perftune.space._params import Int, Pow2
 
@@ -93,11 +93,48 @@ def hashable(v: Any) -> Any:
 
 
 class Equation(NamedTuple):
-    """``lhs == rhs``, a constraint or a conjunct of one (``a % 8 == 0 and a * b == 1024``)."""
+    """``lhs == rhs``, a constraint or a conjunct of one (``a % 8 == 0 and a * b == 1024``).
+
+    A congruence ``var % modulus == remainder`` (neither side reading ``var`` otherwise) also keeps
+    ``var``, ``modulus`` and ``remainder``, so that its solutions can be counted and drawn uniformly; a
+    membership ``var in (a, b, c)`` keeps ``var`` and ``members`` (its ``lhs``/``rhs`` are None).
+    """
 
     names: frozenset[str]
-    lhs: ConstraintFn
-    rhs: ConstraintFn
+    lhs: ConstraintFn | None
+    rhs: ConstraintFn | None
+    var: str | None = None
+    modulus: ConstraintFn | None = None
+    remainder: ConstraintFn | None = None
+    members: ConstraintFn | None = None
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def _congruence(lhs: ast.expr, rhs: ast.expr) -> tuple[str, ast.expr, ast.expr] | None:
+    """``(var, modulus, remainder)`` when ``lhs == rhs`` is ``var % modulus == remainder`` (either way)."""
+    for mod, other in ((lhs, rhs), (rhs, lhs)):
+        if (isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and isinstance(mod.left, ast.Name)
+                and not _reads(mod.right, mod.left.id) and not _reads(other, mod.left.id)):
+            return mod.left.id, mod.right, other
+    return None
+
+
+def _membership(node: ast.Compare) -> Equation | None:
+    """``var in (a, b, c)`` (a tuple, list or set of expressions that do not read ``var``)."""
+    items = node.comparators[0]
+    if not (isinstance(node.left, ast.Name) and isinstance(items, ast.Tuple | ast.List | ast.Set)):
+        return None
+    var = node.left.id
+    if _reads(items, var):
+        return None
+    try:
+        members = Expression(ast.unparse(ast.Tuple(elts=list(items.elts), ctx=ast.Load())))
+    except (ExpressionError, RecursionError, ValueError):
+        return None
+    return Equation(members.names | {var}, None, None, var=var, members=members._fn)
 
 
 def equations(text: str) -> list[Equation]:
@@ -123,8 +160,22 @@ def equations(text: str) -> list[Equation]:
                 lhs, rhs = Expression(ast.unparse(node.left)), Expression(ast.unparse(node.comparators[0]))
             except (ExpressionError, RecursionError, ValueError):
                 continue
-            if lhs.names | rhs.names:
-                out.append(Equation(lhs.names | rhs.names, lhs._fn, rhs._fn))
+            if not lhs.names | rhs.names:
+                continue
+            equation = Equation(lhs.names | rhs.names, lhs._fn, rhs._fn)
+            found = _congruence(node.left, node.comparators[0])
+            if found is not None:
+                try:
+                    modulus, remainder = Expression(ast.unparse(found[1])), Expression(ast.unparse(found[2]))
+                except (ExpressionError, RecursionError, ValueError):
+                    pass
+                else:
+                    equation = equation._replace(var=found[0], modulus=modulus._fn, remainder=remainder._fn)
+            out.append(equation)
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
+            member = _membership(node)
+            if member is not None:
+                out.append(member)
     return out
 
 
@@ -211,8 +262,11 @@ class ConstraintSolver:
         self.tables: dict[str, list[tuple[tuple[str, ...], dict[tuple[Any, ...], _Allowed]]]] = {}
         # Why the constraints cannot hold, when pruning proved it.
         self.unsat: str | None = None
+        # id of a tabulated constraint -> the last exception it raised (for unsat's message).
+        self._raised: dict[int, str] = {}
         # name -> the equalities that read it (over always-active parameters), found on first use.
         self._equations: dict[str, list[Equation]] | None = None
+        self._exact_names: frozenset[str] | None = None
 
     def satisfies(self, data: Mapping[str, Any]) -> bool:
         """True when every constraint holds for ``data`` (one reading an absent name holds)."""
@@ -315,8 +369,9 @@ class ConstraintSolver:
             for combo in itertools.product(*(domains[n] for n in scope)):
                 try:
                     ok = fn(dict(zip(scope, combo, strict=True)))
-                except Exception:
+                except Exception as exc:
                     ok = False
+                    self._raised[id(c)] = f"{type(exc).__name__}: {exc}"
                 if ok:
                     table.append(combo)
             rows[id(c)] = table
@@ -359,7 +414,9 @@ class ConstraintSolver:
             rows[id(c)] = table
             if not table:
                 names = ", ".join(repr(n) for n in scope)
-                self.unsat = f"constraint {c.label} holds for no values of {names}"
+                raised = self._raised.get(id(c))
+                self.unsat = f"constraint {c.label} holds for no values of {names}" + (
+                    f" (it raised {raised})" if raised is not None else "")
                 return
             for j, name in enumerate(scope):
                 support = {r[j] for r in table}
@@ -370,6 +427,15 @@ class ConstraintSolver:
                         if id(c2) in rows and id(c2) not in queued and c2 is not c and name in scopes[id(c2)]:
                             queue.append(c2)
                             queued.add(id(c2))
+
+    def exact_names(self) -> frozenset[str]:
+        """Parameters of too many values for a domain table (more than DOMAIN_LIMIT) that a congruence or a
+        membership is solved for exactly (see :meth:`solve`): a mutation of one moves to a solution."""
+        if self._exact_names is None:
+            wide = [n for n in self.names
+                    if (self.params[n].cardinality() or DOMAIN_LIMIT + 1) > DOMAIN_LIMIT]
+            self._exact_names = frozenset(n for n in wide if any(e.var == n for e in self.equations_of(n)))
+        return self._exact_names
 
     def equations_of(self, name: str) -> list[Equation]:
         """The equalities of the constraints that read ``name`` (computed once, on first use)."""
@@ -386,7 +452,13 @@ class ConstraintSolver:
         return self._equations.get(name, [])
 
     def solve(
-        self, name: str, p: Param, values: Mapping[str, Any], domain: Sequence[Any] | None
+        self,
+        name: str,
+        p: Param,
+        values: Mapping[str, Any],
+        domain: Sequence[Any] | None,
+        uniform: Callable[[], float] | None = None,
+        near: Any = ABSENT,
     ) -> tuple[list[Any] | None, int]:
         """Values of ``name`` that satisfy an equality whose other names are in ``values``, found by
         bisection over its ordered domain (``domain``, else an ``Int`` range), and the evaluations spent.
@@ -395,10 +467,32 @@ class ConstraintSolver:
         ``name``, as products, sums and comparisons of names are); None when bisection tells nothing.
         Every value returned satisfies its equality; one that is not monotone may have solutions that
         are not found.
+
+        A congruence ``name % m == r`` and a membership ``name in (a, b, c)`` are solved exactly instead:
+        with ``uniform`` (sampling), random solutions drawn uniformly among all of them (bisection would
+        find the same end of the range every time); with ``near`` (repair), the solutions next to it.
         """
         eqs = [e for e in self.equations_of(name) if all(n == name or n in values for n in e.names)]
         if not eqs:
             return None, 0
+        env = dict(values)
+        found: list[Any] = []
+        n_evals = 0
+        no_root = False
+        bisect: list[Equation] = []
+        for eq in eqs:
+            if eq.var == name and (uniform is not None or near is not ABSENT):
+                try:
+                    exact = self._exact(eq, p, env, domain, uniform, near)
+                except Exception:  # not numbers, a division by zero...: left to bisection
+                    exact = None
+                if exact is not None:
+                    n_evals += 1 + len(exact)
+                    no_root = no_root or not exact
+                    found.extend(v for v in exact if v not in found)
+                    continue
+            if eq.lhs is not None:
+                bisect.append(eq)
         at: Callable[[int], Any]
         if domain is not None:
             n, at = len(domain), domain.__getitem__
@@ -406,15 +500,14 @@ class ConstraintSolver:
             lo = p.lo
             n, at = p.hi - p.lo + 1, lambda k: lo + k
         else:
-            return None, 0
-        env = dict(values)
-        found: list[Any] = []
-        n_evals = 0
-        no_root = False
-        for eq in eqs:
-            def residual(k: int, eq: Equation = eq) -> Any:
+            bisect = []  # no ordered domain to bisect
+        for eq in bisect:
+            lhs, rhs = eq.lhs, eq.rhs
+            assert lhs is not None and rhs is not None
+
+            def residual(k: int, lhs: ConstraintFn = lhs, rhs: ConstraintFn = rhs) -> Any:
                 env[name] = at(k)
-                d = eq.lhs(env) - eq.rhs(env)
+                d = lhs(env) - rhs(env)
                 if isinstance(d, bool) or not isinstance(d, int | float) or d != d:
                     raise TypeError("not a real number")
                 return d
@@ -431,6 +524,57 @@ class ConstraintSolver:
         if found:
             return found, n_evals
         return ([] if no_root else None), n_evals
+
+    def _exact(
+        self,
+        eq: Equation,
+        p: Param,
+        env: Mapping[str, Any],
+        domain: Sequence[Any] | None,
+        uniform: Callable[[], float] | None,
+        near: Any,
+    ) -> list[Any] | None:
+        """The solutions of a congruence or membership for its ``var``: random ones (``uniform``), else
+        those next to ``near``; ``[]`` when there is none, None when this equation cannot tell."""
+        if eq.members is not None:
+            items = [v for v in dict.fromkeys(map(hashable, eq.members(env))) if p.contains(v)]
+            if domain is not None:
+                kept = self.domain_sets.get(str(eq.var))
+                items = [v for v in items if kept is None or v in kept]
+            if uniform is not None:
+                for i in range(len(items) - 1, 0, -1):  # shuffled: every member as likely to come first
+                    j = int(uniform() * (i + 1))
+                    items[i], items[j] = items[j], items[i]
+            return items
+        assert eq.modulus is not None and eq.remainder is not None
+        m, r = eq.modulus(env), eq.remainder(env)
+        if type(m) is not int or type(r) is not int or m <= 0:
+            return None
+        if not 0 <= r < m:
+            return []  # x % m lies in [0, m) for m > 0
+        if domain is not None:
+            members = [v for v in domain if type(v) is int and v % m == r]
+            if not members:
+                return []
+            if uniform is not None:
+                picks = (members[int(uniform() * len(members))] for _ in range(RANDOM_CANDIDATES))
+                return list(dict.fromkeys(picks))
+            lower = [v for v in members if v <= near]
+            upper = [v for v in members if v > near]
+            return [*lower[-1:], *upper[:1]]
+        if not isinstance(p, Int) or isinstance(p, Pow2):
+            return None
+        first = p.lo + (r - p.lo) % m
+        if first > p.hi:
+            return []
+        count = (p.hi - first) // m + 1
+        if uniform is not None:
+            steps = (min(int(uniform() * count), count - 1) for _ in range(min(count, RANDOM_CANDIDATES)))
+            return list(dict.fromkeys(first + m * k for k in steps))
+        if type(near) is not int:
+            return [first]
+        below = near - (near - r) % m
+        return [v for v in dict.fromkeys((below, below + m)) if first <= v <= p.hi] or [first]
 
     def allowed(self, name: str, values: dict[str, Any]) -> _Allowed | None:
         """Values of ``name`` consistent with the tabulated constraints, given earlier values."""
@@ -576,7 +720,7 @@ class ConstraintSolver:
                     solved: list[Any] | None = None
                     if sampled[i] and rng is not None:
                         # Too many values to try them all: solve an equality for this one first.
-                        solved, spent = self.solve(name, p, values, dom)
+                        solved, spent = self.solve(name, p, values, dom, uniform)
                         evals += spent
                         if solved == []:
                             # No value can satisfy the equalities after the earlier values they read:
@@ -627,6 +771,8 @@ class ConstraintSolver:
                         continue
                 except KeyError:
                     continue
+                except ConstraintKeyError:
+                    raise
                 except Exception:
                     pass
                 ok = False

@@ -28,7 +28,16 @@ import numpy as np
 
 from perftune.errors import ExpressionError, SpaceError, UnsatisfiableError
 from perftune.space._config import Config
-from perftune.space._constraints import Constraint, ConstraintFn, checks_hold, guard, suggest
+from perftune.space._constraints import (
+    CallableConstraint,
+    Constraint,
+    ConstraintFn,
+    ConstraintKeyError,
+    checks_hold,
+    guard,
+    suggest,
+    unknown_name,
+)
 from perftune.space._expression import Expression
 from perftune.space._params import Param, parameter_from_dict
 from perftune.space._solver import ABSENT, EXHAUSTIVE_VALUES, SAMPLE_BUDGET, ConstraintSolver, hashable
@@ -121,7 +130,7 @@ class Space:
                     if dep not in params:
                         raise ExpressionError(
                             f"parameter {name!r}: when={p.when.text!r} names unknown parameter {dep!r}"
-                            f"{suggest(dep, names)}"
+                            f"{unknown_name(dep, names)}"
                         )
         self._constraints = [Constraint(c, names) for c in self._constraint_sources]
         conditional = {n for n, p in params.items() if p.when is not None}
@@ -250,6 +259,8 @@ class Space:
                     return False
             except KeyError:
                 continue  # reads an inactive parameter: satisfied
+            except ConstraintKeyError:
+                raise
             except Exception:
                 return False
         return True
@@ -304,12 +315,14 @@ class Space:
             if present and not active:
                 return f"parameter {name!r} is present but inactive (when: {p.when.text})"  # type: ignore[union-attr]
             if present and not p.contains(data[name]):
-                return f"parameter {name!r}: {data[name]!r} is outside the domain {p.domain_text()}"
+                return f"parameter {name!r}: {p.why_not(data[name])}"
         for c in self._constraints:
             try:
                 ok = c.fn(data)
             except KeyError:
                 continue
+            except ConstraintKeyError:
+                raise
             except Exception as e:
                 return f"constraint {c.label} cannot be evaluated: {type(e).__name__}: {e}"
             if not ok:
@@ -467,13 +480,14 @@ class Space:
             return out
         self._domains()
         if self._solver.unsat is not None:
-            raise UnsatisfiableError(f"{self._solver.unsat}: constraints may be unsatisfiable")
+            raise UnsatisfiableError(
+                f"{self._solver.unsat}: constraints may be unsatisfiable{self._raised()}")
         valid = self._enumeration()
         if valid is not None:
             if not valid:
                 raise UnsatisfiableError(
                     f"no valid configuration exists among all {self._product} combinations: "
-                    "constraints may be unsatisfiable"
+                    f"constraints may be unsatisfiable{self._raised()}"
                 )
             if self._cumulative is not None:
                 cum = self._cumulative
@@ -493,7 +507,7 @@ class Space:
                 if not pool:
                     raise UnsatisfiableError(
                         f"no valid configuration found after {sum(spent) + n_checked} tries: "
-                        "constraints may be unsatisfiable") from None
+                        f"constraints may be unsatisfiable{self._raised()}") from None
                 if self._enumerated is not None:
                     return out + self.sample(rng, n - len(out))
                 out.append(pool[int(rng.integers(len(pool)))])
@@ -516,7 +530,14 @@ class Space:
             spent.append(n_checked)
         raise UnsatisfiableError(
             f"no valid configuration found after {n_checked} tries: constraints may be unsatisfiable"
+            f"{self._raised()}"
         )
+
+    def _raised(self) -> str:
+        """What the callable constraints raised (a bug in one reads as "unsatisfiable" otherwise)."""
+        notes = [f"; constraint {c.fn.label} raised {c.fn.error}" for c in self._constraints
+                 if isinstance(c.fn, CallableConstraint) and c.fn.error is not None]
+        return "".join(notes)
 
     # -- repair and operators -------------------------------------------------------------------------
     def repair(
@@ -582,6 +603,8 @@ class Space:
                 ok = c.fn(data)
             except KeyError:
                 continue
+            except ConstraintKeyError:
+                raise
             except Exception:
                 ok = False
             if not ok:
@@ -607,7 +630,7 @@ class Space:
             if dom is not None and len(dom) <= EXHAUSTIVE_VALUES:
                 continue
             others = {k: v for k, v in data.items() if k != name}
-            solved, spent = self._solver.solve(name, p, others, dom)
+            solved, spent = self._solver.solve(name, p, others, dom, near=data[name])
             work += spent
             for v in solved or ():
                 if work >= REPAIR_BUDGET:
@@ -682,6 +705,8 @@ class Space:
                     return False
             except KeyError:
                 continue
+            except ConstraintKeyError:
+                raise
             except Exception:
                 return False
         return True
@@ -712,6 +737,7 @@ class Space:
         trial: dict[str, Any] = dict(base)
         chosen: list[str] = []
         domain_sets = self._solver.domain_sets
+        exact = self._solver.exact_names() if self._checks else frozenset()
         for _ in range(6):
             trial = dict(base)
             draws = rng.random(len(active) + 1).tolist()
@@ -721,6 +747,8 @@ class Space:
             hopeless = False
             for name in chosen:
                 v = params[name].mutate(base[name], rng, scale)
+                if name in exact:
+                    v = self._nearest_solution(name, v, trial)
                 trial[name] = v
                 dom = domain_sets.get(name)
                 if dom is not None and hashable(v) not in dom:
@@ -745,6 +773,19 @@ class Space:
                 if fixed is not None and fixed._data != base:
                     return fixed
         return self.sample(rng)[0]
+
+    def _nearest_solution(self, name: str, value: Any, data: Mapping[str, Any]) -> Any:
+        """The value next to ``value`` that solves the congruences or memberships of ``name`` (``n % 4096 ==
+        0``: a random step of ``n`` would almost never keep it), given the other values of ``data``;
+        ``value`` itself when there is none."""
+        others = {k: v for k, v in data.items() if k != name}
+        solved, _ = self._solver.solve(name, self.params[name], others, None, near=value)
+        if not solved:
+            return value
+        try:
+            return min(solved, key=lambda v: abs(v - value))
+        except TypeError:  # not numbers: the first solution
+            return solved[0]
 
     def neighbors(self, config: Mapping[str, Any]) -> list[Config]:
         """Valid configurations that differ from ``config`` in one parameter's neighbourhood move."""

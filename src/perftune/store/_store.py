@@ -824,6 +824,25 @@ class Store:
             raise StoreError(f"store {self.location}: {what} (perftune runs lists the runs)")
         return self._row_to_run(row)
 
+    def _run_id(self, ref: str | int) -> int:
+        """The id of the run ``ref`` names, taken as :meth:`get_run` takes it: an id (an ``int`` as it is,
+        without a query), a name, an id in digits, or ``"latest"``. Every public method that reads a run's
+        trials, leases or checkpoint takes its run through this, so that a name never matches nothing.
+
+        Raises:
+            TypeError: ``ref`` is neither a str nor an int (a bool, a float, a :class:`RunInfo`: give its
+                ``id``).
+            StoreError: no run of that name (or id in digits), or no run at all for ``"latest"``.
+        """
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            return ref
+        if isinstance(ref, str):
+            return self.get_run(ref).id
+        shown = repr(ref)[:60]
+        hint = "; give its .id" if isinstance(ref, RunInfo) else ""
+        raise TypeError(f"a run is given by its id, its name or 'latest', not a {type(ref).__name__} "
+                        f"({shown}){hint}")
+
     def list_runs(self) -> list[RunInfo]:
         """Every run, oldest first; a damaged one too (:attr:`RunInfo.damaged` says which columns)."""
         rows = self._run(
@@ -923,14 +942,18 @@ class Store:
         except Damage as damage:
             raise self._damaged(m.get("run_id"), damage, trial_id=m.get("trial_id")) from None
 
-    def trials(self, run_id: int) -> list[Trial]:
+    def trials(self, run_id: int | str) -> list[Trial]:
         """Every stored trial of a run in ticket order, with configurations decoded by the run's space.
+
+        ``run_id`` is the run's id, name or ``"latest"``, as :meth:`get_run` takes it; so for every method
+        that reads a run.
 
         Raises:
             StoreError: no such run.
             StoreDamageError: the run, or one of its trials, holds what perftune never writes (one line
                 naming the run, the trial and the column).
         """
+        run_id = self._run_id(run_id)
         space = self._space(run_id)
         t, s = schema.trials, schema.samples
 
@@ -947,12 +970,13 @@ class Store:
             by_trial.setdefault(trial_id, []).append(value)
         return [self._trial_from_row(r._mapping, by_trial.get(r.trial_id, []), space) for r in rows]
 
-    def best(self, run_id: int) -> Trial | None:
+    def best(self, run_id: int | str) -> Trial | None:
         """The successful trial with the lowest loss (earliest on ties), or None when there is none.
 
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         t, s = schema.trials, schema.samples
 
         def read(conn: Connection) -> tuple[Any, list[float]]:
@@ -977,7 +1001,7 @@ class Store:
             return None
         return self._trial_from_row(row._mapping, samples, self._space(run_id))
 
-    def pareto(self, run_id: int) -> list[Trial]:
+    def pareto(self, run_id: int | str) -> list[Trial]:
         """The run's Pareto front: its successful, feasible, non-dominated trials in ticket order.
 
         The objectives are those the run was created with (``settings["objectives"]``, written by the
@@ -989,7 +1013,7 @@ class Store:
         """
         from perftune.search import Objectives
 
-        run = self.get_run(run_id)
+        run = self.get_run(self._run_id(run_id))
         raw = run.settings.get("objectives")
         try:
             objectives = (Objectives.from_dict(raw) if isinstance(raw, Mapping)
@@ -999,14 +1023,15 @@ class Store:
         except PerftuneError as error:  # names, goals or constraints perftune never writes
             detail = str(error).removeprefix("objectives: ")
             raise self._damaged(run.id, Damage("settings.objectives", detail), what="run") from None
-        return objectives.pareto(self.trials(run_id))
+        return objectives.pareto(self.trials(run.id))
 
-    def count(self, run_id: int, status: Status | str | None = None) -> int:
+    def count(self, run_id: int | str, status: Status | str | None = None) -> int:
         """Number of stored trials of a run (of one status when given).
 
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         t = schema.trials
         query = sa.select(sa.func.count()).select_from(t).where(t.c.run_id == run_id)
         if status is not None:
@@ -1020,8 +1045,9 @@ class Store:
 
         return self._run(read, "cannot count trials", write=False)
 
-    def stored_ids(self, run_id: int) -> set[int]:
+    def stored_ids(self, run_id: int | str) -> set[int]:
         """Tickets of the trials stored for a run (what a resume must not measure again)."""
+        run_id = self._run_id(run_id)
         t = schema.trials
         ids = self._run(
             lambda conn: conn.execute(sa.select(t.c.trial_id).where(t.c.run_id == run_id)).scalars().all(),
@@ -1034,12 +1060,13 @@ class Store:
                                     trial_id=trial_id)
         return set(ids)
 
-    def history(self, run_id: int) -> list[HistoryPoint]:
+    def history(self, run_id: int | str) -> list[HistoryPoint]:
         """Each trial's status and value in ticket order, with the best value so far (cheap: no configs).
 
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         self.require_intact(self.get_run(run_id))  # StoreError for an unknown (or damaged) run
         t = schema.trials
         rows = self._run(
@@ -1063,7 +1090,7 @@ class Store:
 
     # ------------------------------------------------------------------ read views (dashboard, report)
 
-    def trial_summaries(self, run_id: int) -> list[TrialSummary]:
+    def trial_summaries(self, run_id: int | str) -> list[TrialSummary]:
         """Every trial of a run without its configuration or samples, in ticket order (cheap to read).
 
         What the dashboard's convergence, credit and failure views need, without decoding a
@@ -1072,6 +1099,7 @@ class Store:
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         t = schema.trials
         cols = (t.c.trial_id, t.c.status, t.c.value, t.c.loss, t.c.technique, t.c.worker, t.c.reason,
                 t.c.started_at, t.c.finished_at)
@@ -1095,7 +1123,7 @@ class Store:
 
     def trial_page(
         self,
-        run_id: int,
+        run_id: int | str,
         *,
         offset: int = 0,
         limit: int | None = 50,
@@ -1129,6 +1157,7 @@ class Store:
         Raises:
             StoreError: no such run, or an unknown ``order_by``.
         """
+        run_id = self._run_id(run_id)
         t, s = schema.trials, schema.samples
         if order_by not in TRIAL_ORDERS:
             raise StoreError(f"cannot sort trials by {order_by!r}: use one of {', '.join(TRIAL_ORDERS)}")
@@ -1228,12 +1257,13 @@ class Store:
             schema.checkpoints, values, key=("run_id",), update=("n_trials", "created_at", "blob")
         )
 
-    def load_checkpoint(self, run_id: int) -> tuple[int, bytes] | None:
+    def load_checkpoint(self, run_id: int | str) -> tuple[int, bytes] | None:
         """The run's latest checkpoint as ``(n_trials, blob)``, or None when it has none.
 
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         c = schema.checkpoints
 
         def read(conn: Connection) -> Any:
@@ -1281,8 +1311,9 @@ class Store:
         machines whose clocks disagree still agree on which driver or worker is alive."""
         return float(self._run(self._dialect.now, "cannot read the database's clock", write=False))
 
-    def get_lease(self, run_id: int) -> Lease | None:
+    def get_lease(self, run_id: int | str) -> Lease | None:
         """Who holds the run's lease (stale or not), or None."""
+        run_id = self._run_id(run_id)
         le = schema.leases
         row = self._run(lambda conn: conn.execute(sa.select(le).where(le.c.run_id == run_id)).first(),
                         "cannot read the lease", write=False)
@@ -1405,12 +1436,13 @@ class Store:
 
         return self._run(write, "cannot issue trials", write=True) if rows else []
 
-    def trial_leases(self, run_id: int, *, status: str | None = None) -> list[TrialLease]:
+    def trial_leases(self, run_id: int | str, *, status: str | None = None) -> list[TrialLease]:
         """The issued trials of a shared run (of one status when given), in ticket order.
 
         Raises:
             StoreError: no such run.
         """
+        run_id = self._run_id(run_id)
         tl = schema.trial_leases
         query = sa.select(tl).where(tl.c.run_id == run_id)
         if status is not None:
@@ -1427,8 +1459,9 @@ class Store:
         space = self._space(run_id)
         return [self._trial_lease_from_row(r, space) for r in rows]
 
-    def count_trial_leases(self, run_id: int) -> dict[str, int]:
+    def count_trial_leases(self, run_id: int | str) -> dict[str, int]:
         """How many issued trials of a shared run are ``pending``, ``claimed`` and ``done``."""
+        run_id = self._run_id(run_id)
         query = _lease_sql().count
         rows = self._run(lambda conn: conn.execute(query, {"b_run": run_id}).all(),
                          "cannot read trial leases", write=False)
@@ -1663,8 +1696,9 @@ class Store:
 
     # ------------------------------------------------------------------ export
 
-    def _export_rows(self, run_id: int) -> tuple[RunInfo, list[dict[str, Any]]]:
-        run = self.get_run(run_id)
+    def _export_rows(self, run_id: int | str) -> tuple[RunInfo, list[dict[str, Any]]]:
+        run = self.get_run(self._run_id(run_id))
+        run_id = run.id
         self.require_intact(run)
         t, s = schema.trials, schema.samples
 
@@ -1736,7 +1770,7 @@ class Store:
             flat.append(d)
         return columns, flat
 
-    def export(self, run_id: int, fmt: str, path: str | os.PathLike[str] | IO[str]) -> None:
+    def export(self, run_id: int | str, fmt: str, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a run's trials as CSV (one row per trial, a column per parameter and metric) or JSON.
 
         The JSON holds ``{"schema": EXPORT_SCHEMA, "run": {...}, "trials": [...]}`` with the samples
@@ -1748,11 +1782,15 @@ class Store:
         a carriage return in a cell has its text cells quoted, so that no reader splits it in two.
 
         Raises:
-            StoreError: no such run, or an unknown format.
+            StoreError: no such run, an unknown format, or ``path`` is the store's own file
+                (:meth:`owns_path`).
             StoreDamageError: the run, or one of its trials, holds what perftune never writes.
         """
         if fmt not in ("csv", "json"):
             raise StoreError(f"unknown export format {fmt!r}: use 'csv' or 'json'")
+        if isinstance(path, str | os.PathLike) and self.owns_path(path):
+            raise StoreError(f"{os.fspath(path)!r} is the store's own file ({self.location}): an export "
+                             "never replaces the store it reads; name another file")
         run, rows = self._export_rows(run_id)
         buf = io.StringIO()
         if fmt == "json":
@@ -1784,7 +1822,40 @@ class Store:
         else:
             path.write(buf.getvalue())
 
-    def to_dataframe(self, run_id: int) -> pandas.DataFrame:
+    def owns_path(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is one of this store's own files: a SQLite store's database, or its ``-wal``,
+        ``-shm`` or ``-journal`` file, named directly or through symbolic links (compared by real path,
+        and by :func:`os.path.samefile` for hard links). What an export or a report must never replace.
+        A PostgreSQL or in-memory store has no file: False.
+
+        Example:
+            >>> store = open_store("sqlite://")
+            >>> store.owns_path("report.html")
+            False
+        """
+        if self.dialect != "sqlite":
+            return False
+
+        def main_file(conn: Connection) -> str | None:
+            # The file SQLite has open (an absolute path), whatever directory the store was opened from.
+            for row in conn.exec_driver_sql("PRAGMA database_list").all():
+                if row[1] == "main":
+                    return str(row[2]) if row[2] else None
+            return None
+
+        database = self._run(main_file, "cannot read the store's file name", write=False)
+        if not database:
+            return False
+        target = os.path.realpath(path)
+        for own in (database, *(f"{database}{suffix}" for suffix in ("-wal", "-shm", "-journal"))):
+            if target == os.path.realpath(own):
+                return True
+            with contextlib.suppress(OSError):
+                if os.path.samefile(path, own):
+                    return True
+        return False
+
+    def to_dataframe(self, run_id: int | str) -> pandas.DataFrame:
         """The run's trials as a pandas DataFrame, with the same columns as the CSV export.
 
         Raises:
@@ -1802,7 +1873,7 @@ class Store:
 
     def trial_keyset_page(
         self,
-        run_id: int,
+        run_id: int | str,
         *,
         after: tuple[Any, int] | None = None,
         before: tuple[Any, int] | None = None,
@@ -1823,8 +1894,9 @@ class Store:
         Raises:
             StoreError: no such run, an unknown ``order_by``, both ``after`` and ``before``, a bad cursor.
         """
-        return keyset_page(self, run_id, after=after, before=before, limit=limit, order_by=order_by,
-                           descending=descending, status=status, technique=technique, text=text, count=count)
+        return keyset_page(self, self._run_id(run_id), after=after, before=before, limit=limit,
+                           order_by=order_by, descending=descending, status=status, technique=technique,
+                           text=text, count=count)
 
     def fold_log(self) -> None:
         """Make the database file hold every result by itself (SQLite: fold its write-ahead log into

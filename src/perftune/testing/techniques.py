@@ -11,7 +11,8 @@ To run the suite over several techniques, override the ``conformance_technique``
 ``params=[...]`` (perftune's own tests do that over ``perftune.search.names()``).
 
 What the suite checks: the settings are a frozen dataclass; every proposal is valid on a mixed space
-(constraints, ``when=``, permutations, schedules, selectors) and with a callable constraint; an
+(constraints, ``when=``, permutations, schedules, selectors), with a callable constraint, and on
+integers wider than 64 bits (with no internal error); an
 evaluation budget of B ends with exactly B trials; failures, timeouts and cancellations are handled;
 asks before tells and results out of order or from other proposers are accepted; the same seed gives
 the same proposals; a technique restored from a checkpoint (``state_dict``/``load_state_dict`` through
@@ -58,6 +59,8 @@ __all__ = [
     "mixed_space",
     "smooth_objective",
     "smooth_space",
+    "wide_objective",
+    "wide_space",
 ]
 
 
@@ -125,6 +128,26 @@ def mixed_objective(config: Config) -> float:
     v += 0.1 * config["passes"].index("d")
     v += 0.2 * len(config["sort"].cutoffs)
     return v + 1.0
+
+
+def wide_space() -> Space:
+    """Integers wider than numpy's int64 (one of them active only under a ``when=``) and a divisibility
+    constraint on a wide range."""
+    return Space(
+        {
+            "n": Int(1, 2**20),
+            "big": Bool(),
+            "huge": Int(0, 10**30, when="big"),
+            "offset": Int(-(10**25), 10**25),
+        },
+        constraints=["n % 4096 == 0"],
+    )
+
+
+def wide_objective(config: Config) -> float:
+    """An objective over :func:`wide_space` (lower is better)."""
+    v = abs(config["n"] - 300_000) / 4096 + abs(config["offset"]) / 10**25
+    return v + (config["huge"] / 10**30 if config["big"] else 0.5)
 
 
 def failing_objective(config: Config) -> float:
@@ -383,6 +406,16 @@ class TechniqueConformance:
         loop.run(30)
         assert loop.invalid == [], f"invalid proposals: {loop.invalid[:3]}"
         assert len(loop.trials) == 30
+        self.assert_healthy(technique)
+
+    def test_proposals_valid_on_wide_integers(self, conformance_technique: str) -> None:
+        space = wide_space()
+        technique = self.make(conformance_technique, space, seed=6)
+        loop = AskTellLoop(technique, wide_objective, batch=2)
+        loop.run(30)
+        assert loop.invalid == [], f"invalid proposals: {loop.invalid[:3]}"
+        assert len(loop.trials) == 30
+        assert len({t.config["n"] for t in loop.trials}) > 1, "every proposal has the same n"
         self.assert_healthy(technique)
 
     def test_budget_gives_exactly_b_trials(self, conformance_technique: str) -> None:

@@ -31,6 +31,14 @@
     if (typeof v !== "number") return esc(v);
     return Math.abs(v) >= 1e5 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(4) : String(+v.toPrecision(6));
   }
+  // A value with its metric's unit (a built-in metric's: "0.0279 s"), as the command line prints it.
+  function withUnit(v, unit) {
+    return num(v) + (unit && v !== null && v !== undefined ? " " + esc(unit) : "");
+  }
+  // A run's status; "running (no driver)" for one whose driver is gone (a stale lease), as `perftune runs` says.
+  function statusText(r) {
+    return esc(r.status) + (r.driver_gone ? " (no driver)" : "");
+  }
   function when(t) {
     if (!t) return "-";
     const d = new Date(t * 1000);
@@ -353,8 +361,8 @@
         return '<tr data-run="' + esc(r.name) + '"><td><input type="checkbox" class="pick" value="' + esc(r.name) + '"' +
           (state.chosen.has(r.name) ? " checked" : "") + "></td>" +
           '<td><a href="' + runHref(r) + '">' + esc(r.name) + "</a></td><td>" + esc(r.kind) +
-          '</td><td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><td>" + bar + "</td><td>" +
-          esc(r.n_trials) + esc(total) + "</td><td>" + esc(r.n_failed) + "</td><td>" + num(r.best) + "</td><td>" +
+          '</td><td class="status-' + esc(r.status) + '">' + statusText(r) + "</td><td>" + bar + "</td><td>" +
+          esc(r.n_trials) + esc(total) + "</td><td>" + esc(r.n_failed) + "</td><td>" + withUnit(r.best, r.unit) + "</td><td>" +
           improvement(r.improvement) + "</td><td>" + esc(r.machine || "-") + "</td><td>" + when(r.started_at) +
           "</td><td>" + when(r.finished_at) + "</td></tr>";
       }).join("");
@@ -377,9 +385,12 @@
     function updateCompare() {
       const chosen = state.rows.filter((r) => state.chosen.has(r.name));
       const spaces = new Set(chosen.map((r) => r.space_fingerprint));
-      const ok = chosen.length >= 2 && spaces.size === 1;
+      // Runs that optimise different things (goal, metric, objectives) have no speedup over each other.
+      const aims = new Set(chosen.map((r) => r.aim));
+      const ok = chosen.length >= 2 && spaces.size === 1 && aims.size === 1;
       $("compare").disabled = !ok || P.mode !== "live";
-      $("compare-note").textContent = chosen.length >= 2 && spaces.size > 1 ? "the selected runs have different search spaces" : "";
+      $("compare-note").textContent = chosen.length < 2 ? "" : spaces.size > 1 ? "the selected runs have different search spaces" :
+        aims.size > 1 ? "the selected runs optimise different things: " + chosen.map((r) => r.name + " " + r.aim).join(", ") : "";
     }
     render();
     if (P.mode === "live") {
@@ -414,11 +425,11 @@
       // Shown only for a run with several objectives (its view has a front).
       '<div id="pareto-section" hidden>' + section("pareto", "Pareto front", '<p id="pareto-note" class="muted"></p>' +
         '<div id="pareto" class="plot"></div><table id="pareto-table"></table>') + "</div>" +
-      section("trials", "Trials", '<div class="controls"><select id="t-status"><option value="">any status</option>' +
-        '<option>ok</option><option>failed</option><option>timeout</option><option>cancelled</option></select>' +
+      section("trials", "Trials", '<div class="controls"><select id="t-status"><option value="">any status</option></select>' +
         '<select id="t-technique"><option value="">any technique</option></select>' +
         '<input id="t-text" placeholder="filter config or reason" size="28"><button id="t-prev">&lt; prev</button>' +
-        '<span id="t-range"></span><button id="t-next">next &gt;</button></div><table id="trial-table"><thead><tr>' +
+        '<span id="t-range"></span><button id="t-next">next &gt;</button><span id="t-note" class="muted"></span></div>' +
+        '<table id="trial-table"><thead><tr>' +
         [["trial", "trial"], ["status", "status"], ["value", "value"], ["technique", "technique"], ["worker", "worker"],
          ["duration", "duration (s)"], [null, "samples"], [null, "reason"], [null, "config"]].map(([k, label]) =>
           k ? '<th class="sortable" data-sort="' + k + '">' + label + "</th>" : "<th>" + label + "</th>").join("") +
@@ -467,20 +478,25 @@
       const budget = v.budget.evals ? r.n_trials + " of " + v.budget.evals + " trials" :
         v.budget.seconds ? r.n_trials + " trials (time budget " + v.budget.seconds + " s)" : r.n_trials + " trials";
       $("summary").innerHTML = '<table id="run-summary"><tr><th>run</th><td>' + esc(r.name) + " (id " + esc(r.id) + ")</td><th>status</th>" +
-        '<td class="status-' + esc(r.status) + '">' + esc(r.status) + "</td><th>kind</th><td>" + esc(r.kind) + "</td></tr>" +
-        "<tr><th>progress</th><td>" + esc(budget) + "</td><th>best</th><td>" + num(r.best) + "</td><th>goal</th><td>" +
-        esc(r.goal) + "imise " + esc(r.metric || "the objective") + "</td></tr><tr><th>started</th><td>" + when(r.started_at) +
+        '<td class="status-' + esc(r.status) + '">' + statusText(r) + "</td><th>kind</th><td>" + esc(r.kind) + "</td></tr>" +
+        "<tr><th>progress</th><td>" + esc(budget) + "</td><th>best</th><td>" + withUnit(r.best, r.unit) + "</td><th>goal</th><td>" +
+        esc(r.goal) + "imise " + esc(r.metric || "the objective") + (r.unit ? " (" + esc(r.unit) + ")" : "") +
+        "</td></tr><tr><th>started</th><td>" + when(r.started_at) +
         "</td><th>finished</th><td>" + when(r.finished_at) + "</td><th>machine</th><td>" + esc(r.machine || "-") + " " +
         esc(r.cpu || "") + "</td></tr></table>";
       const sel = $("t-technique");
       const have = [...sel.options].map((o) => o.value);
       for (const t of v.techniques) if (!have.includes(t.technique)) sel.add(new Option(t.technique, t.technique));
+      // Every status a trial can have (pruned ones, pending ones while the run goes on), from the view.
+      const statuses = $("t-status");
+      const listed = [...statuses.options].map((o) => o.value);
+      for (const s of v.statuses || []) if (!listed.includes(s)) statuses.add(new Option(s, s));
     }
 
     function drawBest() {
       const b = state.view.best;
       if (!b) { $("best").innerHTML = "<p>No successful trial yet.</p>"; return; }
-      let out = '<p class="tight">value <b>' + num(b.value) + "</b> (trial " + esc(b.trial) + ", proposed by <code>" + esc(b.technique) +
+      let out = '<p class="tight">value <b>' + withUnit(b.value, state.view.run.unit) + "</b> (trial " + esc(b.trial) + ", proposed by <code>" + esc(b.technique) +
         "</code>, " + esc(b.samples.length) + " samples)</p>";
       for (const line of b.lines) out += '<p class="improvement tight"><b>' + esc(line) + "</b></p>";
       if (b.command_line) {
@@ -552,7 +568,8 @@
       $("convergence").dataset.complete = "false";
       return plot("convergence", traces, {title: {text: thinned, font: {size: 11}},
            xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
-           yaxis: {title: {text: "value"}, type: c.log_y ? "log" : "linear"}, height: 380}).then(() => {
+           yaxis: {title: {text: state.view.run.unit ? "value (" + state.view.run.unit + ")" : "value"}, type: c.log_y ? "log" : "linear"},
+           height: 380}).then(() => {
         $("convergence").dataset.complete = String(complete);
         return complete;
       });
@@ -682,6 +699,7 @@
         " of " + page.total : "no trial matches";
       $("t-prev").disabled = t.offset === 0;
       $("t-next").disabled = t.offset + t.limit >= page.total;
+      $("t-note").textContent = P.mode === "static" && P.data.trials_note ? " " + P.data.trials_note : "";
       for (const th of document.querySelectorAll("#trial-table th.sortable")) {
         th.classList.toggle("sorted", th.dataset.sort === t.sort);
         th.textContent = th.textContent.replace(/ [▲▼]$/, "") + (th.dataset.sort === t.sort ? (t.descending ? " ▼" : " ▲") : "");
@@ -765,7 +783,7 @@
       const first = state.version === null ? [get(runApi("")), fetchTable()] : null;
       if (first) for (const p of first) p.catch(() => {});  // a failure is reported once, below
       const version = await get(runApi("/version"));
-      const key = version.n_trials + "/" + version.status;
+      const key = version.n_trials + "/" + version.status + (version.driver_gone ? "/gone" : "");
       // The front reads every trial's metrics: at most every 2 s while a run grows, so a poll that finds
       // no new trial may still owe it the last ones (and the end of the run at once).
       const paretoDue = () => state.view && state.view.objectives && state.paretoKey !== key &&
@@ -781,7 +799,7 @@
       const [view, page] = await Promise.all(first || [get(runApi("")), fetchTable()]);
       state.view = view;
       // Read alongside the version, the views may be of a few trials before it: the next poll catches up.
-      if (first) state.version = view.n_trials + "/" + view.run.status;
+      if (first) state.version = view.n_trials + "/" + view.run.status + (view.run.driver_gone ? "/gone" : "");
       if (seq === tableSeq) renderTable(page);
       await drawAll();
       if (paretoDue()) { state.paretoKey = key; await loadPareto(); }
@@ -838,10 +856,10 @@
       plot("compare-plot", d.runs.map((r) => ({type: "scatter", mode: "lines", name: r.run.name, line: {shape: "hv", width: 2},
         x: time ? r.best_elapsed_s : r.best_trial, y: r.best_value})),
         {height: 440, xaxis: {title: {text: time ? "time since the first trial (s)" : "trial"}},
-         yaxis: {title: {text: "best value so far"}}, showlegend: true});
+         yaxis: {title: {text: "best value so far" + (d.unit ? " (" + d.unit + ")" : "")}}, showlegend: true});
       $("compare-table").innerHTML = "<tr><th>run</th><th>status</th><th>trials</th><th>best</th><th>improvement (95% CI)</th>" +
         "<th>machine</th><th>started</th></tr>" + d.runs.map((r) => '<tr><td><a href="' + runHref(r.run) + '">' +
-        esc(r.run.name) + "</a></td><td>" + esc(r.run.status) + "</td><td>" + esc(r.n_trials) + "</td><td>" + num(r.run.best) + "</td><td>" +
+        esc(r.run.name) + "</a></td><td>" + statusText(r.run) + "</td><td>" + esc(r.n_trials) + "</td><td>" + withUnit(r.run.best, d.unit) + "</td><td>" +
         improvement(r.run.improvement) + "</td><td>" + esc(r.run.machine || "-") + "</td><td>" + when(r.run.started_at) + "</td></tr>").join("");
     }
     async function refresh() {
