@@ -37,7 +37,7 @@ def test_every_view_renders_without_console_errors(dashboard: Any, page: Any, br
     rows = page.locator("#runs tbody tr")
     assert rows.count() == 2
     alpha = page.locator("#runs tbody tr[data-run='alpha'] td").all_inner_texts()
-    assert alpha[1] == "alpha" and alpha[3] == "finished" and alpha[5] == "70"
+    assert alpha[1] == "alpha" and alpha[3] == "finished" and alpha[5] == "70 of 70"  # tune()'s budget: 70
     screenshot(page, "dashboard-runs")
     # The page polls every second; rows that did not change stay the same elements, so that a click is not
     # lost while they would be swapped (press on the old row, release on the new one).
