@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -121,15 +121,18 @@ class Where:
         leaf = leaf.split("[")[0]
         table = ".".join(tables)
         assignment = re.compile(rf"{re.escape(leaf)}\s*=")
+        return next((i for i, current, stripped in self._lines_in_tables()
+                     if current == table and assignment.match(stripped)), None)
+
+    def _lines_in_tables(self) -> Iterator[tuple[int, str, str]]:
+        """``(line number, the table it is in, the stripped line)`` for every line but table headers."""
         current = ""
         for i, line in enumerate(self.text.splitlines(), 1):
             stripped = line.strip()
             if stripped.startswith("[") and "]" in stripped:
                 current = stripped.lstrip("[").split("]")[0].strip()
                 continue
-            if current == table and assignment.match(stripped):
-                return i
-        return None
+            yield i, current, stripped
 
     def line_of_inline_key(self, key: str) -> int | None:
         """Line of a key of an inline table (``run.timeout_s`` in ``run = { ..., timeout_s = 5 }``): the
@@ -143,15 +146,8 @@ class Where:
         quoted = "|".join(re.escape(n) for n in (name, f'"{name}"', f"'{name}'"))
         opening = re.compile(rf"^(?:{quoted})\s*=\s*\{{")
         assignment = re.compile(rf"(?<![\w.\-]){re.escape(leaf)}\s*=(?!=)")
-        current = ""
-        for i, line in enumerate(self.text.splitlines(), 1):
-            stripped = line.strip()
-            if stripped.startswith("[") and "]" in stripped:
-                current = stripped.lstrip("[").split("]")[0].strip()
-                continue
-            if current == parent and opening.match(stripped) and assignment.search(stripped):
-                return i
-        return None
+        return next((i for i, current, stripped in self._lines_in_tables()
+                     if current == parent and opening.match(stripped) and assignment.search(stripped)), None)
 
     def error(self, key: str, message: str, *needles: str) -> TaskError:
         line = self.line_of(*needles) if needles else None
