@@ -22,10 +22,15 @@ import enum
 
 import numpy as np
 
-__all__ = ["BANDIT_GATE_KEY", "Stream", "derive_rng", "derive_seed", "fresh_seed", "stream_seed"]
+__all__ = [
+    "BANDIT_GATE_KEY", "STUCK_EXPLORE_KEY", "Stream", "derive_rng", "derive_seed", "fresh_seed",
+    "stream_seed",
+]
 
 #: Key of the AUC bandit's gate stream (its members use their position, 1, 2, ...).
 BANDIT_GATE_KEY = 0xC057
+#: Key of the default search's uniform draws while a run is stuck (``StagedSettings.stuck_patience``).
+STUCK_EXPLORE_KEY = 4242
 
 
 class Stream(enum.Enum):

@@ -13,7 +13,9 @@ other extreme, :data:`~perftune.search._boundary.CORNER_SETTINGS`), the surrogat
 ``parzen`` (per-parameter densities of the good and the other results, TPE's idea; in place of
 ``greedy-uniform`` since leave-one-kernel-out decision 5), ``coordinate-descent`` and
 ``elite-neighbours`` (whose neighbourhoods widen late in a run that stopped improving,
-:data:`~perftune.search._boundary.ELITE_SETTINGS`; leave-one-kernel-out decision 3). Spaces with continuous
+:data:`~perftune.search._boundary.ELITE_SETTINGS`; leave-one-kernel-out decision 3). A run stuck on a
+plateau (results tying the best exactly, no new best for long) gets uniform random proposals among the
+bandit's (``StagedSettings.stuck_patience``; decision 8). Spaces with continuous
 parameters skip the design: spaces of real numbers only use :data:`CONTINUOUS_PORTFOLIO` (methods for
 smooth functions: pattern search, a quadratic trust region, CMA-ES and Nelder-Mead, with a genetic
 algorithm for breadth); mixed spaces with some real numbers use the general portfolio
@@ -28,11 +30,12 @@ from typing import Any, ClassVar
 
 from perftune.errors import PerftuneError
 from perftune.search._bandit import DEFAULT_PORTFOLIO, AUCBandit, BanditSettings
-from perftune.search._base import Stateful, check_settings
+from perftune.search._base import Stateful, check_settings, loss_of
 from perftune.search._boundary import CORNER_SETTINGS, ELITE_SETTINGS, Boundary, design_settings
 from perftune.search._model import ModelSettings
 from perftune.search._parzen import counts_any
-from perftune.search._seeding import Stream, stream_seed
+from perftune.search._seeding import STUCK_EXPLORE_KEY, Stream, derive_rng, fresh_seed, stream_seed
+from perftune.trial import Status
 
 __all__ = ["CONTINUOUS_PORTFOLIO", "STAGED_PORTFOLIO", "StagedBandit", "StagedSettings"]
 
@@ -79,15 +82,39 @@ class StagedSettings:
             general ``DEFAULT_PORTFOLIO``).
         exploration: The bandit's exploration constant.
         window: The bandit's sliding window.
+        stuck_patience: The run is *stuck on a plateau* once this many results in a row, and at least
+            ``stuck_share`` of all its results, brought no new best, and at least ``stuck_ties`` of
+            them tied the best exactly; while it is stuck, every ``stuck_every``-th proposal is a
+            uniform random configuration (labelled ``random``) instead of the bandit's. On a plateau no
+            technique of the portfolio earns credit and each stays near what was measured, so without
+            it a run can stay there for good. Runs that stall without ties (measured times) are left
+            to the bandit: uniform proposals there cost the late finds of the development spaces
+            (benchmarks/results/cv_notes.md, decision 8). 0: off; always off on spaces with real-number
+            parameters (their portfolios were chosen without it).
+        stuck_share: See ``stuck_patience``.
+        stuck_ties: See ``stuck_patience``.
+        stuck_every: See ``stuck_patience``.
     """
 
     n_design: int = 16
     techniques: tuple[str, ...] | None = None
     exploration: float = BanditSettings.exploration
     window: int = BanditSettings.window
+    stuck_patience: int = 32
+    stuck_share: float = 0.5
+    stuck_ties: int = 8
+    stuck_every: int = 2
 
     def __post_init__(self) -> None:
         check_settings("StagedSettings.n_design", self.n_design >= 0, f"must be >= 0, got {self.n_design}")
+        check_settings("StagedSettings.stuck_patience", self.stuck_patience >= 0,
+                       f"must be >= 0, got {self.stuck_patience}")
+        check_settings("StagedSettings.stuck_share", 0.0 <= self.stuck_share <= 1.0,
+                       f"must be in [0, 1], got {self.stuck_share}")
+        check_settings("StagedSettings.stuck_ties", self.stuck_ties >= 0,
+                       f"must be >= 0, got {self.stuck_ties}")
+        check_settings("StagedSettings.stuck_every", self.stuck_every >= 1,
+                       f"must be >= 1, got {self.stuck_every}")
 
 
 def _has_continuous(space: Any) -> bool:
@@ -166,15 +193,53 @@ class StagedBandit(Stateful):
         )
         self.n_designed = 0
         self._designed: set[Any] = set()
+        # While the run is stuck (settings.stuck_patience), every stuck_every-th proposal is uniform.
+        # Measured on finite spaces only (benchmarks/results/cv_notes.md, decision 8): real numbers keep
+        # their portfolios as they were chosen.
+        self.stuck_patience = 0 if _has_continuous(space) else self.settings.stuck_patience
+        self._stuck_rng = derive_rng(fresh_seed() if seed is None else seed, STUCK_EXPLORE_KEY)
+        self.n_told = 0
+        self.since_best = 0
+        self.ties_since_best = 0  # results since the last new best that tied it exactly
+        self._best_loss: float | None = None
+        self._n_stuck_asks = 0
+
+    def stuck(self) -> bool:
+        """Whether the run is stuck on a plateau (see :class:`StagedSettings`)."""
+        patience, s = self.stuck_patience, self.settings
+        return (bool(patience) and self.ties_since_best >= s.stuck_ties
+                and self.since_best >= max(patience, s.stuck_share * self.n_told))
 
     def ask(self, n: int) -> list[Any]:
-        """Proposals from the design first, then from the bandit."""
+        """Proposals from the design first, then from the bandit (uniform ones among them while stuck)."""
         if self.n_designed < self.n_design:
             out = self.design.ask(min(n, self.n_design - self.n_designed))
             self.n_designed += len(out)
             self._designed.update(out)
             return out
-        return self.bandit.ask(n)
+        if not self.stuck_patience:
+            return self.bandit.ask(n)
+        proposals: list[Any] = []
+        for _ in range(max(0, int(n))):
+            config = None
+            if self.stuck():
+                self._n_stuck_asks += 1
+                if self._n_stuck_asks % self.settings.stuck_every == 0:
+                    config = self._uniform()
+            if config is None:
+                got = self.bandit.ask(1)
+                if not got:
+                    break
+                config = got[0]
+            proposals.append(config)
+        return proposals
+
+    def _uniform(self) -> Any:
+        """A uniform random configuration the run has not seen, issued as the bandit's ``random``."""
+        config = self.space.sample(self._stuck_rng, 1)[0]
+        if config in self.bandit._seen:
+            return None
+        return self.bandit._issue(config, -1)
 
     def tell(self, trials: Sequence[Any]) -> None:
         """The bandit learns from every result; the design only while it still proposes."""
@@ -183,6 +248,15 @@ class StagedBandit(Stateful):
         self.bandit.tell(trials)
         for trial in trials:
             self._designed.discard(trial.config)
+            if trial.status in (Status.PENDING, Status.CANCELLED):
+                continue
+            self.n_told += 1
+            loss = loss_of(trial)
+            if loss is not None and (self._best_loss is None or loss < self._best_loss):
+                self._best_loss, self.since_best, self.ties_since_best = loss, 0, 0
+            else:
+                self.since_best += 1
+                self.ties_since_best += loss is not None and loss == self._best_loss
 
     def proposer_of(self, config: Any) -> str | None:
         """``"boundary"`` for design proposals, else the bandit's technique."""
