@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,7 @@ def lloyd(x: np.ndarray, centres: np.ndarray, iters: int) -> np.ndarray:
     return centres
 
 
-def kmeans(config: dict[str, Any], x: np.ndarray, k: int) -> np.ndarray:
+def kmeans(config: Mapping[str, Any], x: np.ndarray, k: int) -> np.ndarray:
     """Cluster ``x`` into ``k`` groups with one configuration; returns the centres."""
     rng = np.random.default_rng(config.get("seed", 0))
     n_fit = max(k, int(len(x) * config["sample_frac"]))

@@ -24,8 +24,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import os
 import sys
 import time
 import warnings
@@ -36,8 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, load_for_merge
+from perftune.targets.choice._file import ChoiceError, merge_into_file, user_stacklevel
+from perftune.targets.choice._ladder import as_configs, as_list, check_callable, check_int
 from perftune.targets.choice._site import current_choices
+from perftune.targets.choice._tune import input_copy
 
 __all__ = [
     "AccuracyBin",
@@ -71,6 +75,42 @@ def _plain(value: Any) -> Any:
 def config_to_dict(config: Mapping[str, Any]) -> dict[str, Any]:
     """A configuration as a plain JSON-ready dict."""
     return {k: _plain(v) for k, v in sorted(dict(config).items())}
+
+
+def config_in_space(config: Mapping[str, Any], space: Any, where: str) -> Any:
+    """A stored (plain) configuration as a :class:`perftune.space.Config` of ``space``, a selector back as
+    its ``Levels``: what the program was tuned with. ChoiceError if it is not a configuration of ``space``.
+
+    Example:
+        >>> from perftune.space import Int, Space
+        >>> config_in_space({"it": 3}, Space({"it": Int(1, 9)}), "doc")
+        Config({'it': 3})
+    """
+    from perftune.errors import PerftuneError
+    from perftune.space import Config
+
+    try:
+        out = Config.from_json(dict(config), space)
+        why = space.why_invalid(out)
+    except (PerftuneError, TypeError, ValueError) as e:
+        why = str(e)
+    if why is not None:
+        raise ChoiceError(f"{where}: configuration {dict(config)} is not one of the given space ({why})")
+    return out
+
+
+def requested_accuracy(accuracy: Any, where: str) -> float:
+    """A requested accuracy as a float; a numeric string (read from argv or the environment) is converted,
+    anything else is one ChoiceError line."""
+    value = math.nan
+    if isinstance(accuracy, str):
+        with contextlib.suppress(ValueError):
+            value = float(accuracy)
+    elif isinstance(accuracy, numbers.Real) and not isinstance(accuracy, bool):
+        value = float(accuracy)
+    if math.isnan(value):
+        raise ChoiceError(f"{where}: accuracy must be a number, got {accuracy!r} ({type(accuracy).__name__})")
+    return value
 
 
 @dataclass
@@ -125,6 +165,12 @@ class AccuracyBin:
 class AccuracyTable:
     """Configurations per accuracy target, loosest target first; monotone in time.
 
+    The bins (and the file) hold each configuration in its plain JSON form (a selector as
+    ``{"cutoffs": [...], "choices": [...]}``). :meth:`config_for` hands back the configuration the program
+    was tuned with (a :class:`perftune.space.Config`, selectors as ``Levels``) when it knows the space: the
+    table :func:`tune_accuracy` returns keeps its space (``.space``, not saved); for a table read from the
+    file, pass ``space=``. Without a space it returns the plain dict.
+
     Example:
         >>> t = AccuracyTable("doc", [AccuracyBin(1.0, {"it": 1}), AccuracyBin(3.0, {"it": 5})])
         >>> t.config_for(2.0)
@@ -138,6 +184,8 @@ class AccuracyTable:
     n_measurements: int = 0
     failures: list[str] = field(default_factory=list)
     n_candidates: int = 0
+    #: The space the configurations belong to (set by :func:`tune_accuracy`; not saved in the file).
+    space: Any = field(default=None, repr=False, compare=False)
 
     def _meets(self, value: float, target: float) -> bool:
         return value >= target if self.higher_is_better else value <= target
@@ -148,7 +196,9 @@ class AccuracyTable:
         return [b for b in self.bins if not b.reached]
 
     def bin_for(self, accuracy: float) -> AccuracyBin:
-        """The loosest reached bin whose target is at least as strict as ``accuracy``."""
+        """The loosest reached bin whose target is at least as strict as ``accuracy`` (a number, or a
+        numeric string as read from argv)."""
+        accuracy = requested_accuracy(accuracy, f"table {self.name!r}")
         for b in self.bins:
             if self._meets(b.target, accuracy) and b.reached:
                 return b
@@ -163,11 +213,18 @@ class AccuracyTable:
             f"(tuned targets reached: {reached}; best {self.metric} found: {best})"
         )
 
-    def config_for(self, accuracy: float) -> dict[str, Any]:
-        """The configuration to run for a requested accuracy."""
+    def config_for(self, accuracy: float, space: Any = None) -> Mapping[str, Any]:
+        """The configuration to run for a requested accuracy: a ``Config`` of ``space`` (default: the
+        table's own, when it has one), else the plain dict the file stores."""
         cfg = self.bin_for(accuracy).config
         assert cfg is not None
-        return cfg
+        return self.as_config(cfg, space)
+
+    def as_config(self, config: Mapping[str, Any], space: Any = None) -> Mapping[str, Any]:
+        """``config`` (plain, as stored) as a ``Config`` of ``space`` or of the table's space; unchanged
+        when there is neither."""
+        space = self.space if space is None else space
+        return config if space is None else config_in_space(config, space, f"table {self.name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,11 +251,9 @@ class AccuracyTable:
             n_measurements=int(d.get("n_measurements", 0)),
         )
 
-    def save(self, path: str | Path | None = None) -> Path:
+    def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Merge this table into the tuned-choices file and write it."""
-        f = load_for_merge(path)
-        f.set_table(self.name, self.to_dict())
-        return f.write(path)
+        return merge_into_file(path, lambda f: f.set_table(self.name, self.to_dict()))
 
     def format(self) -> str:
         """A small text table."""
@@ -215,18 +270,25 @@ class AccuracyTable:
         return "\n".join(lines)
 
 
-def accuracy_config(name: str, accuracy: float, default: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """At run time: the tuned configuration of table ``name`` for ``accuracy``.
+def accuracy_config(
+    name: str, accuracy: float, default: Mapping[str, Any] | None = None, *, space: Any = None
+) -> Mapping[str, Any]:
+    """At run time: the tuned configuration of table ``name`` for ``accuracy`` (a number, or a numeric
+    string as read from argv).
 
     Falls back to ``default`` when the tuned-choices file has no such table (a missing/corrupt file
-    has already warned once). Raises :class:`ChoiceError` if there is neither.
+    has already warned once). Raises :class:`ChoiceError` if there is neither. With ``space``, the
+    configuration comes back as a ``Config`` of it (selectors as ``Levels``), as the program was tuned with.
     """
+    requested_accuracy(accuracy, f"table {name!r}")
     doc = current_choices().tables.get(name)
     if doc is None:
         if default is None:
             raise ChoiceError(f"table {name!r} is not in the tuned-choices file and no default was given")
-        return dict(default)
-    return AccuracyTable.from_dict(name, doc).config_for(accuracy)
+        if space is None:
+            return dict(default)
+        return config_in_space(default, space, f"default of table {name!r}")
+    return AccuracyTable.from_dict(name, doc).config_for(accuracy, space)
 
 
 @dataclass
@@ -261,8 +323,11 @@ class _AccuracySearch:
         The median, not the mean, so that one load spike on a shared machine does not decide."""
         times, accs = [], []
         for x in inputs:
+            # The program gets a copy made before the clock starts (it may work on its input in place,
+            # as a partial sort does); the metric and every later candidate see the input as it was.
+            data = input_copy(x)
             t0 = time.perf_counter()
-            out = self.program(config, x)
+            out = self.program(config, data)
             times.append(time.perf_counter() - t0)
             self.n_measurements += 1
             try:
@@ -290,7 +355,8 @@ class _AccuracySearch:
             self.failures.append(msg)
             if not self._warned:
                 warnings.warn(
-                    msg + "; dropping such candidates and going on", AccuracyMetricWarning, stacklevel=4
+                    msg + "; dropping such candidates and going on", AccuracyMetricWarning,
+                    stacklevel=user_stacklevel(),
                 )
                 self._warned = True
         except Exception as e:  # the program failing for a configuration is an outcome
@@ -305,6 +371,18 @@ class _AccuracySearch:
 
 class _MetricFailed(Exception):
     pass
+
+
+def check_targets(targets: Any, where: str) -> list[float]:
+    """Accuracy targets as a non-empty list of finite numbers; one ChoiceError line otherwise."""
+    targets = as_list(targets, f"{where}: targets")
+    if not targets:
+        raise ChoiceError(f"{where}: no accuracy targets given")
+    bad = [t for t in targets
+           if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t)]
+    if bad:
+        raise ChoiceError(f"{where}: accuracy targets must be finite numbers, got {bad[0]!r}")
+    return [float(t) for t in targets]
 
 
 def tune_accuracy(
@@ -335,11 +413,15 @@ def tune_accuracy(
             one :class:`AccuracyMetricWarning`; tuning goes on.
         targets: Accuracy targets (bins), any order.
         inputs: Training inputs; a candidate's accuracy is its worst over them, its time the median.
-        held_out: Inputs used only to verify each bin's winner.
+            Each run gets a copy of its input (``copy.deepcopy``, made before the clock starts), so a
+            program that changes its input in place changes no other run's; the metric gets the input
+            as it was.
+        held_out: Inputs used only to verify each bin's winner (copied the same way).
         budget: Candidate configurations to measure (each on all training inputs).
         higher_is_better: False for error-like metrics (then "reaches" means ``<= target``).
         seed: Random seed.
-        seeds: Configurations to measure first.
+        seeds: Configurations to measure first: ``Config`` objects or plain dicts (as a saved table
+            holds them); one that is not valid in ``space`` is a ChoiceError.
         name: Table name (its key in the tuned-choices file).
         metric_name: Name of the metric in messages (default: the function's name).
         final_repeats: Before choosing, the fastest ``n_finalists`` candidates of every bin are timed
@@ -348,32 +430,39 @@ def tune_accuracy(
         n_finalists: How many candidates per bin are re-timed.
         margin: Safety margin in metric units: a cell's winner must reach ``target + margin``
             (``target - margin`` for error metrics) on every training and held-back input.
-        max_verify: At most this many candidates per bin are checked on the held-back inputs.
+        max_verify: At most this many of the fastest candidates of a bin are checked on the held-back
+            inputs; if none of them passes, at most this many more, the most accurate on the training
+            inputs (they are the likeliest to pass), and the fastest of those that pass is chosen.
 
     Returns:
         An :class:`AccuracyTable` with one bin per target, loosest first; unreachable bins have
         ``config=None`` and ``best_accuracy`` set (one :class:`UnreachableTargetWarning` names them).
     """
-    if not targets:
-        raise ChoiceError(f"tune_accuracy({name!r}): no accuracy targets given")
+    at = f"tune_accuracy({name!r})"
+    check_callable(program, f"{at}: program")
+    check_callable(accuracy, f"{at}: accuracy")
+    # Every sequence read once, here: a generator of held-out inputs serves every candidate's check.
+    targets = check_targets(targets, at)
+    inputs = as_list(inputs, f"{at}: inputs")
+    held_out = as_list(held_out, f"{at}: held_out")
     if not inputs:
-        raise ChoiceError(f"tune_accuracy({name!r}): no training inputs given")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ChoiceError(f"tune_accuracy({name!r}): budget must be an integer >= 1, got {budget!r}")
-    bad = [t for t in targets
-           if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t)]
-    if bad:
-        raise ChoiceError(f"tune_accuracy({name!r}): accuracy targets must be finite numbers, got {bad[0]!r}")
+        raise ChoiceError(f"{at}: no training inputs given")
+    budget = check_int(budget, f"{at}: budget", 1)
+    final_repeats = check_int(final_repeats, f"{at}: final_repeats", 1)
+    n_finalists = check_int(n_finalists, f"{at}: n_finalists", 1)
+    max_verify = check_int(max_verify, f"{at}: max_verify", 1)
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < math.inf:
-        raise ChoiceError(f"tune_accuracy({name!r}): margin must be a number >= 0, got {margin!r}")
+        raise ChoiceError(f"{at}: margin must be a number >= 0, got {margin!r}")
+    initial, problems = as_configs(as_list(seeds, f"{at}: seeds"), space)
+    if problems:
+        raise ChoiceError(f"{at}: {problems[0]}")
     sign = 1.0 if higher_is_better else -1.0
     mname = str(metric_name or getattr(accuracy, "__name__", "accuracy"))
     # Work in "higher is better" internally; sort bins loosest first.
     signed = sorted({sign * float(t) for t in targets})
     rng = np.random.default_rng(seed)
-    search = _AccuracySearch(program, accuracy, list(inputs), sign, mname)
+    search = _AccuracySearch(program, accuracy, inputs, sign, mname)
 
-    initial = [c for c in seeds if space.is_valid(c)]
     d = space.default()
     if space.is_valid(d):
         initial.append(d)
@@ -401,7 +490,7 @@ def tune_accuracy(
         reason = search.failures[0] if search.failures else "nothing was measured"
         raise ChoiceError(f"tune_accuracy({name!r}): every candidate failed; first failure: {reason}")
 
-    best_acc = max(c.accuracy for c in search.cands.values() if c.ok)
+    measured_best = max(c.accuracy for c in search.cands.values() if c.ok)
     # Resolve timing noise where it matters: re-time each bin's finalists (shared between bins).
     if final_repeats > 1:
         retimed: set[Any] = set()
@@ -423,30 +512,50 @@ def tune_accuracy(
                     continue
                 # The least disturbed repeat: timing noise on a busy machine only ever adds time.
                 cand.time_s = float(min(times))
+    # The best accuracy found, after the re-runs above lowered the finalists' to their worst run.
+    best_acc = max((c.accuracy for c in search.cands.values() if c.ok), default=measured_best)
     bins: list[AccuracyBin] = []
     checked: dict[Any, float | None] = {}  # held-out worst accuracy per candidate (None: failed)
+
+    def first_verified(cands: Sequence[_Cand], need: float) -> tuple[_Cand | None, float | None, bool]:
+        """The first of ``cands`` whose held-out worst accuracy reaches ``need``, with it; the last item
+        says whether the ``max_verify`` new checks ran out before one did."""
+        n_tries = 0
+        for cand in cands:
+            if cand.config not in checked:
+                if n_tries >= max_verify:
+                    return None, None, True
+                n_tries += 1
+                try:
+                    checked[cand.config] = search.run_one(cand.config, held_out)[1]
+                except Exception as e:
+                    checked[cand.config] = None
+                    search.failures.append(f"held-out check of {dict(cand.config)} failed: {e}")
+            verified = checked[cand.config]
+            if verified is not None and verified >= need:
+                return cand, verified, False
+        return None, None, False
+
+    limited: list[float] = []  # targets whose held-out checks ran out before any candidate passed
     for t in signed:
         cell = AccuracyBin(target=sign * t, config=None, best_accuracy=sign * best_acc)
-        n_tries = 0
-        for cand in search.ranked(t + margin):
-            if cand.accuracy < t + margin or n_tries >= max_verify:
-                break
-            verified = None
-            if held_out:
-                if cand.config not in checked:
-                    n_tries += 1
-                    try:
-                        checked[cand.config] = search.run_one(cand.config, list(held_out))[1]
-                    except Exception as e:
-                        checked[cand.config] = None
-                        search.failures.append(f"held-out check of {dict(cand.config)} failed: {e}")
-                verified = checked[cand.config]
-                if verified is None or verified < t + margin:
-                    continue
-            cell.config = config_to_dict(cand.config)
-            cell.time_s, cell.accuracy = cand.time_s, sign * cand.accuracy
+        feasible = [c for c in search.ranked(t + margin) if c.accuracy >= t + margin]  # fastest first
+        chosen: _Cand | None = feasible[0] if feasible else None
+        verified = None
+        if held_out and feasible:
+            chosen, verified, ran_out = first_verified(feasible, t + margin)
+            if ran_out:
+                # The fastest all missed on the held-back inputs: try the most accurate on the training
+                # inputs (ties: the slowest, which did the most work), fastest of them first.
+                rest = [c for c in feasible if c.config not in checked]
+                likely = sorted(rest, key=lambda c: (c.accuracy, c.time_s), reverse=True)[:max_verify]
+                chosen, verified, _ = first_verified(sorted(likely, key=lambda c: c.time_s), t + margin)
+                if chosen is None and len(rest) > max_verify:
+                    limited.append(sign * t)  # the limit, not the candidates, ended the search
+        if chosen is not None:
+            cell.config = config_to_dict(chosen.config)
+            cell.time_s, cell.accuracy = chosen.time_s, sign * chosen.accuracy
             cell.verified_accuracy = None if verified is None else sign * verified
-            break
         bins.append(cell)
     # Monotone: walking from the tightest bin down, a looser bin never keeps a slower configuration.
     for i in range(len(bins) - 2, -1, -1):
@@ -469,10 +578,18 @@ def tune_accuracy(
         n_measurements=search.n_measurements,
         failures=search.failures,
         n_candidates=len(search.cands),
+        space=space,
     )
     if table.unreachable:
         held_vals = [v for v in checked.values() if v is not None]
         held_note = f"; best on the held-back inputs: {sign * max(held_vals):g}" if held_vals else ""
+        if limited:
+            held_note += (
+                f"; for {limited}, the candidates checked on the held-back inputs (the {max_verify} fastest "
+                f"that reached it on the training inputs, then the {max_verify} most accurate) all missed "
+                f"there, and more that reached it were not checked: raise max_verify or use more "
+                f"representative training inputs"
+            )
         warnings.warn(
             f"tune_accuracy({name!r}): no configuration reached {mname} "
             f"{[b.target for b in table.unreachable]} (best {mname} found: {sign * best_acc:g} "

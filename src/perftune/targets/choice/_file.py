@@ -26,12 +26,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import numbers
 import os
+import stat
+import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +78,21 @@ def choices_path(path: str | os.PathLike[str] | None = None) -> Path:
         return Path(path)
     env = os.environ.get(ENV_VAR)
     return Path(env) if env else Path(DEFAULT_CHOICES_PATH)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first caller outside this package (the line
+    of the user's program), however deep inside the package the warning is raised. Called by the
+    function that warns."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _is_number(v: Any) -> bool:
@@ -154,9 +173,15 @@ def _check_table_header(table: dict[str, Any], at: str) -> None:
         raise ChoiceError(f"{at}: 'higher_is_better' must be true or false, got {got}")
 
 
-def _check_accuracy_table(table: dict[str, Any], at: str) -> None:
-    """An accuracy table as ``AccuracyTable.to_dict`` writes it; raises ChoiceError naming the field."""
+def _check_accuracy_table(table: dict[str, Any], at: str, higher_is_better: bool = True) -> None:
+    """An accuracy table as ``AccuracyTable.to_dict`` writes it; raises ChoiceError naming the field.
+
+    ``higher_is_better``: the direction when the table does not state it (a level table's rows inherit
+    the level table's). The bins must be ordered loosest target first for that direction, as every lookup
+    assumes.
+    """
     _check_table_header(table, at)
+    higher_is_better = table.get("higher_is_better", higher_is_better)
     n = table.get("n_measurements", 0)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ChoiceError(f"{at}: 'n_measurements' must be an integer >= 0, got {shown(n)}")
@@ -175,6 +200,14 @@ def _check_accuracy_table(table: dict[str, Any], at: str) -> None:
         _check_number(b, "accuracy", where)
         _check_number(b, "verified_accuracy", where)
         _check_number(b, "best_accuracy", where, finite=False)  # only reported: may be -inf (none found)
+    targets = [float(b["target"]) for b in bins]
+    if higher_is_better:
+        ordered = all(a < b for a, b in zip(targets, targets[1:], strict=False))
+    else:
+        ordered = all(a > b for a, b in zip(targets, targets[1:], strict=False))
+    if not ordered:
+        way = "increasing" if higher_is_better else "decreasing (an error-like metric)"
+        raise ChoiceError(f"{at}: bin targets {shown(targets)} are not strictly {way}: bins go loosest first")
 
 
 def _check_table(name: str, table: Any, where: str) -> None:
@@ -197,12 +230,18 @@ def _check_table(name: str, table: Any, where: str) -> None:
         raise ChoiceError(f"{at}: 'rows' must be an object (level -> accuracy table), got {shown(rows)}")
     for level, row in rows.items():
         try:
-            int(level)
+            canonical = str(int(level)) == level
         except ValueError:
-            raise ChoiceError(f"{at}: row {shown(level)} is not a level (an integer)") from None
+            canonical = False
+        if not canonical:  # "03" and "3" would both be level 3, and one of them silently lost
+            raise ChoiceError(f"{at}: row {shown(level)} is not a level (an integer written as 3, not 03)")
         if not isinstance(row, dict) or row.get("kind") != "accuracy":
             raise ChoiceError(f"{at}: row {level}: expected an accuracy table")
-        _check_accuracy_table(row, f"{at}[{level}]")
+        for key in ("metric", "higher_is_better"):  # a row inherits these; it may repeat, not contradict
+            if key in table and key in row and row[key] != table[key]:
+                raise ChoiceError(f"{at}: row {level}: {key!r} is {json.dumps(row[key])} but the table's is "
+                                  f"{json.dumps(table[key])}")
+        _check_accuracy_table(row, f"{at}[{level}]", table.get("higher_is_better", True))
 
 
 class ChoicesFile:
@@ -318,25 +357,87 @@ class ChoicesFile:
         return p
 
 
+def _aside_name(p: Path) -> Path:
+    """A free name to keep an unreadable file under: ``NAME.unreadable``, else ``NAME.unreadable.1``, ...
+    (a file kept aside before is never replaced)."""
+    aside = p.with_name(p.name + ".unreadable")
+    n = 0
+    while aside.exists() or aside.is_symlink():
+        n += 1
+        aside = p.with_name(f"{p.name}.unreadable.{n}")
+    return aside
+
+
+def _replaceable(p: Path) -> bool:
+    """Whether a readable regular file is at ``p`` (False: nothing is, or a dangling link). Anything else
+    there (a folder, a FIFO, a file this process may not read) is no tuned-choices file to replace:
+    ChoiceError."""
+    try:
+        mode = os.stat(p).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise ChoiceError(f"{p}: is {kind}, not a tuned-choices file; not overwritten "
+                              "(save to another path)")
+        with open(p, "rb"):  # a regular file: opening it cannot block
+            pass
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        why = e.strerror or e
+        raise ChoiceError(f"{p}: cannot read the tuned-choices file ({why}); not overwritten") from None
+    return True
+
+
 def load_for_merge(path: str | os.PathLike[str] | None = None) -> ChoicesFile:
-    """The tuned-choices file that a save merges into: empty when there is none. One that cannot be read
-    is renamed aside (``NAME.unreadable``, with one warning) rather than overwritten without a word, so
-    that the choices it holds can still be recovered by hand."""
+    """The tuned-choices file that a save merges into: empty when there is none.
+
+    A regular file whose content cannot be used (not JSON, a bad value) is renamed aside (``NAME.unreadable``,
+    or ``NAME.unreadable.1``, ... when that is taken; one warning) rather than overwritten without a word,
+    so that the choices it holds can still be recovered by hand. Anything else at the path (a folder, a
+    FIFO, a file this process may not read) is no tuned-choices file to replace: ChoiceError, nothing moved.
+    """
     p = choices_path(path)
-    if not p.exists() and not p.is_symlink():
+    if not _replaceable(p):
         return ChoicesFile()
     try:
         return ChoicesFile.read(p)
     except ChoiceError as e:
-        aside = p.with_name(p.name + ".unreadable")
+        aside = _aside_name(p)
         try:
             os.replace(p, aside)
-            kept = f"kept as {aside}"
         except OSError as move:
-            kept = f"it could not be moved aside ({move.strerror})"
-        warnings.warn(f"{e}; a new file is written with this tuning's choices only, the old one {kept}",
-                      ChoicesFileWarning, stacklevel=3)
+            raise ChoiceError(f"{e}; it could not be moved aside ({move.strerror}), so it is not "
+                              "overwritten") from None
+        warnings.warn(f"{e}; a new file is written with this tuning's choices only, the old one kept as "
+                      f"{aside}", ChoicesFileWarning, stacklevel=user_stacklevel())
         return ChoicesFile()
+
+
+@contextlib.contextmanager
+def _save_lock(p: Path) -> Iterator[None]:
+    """An exclusive lock on ``NAME.lock`` beside the file, for a whole read-merge-write: two tunings
+    saving into one file at once take turns, so neither writes a merge made before the other saved."""
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p.with_name(p.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise ChoiceError(f"{p}: cannot lock the tuned-choices file for saving ({e.strerror or e})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race)
+
+
+def merge_into_file(path: str | os.PathLike[str] | None, update: Callable[[ChoicesFile], None]) -> Path:
+    """Read the tuned-choices file (:func:`load_for_merge`), let ``update`` change it, write it back, all
+    under the file's lock; returns the path written. Every tuning's ``save()`` goes through here."""
+    p = choices_path(path)
+    _replaceable(p)  # a folder at the path: refused before a lock file is made beside it
+    with _save_lock(p):
+        f = load_for_merge(p)
+        update(f)
+        return f.write(p)
 
 
 def load_choices(path: str | os.PathLike[str] | None = None, *, warn: bool = True) -> ChoicesFile:
@@ -350,5 +451,6 @@ def load_choices(path: str | os.PathLike[str] | None = None, *, warn: bool = Tru
         return ChoicesFile.read(path)
     except ChoiceError as e:
         if warn:
-            warnings.warn(f"{e}; using the declared defaults", ChoicesFileWarning, stacklevel=3)
+            warnings.warn(f"{e}; using the declared defaults", ChoicesFileWarning,
+                          stacklevel=user_stacklevel())
         return ChoicesFile()

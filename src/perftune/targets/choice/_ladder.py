@@ -24,8 +24,9 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,54 @@ import numpy as np
 from perftune.targets.choice._file import ChoiceError
 
 __all__ = ["LadderResult", "LadderSettings", "Rung", "increa"]
+
+
+def check_int(value: Any, what: str, low: int) -> int:
+    """``value`` as an int ``>= low``; ChoiceError (one line, ``what`` names it) for anything else."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ChoiceError(f"{what} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_callable(value: Any, what: str) -> None:
+    """ChoiceError (one line) unless ``value`` can be called."""
+    if not callable(value):
+        raise ChoiceError(f"{what} must be a function, got {type(value).__name__} {value!r:.60}")
+
+
+def as_list(value: Any, what: str) -> list[Any]:
+    """A list, inputs, sizes or targets given as any iterable (a generator is read once, here); one
+    ChoiceError line for a single number or string given where a list belongs."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ChoiceError(f"{what} must be a list, got {type(value).__name__} {value!r:.60}")
+    return list(value)
+
+
+def as_configs(configs: Iterable[Any], space: Any) -> tuple[list[Any], list[str]]:
+    """Seed configurations as the space's own: a plain dict (what a tuned table stores, a selector in its
+    ``{"cutoffs", "choices"}`` form) becomes a hashable :class:`perftune.space.Config`. Returns the valid
+    ones and, for every other, what is wrong with it in words."""
+    from perftune.errors import PerftuneError
+    from perftune.space import Config
+
+    valid: list[Any] = []
+    problems: list[str] = []
+    for c in configs:
+        if not isinstance(c, Mapping):
+            problems.append(f"seed {c!r:.80} is not a configuration (a dict of parameter values)")
+            continue
+        try:
+            config = c if isinstance(c, Config) else Config.from_json(dict(c))
+            ok = space.is_valid(config)
+        except (PerftuneError, TypeError, ValueError) as e:
+            problems.append(f"seed {dict(c)} cannot be read: {e}")
+            continue
+        if not ok:
+            why = space.why_invalid(config) if hasattr(space, "why_invalid") else None
+            problems.append(f"seed {dict(c)} is not valid in the space ({why or 'rejected'})")
+            continue
+        valid.append(config)
+    return valid, problems
 
 
 @dataclass(frozen=True)
@@ -59,8 +108,12 @@ class LadderSettings:
     final_samples: int = 3
 
     def __post_init__(self) -> None:
-        if self.population < 2 or self.generations < 0 or not 0 < self.keep <= 1 or self.min_keep < 1:
-            raise ChoiceError(f"LadderSettings: bad values {self}")
+        for name, low in (("population", 2), ("generations", 0), ("min_keep", 1), ("grow", 0), ("resolve", 0),
+                          ("final_samples", 1)):
+            check_int(getattr(self, name), f"LadderSettings: {name}", low)
+        keep = self.keep
+        if isinstance(keep, bool) or not isinstance(keep, numbers.Real) or not 0 < keep <= 1:
+            raise ChoiceError(f"LadderSettings: keep must be a fraction in (0, 1], got {keep!r}")
 
 
 @dataclass
@@ -198,18 +251,29 @@ def increa(
         A :class:`LadderResult`.
     """
     st = settings or LadderSettings()
+    if not isinstance(st, LadderSettings):
+        raise ChoiceError(f"increa: settings must be a LadderSettings, got {type(st).__name__}")
+    check_callable(objective, "increa: objective")
+    sizes = as_list(sizes, "increa: sizes")
     if len(sizes) == 0:
         raise ChoiceError("increa: sizes is empty; give at least one input size")
+    try:
+        increasing = all(a < b for a, b in zip(sizes, sizes[1:], strict=False))
+    except TypeError:
+        increasing = False
+    if not increasing:  # the ladder tunes for its last size: a decreasing list would tune for the smallest
+        raise ChoiceError(f"increa: sizes must be strictly increasing, got {sizes}")
     if goal not in ("min", "max"):
         raise ChoiceError(f"increa: goal must be 'min' or 'max', got {goal!r}")
     rng = np.random.default_rng(seed)
     rec = _Samples(objective, cost, 1.0 if goal == "min" else -1.0)
     rungs = [Rung(size=s) for s in sizes]
+    seeds, problems = as_configs(as_list(seeds, "increa: seeds"), space)
+    notes: list[str] = [f"{p}; not measured" for p in problems]
     refs: list[Any] = []
-    for c in baselines or ():
-        if space.is_valid(c) and c not in refs:
+    for c in as_configs(as_list(baselines or (), "increa: baselines"), space)[0]:
+        if c not in refs:
             refs.append(c)
-    notes: list[str] = []
 
     def usable(c: Any) -> bool:
         # A reference that failed somewhere (say, a default that is wrong at some size) is not carried.

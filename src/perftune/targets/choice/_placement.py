@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import statistics
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from perftune.targets.choice._file import ChoiceError, ChoicesFile, load_for_merge
+from perftune.targets.choice._file import ChoiceError, ChoicesFile, merge_into_file
 from perftune.targets.choice._site import AlgorithmSite, current_choices
 from perftune.targets.choice._tune import input_copy, simplify_levels
 
@@ -215,7 +216,8 @@ class PlacementRow:
         size: The input size.
         median_s: Median seconds per call of each alternative that ran correctly.
         winner: The fastest alternative at this size.
-        failures: ``{alternative: reason}`` for those that raised or gave a wrong output.
+        failures: ``{alternative: reason}`` for those that raised (in the warm-up or a timed round) or
+            gave a wrong output; they are not ranked at this size.
 
     Example:
         >>> PlacementRow(64, {"numpy": 1e-5, "torch-cuda": 9e-5}, "numpy").failures
@@ -267,9 +269,7 @@ class PlacementTuning:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge the tuned selector into the tuned-choices file (default location) and write it."""
-        existing = load_for_merge(path)
-        existing.update(self.choices_file)
-        return existing.write(path)
+        return merge_into_file(path, lambda f: f.update(self.choices_file))
 
     def apply(self, site: AlgorithmSite) -> None:
         """Install the tuned selector in ``site`` in this process."""
@@ -294,6 +294,20 @@ def _crossing(size_a: int, size_b: int, ratio_a: float, ratio_b: float) -> int:
     f = min(max(f, 0.0), 1.0)
     c = math.exp(math.log(size_a) + f * (math.log(size_b) - math.log(size_a)))
     return min(max(int(math.ceil(c)), size_a + 1), size_b)
+
+
+def _check_make_input(make_input: Any) -> None:
+    """One line for a ``make_input`` that cannot be called as ``make_input(n, rng)``."""
+    if not callable(make_input):
+        raise ChoiceError(f"tune_placement: make_input must be callable as make_input(n, rng), got "
+                          f"{type(make_input).__name__}")
+    try:
+        inspect.signature(make_input).bind(1, None)
+    except TypeError:
+        raise ChoiceError("tune_placement: make_input must take two arguments, make_input(n, rng) (the size "
+                          "and a numpy Generator)") from None
+    except ValueError:  # no signature to read (some builtins): its call will tell
+        pass
 
 
 def tune_placement(
@@ -322,7 +336,9 @@ def tune_placement(
         call: How one input is passed to an alternative (default ``fn(input)``; for a tuple of
             arguments, ``lambda fn, args: fn(*args)``).
         check: Optional ``check(input, output) -> bool``; a wrong output excludes that alternative at
-            that size.
+            that size (checked on the warm-up call). An alternative that raises, in the warm-up or in a
+            timed round (a GPU out of memory once the rounds pile up calls), is excluded there too, with
+            the reason in its row's ``failures``; the sizes measured so far are kept.
         n_rounds: Interleaved samples per alternative and size.
         min_sample_s: Least duration of one sample.
         seed: Seed of the inputs.
@@ -338,13 +354,19 @@ def tune_placement(
         raise ChoiceError(f"tune_placement: sizes must be positive and strictly increasing, got {sizes}")
     if n_rounds < 1:
         raise ChoiceError(f"tune_placement: n_rounds must be >= 1, got {n_rounds}")
+    _check_make_input(make_input)
     invoke = call or (lambda fn, data: fn(data))
     alts = list(site.alternatives)
     funcs = {alt: site._alts[alt] for alt in alts}
     rng = np.random.default_rng(seed)
     rows: list[PlacementRow] = []
     for n in sizes:
-        data = make_input(n, rng)
+        try:
+            data = make_input(n, rng)
+        except Exception as exc:
+            raise ChoiceError(
+                f"tune_placement: make_input({n}, rng) raised {type(exc).__name__}: {exc}"
+            ) from None
         failures: dict[str, str] = {}
         reps: dict[str, int] = {}
         for alt in alts:
@@ -364,19 +386,27 @@ def tune_placement(
                 continue
             reps[alt] = max(1, int(math.ceil(min_sample_s / warm_s)))
         ok = [alt for alt in alts if alt in reps]
-        if not ok:
-            raise ChoiceError(f"tune_placement: no alternative of {site.name!r} ran correctly at size {n}: "
-                              f"{failures}")
         samples: dict[str, list[float]] = {alt: [] for alt in ok}
         for r in range(n_rounds):
-            order = ok[r % len(ok):] + ok[: r % len(ok)]
+            order = ok[r % len(ok):] + ok[: r % len(ok)] if ok else []
             for alt in order:
+                if alt not in samples:
+                    continue  # failed in an earlier round at this size
                 k = reps[alt]
                 copies = [input_copy(data) for _ in range(k)]  # made before the clock starts
-                t0 = time.perf_counter()
-                for one in copies:
-                    invoke(funcs[alt], one)
-                samples[alt].append((time.perf_counter() - t0) / k)
+                try:
+                    t0 = time.perf_counter()
+                    for one in copies:
+                        invoke(funcs[alt], one)
+                    took = time.perf_counter() - t0
+                except Exception as exc:  # out of memory once the timed rounds pile up calls, say
+                    failures[alt] = f"{type(exc).__name__} at size {n} (timed round {r + 1}): {exc}"
+                    del samples[alt]
+                    continue
+                samples[alt].append(took / k)
+        if not samples:
+            raise ChoiceError(f"tune_placement: no alternative of {site.name!r} ran correctly at size {n}: "
+                              f"{failures}")
         medians = {alt: statistics.median(s) for alt, s in samples.items()}
         rows.append(PlacementRow(n, medians, min(medians, key=medians.__getitem__), failures))
     cutoffs: list[int] = []

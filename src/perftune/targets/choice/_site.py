@@ -47,6 +47,7 @@ from perftune.targets.choice._file import (
     ChoicesFileWarning,
     check_selector,
     load_choices,
+    user_stacklevel,
 )
 
 __all__ = [
@@ -242,10 +243,21 @@ class AlgorithmSite:
     # ---- dispatch --------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Hot path: two attribute loads, one size call, one bisect. Everything else is precomputed.
+        # Hot path: two attribute loads, one size call, one bisect. Everything else is precomputed. (A
+        # try costs nothing until it catches.)
         if self._single:
             return self._funcs[0](*args, **kwargs)
-        return self._funcs[bisect_right(self._cutoffs, self._size(args[0]))](*args, **kwargs)
+        try:
+            n = self._size(args[0])
+        except IndexError:
+            if args:
+                raise
+            raise self._no_positional() from None
+        return self._funcs[bisect_right(self._cutoffs, n)](*args, **kwargs)
+
+    def _no_positional(self) -> ChoiceError:
+        return ChoiceError(f"site {self.name!r} dispatches on the size of its first positional argument; "
+                           f"call {self.name}(xs, ...), not {self.name}(xs=...)")
 
     def _unresolve(self) -> None:
         # The next call resolves (reads the file if needed) and then installs the real table.
@@ -256,6 +268,8 @@ class AlgorithmSite:
         self.source = "unresolved"
 
     def _resolve_and_call(self, *args: Any, **kwargs: Any) -> Any:
+        if not args:  # refused on the first call, tuned or not: not only once a tuned file adds levels
+            raise self._no_positional()
         self.resolve()
         return self(*args, **kwargs)
 
@@ -281,7 +295,7 @@ class AlgorithmSite:
                 f"site {self.name!r}: tuned choices name unknown alternatives {unknown} "
                 f"(known: {list(self._alts)}); using default {self.default!r}",
                 ChoicesFileWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         self._install((), (self.default,), "default")
 

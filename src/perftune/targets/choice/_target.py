@@ -65,7 +65,8 @@ class ChoiceTarget(TargetBase):
         sites: The algorithm sites it calls.
         make_input: Builds an input of a size (not timed).
         size: The input size timed.
-        check: Optional ``check(input, output) -> bool``; a wrong output fails the trial.
+        check: Optional ``check(input, output) -> bool``; a wrong output (False, or the check raising)
+            fails the trial.
         max_levels: Most levels per selector.
         seed: Seed of the inputs.
 
@@ -125,7 +126,14 @@ class ChoiceTarget(TargetBase):
         except Exception as error:  # the program is user code: any exception is a failed trial
             return Outcome(Status.FAILED, reason=f"{type(error).__name__}: {error}"[:2000],
                            started_at=started, finished_at=time.time())
-        if self.check is not None and not self.check(reference, out):
-            return Outcome(Status.FAILED, reason=f"wrong output at size {self.size}", started_at=started,
-                           finished_at=time.time())
+        if self.check is not None:
+            try:
+                right = self.check(reference, out)
+            except Exception as error:  # a check in the assert style (np.testing) raises on a wrong output
+                right, why = False, f": {type(error).__name__}: {error}"[:2000]
+            else:
+                why = ""
+            if not right:
+                return Outcome(Status.FAILED, reason=f"wrong output at size {self.size}{why}",
+                               started_at=started, finished_at=time.time())
         return Outcome(Status.OK, value=elapsed, started_at=started, finished_at=time.time())

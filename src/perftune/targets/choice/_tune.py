@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import numbers
 import statistics
 import time
 import warnings
@@ -39,9 +40,16 @@ from perftune.targets.choice._file import (
     ChoiceError,
     ChoicesFile,
     ChoicesFileWarning,
-    load_for_merge,
+    merge_into_file,
 )
-from perftune.targets.choice._ladder import LadderResult, LadderSettings, increa
+from perftune.targets.choice._ladder import (
+    LadderResult,
+    LadderSettings,
+    as_list,
+    check_callable,
+    check_int,
+    increa,
+)
 from perftune.targets.choice._site import AlgorithmSite
 
 __all__ = ["SiteTuning", "simplify_levels", "tune_sites"]
@@ -88,9 +96,7 @@ class SiteTuning:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Merge the tuned selectors into the tuned-choices file (default location) and write it."""
-        existing = load_for_merge(path)
-        existing.update(self.choices)
-        return existing.write(path)
+        return merge_into_file(path, lambda f: f.update(self.choices))
 
     def apply(self, sites: Sequence[AlgorithmSite]) -> None:
         """Install the tuned selectors in ``sites`` in this process."""
@@ -142,7 +148,10 @@ def tune_sites(
         sites: The algorithm sites to tune.
         make_input: Builds a fresh input of a given size (not timed).
         sizes: Increasing input sizes; the result is tuned for the last one.
-        check: Optional ``check(input, output) -> bool``; a wrong output fails that candidate.
+        check: Optional ``check(input, output) -> bool``; a wrong output fails that candidate. Without
+            it, a candidate that raises fails, and the final verification (below) still runs the
+            chosen selector at every level's sizes, so that none is saved that raises at a size below
+            the smallest tuned one.
         max_levels: Most levels per selector.
         settings: Ladder settings (population, survival, noise resolution).
         seed: Seed for candidate generation and inputs.
@@ -155,13 +164,29 @@ def tune_sites(
     """
     from perftune.space import Levels, Space
 
+    check_callable(program, "tune_sites: program")
+    check_callable(make_input, "tune_sites: make_input")
+    if check is not None:
+        check_callable(check, "tune_sites: check")
+    if isinstance(sites, AlgorithmSite):
+        raise ChoiceError(f"tune_sites: sites must be a list of algorithm sites, got the site {sites.name!r} "
+                          "alone; pass [site]")
+    sites = as_list(sites, "tune_sites: sites")
     if not sites:
         raise ChoiceError("tune_sites: no algorithm sites given")
+    not_sites = [s for s in sites if not isinstance(s, AlgorithmSite)]
+    if not_sites:
+        raise ChoiceError(f"tune_sites: sites must be AlgorithmSite objects, got {not_sites[0]!r:.60}")
     names = [s.name for s in sites]
     if len(set(names)) != len(names):
         raise ChoiceError(f"tune_sites: site names repeat: {names}")
-    if list(sizes) != sorted(set(sizes)) or not sizes or sizes[0] < 1:
-        raise ChoiceError(f"tune_sites: sizes must be positive and strictly increasing, got {list(sizes)}")
+    sizes = as_list(sizes, "tune_sites: sizes")
+    if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in sizes):
+        raise ChoiceError(f"tune_sites: sizes must be integers (input sizes), got {sizes}")
+    sizes = [int(n) for n in sizes]
+    if sizes != sorted(set(sizes)) or not sizes or sizes[0] < 1:
+        raise ChoiceError(f"tune_sites: sizes must be positive and strictly increasing, got {sizes}")
+    max_levels = check_int(max_levels, "tune_sites: max_levels", 1)
     # Cutoffs above the largest tuned size would never be measured: keep them inside the ladder.
     space = Space(
         {
@@ -222,29 +247,30 @@ def tune_sites(
             seeds.append(Config({**base, s.name: Levels(cutoffs=(), choices=(alt,))}))
     default = space.default()
     ladder = increa(
-        objective, space, list(sizes), settings=settings, seed=seed, seeds=seeds, propose=propose,
-        baselines=[default], carry=_trim,
+        objective, space, sizes, settings=settings, seed=seed, seeds=[c for c in seeds if space.is_valid(c)],
+        propose=propose, baselines=[default], carry=_trim,
     )
     # A level is only checked on the sizes the measurements happened to visit; before trusting a
-    # selector, run the program at both ends, the middle and a random size of every level's range.
+    # selector, run the program at both ends, the middle and a random size of every level's range
+    # (without a check too: a level below the smallest tuned size may never have run, and may raise).
     top = sizes[-1]
     survivors = [(_trim(c, top), v) for c, v in ladder.survivors]
     chosen, chosen_value = survivors[0]
-    if check is not None:
-        for config, value in survivors:
-            problem = _verify(config, by_name, program, make_input, check, sizes[-1], input_rng)
-            if problem is None:
-                chosen, chosen_value = config, value
-                break
-            ladder.failures.append((config, sizes[-1], problem))
-        else:
-            # Every survivor hid a wrong level in a size range the ladder never visited. Fall back to
-            # the seeds (the current selectors and each algorithm alone) that pass the same check,
-            # timed at the largest size; only if none of them is right is there nothing to choose.
-            fallback = _best_verified(seeds, by_name, program, make_input, check, objective, top, input_rng)
-            if fallback is None:
-                raise ChoiceError(f"tune_sites: every selector gave a wrong output; last: {problem}")
-            chosen, chosen_value = fallback
+    for config, value in survivors:
+        problem = _verify(config, by_name, program, make_input, check, sizes[-1], input_rng)
+        if problem is None:
+            chosen, chosen_value = config, value
+            break
+        ladder.failures.append((config, sizes[-1], problem))
+    else:
+        # Every survivor hid a wrong level in a size range the ladder never visited. Fall back to
+        # the seeds (the current selectors and each algorithm alone) that pass the same check,
+        # timed at the largest size; only if none of them is right is there nothing to choose.
+        fallback = _best_verified(seeds, by_name, program, make_input, check, objective, top, input_rng)
+        if fallback is None:
+            raise ChoiceError(f"tune_sites: every selector failed the final check at some size; "
+                              f"last: {problem}")
+        chosen, chosen_value = fallback
     # Never keep what was measured slower than the defaults at a tuned size: time the chosen selector
     # (then the next survivors) against them at every tuned size, and keep the defaults if all lose.
     st = settings or LadderSettings()
@@ -256,13 +282,14 @@ def tune_sites(
             break
         if config in tries or config == default or config in wrong:
             continue
-        if check is not None and _verify(config, by_name, program, make_input, check, top, input_rng):
+        if _verify(config, by_name, program, make_input, check, top, input_rng):
             continue
         tries.append(config)
     comparison: list[tuple[int, float, float]] = []
     default_time = ladder.rungs[-1].baseline_value
-    if check is not None and _verify(default, by_name, program, make_input, check, top, input_rng):
-        notes.append("the declared defaults give a wrong output: the tuned selectors were not compared")
+    default_problem = _verify(default, by_name, program, make_input, check, top, input_rng)
+    if default_problem is not None:
+        notes.append(f"the declared defaults fail ({default_problem}): the tuned selectors were not compared")
     elif chosen == default:
         notes.append(f"kept the declared defaults: no tuned selector measured faster at size {top}")
     else:
@@ -328,11 +355,11 @@ def _compare(
         for _ in range(n):
             try:
                 a.append(objective(config, size))
-            except ChoiceError as e:
-                return rows, f"failed at size {size}: {e}"
+            except Exception as e:  # a wrong output, or the program raising: this selector fails here
+                return rows, f"failed at size {size}: {type(e).__name__}: {e}"
             try:
                 b.append(objective(default, size))
-            except ChoiceError:
+            except Exception:  # the defaults failing here: this size is not compared
                 break
         if len(b) < n:
             continue
@@ -361,7 +388,7 @@ def _best_verified(
     sites: dict[str, AlgorithmSite],
     program: Callable[[Any], Any],
     make_input: Callable[[int, np.random.Generator], Any],
-    check: Callable[[Any, Any], bool],
+    check: Callable[[Any, Any], bool] | None,
     objective: Callable[[Any, int], float],
     top: int,
     rng: np.random.Generator,
@@ -377,7 +404,7 @@ def _best_verified(
         seen.append(config)
         try:
             value = statistics.median(objective(config, top) for _ in range(3))
-        except ChoiceError:
+        except Exception:  # noqa: BLE001 - a seed failing at the largest size is not a choice
             continue
         if best is None or value < best[1]:
             best = (config, value)
@@ -389,10 +416,12 @@ def _verify(
     sites: dict[str, AlgorithmSite],
     program: Callable[[Any], Any],
     make_input: Callable[[int, np.random.Generator], Any],
-    check: Callable[[Any, Any], bool],
+    check: Callable[[Any, Any], bool] | None,
     top: int,
     rng: np.random.Generator,
 ) -> str | None:
+    """Why ``config`` fails at some size of one of its levels (a wrong output by ``check``, or the
+    program raising; without ``check`` only raising fails); None when it passes."""
     test_sizes: set[int] = set()
     for name in sites:
         lv = config[name]
@@ -406,10 +435,14 @@ def _verify(
         for name, site in sites.items():
             stack.enter_context(site.use(config[name]))
         for n in sorted(test_sizes):
-            data = make_input(n, rng)
-            reference = input_copy(data)
             try:
-                ok = check(reference, program(data))
+                data = make_input(n, rng)
+            except Exception:  # noqa: BLE001 - no input of that size exists: nothing can run there
+                continue
+            reference = input_copy(data) if check is not None else data
+            try:
+                out = program(data)
+                ok = check is None or check(reference, out)
             except Exception as e:  # a crash on an untested size is a wrong selector, not a tuner crash
                 return f"{type(e).__name__} at size {n} with {dict(config)}: {e}"
             if not ok:
