@@ -138,7 +138,7 @@ def _progress_options(f: Any) -> Any:
                         help="No progress lines (the result is still printed).")(f)
 
 
-def _common_options(f: Any) -> Any:
+def _common_options(f: Any, *, resumed: bool = False) -> Any:
     f = _budget_option(f)
     f = _progress_options(f)
     f = click.option("--scheduler", default=None, metavar="ADDRESS",
@@ -146,15 +146,21 @@ def _common_options(f: Any) -> Any:
                           "or local:N for a local cluster of N workers.")(f)
     f = click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
                      help="Where evaluations run: local processes or a Dask cluster.")(f)
+    # A resumed run keeps its seed and lag: the options may only repeat them.
+    keeps = " A resumed run keeps the run's own: only that value is accepted." if resumed else ""
     f = click.option("--lag", type=click.IntRange(min=0), default=None,
                      help="Seeded runs: results reach the search this many trials late (default 8); "
-                          "at most lag+1 evaluations are in flight.")(f)
+                          f"at most lag+1 evaluations are in flight.{keeps}")(f)
     f = click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
                      help="Evaluations in flight (local processes).")(f)
     f = click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="Seed: makes the run reproducible.")(f)
+                     help=f"Seed: makes the run reproducible.{keeps}")(f)
     return click.option("--store", "store", default=None, metavar="URL",
                         help="Results store (overrides the global --store).")(f)
+
+
+def _resume_options(f: Any) -> Any:
+    return _common_options(f, resumed=True)
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -244,9 +250,10 @@ def _console() -> Any:
 
 def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
 
-    from perftune.report import FinalAnswer
+    from perftune.report import FinalAnswer, with_failed_default
 
-    answer = answer if answer is not None else FinalAnswer(None)
+    # A default configuration that failed or broke a constraint leaves no improvement: say so, as show does.
+    answer = with_failed_default(answer if answer is not None else FinalAnswer(None), result.default)
     imp = answer.improvement
     # The older flat fields hold ratios: none where the values reach 0 or below ("improvement" says why).
     ratio = imp if imp is not None and imp.ratio else None
@@ -265,7 +272,7 @@ def _print_result(result: Any, *, as_json: bool, answer: Any = None) -> None:
         }
         if multi:
             doc["objectives"] = objectives.to_dict()
-            doc["pareto"] = [_trial_json(t) for t in result.pareto]
+            doc["pareto"] = _pareto_json(objectives.names, objectives.goals, result.pareto)  # as show --json
         _emit_json(doc)
         return
     console = _console()
@@ -376,7 +383,8 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
     """``perftune run`` of a task file with a ``[target]`` table: the registry's target of that kind."""
     from perftune.targets import TaskRunner
 
-    tuning = _target_tuning(task, target.kind)
+    # A target that drives its own run (TaskRunner) takes no technique or seeds from the task file.
+    tuning = _target_tuning(task, target, searched=not isinstance(target, TaskRunner))
     items = _opt(ctx, "budget", budget) or tuning.get("budget")
     if isinstance(items, int | str):
         items = (items,)
@@ -413,7 +421,8 @@ def _run_target(ctx: click.Context, task: str, target: Any, store: str | None, s
         _print_flags_result(result, as_json, st)
         return
     _tune_registered_target(ctx, task, target, store, seed, n_workers, lag, items, executor, scheduler,
-                            as_json, name or tuning.get("name"), warm_start)
+                            as_json, name or tuning.get("name"), warm_start, tuning.get("seeds", []),
+                            tuning.get("technique", "default"))
 
 
 def _task_stem(task: str) -> str:
@@ -422,8 +431,10 @@ def _task_stem(task: str) -> str:
 
 def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: str | None, seed: int | None,
                             workers: int, lag: int | None, items: Any, executor: str, scheduler: str | None,
-                            as_json: bool, name: str | None, warm_start: tuple[str, ...] = ()) -> None:
-    """The driver's loop over any registered target: its space, its evaluate, its verify for the winner."""
+                            as_json: bool, name: str | None, warm_start: tuple[str, ...] = (),
+                            seeds: list[dict[str, Any]] | None = None, technique: str = "default") -> None:
+    """The driver's loop over any registered target: its space, its evaluate, its verify for the winner;
+    ``seeds`` are measured first (after the default) and ``technique`` searches (``[tuning]``)."""
     from perftune.drive import Budget, Tuner, parse_budget
     from perftune.report import answer_of, record_final_answer
     from perftune.targets import TargetObjective
@@ -433,7 +444,7 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
     st = _open(ctx, store, must_exist=False)
     sources = [_warm_start_source(st, source) for source in warm_start]
     tuner = Tuner(target.space(), goal=target.goal, seed=seed, store=st, lag=lag, budget=limit,
-                  warm_start=sources or None,
+                  warm_start=sources or None, seeds=seeds or (), technique=technique,
                   name=_free_name(st, name or _task_stem(task)),
                   settings={"target": target.kind, "task_fingerprint": _task_fingerprint(task)})
     _note_warm_start_skipped(st, tuner)
@@ -457,8 +468,9 @@ def _tune_registered_target(ctx: click.Context, task: str, target: Any, store: s
     _exit_without_answer(result)
 
 
-def _target_tuning(task: str, kind: str) -> dict[str, Any]:
-    """The run name and ``[tuning]`` settings of a ``[target]`` (``[tuning] name``, else ``name``)."""
+def _target_tuning(task: str, target: Any, *, searched: bool = True) -> dict[str, Any]:
+    """The run name and ``[tuning]`` settings of a ``[target]`` (``[tuning] name``, else ``name``); with
+    ``searched`` (the driver's loop searches the target's space), ``seeds`` and ``technique`` too."""
     import tomllib
 
     from perftune.targets import read_task_text
@@ -467,10 +479,10 @@ def _target_tuning(task: str, kind: str) -> dict[str, Any]:
     tuning = data.get("tuning", {})
     if not isinstance(tuning, dict):
         raise PerftuneError(f"{task}: key tuning: expected a table [tuning]")
-    known = {"name", "budget", "seed", "workers"}
+    known = {"name", "budget", "seed", "workers"} | ({"seeds", "technique"} if searched else set())
     unknown = sorted(set(tuning) - known)
     if unknown:
-        raise PerftuneError(f"{task}: key tuning.{unknown[0]}: not used by the {kind} kind "
+        raise PerftuneError(f"{task}: key tuning.{unknown[0]}: not used by the {target.kind} kind "
                             f"(known: {', '.join(sorted(known))})")
     out: dict[str, Any] = {}
     name = tuning.get("name", data.get("name"))
@@ -493,7 +505,53 @@ def _target_tuning(task: str, kind: str) -> dict[str, Any]:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise PerftuneError(f"{task}: key tuning.{key}: expected an integer of at least {least}")
             out[key] = value
+    if "technique" in tuning:
+        out["technique"] = _task_technique(task, tuning["technique"])
+    if "seeds" in tuning:
+        out["seeds"] = _task_seeds(task, tuning["seeds"], target.space())
     return out
+
+
+def _task_technique(task: str, name: Any) -> str:
+    """``[tuning] technique`` of a ``[target]`` task: a name that ``perftune techniques`` lists."""
+    from perftune import search
+
+    if not isinstance(name, str):
+        raise PerftuneError(f"{task}: key tuning.technique: expected a technique name (a string), "
+                            f"got {name!r}")
+    try:
+        search.get(name)
+    except PerftuneError:
+        known = [*search.names(), *search.ALIASES]
+        raise PerftuneError(f"{task}: key tuning.technique: unknown technique {name!r} "
+                            f"(known: {', '.join(known)})") from None
+    return name
+
+
+def _task_seeds(task: str, raw: Any, space: Any) -> list[dict[str, Any]]:
+    """``[tuning] seeds`` of a ``[target]`` task: complete, valid configurations of the target's space."""
+    from perftune.space import Config
+
+    if not isinstance(raw, list):
+        raise PerftuneError(f"{task}: key tuning.seeds: expected a list of inline tables of parameter values")
+    seeds = []
+    for i, values in enumerate(raw):
+        key = f"{task}: key tuning.seeds[{i}]"
+        if not isinstance(values, dict):
+            raise PerftuneError(f"{key}: expected an inline table of parameter values, got {values!r}")
+        unknown = [k for k in values if k not in space.params]
+        if unknown:
+            raise PerftuneError(f"{key}: unknown parameter {unknown[0]!r} "
+                                f"(parameters: {', '.join(space.names)})")
+        try:
+            config = Config.from_json(values, space)
+        except PerftuneError as error:
+            raise PerftuneError(f"{key}: {error}") from None
+        problem = space.why_invalid(config)
+        if problem is not None:
+            raise PerftuneError(f"{key}: {problem}")
+        seeds.append(dict(config))
+    return seeds
 
 
 def _check_scheduler(executor: str, scheduler: str | None) -> None:
@@ -668,7 +726,7 @@ def _warm_start_source(st: Any, source: str) -> Any:
 
 @cli.command("resume")
 @click.argument("run")
-@_common_options
+@_resume_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None, workers: int | None,
@@ -709,15 +767,16 @@ def resume_cmd(ctx: click.Context, run: str, store: str | None, seed: int | None
             raise PerftuneError(f"resume: {task} changed its objective (build, run, objective or check) "
                                 f"since run {info.name!r} started; "
                                 f"start a new run (perftune run --warm-start {info.name})")
-        if seed is not None or lag is not None:
-            raise PerftuneError(f"resume: run {info.name!r} keeps its seed and lag; "
-                                "start a new run to change them")
         items = list(_opt(ctx, "budget", budget) or ())
         extra = [b for b in items if b.startswith("+")]
         plain = [b for b in items if not b.startswith("+")]
         limit = parse_budget(plain) if plain else None
         more = parse_budget([b[1:] for b in extra]) if extra else None
         tuner = Tuner.resume(info.id, st, space=spec.space, lease=lease)
+        # The run's own seed and lag may be given again (a command line repeated with resume); others not.
+        if (seed is not None and seed != tuner.seed) or (lag is not None and lag != tuner.lag):
+            raise PerftuneError(f"resume: run {info.name!r} keeps its seed ({tuner.seed}) and lag "
+                                f"({tuner.lag}); start a new run to change them")
     except BaseException:
         st.release_lease(lease)
         raise
@@ -874,7 +933,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         ctx.obj["runs_store"] = store
         return
     st = _open(ctx, store, read_only=True)
-    from perftune.report import FinalAnswer, answer_of, driver_gone, metric_unit, value_text
+    from perftune.report import FinalAnswer, answer_of, answer_value, driver_gone, metric_unit, value_text
     from perftune.store import StoreDamageError
 
     rows = []
@@ -893,6 +952,8 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
             if answer is None:
                 _, first = st.trial_keyset_page(info.id, technique="default", limit=1, count=False)
                 answer = answer_of(best, first[0] if first else None, goal=info.goal or "min")
+            # The best printed is the final answer's value (a flags run's final option set), as in show.
+            value = answer_value(st, info, answer, best)
             # A running run's lease says whether its driver is still there; a damaged one is this run's
             # damage, not the listing's.
             if driver_gone(st, info, now):
@@ -910,7 +971,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
         rows.append({"id": info.id, "name": info.name, "status": info.status, "goal": info.goal,
                      "metric": info.metric, "unit": metric_unit(info.metric), "driver_gone": info.id in gone,
                      "created_at": info.created_at, "trials": st.count(info.id),
-                     "best": None if best is None else best.value, "improvement": imp})
+                     "best": value, "improvement": imp})
     if as_json:
         _emit_json({"runs": rows})
         return
@@ -946,6 +1007,7 @@ def runs_cmd(ctx: click.Context, store: str | None, as_json: bool) -> None:
 def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> None:
     """Show one run (name, id or 'latest'): best, baseline, failures, history."""
     from perftune.report import (
+        answer_value,
         driver_gone,
         failure_key,
         final_answer,
@@ -1006,14 +1068,23 @@ def show_cmd(ctx: click.Context, run: str, store: str | None, as_json: bool) -> 
                       "evaluations and do not count against the budget")
     if default is not None and default.ok:
         console.print(f"default configuration: {value_text(default.value, unit)}")
+    # The final answer (what `best` prints) apart from the search's best trial where they differ: a flags
+    # run's final option set, a trial that passed its check, a Triton kernel's final comparison.
+    final = answer_value(st, info, answer, best)
+    apart = best is not None and (answer.command_line is not None or answer.value is not None
+                                  or (answer.trial is not None and answer.trial != best.id))
     if best is not None:
-        console.print(f"best: [bold green]{value_text(best.value, unit)}[/] (trial {best.id}) "
+        console.print(f"{'best trial of the search' if apart else 'best'}: "
+                      f"[bold green]{value_text(best.value, unit)}[/] (trial {best.id}) "
                       f"{_escape(best.config.to_json())}")
     if answer.command_line is not None:
+        if answer.value is not None:
+            console.print(f"final answer: [bold green]{value_text(final, unit)}[/]")
         console.print(f"final command line: {_escape(answer.command_line)}")
-    elif answer.trial is not None and best is not None and answer.trial != best.id and answer.config:
+    elif apart and answer.trial is not None and answer.config:
         config = json.dumps(answer.config, sort_keys=True)
-        console.print(f"final answer: trial {answer.trial} {_escape(config)}")
+        console.print(f"final answer: [bold green]{value_text(final, unit)}[/] (trial {answer.trial}) "
+                      f"{_escape(config)}")
     for line in answer.lines():
         console.print(_escape(line))
     if pareto is not None:
@@ -1043,7 +1114,12 @@ def _pareto_of(st: Any, info: Any) -> dict[str, Any] | None:
     goals = raw.get("goals") if isinstance(raw, dict) else None
     if not isinstance(names, list) or not isinstance(goals, list) or not 2 <= len(names) == len(goals):
         return None
-    front = st.pareto(info.id)
+    return _pareto_json(names, goals, st.pareto(info.id))
+
+
+def _pareto_json(names: Any, goals: Any, front: Any) -> dict[str, Any]:
+    """The ``"pareto"`` of ``run --json`` and ``show --json``, one shape: the objectives, then the front's
+    trials in ticket order."""
     return {"objectives": [{"name": n, "goal": g} for n, g in zip(names, goals, strict=True)],
             "trials": [{"id": t.id, "values": {n: t.metrics.get(n, t.value if i == 0 else None)
                                                for i, n in enumerate(names)},
@@ -1150,7 +1226,8 @@ def export_cmd(
     if fmt == "kt":
         from perftune.targets.replay import export_run_kt
 
-        export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name, time_unit=time_unit)
+        with _as_private_as(st):
+            export_run_kt(st, info.id, output, kernel_name=kernel_name or info.name, time_unit=time_unit)
     else:
         if kernel_name is not None:
             raise click.UsageError("--kernel-name is only for --format kt")
@@ -1164,8 +1241,32 @@ def export_cmd(
             st.export(info.id, fmt, shown)
             sys.stdout.write(_printable(shown.getvalue()))
             return
-        st.export(info.id, fmt, output)
+        with _as_private_as(st):
+            st.export(info.id, fmt, output)
     click.echo(f"wrote {output}")
+
+
+@contextlib.contextmanager
+def _as_private_as(st: Any) -> Iterator[None]:
+    """While a report or an export is written from ``st``: files readable by their owner only (0600) where
+    the store is, as every SQLite store perftune creates is (evaluations may run as another user and must
+    not read the results: docs/running-at-scale.md); a store without a file (PostgreSQL, in memory) counts
+    as private. A store that others may read (an older one, or chmod-ed) leaves the umask's mode.
+
+    The umask is what the atomic writers give the new file (``perftune._atomic``), so the file never has
+    a wider mode, not even for a moment; this command runs no other thread that creates files meanwhile.
+    """
+    if st.dialect == "sqlite":
+        with contextlib.suppress(OSError):
+            if os.stat(st.location).st_mode & 0o077:
+                yield
+                return
+    before = os.umask(0o077)
+    os.umask(before | 0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
 
 
 def _export_format_of(output: str) -> str | None:
@@ -1473,8 +1574,9 @@ def report_cmd(ctx: click.Context, run: str, output: str | None, store: str | No
     info = st.get_run(run)
     plots = plots_available()
     # A name the user gave is followed if it is a link; the default one, made of the store's run name, is not.
-    path = write_html(st, info.id, output or report_file_name(info.name, info.id), plots=plots,
-                      follow_symlinks=output is not None)
+    with _as_private_as(st):
+        path = write_html(st, info.id, output or report_file_name(info.name, info.id), plots=plots,
+                          follow_symlinks=output is not None)
     click.echo(f"wrote {path}" if plots else
                f"wrote {path} (tables only; for the plots: pip install 'perftune[plot]')")
 

@@ -148,7 +148,7 @@ def test_show_and_report_print_the_recorded_final_answer_not_the_best_trial(tmp_
     [line] = improvement_lines(shown)
     assert line.startswith("improvement over the default configuration: 2.000x")  # x=1 over x=0, not 4x
     assert "the best trial of the search (trial 2) failed its check: the final answer is trial 1" in shown
-    assert 'final answer: trial 1 {"x": 1}' in shown
+    assert 'final answer: 2 (trial 1) {"x": 1}' in shown
     assert report_lines(db, "fallback", tmp_path) == [line]
     page = html.unescape((tmp_path / "report-fallback.html").read_text())
     assert "failed its check" in page and "4.000x" not in page

@@ -75,3 +75,14 @@ def test_metrics_may_go_with_a_failure_and_are_kept() -> None:
     tuner = Tuner(SPACE, seed=1)
     told = tuner.tell(tuner.ask(), error="lost the race", metrics={"wins": 2, "races": 5})
     assert told.status is Status.FAILED and told.metrics == {"wins": 2.0, "races": 5.0}
+
+
+def test_a_hypervolume_reference_that_only_names_too_much_says_so() -> None:
+    import perftune
+
+    result = perftune.tune(lambda c: {"time": 5.0 - c["x"], "acc": c["x"] / 10}, SPACE, budget=4, seed=0,
+                           goal={"time": "min", "acc": "max"})
+    with pytest.raises(PerftuneError) as raised:
+        result.hypervolume({"time": 6, "acc": 0, "x": 1})
+    assert str(raised.value) == ("hypervolume(): reference names 'x', which is not an objective "
+                                 "(the objectives: time, acc)")

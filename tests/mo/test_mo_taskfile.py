@@ -52,13 +52,17 @@ def test_metrics_key_runs_a_multi_objective_search_and_reports_the_front(tmp_pat
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["objectives"]["names"] == ["stdout_json", "max_rss"]
-    front = [(t["metrics"]["stdout_json"], t["metrics"]["max_rss"]) for t in doc["pareto"]]
+    front = [(t["values"]["stdout_json"], t["values"]["max_rss"]) for t in doc["pareto"]["trials"]]
     store = open_store(db)
     trials = store.trials(store.get_run("latest").id)
     measured = [(t.metrics["stdout_json"], t.metrics["max_rss"]) for t in trials if t.ok]
     assert len(measured) == 6 and front
     assert sorted(front) == sorted(v for v in set(measured) if not any(dominates(w, v) for w in measured))
-    assert any(t["metrics"]["stdout_json"] == 50.0 for t in doc["pareto"])  # the smallest size is on it
+    # The smallest size is on it.
+    assert any(t["values"]["stdout_json"] == 50.0 for t in doc["pareto"]["trials"])
+    # run --json and show --json give the front in one shape.
+    shown = CliRunner().invoke(cli, ["--store", db, "show", "latest", "--json"], catch_exceptions=False)
+    assert json.loads(shown.output)["pareto"] == doc["pareto"]
 
 
 def test_constraints_key_bounds_a_reported_metric(tmp_path: Path) -> None:

@@ -70,3 +70,45 @@ class TestTheDocsTechnique(TechniqueConformance):
     def conformance_technique(self, monkeypatch: pytest.MonkeyPatch) -> str:
         _run_python_blocks(monkeypatch)
         return "hill-climb"
+
+
+def test_the_task_file_runs_with_its_technique_and_seeds(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+    from perftune.store import open_store
+
+    _run_python_blocks(monkeypatch)
+    block = next(b for b in _blocks("toml") if "[target]" in b)
+    assert tomllib.loads(block)["tuning"]["technique"] == "hill-climb"
+    task = tmp_path / "quad.toml"
+    task.write_text(block.replace("budget = 40", "budget = 6"))
+    db = f"sqlite:///{tmp_path / 'q.db'}"
+    done = CliRunner().invoke(cli, ["--store", db, "run", str(task), "--seed", "0"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    with open_store(db) as store:
+        run = store.get_run("quadrature")
+        trials = store.trials(run.id)
+    assert run.settings["technique"] == "hill-climb"
+    assert (trials[1].technique, dict(trials[1].config)) == ("seed", {"h": 0.001})
+    assert {t.technique for t in trials[2:]} == {"hill-climb"}
+
+
+@pytest.mark.parametrize(("tuning", "message"), [
+    ('technique = "hill-clim"', "key tuning.technique: unknown technique 'hill-clim' (known: "),
+    ("seeds = [{ h = 0.9 }]", "key tuning.seeds[0]: parameter 'h': 0.9 is outside the domain"),
+    ('seeds = [{ step = 0.1 }]', "key tuning.seeds[0]: unknown parameter 'step' (parameters: h)"),
+])
+def test_a_bad_technique_or_seed_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tuning: str,
+                                             message: str) -> None:
+    from click.testing import CliRunner
+
+    from perftune.cli import cli
+
+    _run_python_blocks(monkeypatch)
+    task = tmp_path / "quad.toml"
+    task.write_text(f'name = "q"\n[target]\nkind = "quadrature"\n[tuning]\nbudget = 3\n{tuning}\n')
+    done = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path / 'q.db'}", "run", str(task)])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert f"perftune: error: {task}: {message}" in done.output

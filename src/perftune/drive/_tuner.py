@@ -158,9 +158,13 @@ class Result:
         unknown = [str(k) for k in reference if k not in names]
         missing = [n for n in names if n not in reference]
         if missing or unknown:
-            extra = f"; not an objective: {', '.join(map(repr, unknown))}" if unknown else ""
-            raise PerftuneError(f"hypervolume(): reference has no value for {', '.join(missing) or '-'}"
-                                f"{extra} (the objectives: {', '.join(names)})")
+            others = ", ".join(map(repr, unknown))
+            if not missing:  # only names too many: nothing is missing
+                what = f"names {others}, which {'is' if len(unknown) == 1 else 'are'} not an objective"
+            else:
+                what = f"has no value for {', '.join(missing)}" + (
+                    f"; not an objective: {others}" if unknown else "")
+            raise PerftuneError(f"hypervolume(): reference {what} (the objectives: {', '.join(names)})")
         bad = [f"{n}={reference[n]!r}" for n in names if isinstance(reference[n], bool)
                or not isinstance(reference[n], numbers.Real) or not math.isfinite(reference[n])]
         if bad:
@@ -179,10 +183,12 @@ class Result:
         ``--json`` (``improvement_over_default``) print for the run (:meth:`speedup`'s estimate; with one
         sample each, the ratio of the values). Defined for positive values (times, sizes, rates). None
         when there is no baseline or a value is 0 or below: there is no ratio then, and ``show`` prints
-        the relative change instead (:meth:`speedup` has it, with ``ratio`` False).
+        the relative change instead (:meth:`speedup` has it, with ``ratio`` False). None too when the
+        default configuration broke a constraint (docs/multiobjective.md): an infeasible trial is no baseline.
         """
-        if self.best is None or self.default is None or not self.default.ok:
+        if not self._has_baseline():
             return None
+        assert self.best is not None and self.default is not None
         b, d = self.best.value, self.default.value
         assert b is not None and d is not None
         low, high = (b, d) if self.goal == "min" else (d, b)
@@ -212,14 +218,22 @@ class Result:
             >>> str(r.speedup())
             '4.000x [4.000, 4.000] at 95%'
         """
-        if self.best is None or self.default is None or not self.default.ok:
+        if not self._has_baseline():
             return None
+        assert self.best is not None and self.default is not None
         from perftune.measure import speedup_ci
 
         def samples(t: Trial) -> list[float]:
             return list(t.samples) or ([t.value] if t.value is not None else [])
 
         return speedup_ci(samples(self.default), samples(self.best), confidence=confidence, goal=self.goal)
+
+    def _has_baseline(self) -> bool:
+        """A best trial and a default one that succeeded and kept the constraints (an infeasible default is
+        measured, so OK, but no baseline: ``perftune.report.improvement_of`` says the same)."""
+        default = self.default
+        return (self.best is not None and default is not None and default.ok
+                and not (default.reason or "").startswith("infeasible"))
 
     def counts(self) -> dict[str, int]:
         """Number of trials by status."""

@@ -26,9 +26,11 @@ __all__ = [
     "FinalAnswer",
     "Improvement",
     "answer_of",
+    "answer_value",
     "final_answer",
     "format_factor",
     "improvement_of",
+    "infeasible",
     "record_final_answer",
     "trial_speedup",
 ]
@@ -136,6 +138,9 @@ class FinalAnswer:
         config: The final configuration (a mapping), when there is one.
         command_line: The final command line (the flags kind), when there is one.
         note: One line on why the final answer is not the best of the search (a fallback), or None.
+        value: The final answer's value in the run's units, when it was measured apart from its trial
+            (a flags run's final option set, a Triton kernel's final interleaved comparison); None:
+            the value of ``trial``.
 
     Example:
         >>> FinalAnswer(None, note="no verified winner").lines()
@@ -147,6 +152,7 @@ class FinalAnswer:
     config: dict[str, Any] | None = None
     command_line: str | None = None
     note: str | None = None
+    value: float | None = None
 
     def lines(self) -> list[str]:
         """The improvement line and the note, as every view prints them."""
@@ -161,6 +167,7 @@ class FinalAnswer:
             "config": self.config,
             "command_line": self.command_line,
             "note": self.note,
+            "value": self.value,
         }
 
     @classmethod
@@ -172,12 +179,18 @@ class FinalAnswer:
         config = data.get("config")
         command_line = data.get("command_line")
         note = data.get("note")
+        value = data.get("value")
+        try:
+            number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        except OverflowError:  # an integer no float holds (a store edited by hand)
+            number = False
         return cls(
             Improvement.from_json(data.get("improvement")),
             trial=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
             config=dict(config) if isinstance(config, Mapping) else None,
             command_line=command_line if isinstance(command_line, str) else None,
             note=note if isinstance(note, str) and note else None,
+            value=float(value) if number else None,
         )
 
 
@@ -187,6 +200,19 @@ def _samples(trial: Any) -> list[float]:
     if not values and trial.value is not None:
         values = [trial.value]
     return [float(v) for v in values]
+
+
+def infeasible(trial: Any) -> bool:
+    """Whether ``trial`` was measured but breaks a constraint (docs/multiobjective.md): it has no loss, so it
+    is never the best, and as the default configuration it is no baseline of an improvement.
+
+    Example:
+        >>> from perftune.space import Config
+        >>> from perftune.trial import Status, Trial
+        >>> infeasible(Trial(0, Config({"x": 0}), Status.OK, value=2.0, reason="infeasible: a >= 1 (a=0)"))
+        True
+    """
+    return bool(trial.ok and str(trial.reason or "").startswith("infeasible"))
 
 
 def trial_speedup(best: Any, default: Any, *, goal: str = "min", confidence: float = 0.95) -> Any:
@@ -212,7 +238,7 @@ def improvement_of(best: Any, default: Any, *, goal: str = "min", confidence: fl
         >>> round(improvement_of(b, a).estimate, 1)
         2.0
     """
-    if best is None or default is None or not default.ok or not best.ok:
+    if best is None or default is None or not default.ok or not best.ok or infeasible(default):
         return None
     try:
         ci = trial_speedup(best, default, goal=goal, confidence=confidence)
@@ -234,6 +260,22 @@ def answer_of(best: Any, default: Any, *, goal: str = "min", note: str | None = 
 
     return FinalAnswer(improvement_of(best, default, goal=goal), trial=best.id,
                        config=json.loads(best.config.to_json()), note=note)
+
+
+def answer_value(store: Any, info: Any, answer: FinalAnswer, best: Any) -> float | None:
+    """The value every view prints as a run's best: its final answer's (:attr:`FinalAnswer.value`, else
+    the value of the answer's trial), else that of ``best``, the run's best trial (``store.best``).
+
+    ``runs``, ``show``, the report and the dashboard print this number, so that the best they print is
+    the value of the configuration that ``perftune best`` answers, not that of another trial.
+    """
+    if answer.value is not None:
+        return answer.value
+    if answer.trial is not None and (best is None or best.id != answer.trial):
+        _, found = store.trial_page(info.id, trial_ids=[answer.trial], limit=1, count=False)
+        if found:
+            return found[0].value
+    return None if best is None else best.value
 
 
 def record_final_answer(store: Any, run_id: int | None, answer: FinalAnswer) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from perftune.errors import PerftuneError, StoreError
-from perftune.report._improvement import FinalAnswer, improvement_of
+from perftune.report._improvement import FinalAnswer, answer_value, improvement_of, infeasible
 from perftune.trial import FAILURE_KEY_CHARS, Status, failure_key
 
 __all__ = [
@@ -145,11 +145,14 @@ def driver_gone(store: Any, info: Any, now: float | None = None) -> bool:
 
 
 def _default_failed(default: Any) -> str | None:
-    """The line saying the default configuration did not succeed, so that there is no improvement."""
-    if default is None or default.ok:
+    """The line saying the default configuration did not succeed, or broke a constraint, so that there is
+    no improvement."""
+    if default is None or (default.ok and not infeasible(default)):
         return None
     status = default.status.value if isinstance(default.status, Status) else str(default.status)
     why = failure_key(default.reason)
+    if default.ok:  # measured, but infeasible: "infeasible (accuracy >= 0.99 (accuracy=0.985))"
+        status, why = "infeasible", why.removeprefix("infeasible").lstrip(": ")
     shown = f"{status} ({why})" if why and why.lower() != status.lower() else status
     return f"default configuration: {shown}: no improvement can be computed"
 
@@ -270,7 +273,7 @@ def _run_row(store: Any, info: Any, counts: tuple[int, int] | None = None) -> di
         "unit": metric_unit(info.metric), "aim": _shown_aim(info), "driver_gone": _driver_gone(store, info),
         "kind": _kind(info), "n_trials": n_trials, "budget_evals": n_evals, "budget_seconds": n_seconds,
         "progress": None if not n_evals else min(1.0, n_trials / n_evals),
-        "best": None if best is None else best.value,
+        "best": answer_value(store, info, answer, best),
         "improvement": None if answer.improvement is None else answer.improvement.to_json(),
         "machine": env.get("hostname") or env.get("machine"), "cpu": env.get("cpu"),
         "started_at": info.created_at, "finished_at": info.finished_at,
@@ -414,7 +417,9 @@ def _best_view(store: Any, info: Any, answer: FinalAnswer) -> dict[str, Any] | N
     n_final = len(flags) if isinstance(flags, list) and is_flags else None
     return {
         "final_flags": final_flags, "n_final_flags": n_final,
-        "trial": trial_id, "value": trial.value, "technique": trial.technique, "samples": trial.samples,
+        # The final answer's value (a flags run's final option set's), and that of the trial shown.
+        "trial": trial_id, "value": answer_value(store, info, answer, trial), "trial_value": trial.value,
+        "technique": trial.technique, "samples": trial.samples,
         "n_params": len(config), "n_differing": len(differing), "only_differing": len(config) > 20,
         "groups": groups, "command_line": answer.command_line,
         "improvement": None if answer.improvement is None else answer.improvement.to_json(),

@@ -496,8 +496,9 @@
     function drawBest() {
       const b = state.view.best;
       if (!b) { $("best").innerHTML = "<p>No successful trial yet.</p>"; return; }
-      let out = '<p class="tight">value <b>' + withUnit(b.value, state.view.run.unit) + "</b> (trial " + esc(b.trial) + ", proposed by <code>" + esc(b.technique) +
-        "</code>, " + esc(b.samples.length) + " samples)</p>";
+      // A flags run's value is its final option set's; the search's best trial is detail below.
+      let out = '<p class="tight">value <b>' + withUnit(b.value, state.view.run.unit) + "</b> " + (b.final_flags ? "(the final option set)</p>" :
+        "(trial " + esc(b.trial) + ", proposed by <code>" + esc(b.technique) + "</code>, " + esc(b.samples.length) + " samples)</p>");
       for (const line of b.lines) out += '<p class="improvement tight"><b>' + esc(line) + "</b></p>";
       if (b.command_line) {
         out += '<div class="controls"><b>command line</b><button id="copy">copy</button></div><code class="cmd" id="command-line">' +
@@ -519,7 +520,7 @@
           out += '<div class="flags"><b>' + esc(group) + " (" + esc(flags.length) + (prefix ? ", shown without " + esc(prefix) : "") +
             "):</b> <code>" + flags.map((f) => esc(prefix ? shorten(f, prefix) : f)).join(" ") + "</code></div>";
         }
-        out += "</div><details><summary>the best trial of the search (trial " + esc(b.trial) + "): " + esc(b.n_differing) + " of " +
+        out += "</div><details><summary>the best trial of the search (trial " + esc(b.trial) + ", value " + withUnit(b.trial_value, state.view.run.unit) + "): " + esc(b.n_differing) + " of " +
           esc(b.n_params) + " parameters differ from the default</summary>" + params + "</details>";
       } else {
         out += params;

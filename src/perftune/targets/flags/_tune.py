@@ -107,8 +107,11 @@ class FlagsResult:
 
     def final_answer(self) -> FinalAnswer:
         """What the run answered, as recorded in the store for ``show`` and ``report``."""
+        # Its value is the final option set's, as measured against -O3: the best that runs, show, the report
+        # and the dashboard print (not the search's best trial, which may not be the answer).
         return FinalAnswer(self.improvement, command_line=self.command_line, note=self.note,
-                           config={"flags": list(self.flags)})
+                           config={"flags": list(self.flags)},
+                           value=self.tuned_s if math.isfinite(self.tuned_s) else None)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able summary (what ``perftune flags --json`` prints)."""
@@ -452,7 +455,7 @@ def _record_interrupted(tuner: Any, evaluator: Evaluator, info: CompilerInfo, co
     note = ("interrupted: the search's fastest option set as the search measured it, neither confirmed "
             "against -O3 nor reduced")
     answer = FinalAnswer(improvement, command_line=_command_line(evaluator, compiler_name, flags), note=note,
-                         config={"flags": flags})
+                         config={"flags": flags}, value=best_trial.value)
     record_final_answer(getattr(tuner, "_store", None), getattr(tuner, "run_id", None), answer)
 
 

@@ -118,7 +118,8 @@ class CacheEntry:
     """The results of one key: ``results[config_id] = {"config", "status", "time_ms", "reason"}``.
 
     ``considered`` lists the configurations the searches have covered (measured or left out by the
-    search on purpose); ``best`` is the chosen configuration's id.
+    search on purpose); ``best`` is the chosen configuration's id. ``time_ms`` is the search's median;
+    the chosen configuration's record adds ``final_ms``, its median in the final interleaved comparison.
 
     Example:
         >>> key = TuningKey("mm", "abc", {"M": 16}, ("torch.bfloat16",), "NVIDIA H200", "3.6.0")
