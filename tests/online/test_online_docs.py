@@ -30,3 +30,20 @@ def test_docstring_examples_run() -> None:
             runner.run(test, out=report.append)
     assert n_examples >= 10
     assert runner.failures == 0, "".join(report)
+
+
+def test_the_win_counts_the_docs_quote_are_those_of_the_default_rule() -> None:
+    import re
+
+    from perftune.measure import Decision
+    from perftune.online import PromotionRule
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "online.md").read_text(encoding="utf-8")
+    (sentence,) = re.findall(r"With the defaults a candidate needs[^.]*\.\.\.", text)
+    quoted = [(int(w), int(n)) for w, n in re.findall(r"(\d+) straight wins in (\d+) races", sentence)]
+    quoted += [(int(w), int(n)) for w, n in re.findall(r"(\d+)\s+of\s+(\d+)", sentence)]
+    assert len(quoted) >= 4
+    rule = PromotionRule()
+    for wins, races in quoted:  # the fewest wins that promote after that many races
+        assert rule.decide(wins, races) is Decision.BETTER, (wins, races)
+        assert rule.decide(wins - 1, races) is not Decision.BETTER, (wins, races)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from perftune.errors import PerftuneError
-from perftune.online import Explorer, PromotionRule, Racer, ShiftDetector, Side, Split
+from perftune.online import Explorer, PromotionRule, Racer, RequestError, ShiftDetector, Side, Split
 from perftune.space import Int, Space
 
 SPACE = Space({"n": Int(1, 8, default=2)}, constraints=["n != 5"])
@@ -80,3 +80,91 @@ def test_a_closed_racer_refuses_requests() -> None:
     racer.close()
     with pytest.raises(PerftuneError, match="Racer is closed"):
         racer(4)
+
+
+def _slow_double(config: Any, x: int) -> int:
+    import time
+
+    time.sleep(0.001 * config["n"])
+    return 2 * x
+
+
+@pytest.mark.parametrize("kind", ["Racer", "Explorer"])
+def test_calls_from_several_threads_are_served_one_at_a_time(kind: str) -> None:
+    import threading
+
+    make = Racer if kind == "Racer" else Explorer
+    results: dict[int, Any] = {}
+    with make(_slow_double, SPACE, check=lambda x, y: y == 2 * x, seed=0) as served:  # type: ignore[operator]
+
+        def caller(base: int) -> None:
+            for x in range(base, base + 25):
+                try:
+                    results[x] = served(x)
+                except Exception as exc:  # noqa: BLE001 - what the caller got, compared below
+                    results[x] = exc
+
+        threads = [threading.Thread(target=caller, args=(b,), daemon=True) for b in (0, 1000)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "a call never returned"
+    assert results == {x: 2 * x for b in (0, 1000) for x in range(b, b + 25)}
+    assert sorted(r.seq for r in served.records) == list(range(50))
+
+
+def test_a_call_from_within_a_call_is_one_line() -> None:
+    holder: list[Any] = []
+
+    def serves_again(config: Any, x: int) -> int:
+        return holder[0](x - 1) if x == 99 else x  # serving again from the objective, in this process
+
+    with Racer(serves_again, SPACE, seed=0, budget=1) as racer:
+        holder.append(racer)
+        assert racer(1) == 1 and not racer.exploring
+        with pytest.raises(RequestError) as err:
+            racer(99)
+        assert racer(2) == 2
+    assert str(err.value) == ("request 1: the safe configuration raised PerftuneError: Racer: called "
+                              "again while serving a request (from the objective, check, or a signal "
+                              "handler): serve one request at a time")
+
+
+def _sum_of(config: Any, request: Any) -> int:
+    return sum(request())
+
+
+@pytest.mark.parametrize("kind", ["Racer", "Explorer"])
+def test_a_request_that_cannot_be_pickled_is_served_in_process_said_once(kind: str) -> None:
+    make = Racer if kind == "Racer" else Explorer
+    more = {"explore_fraction": 0.5} if kind == "Explorer" else {}
+    with make(_sum_of, SPACE, check=lambda r, y: y == 6, seed=0, **more) as served, \
+            pytest.warns(RuntimeWarning) as said:  # type: ignore[operator]
+        answers = [served(lambda: [1, 2, 3]) for _ in range(12)]
+    assert answers == [6] * 12
+    message = str(said[0].message)
+    assert len(said) == 1 and f"{kind}: request " in message
+    assert "cannot be sent to a worker process (AttributeError: Can't pickle local object" in message
+    assert served.failed == {} and getattr(served, "n_explored", 0) == 0
+
+
+def _generator(config: Any, x: int) -> Any:
+    import time
+
+    time.sleep(0.02 if config["n"] == 2 else 0.001)
+    return (i for i in range(x))  # an answer that cannot be pickled, whatever the configuration
+
+
+@pytest.mark.parametrize("kind", ["Racer", "Explorer"])
+def test_answers_that_cannot_be_pickled_blame_no_candidate_and_are_served_in_process(kind: str) -> None:
+    make = Racer if kind == "Racer" else Explorer
+    more = {"explore_fraction": 0.5} if kind == "Explorer" else {}
+    with make(_generator, SPACE, check=lambda x, y: True, seed=0, detector=False, **more) as served, \
+            pytest.warns(RuntimeWarning) as said:  # type: ignore[operator]
+        answers = [sum(served(x)) for x in range(12)]
+    assert answers == [sum(range(x)) for x in range(12)]
+    assert served.failed == {} and not served.exploring
+    assert len(said) == 1
+    assert "the safe configuration's answer cannot be sent back (TypeError: cannot pickle 'generator'" in str(
+        said[0].message)

@@ -80,3 +80,64 @@ def test_a_faster_candidate_is_promoted_by_the_sequential_test() -> None:
     (promotion,) = ex.promotions
     assert rule.min_races <= promotion.races <= rule.max_races
     assert ex.records[-1].answered_by == "alone" and ex.records[-1].safe_s < SAFE_S
+
+
+_HERE = {"slow": False}  # set in the caller once the explorer has started: its worker never sees it
+
+
+def _same_code(config: Any, x: int) -> int:
+    time.sleep(0.006 if _HERE["slow"] else 0.002)  # every configuration: the same code
+    return x
+
+
+def test_a_slower_caller_process_makes_no_identical_configuration_look_faster() -> None:
+    # The caller's process is slower than the worker for reasons of its own (here a flag; in a service its
+    # threads, heap or caches): the candidates, timed in the worker, must be compared with the safe
+    # configuration timed in the worker too.
+    space = Space({"k": Choice([0, 1, 2, 3], default=0)})
+    rule = PromotionRule(confidence=0.995, min_races=5, max_races=12)
+    try:
+        with Explorer(_same_code, space, check=lambda x, y: True, explore_fraction=0.5, seed=0, rule=rule,
+                      detector=False) as ex:
+            _HERE["slow"] = True
+            for x in range(80):
+                ex(x)
+    finally:
+        _HERE["slow"] = False
+    assert ex.n_explored >= 2 * rule.min_races  # candidates were tried, and decided on
+    assert ex.promotions == []
+
+
+_GUARDED = """
+import json, statistics, sys, time
+from perftune.online import Explorer, PromotionRule
+from perftune.space import Choice, Space
+
+def run(config, x):
+    time.sleep(600 if config["kind"].startswith("hangs") else 0.02)
+    return 2 * x
+
+space = Space({"kind": Choice(["safe", "hangs", "hangs too"], default="safe")})
+with Explorer(run, space, check=lambda x, y: y == 2 * x, explore_fraction=0.5, guard=1.5, seed=0,
+              detector=False, rule=PromotionRule(min_races=3, max_races=8)) as ex:
+    for x in range(30):
+        ex(x)
+    safe = statistics.median(r.latency_s for r in ex.records if r.answered_by == "alone")
+    print(json.dumps({"bound": 2.5 * safe + statistics.median(ex._round_trip_s), "decided": len(ex.failed),
+                      "explored": [r.latency_s for r in ex.records if r.candidate_trial is not None]}))
+"""
+
+
+def test_every_explored_request_keeps_to_the_guards_bound_the_deciding_one_too() -> None:
+    # In a fresh interpreter: what the first decision imports (the t quantiles) is not loaded yet there.
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _GUARDED], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert len(got["explored"]) >= 6  # both candidates killed by the guard, and decided on (dropped)
+    # (guard + 1) x the safe time plus the round trip, and a kill: 0.35 s of slack on a loaded machine, far
+    # below an import on the request's path or a fork per killed candidate.
+    assert max(got["explored"]) < got["bound"] + 0.35, out.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -436,3 +437,160 @@ def test_a_wrong_answer_before_the_safe_run_times_out_is_recorded() -> None:
         with pytest.raises(RequestError, match="took longer than timeout_s=0.2"):
             racer(0)
         assert racer.failed == {Config({"kind": "wrong"}): "wrong answer (check(request, answer) is false)"}
+
+
+class _Odd(Exception):
+    """Pickles in the worker, but cannot be unpickled: ``__init__`` takes two arguments, ``args`` has one."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        super().__init__(a)
+
+
+def _odd_answers(config: Any, x: int) -> Any:
+    if config["kind"] == "safe":
+        time.sleep(0.02)
+        return 2 * x
+    return _Odd(1, 2)
+
+
+def test_a_candidate_whose_answer_cannot_be_read_fails_and_the_safe_answers() -> None:
+    with Racer(_odd_answers, _space("fast"), check=_is_double, seed=0) as racer:
+        answers = [racer(x) for x in range(6)]
+    assert answers == [2 * x for x in range(6)]
+    reason = racer.failed[Config({"kind": "fast"})]
+    assert reason.startswith("its answer cannot be read by the caller (TypeError")
+
+
+def _huge_wrong(config: Any, x: int) -> Any:
+    if config["kind"] == "safe":
+        time.sleep(1.5)  # the huge answer is made and pickled long before
+        return 2 * x
+    return bytes(100 << 20)  # 100 MiB, and wrong
+
+
+def test_an_answer_over_max_answer_bytes_fails_the_candidate_unread() -> None:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Racer(_huge_wrong, _space("huge"), check=_is_double, seed=0, detector=False) as racer:
+        answers = [racer(x) for x in range(2)]
+    assert answers == [0, 2]
+    reason = racer.failed[Config({"kind": "huge"})]
+    assert reason == "its answer is 100 MiB pickled, more than max_answer_bytes=67108864"
+    # Refused from its header: the caller never held it (it grew by 100 MiB or more when it read it).
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 << 10
+
+
+def test_a_safe_answer_over_max_answer_bytes_is_one_line_and_blames_no_candidate() -> None:
+    def big(config: Any, x: int) -> Any:
+        time.sleep(SAFE_S if config["kind"] == "safe" else 0.001)
+        return bytes(2 << 20)
+
+    with Racer(big, _space("fast"), seed=0) as racer:
+        racer.max_answer_bytes = 1 << 20
+        for x in range(3):
+            with pytest.raises(PerftuneError) as err:
+                racer(x)
+            assert str(err.value) == (f"Racer: request {x}: the safe configuration's answer is 2 MiB "
+                                      "pickled, more than max_answer_bytes=1048576; raise "
+                                      "racer.max_answer_bytes")
+        assert racer.failed == {} and racer.exploring
+        racer.max_answer_bytes = 4 << 20
+        assert len(racer(3)) == 2 << 20
+
+
+def test_nan_answers_agree() -> None:
+    import numpy as np
+
+    from perftune.online._racer import _agree
+
+    assert _agree(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+    assert _agree(float("nan"), float("nan")) and _agree((np.float32("nan"), 1), (np.float32("nan"), 1))
+    assert not _agree(np.array([np.nan, 1.0]), np.array([np.nan, 2.0])) and not _agree(float("nan"), 1.0)
+    assert _agree(np.array(["a", None], dtype=object), np.array(["a", None], dtype=object))
+
+
+def _with_nan(config: Any, x: int) -> Any:
+    import numpy as np
+
+    time.sleep(SAFE_S if config["kind"] == "safe" else 0.001)
+    return np.array([np.nan, float(x)]), float("nan")
+
+
+def test_answers_holding_nan_agree_and_a_faster_candidate_is_promoted() -> None:
+    with Racer(_with_nan, _space("fast"), seed=0, detector=False) as racer:
+        for x in range(16):  # 9 wins of 9 races promote it; a few more, for races lost to a loaded machine
+            racer(x)
+    assert racer.failed == {} and [dict(p.config) for p in racer.promotions] == [{"kind": "fast"}]
+
+
+def _fast_then_wrong(config: Any, x: int) -> int:
+    if config["kind"] == "safe":
+        time.sleep(0.02)
+        return 2 * x
+    return -1 if x >= 20 else 2 * x  # fast, and wrong from request 20 on
+
+
+@pytest.mark.parametrize("timeout_s", [None, 5.0], ids=["in-process", "timeout_s"])
+def test_a_demoted_configurations_request_is_run_again_with_the_restored_one(timeout_s: Any) -> None:
+    with Racer(_fast_then_wrong, _space("fast"), check=_is_double, seed=0, budget=2, detector=False,
+               timeout_s=timeout_s) as racer:
+        answers = [racer(x) for x in range(22)]
+    assert racer.promotions and [dict(c) for _, c, _ in racer.demotions] == [{"kind": "fast"}]
+    assert answers == [2 * x for x in range(22)]
+
+
+def test_a_demotion_is_in_the_store_and_the_final_answer_is_the_configuration_served(tmp_path: Path) -> None:
+    from perftune.report import final_answer
+
+    url = f"sqlite:///{tmp_path}/online.db"
+    with Racer(_fast_then_wrong, _space("fast"), check=_is_double, seed=0, budget=2, detector=False,
+               store=url, name="svc") as racer:
+        for x in range(22):
+            racer(x)
+    (seq, _, why), = racer.demotions
+    with open_store(url) as st:
+        info = st.get_run("svc")
+        (promoted,) = [t for t in st.trials(info.id) if t.metrics.get("promoted") == 1.0]
+        assert info.settings["demoted"] == [{"request": seq, "config": {"kind": "fast"}, "why": why,
+                                             "run": info.id, "trial": promoted.id}]
+        answer = final_answer(st, info)
+        assert answer.config == {"kind": "safe"} and answer.trial != promoted.id
+        assert f"trial {promoted.id} " in str(answer.note) and "demoted on request" in str(answer.note)
+    out = subprocess.run([sys.executable, "-m", "perftune", "best", "svc", "--store", url],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == '{"kind": "safe"}', out.stderr
+
+
+def _fails_on_odd(config: Any, x: int) -> int:
+    if x % 2:
+        raise ValueError("odd")
+    time.sleep(0.01 if config["kind"] == "safe" else 0.001)
+    return 2 * x
+
+
+@pytest.mark.parametrize("budget", [1, 3], ids=["alone", "raced"])
+def test_records_hold_every_request_also_those_that_raised(budget: int) -> None:
+    with Racer(_fails_on_odd, _space("fast", "slow"), check=_is_double, seed=0, budget=budget,
+               timeout_s=5) as racer:
+        for x in range(10):
+            with contextlib.suppress(RequestError):
+                racer(x)
+    assert [r.seq for r in racer.records] == list(range(10))
+    assert all(r.answered_by == "none" for r in racer.records if r.seq % 2)
+    assert all(r.answered_by != "none" for r in racer.records if not r.seq % 2)
+
+
+def test_close_closes_the_store_it_opened(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/online.db"
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    with Racer(_double, _space("fast"), check=_is_double, store=url, seed=0) as racer:  # warmed up
+        racer(1)
+    before = open_fds()
+    for _ in range(5):
+        with Racer(_double, _space("fast"), check=_is_double, store=url, seed=0) as racer:
+            racer(1)
+    assert open_fds() == before

@@ -9,8 +9,12 @@ next one, seeded with the configurations that were safe before, so a shift that 
 from __future__ import annotations
 
 import contextlib
+import json
+import pickle
 import statistics
+import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +56,8 @@ class RequestRecord:
     Attributes:
         seq: The request's number (0, 1, ...).
         latency_s: What the caller waited, from the call to the answer (racing overhead included).
-        answered_by: ``"safe"``, ``"candidate"`` or ``"alone"`` (the safe configuration without a race).
+        answered_by: ``"safe"``, ``"candidate"``, ``"alone"`` (the safe configuration without a race), or
+            ``"none"``: the request raised (the safe configuration failed, or the time ran out).
         safe_s: Seconds inside the objective for the safe configuration (None: it was killed, or it
             did not run on this request).
         candidate_s: The same for the candidate (None: killed, failed, or no candidate ran).
@@ -145,6 +150,9 @@ class OnlineBase:
     """Search epochs, candidates, promotion and shift detection; subclasses serve requests."""
 
     mode = ""
+    #: The largest answer (pickled) a worker may send back; a candidate's larger answer fails it unread,
+    #: a safe configuration's raises. Set it on the instance (or the class) to change it.
+    max_answer_bytes: int = 64 << 20
 
     def __init__(
         self,
@@ -214,7 +222,14 @@ class OnlineBase:
         self._seed = seed
         self._technique = technique
         self._name = name
+        self._own_store = isinstance(store, str)  # opened here from a URL: closed here too
         self._store = self._open_store(store)
+        self._lock = threading.Lock()  # one request at a time: calls from several threads wait their turn
+        self._serving: int | None = None  # the thread serving a request
+        self._no_workers: str | None = None  # why workers are no longer used (the zygote died, say)
+        self._said_unpicklable = False
+        self._promoted_trials: dict[Any, tuple[int, int]] = {}  # config -> (run id, trial id) promoting it
+        self._run_id: int | None = None
         self._safe_samples: deque[float] = deque(maxlen=60)
         self._cand: _Candidate | None = None
         # Trials of the safe configuration, told once it has _BASELINE_N latencies (not from one request).
@@ -265,6 +280,7 @@ class OnlineBase:
                 name = f"{base}-{attempt + 1}"
         if self._tuner.run_name is not None:
             self.run_names.append(self._tuner.run_name)
+        self._run_id = self._tuner.run_id  # the last epoch's run, still there once its tuner is closed
 
     def _close_epoch(self, status: str, why: str) -> None:
         tuner, self._tuner = self._tuner, None
@@ -402,6 +418,30 @@ class OnlineBase:
         self._safe_samples.clear()
         if self.detector is not None:
             self.detector.reset()
+        self._record_demotion(seq, bad, why)
+
+    def _record_demotion(self, seq: int, bad: Any, why: str) -> None:
+        """Say in the store that ``bad`` is demoted, in the run that promoted it and in the current one:
+        their settings list the demotion (``demoted``), and their final answer (what ``perftune show``
+        prints as such, and ``perftune best``) is the configuration served."""
+        from perftune.report import FinalAnswer
+
+        if self._store is None:
+            return
+        promoted = self._promoted_trials.pop(bad, None)
+        served = self._promoted_trials.get(self.safe)  # (run, trial) that promoted the one served now
+        what = bad.to_json() if promoted is None else f"trial {promoted[1]} {bad.to_json()}"
+        note = (f"{what} was promoted, then demoted on request {seq} ({why}); the configuration served is "
+                f"{self.safe.to_json()}")
+        run, trial_id = promoted if promoted is not None else (None, None)
+        entry = {"request": seq, "config": json.loads(bad.to_json()), "why": why, "run": run,
+                 "trial": trial_id}
+        for run_id in dict.fromkeys(r for r in (run, self._run_id) if r is not None):
+            settings = self._store.get_run(run_id).settings or {}
+            self._store.update_settings(run_id, {"demoted": [*settings.get("demoted", []), entry]})
+            trial = served[1] if served is not None and served[0] == run_id else None
+            answer = FinalAnswer(None, trial=trial, config=json.loads(self.safe.to_json()), note=note)
+            self._store.record_result(run_id, answer.to_json())
 
     def _fail(self, cand: _Candidate, reason: str) -> None:
         """A wrong or failing candidate: recorded with its reason, never safe, never tried again."""
@@ -431,6 +471,8 @@ class OnlineBase:
         else:
             self._tuner.tell(cand.trial, statistics.median(cand.samples), samples=cand.samples,
                              metrics=metrics)
+        if decision is Decision.BETTER and self._tuner.run_id is not None:
+            self._promoted_trials[cand.trial.config] = (self._tuner.run_id, cand.trial.id)
         if decision is Decision.BETTER:
             self._tell_safe(force=True)  # the old safe configuration's trial, with what it has
             for trial in self._safe_trials:  # it never finished a request (killed every time)
@@ -446,6 +488,69 @@ class OnlineBase:
     def _decide(self, cand: _Candidate) -> Any:
         return self.rule.decide(cand.wins, cand.races)
 
+    # ------------------------------------------------------------------ serving
+
+    def __call__(self, request: Any) -> Any:
+        """Serve one request: the answer of the safe configuration or of a candidate that beat it.
+
+        Calls from several threads are served one at a time (in the order they get the lock).
+        """
+        if self._serving == threading.get_ident():
+            raise PerftuneError(f"{type(self).__name__}: called again while serving a request (from the "
+                                "objective, check, or a signal handler): serve one request at a time")
+        with self._lock:
+            self._serving = threading.get_ident()
+            try:
+                t0 = time.perf_counter()
+                seq = self._next_seq()
+                try:
+                    return self._serve(request, seq, t0)
+                except PerftuneError:
+                    if not self.records or self.records[-1].seq != seq:  # the request is in the records too
+                        self._unanswered(seq, t0)
+                    raise
+            finally:
+                self._serving = None
+
+    def _serve(self, request: Any, seq: int, t0: float) -> Any:
+        raise NotImplementedError
+
+    def _unanswered(self, seq: int, t0: float, safe_s: float | None = None, candidate_s: float | None = None,
+                    outcome: str = "", cand: _Candidate | None = None) -> None:
+        """Record a request that raised: answered by no one."""
+        self.records.append(RequestRecord(seq, time.perf_counter() - t0, "none", safe_s, candidate_s, outcome,
+                                          None if cand is None else cand.trial.id, self.epoch))
+
+    def _pickled(self, request: Any, seq: int) -> bytes | None:
+        """The request pickled once, for the workers; None when it cannot be: it is then served by the safe
+        configuration in this process (said once, as a warning)."""
+        try:
+            return pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - any failure to pickle: the request cannot travel
+            if not self._said_unpicklable:
+                self._said_unpicklable = True
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                warnings.warn(f"{type(self).__name__}: request {seq} cannot be sent to a worker process "
+                              f"({why}): such requests are served by the safe configuration in this process, "
+                              "exploring nothing (candidates run in worker processes: requests must pickle)",
+                              RuntimeWarning, stacklevel=4)
+            return None
+
+    def _lose_workers(self, why: str) -> None:
+        """Workers cannot be used (the zygote died, the objective's answers cannot come back from one):
+        exploration stops; requests are served by the safe configuration in the caller's process from
+        now on (said once, as a warning)."""
+        if self._no_workers is not None:
+            return
+        self._no_workers = why
+        limit = "; timeout_s is no longer enforced" if getattr(self, "timeout_s", None) is not None else ""
+        warnings.warn(f"{type(self).__name__}: {why}: exploration stops, and requests are served by the safe "
+                      f"configuration in this process{limit}", RuntimeWarning, stacklevel=4)
+        self._close_epoch("finished", why)
+        self.detector = None  # no new epoch: it could try no candidate
+        with contextlib.suppress(Exception):
+            self._stop_workers()
+
     # ------------------------------------------------------------------ life cycle
 
     def _next_seq(self) -> int:
@@ -456,12 +561,24 @@ class OnlineBase:
         return seq
 
     def close(self) -> None:
-        """Stop the workers and end the epoch's run in the store."""
+        """Stop the workers and end the epoch's run in the store (after the request another thread is
+        serving; at once when called while this thread serves one, from a signal handler, say)."""
+        if self._closed:
+            return
+        if self._serving == threading.get_ident():
+            self._close()
+            return
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._stop_workers()
         self._close_epoch("finished", "the online tuner was closed")
+        if self._own_store and self._store is not None:
+            self._store.close()
 
     def _stop_workers(self) -> None:
         pass

@@ -18,7 +18,6 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import wait
 from typing import Any
 
 import numpy as np
@@ -28,18 +27,33 @@ from perftune.online._core import OnlineBase, RequestError, RequestRecord, _Cand
 from perftune.online._promotion import PromotionRule
 from perftune.online._shift import ShiftDetector
 from perftune.online._split import Side, Split
-from perftune.online._worker import Reply, Worker, Zygote
+from perftune.online._worker import Reply, Worker, Zygote, ZygoteGone, socket_wait, travel_failure
 
 __all__ = ["Racer"]
 
 
 def _agree(a: Any, b: Any, depth: int = 0) -> bool:
-    """Equal answers: ``==``, with arrays compared whole, also inside tuples, lists and dicts."""
+    """Equal answers: ``==``, with arrays compared whole, also inside tuples, lists and dicts; NaN equals
+    NaN (the same missing value computed by both configurations).
+
+    Example:
+        >>> _agree([np.array([np.nan, 1.0]), float("nan")], [np.array([np.nan, 1.0]), float("nan")])
+        True
+    """
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        x, y = np.asarray(a), np.asarray(b)
         try:
-            return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+            return bool(np.array_equal(x, y, equal_nan=True))
+        except TypeError:  # equal_nan on values that cannot be NaN (strings, objects)
+            pass
         except Exception:  # noqa: BLE001 - arrays that cannot be compared are not equal
             return False
+        try:
+            return bool(np.array_equal(x, y))
+        except Exception:  # noqa: BLE001 - arrays that cannot be compared are not equal
+            return False
+    if isinstance(a, float | np.floating) and isinstance(b, float | np.floating) and math.isnan(a):
+        return math.isnan(b)
     if depth < 32 and type(a) is type(b) and isinstance(a, list | tuple):
         return len(a) == len(b) and all(_agree(x, y, depth + 1) for x, y in zip(a, b, strict=True))
     if depth < 32 and type(a) is type(b) and isinstance(a, dict):
@@ -48,6 +62,11 @@ def _agree(a: Any, b: Any, depth: int = 0) -> bool:
         return bool(a == b)
     except Exception:  # an answer type whose == does not give a truth value
         return False
+
+
+class _CannotTravel(Exception):
+    """The safe configuration's answer could not come back from its worker: the objective's answers
+    cannot travel between processes (a type that does not pickle)."""
 
 
 class Racer(OnlineBase):
@@ -63,7 +82,8 @@ class Racer(OnlineBase):
             (``[[0], [1]]``), two :class:`Side` values (with a hook that picks a GPU), or a :class:`Split`.
         check: ``check(request, answer) -> bool``: whether an answer is correct. Without it, a
             candidate's answer must equal the safe one (``equal``).
-        equal: ``equal(a, b) -> bool`` for that agreement (default ``==``, ``numpy.array_equal`` for arrays).
+        equal: ``equal(a, b) -> bool`` for that agreement (default ``==``, ``numpy.array_equal`` for arrays;
+            NaN equals NaN).
         rule: When a candidate is promoted (:class:`PromotionRule`: a sequential sign test on its wins).
         detector: The :class:`ShiftDetector` that re-opens exploration; False: never.
         budget: Candidates per exploration epoch (the tuner's budget).
@@ -73,6 +93,10 @@ class Racer(OnlineBase):
         technique: The search technique (any registered name).
         timeout_s: The longest a request may take; past it the request raises :class:`RequestError`.
         history_n: Requests kept in :attr:`records`.
+
+    An answer travels back from its worker pickled, at most :attr:`max_answer_bytes` of it (64 MiB; set
+    the attribute to change it): a candidate's larger answer fails the candidate, unread. Calls from
+    several threads are served one at a time.
 
     Example:
         >>> from perftune.space import Int, Space
@@ -132,13 +156,16 @@ class Racer(OnlineBase):
                 self._closed = True
                 self._stop_workers()
                 self._close_epoch("failed", f"split side {i}: {why}")
+                if self._own_store:
+                    self._store.close()
                 raise PerftuneError(f"Racer: split side {i} ({list(the_split.sides[i].cpus)}) {why}")
 
     def _stop_workers(self) -> None:
         zygote = self.__dict__.get("_zygote")
         if zygote is None:  # never started (bad arguments), or stopped already
             return
-        self._collect()
+        with contextlib.suppress(ZygoteGone):
+            self._collect()
         workers, self._workers = self._workers, []
         spares, self._spares = self._spares, []
         for w in [*workers, *(s for s in spares if s is not None)]:
@@ -180,37 +207,47 @@ class Racer(OnlineBase):
         spare, self._spares[i] = self._spares[i], None
         self._workers[i] = spare if spare is not None else Worker(self._zygote, i)
 
-    def __call__(self, request: Any) -> Any:
-        """Serve one request: the answer of the safe configuration or of a candidate that beat it."""
-        t0 = time.perf_counter()
-        seq = self._next_seq()
+    def _serve(self, request: Any, seq: int, t0: float) -> Any:
+        if self._no_workers is None and self._zygote.gone():
+            self._lose_workers("the zygote (the process that forks workers) died")
         cand = self._candidate()
+        if self._no_workers is not None or (cand is None and self.timeout_s is None):
+            return self._inline(request, seq, t0)
+        payload = self._pickled(request, seq)
+        if payload is None:
+            return self._inline(request, seq, t0)
         safe_side = seq % 2  # the two configurations swap halves every request: no half is favoured
-        if cand is None and self.timeout_s is None:
-            answer, safe_s = self._run_inline(request, seq)
-            epoch = self.epoch
-            self._observe_safe(seq, safe_s)  # its store writes are the request's latency too
-            self.records.append(RequestRecord(seq, time.perf_counter() - t0, "alone", safe_s, None, "", None,
-                                              epoch))
-            return answer
-        if cand is None:  # a worker, so that timeout_s can be enforced
-            return self._alone(request, seq, t0, self._workers[safe_side])
-        return self._race(request, seq, t0, cand, self._workers[safe_side], self._workers[1 - safe_side])
+        try:
+            if cand is None:  # a worker, so that timeout_s can be enforced
+                return self._alone(payload, request, seq, t0, self._workers[safe_side])
+            return self._race(payload, request, seq, t0, cand, self._workers[safe_side],
+                              self._workers[1 - safe_side])
+        except (ZygoteGone, _CannotTravel) as exc:
+            self._lose_workers(str(exc))
+            return self._inline(request, seq, t0)
+
+    def _inline(self, request: Any, seq: int, t0: float) -> Any:
+        answer, safe_s = self._run_inline(request, seq)
+        epoch = self.epoch
+        self._observe_safe(seq, safe_s)  # its store writes are the request's latency too
+        latency = time.perf_counter() - t0
+        self.records.append(RequestRecord(seq, latency, "alone", safe_s, None, "", None, epoch))
+        return answer
 
     def _deadline(self, t0: float) -> float | None:
         return None if self.timeout_s is None else t0 + self.timeout_s
 
-    def _wait(self, conns: list[Any], deadline: float | None) -> list[Any]:
+    def _wait(self, socks: list[Any], deadline: float | None) -> list[Any]:
         timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        return list(wait(conns, timeout))
+        return socket_wait(socks, timeout)
 
-    def _reply(self, worker: Worker, seq: int) -> tuple[Reply | None, str | None]:
-        """A worker's reply to request ``seq``, or (None, why it died); a dead worker is replaced.
+    def _reply(self, worker: Worker, seq: int, reply: Reply | None) -> tuple[Reply | None, str | None]:
+        """A worker's reply to request ``seq`` (from ``take``), or (None, why it died); a dead worker is
+        replaced, and so is one whose answer was refused unread.
 
         A reply to an earlier request (one that an exception cut short before its worker was replaced)
         is never taken for this one's: the worker is replaced and the reply is "out of step".
         """
-        reply = worker.receive()
         if reply is None:
             why = worker.death()
             self._put_spare(worker)
@@ -218,11 +255,26 @@ class Racer(OnlineBase):
         if reply[0] != seq:
             self._cancel(worker)
             return None, f"was out of step (it answered request {reply[0]} during request {seq})"
+        if worker.refused:  # the rest of its answer is still on the way: the connection is out of step
+            self._cancel(worker)
         return reply, None
 
-    def _alone(self, request: Any, seq: int, t0: float, worker: Worker) -> Any:
+    def _no_answer(self, seq: int, t0: float, why: str, cand: _Candidate | None = None, outcome: str = "",
+                   cand_reply: Reply | None = None) -> Exception:
+        """The error of a request the safe configuration did not answer (recorded), or ``_CannotTravel``
+        when its answer could not come back from the worker: the request is then served in this process."""
+        if travel_failure(why) and not why.startswith("its answer is "):
+            return _CannotTravel(f"the safe configuration's {why.removeprefix('its ')}")
+        self._unanswered(seq, t0, None, None if cand_reply is None else cand_reply[3], outcome, cand)
+        if travel_failure(why):  # over the size limit: the caller's to raise
+            what = why.removeprefix("its ")
+            return PerftuneError(f"Racer: request {seq}: the safe configuration's {what}; raise "
+                                 "racer.max_answer_bytes")
+        return RequestError(f"request {seq}: the safe configuration {why}")
+
+    def _alone(self, payload: bytes, request: Any, seq: int, t0: float, worker: Worker) -> Any:
         try:
-            return self._alone_in(request, seq, t0, worker)
+            return self._alone_in(payload, request, seq, t0, worker)
         except BaseException:
             self._cancel_busy([worker])
             raise
@@ -235,36 +287,45 @@ class Racer(OnlineBase):
                 with contextlib.suppress(Exception):
                     self._cancel(w)
 
-    def _alone_in(self, request: Any, seq: int, t0: float, worker: Worker) -> Any:
-        worker.send(seq, self.safe, request)
+    def _alone_in(self, payload: bytes, request: Any, seq: int, t0: float, worker: Worker) -> Any:
+        worker.send(seq, self.safe, payload)
         self._refill()
-        if not self._wait([worker.conn], self._deadline(t0)):
-            self._cancel(worker)
-            raise RequestError(f"request {seq}: the safe configuration took longer than timeout_s="
-                               f"{self.timeout_s}")
-        reply, died = self._reply(worker, seq)
-        if reply is None or not reply[1]:
-            raise RequestError(f"request {seq}: the safe configuration {died or reply and reply[2]}")
-        wrong = self._safe_wrong(request, reply[2])
-        if wrong is not None:
+        while True:
+            while True:
+                if not self._wait([worker.sock], self._deadline(t0)):
+                    self._cancel(worker)
+                    raise self._no_answer(seq, t0, f"took longer than timeout_s={self.timeout_s}")
+                done, got = worker.take(self.max_answer_bytes)
+                if done:
+                    break
+            reply, died = self._reply(worker, seq, got)
+            if reply is None or not reply[1]:
+                raise self._no_answer(seq, t0, died or str(reply and reply[2]))
+            wrong = self._safe_wrong(request, reply[2])
+            if wrong is None:
+                break
+            # A promoted configuration's rare wrong answer: never returned. It is demoted, and the request
+            # runs again with the configuration it replaced (on the same worker, within timeout_s).
             self._demote(seq, wrong)
-            raise RequestError(f"request {seq}: the promoted configuration gave a {wrong}; it is demoted")
+            worker.send(seq, self.safe, payload)
         epoch = self.epoch
         self._observe_safe(seq, reply[3])
         latency = time.perf_counter() - t0
         self.records.append(RequestRecord(seq, latency, "alone", reply[3], None, "", None, epoch))
         return reply[2]
 
-    def _race(self, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker, wc: Worker) -> Any:
+    def _race(self, payload: bytes, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker,
+              wc: Worker) -> Any:
         try:
-            return self._race_in(request, seq, t0, cand, ws, wc)
+            return self._race_in(payload, request, seq, t0, cand, ws, wc)
         except BaseException:
             self._cancel_busy([ws, wc])
             raise
 
-    def _race_in(self, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker, wc: Worker) -> Any:
-        ws.send(seq, self.safe, request)
-        wc.send(seq, cand.trial.config, request)
+    def _race_in(self, payload: bytes, request: Any, seq: int, t0: float, cand: _Candidate, ws: Worker,
+                 wc: Worker) -> Any:
+        ws.send(seq, self.safe, payload)
+        wc.send(seq, cand.trial.config, payload)
         self._refill()
         deadline = self._deadline(t0)
         safe: Reply | None = None
@@ -275,32 +336,37 @@ class Racer(OnlineBase):
         answer: Any = None
         answered_by = ""
         while not answered_by:
-            conns = [w.conn for w, running in ((ws, safe_running), (wc, cand_running)) if running]
-            ready = self._wait(conns, deadline) if conns else []
+            socks = [w.sock for w, running in ((ws, safe_running), (wc, cand_running)) if running]
+            ready = self._wait(socks, deadline) if socks else []
             if not ready:
                 for w, running in ((ws, safe_running), (wc, cand_running)):
                     if running:
                         self._cancel(w)
+                outcome = ""
                 if cand_failed is not None:  # it answered wrongly (or failed) before the time ran out
-                    self._fail(cand, cand_failed)
+                    if not travel_failure(cand_failed):  # only blamed when the safe answer travelled
+                        self._fail(cand, cand_failed)
+                        outcome = "wrong" if cand_failed.startswith("wrong") else "failed"
                 elif cand_running:
                     self._result(seq, cand, False, time.perf_counter() - t0, finished=False)
+                    outcome = "loss"
                 why = safe_failed or f"took longer than timeout_s={self.timeout_s}"
-                raise RequestError(f"request {seq}: the safe configuration {why}")
-            if ws.conn in ready:
+                raise self._no_answer(seq, t0, why, cand, outcome)
+            # An answer is read as it arrives: a large one does not hold up the other side's.
+            if ws.sock in ready and (got := ws.take(self.max_answer_bytes))[0]:
                 safe_running = False
-                safe, died = self._reply(ws, seq)
+                safe, died = self._reply(ws, seq, got[1])
                 if safe is None or not safe[1]:
-                    safe_failed, safe = died or (safe[2] if safe else "failed"), None
+                    safe_failed, safe = died or (str(safe[2]) if safe else "failed"), None
                 elif (wrong := self._safe_wrong(request, safe[2])) is not None:
                     # A promoted configuration's rare wrong answer: never returned; it is demoted.
                     self._demote(seq, wrong)
                     safe_failed, safe = f"(promoted, now demoted) gave a {wrong}", None
-            if wc.conn in ready:
+            if wc.sock in ready and (got := wc.take(self.max_answer_bytes))[0]:
                 cand_running = False
-                cand_reply, died = self._reply(wc, seq)
+                cand_reply, died = self._reply(wc, seq, got[1])
                 if cand_reply is None or not cand_reply[1]:
-                    cand_failed = died or (cand_reply[2] if cand_reply else "failed")
+                    cand_failed = died or (str(cand_reply[2]) if cand_reply else "failed")
                     cand_reply = None
                 elif self.check is not None:
                     cand_failed = self._checked(request, cand_reply[2])
@@ -319,13 +385,15 @@ class Racer(OnlineBase):
         outcome, won, sample, finished, why = self._judge(cand, safe, cand_reply, cand_failed, t0)
         for w, running in ((ws, safe_running), (wc, cand_running)):
             if running:
-                self._cancel(w)  # the loser: killed for real, and a fresh worker forked in its place
+                # The loser (or an answer still on its way when the other one is in): killed for real, and
+                # a fresh worker put in its place.
+                self._cancel(w)
         if outcome in ("wrong", "failed"):
             self._fail(cand, why)
         elif outcome:
             self._result(seq, cand, won, sample, finished)
         if not answered_by:
-            raise RequestError(f"request {seq}: the safe configuration {safe_failed}")
+            raise self._no_answer(seq, t0, str(safe_failed), cand, outcome, cand_reply)
         # Killed because the candidate answered first, the safe configuration took at least as long
         # as the candidate (they started together): a lower bound, which the shift detector can use.
         killed_after = None
@@ -343,6 +411,10 @@ class Racer(OnlineBase):
     def _judge(self, cand: _Candidate, safe: Reply | None, cand_reply: Reply | None,
                cand_failed: str | None, t0: float) -> tuple[str, bool, float, bool, str]:
         """(outcome, won, sample for the search, whether the candidate finished, why it failed)."""
+        if cand_failed is not None and travel_failure(cand_failed) and safe is None:
+            # Its answer could not travel (a type that does not pickle, a size over the limit), and the
+            # safe configuration gave none: the objective's answers may not travel at all; not blamed.
+            return "", False, 0.0, False, ""
         if cand_failed is not None:
             return ("wrong" if cand_failed.startswith("wrong") else "failed"), False, 0.0, False, cand_failed
         if cand_reply is None:
