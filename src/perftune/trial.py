@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from perftune.space import Config
 
-__all__ = ["FAILURE_KEY_CHARS", "Pruned", "Status", "Trial", "TrialTimeout", "failure_key"]
+__all__ = [
+    "FAILURE_KEY_CHARS", "INFEASIBLE", "Pruned", "Status", "Trial", "TrialTimeout", "failure_key",
+    "infeasible",
+]
 
 
 class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change str() and f-strings)
@@ -129,3 +132,19 @@ def failure_key(reason: str | None) -> str:
     """
     text = (reason or "").strip()
     return text.splitlines()[0][:FAILURE_KEY_CHARS].rstrip() if text else ""
+
+
+#: How the reason of a measured trial that breaks a constraint begins (docs/multiobjective.md).
+INFEASIBLE = "infeasible"
+
+
+def infeasible(trial: Trial) -> bool:
+    """Whether ``trial`` was measured but breaks a constraint (docs/multiobjective.md): it has no loss, so it
+    is never the best, and as the default configuration it is no baseline of an improvement.
+
+    Example:
+        >>> from perftune.space import Config
+        >>> infeasible(Trial(0, Config({"x": 0}), Status.OK, value=2.0, reason="infeasible: a >= 1 (a=0)"))
+        True
+    """
+    return bool(trial.ok and str(trial.reason or "").startswith(INFEASIBLE))

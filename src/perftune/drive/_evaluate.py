@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from perftune.drive._context import EvalContext, takes_context
 from perftune.drive._fidelity import RunningTrial, takes_trial
-from perftune.trial import Pruned, Status, TrialTimeout
+from perftune.trial import INFEASIBLE, Pruned, Status, TrialTimeout
 
 if TYPE_CHECKING:
     from perftune.search import Objectives
@@ -305,6 +305,6 @@ def check_metrics(objectives: Objectives, trial: Trial) -> None:
     if broken:
         # Measured, so OK; but infeasible: no loss, so it is never the best and techniques avoid it.
         trial.loss = None
-        trial.reason = "infeasible: " + ", ".join(
+        trial.reason = f"{INFEASIBLE}: " + ", ".join(
             f"{c} ({c.metric}={trial.metrics.get(c.metric, float('nan')):g})" for c in broken)
 

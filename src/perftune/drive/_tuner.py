@@ -43,7 +43,7 @@ from perftune.drive._fidelity import ASHA, Fidelity, takes_trial
 from perftune.drive._progress import ProgressLine, ProgressSettings
 from perftune.drive._warmstart import Prior, WarmStart
 from perftune.errors import PerftuneError, SpaceError
-from perftune.trial import Status, Trial, failure_key
+from perftune.trial import Status, Trial, failure_key, infeasible
 
 if TYPE_CHECKING:
     from perftune.drive._attach import Worker
@@ -232,8 +232,7 @@ class Result:
         """A best trial and a default one that succeeded and kept the constraints (an infeasible default is
         measured, so OK, but no baseline: ``perftune.report.improvement_of`` says the same)."""
         default = self.default
-        return (self.best is not None and default is not None and default.ok
-                and not (default.reason or "").startswith("infeasible"))
+        return self.best is not None and default is not None and default.ok and not infeasible(default)
 
     def counts(self) -> dict[str, int]:
         """Number of trials by status."""

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perftune.trial import infeasible
+
 __all__ = [
     "FinalAnswer",
     "Improvement",
@@ -200,19 +202,6 @@ def _samples(trial: Any) -> list[float]:
     if not values and trial.value is not None:
         values = [trial.value]
     return [float(v) for v in values]
-
-
-def infeasible(trial: Any) -> bool:
-    """Whether ``trial`` was measured but breaks a constraint (docs/multiobjective.md): it has no loss, so it
-    is never the best, and as the default configuration it is no baseline of an improvement.
-
-    Example:
-        >>> from perftune.space import Config
-        >>> from perftune.trial import Status, Trial
-        >>> infeasible(Trial(0, Config({"x": 0}), Status.OK, value=2.0, reason="infeasible: a >= 1 (a=0)"))
-        True
-    """
-    return bool(trial.ok and str(trial.reason or "").startswith("infeasible"))
 
 
 def trial_speedup(best: Any, default: Any, *, goal: str = "min", confidence: float = 0.95) -> Any:
