@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from perftune.targets.choice._file import ChoiceError, ChoicesFile, merge_into_file
+from perftune.targets.choice._ladder import check_callable
 from perftune.targets.choice._site import AlgorithmSite, current_choices
 from perftune.targets.choice._tune import input_copy, simplify_levels
 
@@ -298,9 +299,7 @@ def _crossing(size_a: int, size_b: int, ratio_a: float, ratio_b: float) -> int:
 
 def _check_make_input(make_input: Any) -> None:
     """One line for a ``make_input`` that cannot be called as ``make_input(n, rng)``."""
-    if not callable(make_input):
-        raise ChoiceError(f"tune_placement: make_input must be callable as make_input(n, rng), got "
-                          f"{type(make_input).__name__}")
+    check_callable(make_input, "tune_placement: make_input")
     try:
         inspect.signature(make_input).bind(1, None)
     except TypeError:
