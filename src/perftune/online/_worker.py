@@ -407,7 +407,7 @@ class Worker:
         """Hand the worker a request (pickled already); a worker that died answers with its end."""
         data = pickle.dumps((config, request), pickle.HIGHEST_PROTOCOL)
         with contextlib.suppress(OSError):
-            self.sock.sendall(_HEAD.pack(seq, True, 0.0, len(data)) + data)
+            _send(self.sock, seq, True, 0.0, data)
 
     def take(self, max_bytes: int | None = None) -> tuple[bool, Reply | None]:
         """Read what has come of the answer, without waiting: (False, None) while it is incomplete, else
