@@ -571,12 +571,12 @@ class OnlineBase:
         with self._lock:
             self._close()
 
-    def _close(self) -> None:
+    def _close(self, status: str = "finished", why: str = "the online tuner was closed") -> None:
         if self._closed:
             return
         self._closed = True
         self._stop_workers()
-        self._close_epoch("finished", "the online tuner was closed")
+        self._close_epoch(status, why)
         if self._own_store and self._store is not None:
             self._store.close()
 

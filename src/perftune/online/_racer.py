@@ -153,11 +153,7 @@ class Racer(OnlineBase):
         for i, worker in enumerate(self._workers):
             why = worker.setup_failure()
             if why is not None:  # the side, not a configuration: said now, and no candidate blamed
-                self._closed = True
-                self._stop_workers()
-                self._close_epoch("failed", f"split side {i}: {why}")
-                if self._own_store:
-                    self._store.close()
+                self._close("failed", f"split side {i}: {why}")
                 raise PerftuneError(f"Racer: split side {i} ({list(the_split.sides[i].cpus)}) {why}")
 
     def _stop_workers(self) -> None:
