@@ -34,7 +34,17 @@ from perftune.online._core import _BASELINE_N, OnlineBase, RequestRecord, _Candi
 from perftune.online._promotion import PromotionRule
 from perftune.online._shift import ShiftDetector
 from perftune.online._split import Side
-from perftune.online._worker import Reply, Worker, Zygote, ZygoteGone, socket_wait, travel_failure
+from perftune.online._worker import (
+    Reply,
+    Worker,
+    Zygote,
+    ZygoteGone,
+    cannot_read,
+    cannot_send,
+    socket_wait,
+    too_large,
+    travel_failure,
+)
 
 __all__ = ["Explorer"]
 
@@ -223,13 +233,13 @@ class Explorer(OnlineBase):
         try:
             data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - any failure to pickle is the reason
-            return f"its answer cannot be sent back ({type(exc).__name__}: {exc})".splitlines()[0]
-        if len(data) > (limit := self.max_answer_bytes):
-            return f"its answer is {len(data)} bytes pickled, more than max_answer_bytes={limit}"
+            return cannot_send(exc)
+        if len(data) > self.max_answer_bytes:
+            return too_large(len(data), self.max_answer_bytes)
         try:
             pickle.loads(data)
         except Exception as exc:  # noqa: BLE001 - any failure to unpickle is the reason
-            return f"its answer cannot be read by the caller ({type(exc).__name__}: {exc})".splitlines()[0]
+            return cannot_read(exc)
         return None
 
     def _serve(self, request: Any, seq: int, t0: float) -> Any:

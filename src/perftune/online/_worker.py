@@ -60,6 +60,19 @@ def _size_text(n: int) -> str:
     return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
+# Why an answer could not come back, as every side says it (the first line, at most 1000 characters).
+def cannot_send(exc: BaseException) -> str:
+    return f"its answer cannot be sent back ({type(exc).__name__}: {exc})".splitlines()[0][:1000]
+
+
+def cannot_read(exc: BaseException) -> str:
+    return f"its answer cannot be read by the caller ({type(exc).__name__}: {exc})".splitlines()[0][:1000]
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"its answer is {_size_text(size)} pickled, more than max_answer_bytes={limit}"
+
+
 class ZygoteGone(Exception):
     """The zygote died (killed by the OOM killer, say): no worker can be forked any more."""
 
@@ -118,8 +131,7 @@ def _serve(sock: socket.socket, run: Callable[[Any, Any], Any], broken: str | No
         try:
             data = pickle.dumps(answer if ok else str(answer).splitlines()[0][:1000], pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
-            why = f"its answer cannot be sent back ({type(exc).__name__}: {exc})".splitlines()[0][:1000]
-            ok, data = False, pickle.dumps(why)
+            ok, data = False, pickle.dumps(cannot_send(exc))
         try:
             _send(sock, seq, ok, seconds, data)
         except OSError:
@@ -428,8 +440,7 @@ class Worker:
                     seq, ok, seconds, size = _HEAD.unpack(self._head)
                     if max_bytes is not None and size > max_bytes:
                         self.refused = True
-                        return True, (seq, False, f"its answer is {_size_text(size)} pickled, more than "
-                                                  f"max_answer_bytes={max_bytes}", seconds)
+                        return True, (seq, False, too_large(size, max_bytes), seconds)
                     self._body = bytearray(size)
                     self._got = 0
                 if self._got < len(self._body):
@@ -450,8 +461,7 @@ class Worker:
         try:
             value = pickle.loads(body)  # type: ignore[arg-type]
         except Exception as exc:  # an exception class whose __init__ takes other arguments, say
-            why = f"its answer cannot be read by the caller ({type(exc).__name__}: {exc})"
-            return seq, False, why.splitlines()[0][:1000], seconds
+            return seq, False, cannot_read(exc), seconds
         return seq, ok, value, seconds
 
     def receive(self, max_bytes: int | None = None) -> Reply | None:
