@@ -4,18 +4,42 @@ A reader (another process, or the same one after a crash) sees the old file or t
 half-written one: the text goes to a temporary file of a unique name in the same folder, is flushed to
 the disk, and is renamed over the target (``os.replace``, atomic on POSIX within one file system). A
 failed write leaves no temporary file behind. Two writers of the same file at once do not mix their
-texts; the last rename wins.
+texts; the last rename wins. A writer that reads the file, merges into it and writes it back holds
+:func:`locked` for the whole of it, so that no other such writer's merge is lost in between.
 
 Imports nothing of perftune, so that every layer may use it (``docs/architecture.md``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_bytes_atomic", "write_text_atomic"]
+__all__ = ["locked", "write_bytes_atomic", "write_text_atomic"]
+
+
+class locked:  # noqa: N801 - used as a function: ``with locked(path):``
+    """An exclusive lock on ``NAME.lock`` beside ``path``, held in a ``with`` block, for a whole
+    read-merge-write: two writers of one file take turns. Making it makes the folder and the lock file and
+    raises ``OSError`` when it cannot (before the ``with``, so that a caller can tell that apart from the
+    block's own errors). The lock file stays (removing it would race with the next writer)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(p.with_name(p.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __enter__(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing releases the lock
 
 
 def _umask() -> int:

@@ -295,3 +295,34 @@ def test_argument_mistakes_are_refused_before_anything_is_measured(kwargs: dict,
     with pytest.raises(AdaptError, match=message):
         tune_inputs(site, [10, 100, 1000, 5000], budget=8, repeats=1, **kwargs)
     assert measured == []
+
+
+# ---- two saves into one dispatcher file at once keep both entries ---------------------------------------
+
+
+def test_two_saves_at_once_keep_both_dispatchers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read that takes a while (a large file, a slow disk): without a lock, the later writer writes a
+    # merge made before the earlier one saved, and the earlier one's dispatcher is lost.
+    import time
+
+    from perftune.adapt._file import DispatchFile
+
+    path = tmp_path / "d.json"
+    other = _objective("rf-lock-other")
+    _write(path, {"rf-lock-other": _entry(other)})
+    a, b = _tuned("rf-lock-a"), _tuned("rf-lock-b")
+    read = DispatchFile.read.__func__  # type: ignore[attr-defined]
+
+    def slow_read(cls, p=None):  # noqa: ANN001, ANN202
+        out = read(cls, p)
+        time.sleep(0.3)
+        return out
+
+    monkeypatch.setattr(DispatchFile, "read", classmethod(slow_read))
+    first = threading.Thread(target=a.save, args=(path,))
+    first.start()
+    time.sleep(0.1)  # the second save starts while the first one is reading
+    b.save(path)
+    first.join()
+    saved = json.loads(path.read_text())["dispatchers"]
+    assert set(saved) == {"rf-lock-other", "rf-lock-a", "rf-lock-b"}

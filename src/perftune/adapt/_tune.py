@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from perftune._atomic import locked
 from perftune.adapt._features import CHEAP, AdaptError
 from perftune.adapt._file import DispatchFile, dispatch_path, use_dispatch
 from perftune.adapt._growth import GrowthCheck, fit_growth
@@ -139,22 +140,28 @@ class InputTuning:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Merge this dispatcher into the dispatcher file (default: beside the tuned choices); write it.
 
-        The process then uses the written file (as a program reading it at start would). Other sites'
-        entries are kept, unusable ones verbatim; an existing file that cannot be read at all (a newer
-        version, not JSON) is never overwritten: :class:`AdaptError` names it and why.
+        The process then uses the written file (as a program reading it at start would). Two saves into
+        one file at once take turns (a lock on NAME.lock beside it), so neither loses the other's entry.
+        Other sites' entries are kept, unusable ones verbatim; an existing file that cannot be read at
+        all (a newer version, not JSON) is never overwritten: :class:`AdaptError` names it and why.
         """
         p = dispatch_path(path)
-        if p.exists() or p.is_symlink():
-            try:
-                f = DispatchFile.read(p)
-            except AdaptError as e:
-                raise AdaptError(f"not saving dispatcher {self.target.name!r}: {e} (the file is left as "
-                                 "it is; move it away or fix it)") from None
-        else:
-            f = DispatchFile()
-        f.unusable.pop(self.target.name, None)
-        f.dispatchers[self.target.name] = self.entry()
-        written = f.write(path)
+        try:
+            lock = locked(p)
+        except OSError as e:
+            raise AdaptError(f"{p}: cannot lock the dispatcher file for saving ({e.strerror or e})") from None
+        with lock:  # two saves into one file take turns: neither writes a merge made before the other saved
+            if p.exists() or p.is_symlink():
+                try:
+                    f = DispatchFile.read(p)
+                except AdaptError as e:
+                    raise AdaptError(f"not saving dispatcher {self.target.name!r}: {e} (the file is left as "
+                                     "it is; move it away or fix it)") from None
+            else:
+                f = DispatchFile()
+            f.unusable.pop(self.target.name, None)
+            f.dispatchers[self.target.name] = self.entry()
+            written = f.write(path)
         use_dispatch(f)
         return written
 

@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import numbers
@@ -39,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from perftune._atomic import write_text_atomic
+from perftune._atomic import locked, write_text_atomic
 from perftune._jsonfile import read_json_file, shown
 from perftune.errors import PerftuneError
 
@@ -418,15 +417,11 @@ def _save_lock(p: Path) -> Iterator[None]:
     """An exclusive lock on ``NAME.lock`` beside the file, for a whole read-merge-write: two tunings
     saving into one file at once take turns, so neither writes a merge made before the other saved."""
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p.with_name(p.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = locked(p)
     except OSError as e:
         raise ChoiceError(f"{p}: cannot lock the tuned-choices file for saving ({e.strerror or e})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with lock:
         yield
-    finally:
-        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race)
 
 
 def merge_into_file(path: str | os.PathLike[str] | None, update: Callable[[ChoicesFile], None]) -> Path:
